@@ -1,0 +1,37 @@
+# One entry point for setup, the main job and the tests. Everything installs into .venv.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test test-all run bench examples clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job on the bundled examples: read, verify and disassemble every example module.
+run: $(STAMP)
+	$(VENV)/bin/tileiras-async disasm examples/*.tileirbc
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Every corpus file x every target, every fuzz seed: the sweeps CI samples.
+test-all: $(STAMP)
+	$(PY) -m pytest -q --run-all $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/bench_read.py
+
+# Re-export examples/*.py to bytecode with the real cuTile producer.
+examples: $(STAMP)
+	$(PY) examples/export_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

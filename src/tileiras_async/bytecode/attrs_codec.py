@@ -1,0 +1,247 @@
+"""Attribute encodings: self-contained (tagged) attributes and the untagged inline op attributes."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir import attrs as A
+from ..ir import types as T
+from ..ir.enums import ENUMS
+from .errors import BytecodeError
+from .wire import ByteReader, encode_intlist, encode_svarint, encode_varint
+
+TAG_INTEGER, TAG_FLOAT, TAG_BOOL, TAG_TYPE, TAG_STRING, TAG_ARRAY = 1, 2, 3, 4, 5, 6
+TAG_DENSE_STRING, TAG_DIVBY, TAG_SAME_ELEMENTS, TAG_DICT, TAG_HINTS, TAG_BOUNDED = 7, 8, 9, 10, 11, 12
+
+_UNSUPPORTED_ARRAY_VALUES = {4: (2**31 - 1, -2**31), 8: (2**63 - 1, -2**63)}
+
+
+class AttrContext:
+    """What attribute decoding needs from the module being read."""
+
+    def __init__(self, string: Callable[[int], bytes], type_: Callable[[int], T.Type],
+                 constant: Callable[[int], bytes]):
+        self.string = string
+        self.type = type_
+        self.constant = constant
+
+
+def _int_width(t: T.Type) -> int:
+    return t.width if isinstance(t, (T.IntType, T.FloatType)) else 64
+
+
+def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
+    tag = r.varint()
+    if tag == TAG_INTEGER:
+        t = ctx.type(r.varint())
+        return A.IntegerAttr(t, r.varint())
+    if tag == TAG_FLOAT:
+        t = ctx.type(r.varint())
+        width = _int_width(t)
+        if width <= 8:
+            return A.FloatAttr(t, r.u8())
+        if width <= 64:
+            return A.FloatAttr(t, r.svarint())
+        raise r.fail(f"unsupported float width {width}")
+    if tag == TAG_BOOL:
+        return A.BoolAttr(bool(r.u8()))
+    if tag == TAG_TYPE:
+        return A.TypeAttr(ctx.type(r.varint()))
+    if tag == TAG_STRING:
+        return A.StringAttr(ctx.string(r.varint()))
+    if tag == TAG_ARRAY:
+        return A.ArrayAttr(read_array(r, ctx))
+    if tag == TAG_DENSE_STRING:
+        t = ctx.type(r.varint())
+        if not isinstance(t, T.TileType):
+            raise r.fail("expected tile type for dense string elements")
+        return A.DenseStringAttr(t, tuple(ctx.string(r.varint()) for _ in range(r.varint())))
+    if tag == TAG_DIVBY:
+        divisor = r.varint()
+        flags = r.u8()
+        every = r.svarint() if flags & 1 else None
+        along = r.svarint() if flags & 2 else None
+        return A.DivByAttr(divisor, every, along)
+    if tag == TAG_SAME_ELEMENTS:
+        return A.SameElementsAttr(tuple(r.intlist(8)))
+    if tag == TAG_DICT:
+        return A.DictAttr(read_dict(r, ctx))
+    if tag == TAG_HINTS:
+        return A.OptimizationHintsAttr(read_dict(r, ctx))
+    if tag == TAG_BOUNDED:
+        flags = r.u8()
+        lb = r.svarint() if flags & 1 else None
+        ub = r.svarint() if flags & 2 else None
+        return A.BoundedAttr(lb, ub)
+    raise r.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
+
+
+def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
+    return tuple(read_tagged(r, ctx) for _ in range(r.varint()))
+
+
+def read_dict(r: ByteReader, ctx: AttrContext) -> tuple[tuple[bytes, A.Attr], ...]:
+    items = []
+    seen = set()
+    for i in range(r.varint()):
+        key = ctx.string(r.varint())
+        if not key:
+            raise r.fail(f"invalid empty attribute name for DictionaryAttr element {i}")
+        if key in seen:
+            raise r.fail(f"duplicate attribute name '{key.decode(errors='replace')}' in DictionaryAttr")
+        seen.add(key)
+        items.append((key, read_tagged(r, ctx)))
+    return tuple(items)
+
+
+def read_dense_array(r: ByteReader, width: int) -> tuple[int, ...]:
+    values = r.intlist(width)
+    bad = _UNSUPPORTED_ARRAY_VALUES.get(width, ())
+    for v in values:
+        if v in bad:
+            raise r.fail(f"array contains unsupported value {v}")
+    return tuple(values)
+
+
+def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T.Type]):
+    """Decode one untagged op attribute of the given spec kind."""
+    if kind == "int":
+        return r.varint()
+    if kind == "bool":
+        return bool(r.u8())
+    if kind == "str":
+        return ctx.string(r.varint())
+    if kind == "type":
+        return ctx.type(r.varint())
+    if kind == "dense":
+        raw = ctx.constant(r.varint())
+        t = result_types[0] if result_types else None
+        return A.DenseElements(t, raw)
+    if kind == "i32arr":
+        return read_dense_array(r, 4)
+    if kind == "boolarr":
+        return tuple(bool(v) for v in r.intlist(1))
+    if kind == "array":
+        return read_array(r, ctx)
+    if kind == "hints":
+        return A.OptimizationHintsAttr(read_dict(r, ctx))
+    if kind == "pred":
+        return read_tagged(r, ctx)
+    enum_cls = ENUMS[kind]
+    v = r.varint()
+    try:
+        return enum_cls(v)
+    except ValueError:
+        raise r.fail(f"invalid integer value for enum type: {v}") from None
+
+
+# ---------------------------------------------------------------- writing
+
+class AttrSink:
+    """What attribute encoding needs from the module being written."""
+
+    def __init__(self, string: Callable[[bytes], int], type_: Callable[[T.Type], int],
+                 constant: Callable[[bytes], int]):
+        self.string = string
+        self.type = type_
+        self.constant = constant
+
+
+def write_tagged(a: A.Attr, out: bytearray, s: AttrSink) -> None:
+    if isinstance(a, A.IntegerAttr):
+        encode_varint(TAG_INTEGER, out)
+        encode_varint(s.type(a.type), out)
+        encode_varint(a.value, out)
+    elif isinstance(a, A.FloatAttr):
+        encode_varint(TAG_FLOAT, out)
+        encode_varint(s.type(a.type), out)
+        if _int_width(a.type) <= 8:
+            out.append(a.bits)
+        else:
+            encode_svarint(a.bits, out)
+    elif isinstance(a, A.BoolAttr):
+        encode_varint(TAG_BOOL, out)
+        out.append(int(a.value))
+    elif isinstance(a, A.TypeAttr):
+        encode_varint(TAG_TYPE, out)
+        encode_varint(s.type(a.value), out)
+    elif isinstance(a, A.StringAttr):
+        encode_varint(TAG_STRING, out)
+        encode_varint(s.string(a.value), out)
+    elif isinstance(a, A.ArrayAttr):
+        encode_varint(TAG_ARRAY, out)
+        write_array(a.items, out, s)
+    elif isinstance(a, A.DenseStringAttr):
+        encode_varint(TAG_DENSE_STRING, out)
+        encode_varint(s.type(a.type), out)
+        encode_varint(len(a.values), out)
+        for v in a.values:
+            encode_varint(s.string(v), out)
+    elif isinstance(a, A.DivByAttr):
+        encode_varint(TAG_DIVBY, out)
+        encode_varint(a.divisor, out)
+        out.append((a.every is not None) | ((a.along is not None) << 1))
+        if a.every is not None:
+            encode_svarint(a.every, out)
+        if a.along is not None:
+            encode_svarint(a.along, out)
+    elif isinstance(a, A.SameElementsAttr):
+        encode_varint(TAG_SAME_ELEMENTS, out)
+        encode_intlist(a.values, 8, out)
+    elif isinstance(a, A.DictAttr):
+        encode_varint(TAG_DICT, out)
+        write_dict(a.items, out, s)
+    elif isinstance(a, A.OptimizationHintsAttr):
+        encode_varint(TAG_HINTS, out)
+        write_dict(a.items, out, s)
+    elif isinstance(a, A.BoundedAttr):
+        encode_varint(TAG_BOUNDED, out)
+        out.append((a.lb is not None) | ((a.ub is not None) << 1))
+        if a.lb is not None:
+            encode_svarint(a.lb, out)
+        if a.ub is not None:
+            encode_svarint(a.ub, out)
+    else:
+        raise TypeError(f"cannot encode attribute {a!r}")
+
+
+def write_array(items, out: bytearray, s: AttrSink) -> None:
+    encode_varint(len(items), out)
+    for item in items:
+        write_tagged(item, out, s)
+
+
+def write_dict(items, out: bytearray, s: AttrSink) -> None:
+    encode_varint(len(items), out)
+    for key, value in items:
+        encode_varint(s.string(key), out)
+        write_tagged(value, out, s)
+
+
+def write_inline(value, kind: str, out: bytearray, s: AttrSink) -> None:
+    if kind == "int":
+        encode_varint(value, out)
+    elif kind == "bool":
+        out.append(int(bool(value)))
+    elif kind == "str":
+        encode_varint(s.string(value), out)
+    elif kind == "type":
+        encode_varint(s.type(value), out)
+    elif kind == "dense":
+        encode_varint(s.constant(value.raw), out)
+    elif kind == "i32arr":
+        encode_intlist(value, 4, out)
+    elif kind == "boolarr":
+        encode_intlist([int(bool(v)) for v in value], 1, out)
+    elif kind == "array":
+        write_array(value, out, s)
+    elif kind == "hints":
+        write_dict(value.items, out, s)
+    elif kind == "pred":
+        write_tagged(value, out, s)
+    else:  # enum
+        encode_varint(int(value), out)
+
+
+def require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise BytecodeError(msg)

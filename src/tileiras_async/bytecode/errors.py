@@ -1,0 +1,25 @@
+"""Bytecode reading errors carrying the real tool's chained diagnostics."""
+from __future__ import annotations
+
+
+class BytecodeError(Exception):
+    """A malformed input. `lines` are diagnostics, innermost first, as the real tool prints them."""
+
+    def __init__(self, message: str, offset: int | None = None):
+        super().__init__(message)
+        self.lines: list[str] = [_fmt(message, offset)]
+
+    def add_context(self, message: str, offset: int | None = None) -> "BytecodeError":
+        self.lines.append(_fmt(message, offset))
+        return self
+
+    def __str__(self) -> str:
+        return self.lines[0]
+
+
+class UnsupportedVersion(BytecodeError):
+    """The header names a version this reader does not accept."""
+
+
+def _fmt(message: str, offset: int | None) -> str:
+    return message if offset is None else f"error at offset {offset}: {message}"

@@ -1,0 +1,470 @@
+"""Read TileIR bytecode into the in-memory cuda_tile IR.
+
+Sections are scanned first, then parsed in dependency order (strings, types,
+constants, globals, debug, functions).  Ops are decoded by walking their
+OpSpec; nothing here knows an individual op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import types as T
+from ..ir.attrs import DenseElements, OptimizationHintsAttr
+from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
+from .attrs_codec import AttrContext, read_inline, read_tagged
+from .errors import BytecodeError, UnsupportedVersion
+from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR, OpSpec
+from .types_codec import RawType, TypeDecoder
+from .wire import ByteReader
+
+MAGIC = b"\x7fTileIR\x00"
+MLIR_MAGIC = b"ML\xefR"
+NOT_TILE_IR = "input does not correspond to Tile IR bytecode"
+SUPPORTED_VERSIONS = tuple((13, m) for m in range(BASE_MINOR, MAX_MINOR + 1))
+
+SEC_END, SEC_STRING, SEC_FUNC, SEC_DEBUG, SEC_CONSTANT, SEC_TYPE, SEC_GLOBAL = range(7)
+KNOWN_SECTION_IDS = 8  # ids 0..7 are accepted by the real reader (7 is reserved and ignored)
+# section id -> required alignment multiple (Global has none)
+SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, SEC_FUNC: 8}
+
+FUNC_FLAG_KERNEL = 0b10
+FUNC_FLAG_HINTS = 0b100
+
+
+@dataclass
+class _Section:
+    id: int
+    reader: ByteReader
+
+
+def read_module(data: bytes) -> Module:
+    """Parse a whole bytecode file; raises BytecodeError (with the real tool's diagnostics)."""
+    data = bytes(data)
+    top = ByteReader(data)
+    version = _read_header(top)
+    sections = _scan_sections(top)
+    return _ModuleReader(data, version, sections).read()
+
+
+def _read_header(r: ByteReader) -> tuple[int, int, int]:
+    data = r.data
+    if data[:len(MLIR_MAGIC)] == MLIR_MAGIC:
+        raise BytecodeError(NOT_TILE_IR + " (it looks like MLIR bytecode instead)")
+    if data[:len(MAGIC)] != MAGIC:
+        raise BytecodeError(NOT_TILE_IR)
+    r.pos = len(MAGIC)
+    # The version bytes are checked before the tag is needed, so a truncated
+    # header still reports its version first (as the real reader does).
+    major = data[r.pos] if r.pos < len(data) else 0
+    minor = data[r.pos + 1] if r.pos + 1 < len(data) else 0
+    if (major, minor) not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersion(f"unsupported Tile IR bytecode version: {major}.{minor}")
+    if len(data) < r.pos + 4:
+        raise BytecodeError("failed to parse bytecode header", 10).add_context(NOT_TILE_IR)
+    r.pos += 2
+    tag = r.fixed(2)
+    if tag & 1:
+        newest = f"13.{MAX_MINOR}"
+        raise BytecodeError(f"public-preview bytecode at version {major}.{minor}.{tag} is not readable; "
+                            f"preview content is only valid at the current version {newest}",
+                            r.offset).add_context(NOT_TILE_IR)
+    return (major, minor, tag)
+
+
+def _scan_sections(r: ByteReader) -> dict[int, _Section]:
+    sections: dict[int, _Section] = {}
+    while True:
+        try:
+            sid, length, alignment = _read_section_header(r)
+        except BytecodeError as e:
+            raise e.add_context("failed to parse section header", r.offset).add_context(NOT_TILE_IR)
+        if sid == SEC_END:
+            if not r.at_end():
+                raise BytecodeError("end section is not the last section", r.offset).add_context(NOT_TILE_IR)
+            break
+        required = SECTION_ALIGNMENT.get(sid)
+        if required is not None:
+            if alignment is None:
+                raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
+                                    f"bytes, but has no alignment flag set", r.offset).add_context(NOT_TILE_IR)
+            if alignment % required:
+                raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
+                                    f"bytes, but has alignment of {alignment}", r.offset).add_context(NOT_TILE_IR)
+        if alignment is not None:
+            try:
+                r.align(alignment)
+                payload = r.sub(length)
+            except BytecodeError as e:
+                raise e.add_context("failed to parse section header", r.offset).add_context(NOT_TILE_IR)
+        else:
+            payload = r.sub(length)
+        sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, 0))
+    if SEC_STRING not in sections:
+        raise BytecodeError("string section is mandatory", r.offset).add_context(NOT_TILE_IR)
+    if SEC_FUNC not in sections:
+        raise BytecodeError("function section is mandatory", r.offset).add_context(NOT_TILE_IR)
+    return sections
+
+
+def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
+    if r.at_end():
+        raise r.fail("unexpected end of data while reading section header")
+    byte = r.u8()
+    sid, has_align = byte & 0x7F, bool(byte & 0x80)
+    if sid >= KNOWN_SECTION_IDS:
+        r.pos -= 1
+        raise r.fail(f"unknown section ID: {sid}")
+    if sid == SEC_END:
+        if has_align:
+            raise r.fail("end section should not have alignment flag set")
+        return sid, 0, None
+    try:
+        length = r.varint()
+    except BytecodeError:
+        raise r.fail("failed to read section length") from None
+    if length > r.remaining():
+        raise r.fail(f"section length {length} exceeds remaining data size {r.remaining()}")
+    alignment = None
+    if has_align:
+        alignment = r.varint("section alignment")
+        if alignment == 0 or alignment & (alignment - 1):
+            raise r.fail(f"invalid alignment value: {alignment}")
+    return sid, length, alignment
+
+
+def _read_table(r: ByteReader, index_width: int, section_start: int | None = None) -> list[bytes]:
+    """`varint n; pad; n offsets; data` — entry i is data[off[i]:off[i+1]].
+
+    Padding is relative to the start of the enclosing section payload.
+    """
+    if r.at_end():
+        return []
+    start = r.pos if section_start is None else section_start
+    n = r.varint("table size")
+    r.align(index_width, start)
+    if n * index_width > r.remaining():
+        raise r.fail(f"table of {n} entries exceeds the section size")
+    offsets = [r.fixed(index_width) for _ in range(n)]
+    data_start, data_len = r.pos, r.remaining()
+    entries = []
+    for i, off in enumerate(offsets):
+        end = offsets[i + 1] if i + 1 < n else data_len
+        if not 0 <= off <= end <= data_len:
+            raise r.fail(f"invalid table offset {off} for entry {i}")
+        entries.append(bytes(r.data[data_start + off:data_start + end]))
+    r.pos = r.end
+    return entries
+
+
+class _ModuleReader:
+    def __init__(self, data: bytes, version: tuple[int, int, int], sections: dict[int, _Section]):
+        self.data = data
+        self.eof = len(data)
+        self.version = version
+        self.minor = version[1]
+        self.sections = sections
+        self.module = Module(version=version)
+
+    # -- tables ---------------------------------------------------------
+
+    def string(self, i: int) -> bytes:
+        if i >= len(self.module.strings):
+            raise BytecodeError(f"string index {i} out of bounds")
+        return self.module.strings[i]
+
+    def constant(self, i: int) -> bytes:
+        if i >= len(self.constant_blobs):
+            raise BytecodeError(f"constant index {i} out of bounds")
+        return self.constant_blobs[i]
+
+    def type(self, i: int) -> T.Type:
+        return self.types.get(i)
+
+    def _reader(self, sid: int) -> ByteReader | None:
+        s = self.sections.get(sid)
+        return None if s is None else s.reader
+
+    def read(self) -> Module:
+        try:
+            self._read_tables()
+        except BytecodeError as e:
+            raise e.add_context(NOT_TILE_IR)
+        self.attr_ctx = AttrContext(self.string, self.type, self.constant)
+        try:
+            self._read_globals()
+            self._read_debug()
+        except BytecodeError as e:
+            raise e.add_context(NOT_TILE_IR)
+        self._read_functions()
+        self._finish_type_table()
+        return self.module
+
+    def _read_tables(self) -> None:
+        self.module.strings = _read_table(self._reader(SEC_STRING), 4)
+        tr = self._reader(SEC_TYPE)
+        self.types = TypeDecoder(_read_table(tr, 4) if tr else [], self.minor)
+        self.type_section_end = (self.sections[SEC_TYPE].reader.end if SEC_TYPE in self.sections else 0)
+        cr = self._reader(SEC_CONSTANT)
+        self.constant_blobs = []
+        for i, blob in enumerate(_read_table(cr, 8) if cr else []):
+            br = ByteReader(blob)
+            size = br.varint("constant size")
+            self.constant_blobs.append(br.bytes(size, "constant data"))
+        self.module.constants = self.constant_blobs
+
+    def _finish_type_table(self) -> None:
+        out = []
+        for i, raw in enumerate(self.types.entries):
+            try:
+                out.append(self.types.get(i))
+            except BytecodeError:
+                out.append(RawType(raw))  # never referenced; keep bytes for exact rewriting
+        self.module.types = out
+
+    def _read_globals(self) -> None:
+        r = self._reader(SEC_GLOBAL)
+        if r is None:
+            return
+        for _ in range(r.varint()):
+            name = self.string(r.varint())
+            t = self.type(r.varint())
+            raw = self.constant(r.varint())
+            alignment = r.varint()
+            visibility, constant = 0, False
+            if self.minor >= 3:
+                visibility = r.varint()
+                constant = bool(r.varint())
+            self.module.globals.append(Global(name, t, DenseElements(t, raw), alignment, visibility, constant))
+
+    def _read_debug(self) -> None:
+        self.func_debug_starts: list[int] = []
+        self.debug_ids: list[int] = []
+        r = self._reader(SEC_DEBUG)
+        if r is None:
+            return
+        start = r.pos
+        nfuncs = r.varint()
+        r.align(4, start)
+        self.func_debug_starts = [r.fixed(4) for _ in range(nfuncs)]
+        nids = r.varint()
+        r.align(8, start)
+        if nids * 8 > r.remaining():
+            raise r.fail("debug index table exceeds the section size")
+        self.debug_ids = [r.fixed(8) for _ in range(nids)]
+        entries = _read_table(r, 4, start)
+        self.module.debug = [_decode_debug_entry(raw) for raw in entries]
+
+    # -- functions ------------------------------------------------------
+
+    def _read_functions(self) -> None:
+        r = self._reader(SEC_FUNC)
+        try:
+            count = r.varint("function count")
+        except BytecodeError as e:
+            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+        for _ in range(count):
+            self.module.functions.append(self._read_function(r))
+
+    def _fail_function(self, e: BytecodeError, msg: str, offset: int) -> BytecodeError:
+        return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset) \
+                .add_context(NOT_TILE_IR)
+
+    def _read_function(self, r: ByteReader) -> Function:
+        try:
+            name = self.string(r.varint("function name"))
+            sig_index = r.varint("function type")
+            flags = r.u8("function flags")
+            loc_idx = r.varint("function location")
+        except BytecodeError as e:
+            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+        shown = name.decode(errors="replace")
+        try:
+            sig = self.type(sig_index)
+        except BytecodeError as e:
+            # the real message lacks the closing quote
+            raise self._fail_function(e, f"failed to parse type at index {sig_index} for function '{shown}",
+                                      self.type_section_end)
+        if not isinstance(sig, T.FunctionType):
+            raise self._fail_function(BytecodeError(f"type at index {sig_index} is not a function type"),
+                                      f"failed to parse type at index {sig_index} for function '{shown}",
+                                      self.type_section_end)
+        if not flags & FUNC_FLAG_KERNEL:
+            raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof).add_context(NOT_TILE_IR)
+        hints = None
+        try:
+            if flags & FUNC_FLAG_HINTS:
+                hints = read_tagged(r, self.attr_ctx)
+                if not isinstance(hints, OptimizationHintsAttr):
+                    raise r.fail("expected optimization hints attribute")
+            body_len = r.varint("function body length")
+            body = r.sub(body_len)
+        except BytecodeError as e:
+            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+        locs = self._locations(loc_idx)
+        fn_loc = next(locs, 0)
+        block = Block(sig.inputs)
+        try:
+            _BodyReader(self, ByteReader(body.data, body.pos, body.end, -body.pos), locs).read_top(block)
+        except BytecodeError as e:
+            raise self._fail_function(e, f"failed to parse function body for function '{shown}'", self.eof)
+        return Function(name, sig, block, flags, hints, fn_loc, has_debug=loc_idx != 0)
+
+    def _locations(self, loc_idx: int):
+        if loc_idx == 0 or loc_idx > len(self.func_debug_starts):
+            return iter(())
+        return iter(self.debug_ids[self.func_debug_starts[loc_idx - 1]:])
+
+
+def _decode_debug_entry(raw: bytes) -> DebugEntry:
+    r = ByteReader(raw)
+    try:
+        tag = r.varint()
+        fields = []
+        while not r.at_end():
+            fields.append(r.varint())
+        return DebugEntry(tag, tuple(fields), raw)
+    except BytecodeError:
+        return DebugEntry(-1, (), raw)
+
+
+class _BodyReader:
+    """Decodes one function body: ops, regions and block-scoped value numbering."""
+
+    def __init__(self, mr: _ModuleReader, r: ByteReader, locs):
+        self.mr = mr
+        self.r = r
+        self.minor = mr.minor
+        self.locs = locs
+        self.values: list[Value] = []
+
+    def read_top(self, block: Block) -> None:
+        self.values.extend(block.args)
+        while not self.r.at_end():
+            block.ops.append(self._read_op())
+
+    def _value(self, operand_no: int) -> Value:
+        idx = self.r.varint("operand")
+        if idx >= len(self.values):
+            raise self.r.fail(f"operand index {idx} out of bounds (size={len(self.values)}) "
+                              f"for operand {operand_no}")
+        return self.values[idx]
+
+    def _type(self, what: str) -> T.Type:
+        idx = self.r.varint("type index")
+        try:
+            return self.mr.type(idx)
+        except BytecodeError as e:
+            raise e.add_context(what, self.r.offset)
+
+    def _read_op(self) -> Operation:
+        r = self.r
+        try:
+            opcode = r.varint("opcode")
+        except BytecodeError:
+            raise r.fail("failed to read operation opcode.") from None
+        spec = OPS_BY_CODE.get(opcode)
+        if spec is None or spec.since > self.minor:
+            raise r.fail(f"unknown or unimplemented opcode: {opcode}")
+        loc = next(self.locs, 0)
+        if spec.results is None:
+            n = r.varint("result count")
+            result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
+        else:
+            result_types = [self._type(f"failed to get result type {i} for {spec.cls}")
+                            for i in range(len(spec.results))]
+        flags = r.varint("flags") if spec.has_flags(self.minor) else 0
+        attrs = self._read_attrs(spec, flags, result_types)
+        operands = self._read_operands(spec, flags)
+        op = Operation(spec, operands, attrs, result_types, loc=loc)
+        if spec.regions:
+            op.regions = self._read_regions(spec)
+        self.values.extend(op.results)
+        return op
+
+    def _read_attrs(self, spec: OpSpec, flags: int, result_types) -> dict:
+        attrs = {}
+        for a in spec.attrs:
+            if a.since > self.minor:
+                continue
+            if a.kind == "unit":
+                attrs[a.name] = bool(flags >> a.bit & 1)
+                continue
+            if a.bit is not None and not flags >> a.bit & 1:
+                continue
+            try:
+                attrs[a.name] = read_inline(self.r, a.kind, self.mr.attr_ctx, result_types)
+            except BytecodeError as e:
+                raise e.add_context(f"failed to parse attribute '{a.name}'", self.r.offset)
+        return attrs
+
+    def _read_operands(self, spec: OpSpec, flags: int) -> dict:
+        operands: dict = {}
+        specs = [o for o in spec.operands if o.since <= self.minor]
+        counter = iter(range(1 << 30))
+        if spec.counted_operands:
+            total = self.r.varint("operand count")
+            fixed = sum(1 for o in specs if o.form == "one")
+            if total < fixed:
+                raise self.r.fail(f"expected at least {fixed} operands for {spec.cls}, got {total}")
+            extra = total - fixed
+            for o in specs:
+                if o.form == "one":
+                    operands[o.name] = self._value(next(counter))
+                elif o.form == "optional":
+                    operands[o.name] = self._value(next(counter)) if extra else None
+                    extra = max(0, extra - 1)
+                else:
+                    operands[o.name] = [self._value(next(counter)) for _ in range(extra)]
+                    extra = 0
+            return operands
+        for o in specs:
+            if o.form == "one":
+                operands[o.name] = self._value(next(counter))
+            elif o.form == "optional":
+                present = o.bit is not None and flags >> o.bit & 1
+                operands[o.name] = self._value(next(counter)) if present else None
+            else:
+                n = self.r.varint("operand count")
+                operands[o.name] = [self._value(next(counter)) for _ in range(n)]
+        return operands
+
+    def _read_regions(self, spec: OpSpec) -> list[Region]:
+        r = self.r
+        n = r.varint("region count")
+        if n != spec.regions:
+            raise r.fail(f"expected {spec.regions} regions for {spec.cls}, got {n}")
+        regions = []
+        for ri in range(n):
+            try:
+                regions.append(self._read_region())
+            except BytecodeError as e:
+                raise e.add_context(f"failed to parse region {ri}", r.offset)
+        return regions
+
+    def _read_region(self) -> Region:
+        r = self.r
+        region = Region()
+        for bi in range(r.varint("block count")):
+            try:
+                region.blocks.append(self._read_block())
+            except BytecodeError as e:
+                raise e.add_context(f"failed to parse block {bi} in region.", r.offset)
+        return region
+
+    def _read_block(self) -> Block:
+        r = self.r
+        arg_types = [self._type("failed to get block argument type") for _ in range(r.varint("argument count"))]
+        block = Block(arg_types)
+        saved = len(self.values)
+        self.values.extend(block.args)
+        nops = r.varint("op count")
+        if nops == 0:
+            raise r.fail("invalid block structure: block is expected to have a terminator operation, "
+                         "but it is empty")
+        for i in range(nops):
+            try:
+                block.ops.append(self._read_op())
+            except BytecodeError as e:
+                raise e.add_context(f"failed to parse operation {i} in block.", r.offset)
+        del self.values[saved:]
+        return block

@@ -1,0 +1,141 @@
+"""Turning PTX into a cubin with NVIDIA's ptxas, invoked the way the real tileiras invokes it.
+
+Tracing the real tool (a logging fake ptxas under $CUDA_ROOT) shows, for --gpu-name=sm_90:
+    ptxas -arch sm_90a <tmp>.ptx -o <tmp>.bin --opt-level 3 --enable-extended-smem=true
+          --nv-host=<tmp>.o -uumn
+The trailing flags serve its host-object and shared-memory features, which we do not
+reproduce, so they are left to `PtxasOptions.extra`.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .discovery import Toolchain, default_toolchain
+from .errors import ToolchainError
+from .harness import StrPath, ToolResult, run_tool, run_tool_async
+
+# The exit status our CLI uses when ptxas fails; the real tileiras exits 5 in that case too.
+PTXAS_FAILED_EXIT = 5
+
+DEFAULT_TIMEOUT_S = 120.0
+
+# Opt-in copy of the flag the real tool always passes; see the module docstring.
+EXTENDED_SMEM_FLAG = "--enable-extended-smem=true"
+
+# The real tool's --gpu-name choices and the -arch it hands ptxas for each: from sm_90 on, the
+# arch-specific ("a") variant, so wgmma/tcgen05-style instructions are allowed.
+PTXAS_ARCH_FOR_TARGET: dict[str, str] = {
+    "sm_80": "sm_80",
+    "sm_86": "sm_86",
+    "sm_87": "sm_87",
+    "sm_88": "sm_88",
+    "sm_89": "sm_89",
+    "sm_90": "sm_90a",
+    "sm_100": "sm_100a",
+    "sm_103": "sm_103a",
+    "sm_107": "sm_107a",
+    "sm_110": "sm_110a",
+    "sm_120": "sm_120a",
+    "sm_121": "sm_121a",
+}
+
+_PTX_NAME = "kernel.ptx"
+_CUBIN_NAME = "kernel.cubin"
+
+
+class UnsupportedTarget(ToolchainError):
+    """A --gpu-name the real tool does not offer."""
+
+
+class PtxasError(ToolchainError):
+    """ptxas rejected the PTX (or could not finish). `rc` is the exit status the CLI should use;
+    `ptxas_rc` is what ptxas itself returned; `stderr` is ptxas's diagnostics, verbatim."""
+
+    def __init__(self, message: str, *, stderr: str, ptxas_rc: int | None, rc: int = PTXAS_FAILED_EXIT):
+        super().__init__(message)
+        self.rc = rc
+        self.ptxas_rc = ptxas_rc
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class PtxasOptions:
+    arch: str
+    opt_level: int = 3
+    extra: tuple[str, ...] = ()
+
+
+def arch_for_target(target: str) -> str:
+    """The -arch value the real tileiras gives ptxas for `--gpu-name=target`."""
+    if target in PTXAS_ARCH_FOR_TARGET:
+        return PTXAS_ARCH_FOR_TARGET[target]
+    # Accept an already-mapped name so callers need not track which form they hold.
+    if target in PTXAS_ARCH_FOR_TARGET.values():
+        return target
+    choices = ", ".join(PTXAS_ARCH_FOR_TARGET)
+    raise UnsupportedTarget(f"unsupported target '{target}' (choose one of: {choices})")
+
+
+def ptxas_argv(ptxas_path: StrPath, ptx_file: StrPath, out_file: StrPath, opts: PtxasOptions) -> list[str]:
+    return [
+        str(ptxas_path),
+        "-arch",
+        opts.arch,
+        str(ptx_file),
+        "-o",
+        str(out_file),
+        "--opt-level",
+        str(opts.opt_level),
+        *opts.extra,
+    ]
+
+
+def assemble(
+    ptx_text: str,
+    opts: PtxasOptions,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    toolchain: Toolchain | None = None,
+) -> bytes:
+    """Assemble PTX text into cubin bytes, or raise PtxasError carrying ptxas's stderr."""
+    ptxas = (toolchain or default_toolchain()).ptxas
+    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+        ptx_file, out_file = _stage(ptx_text, Path(workdir))
+        result = run_tool(ptxas_argv(ptxas, ptx_file, out_file, opts), timeout=timeout, cwd=workdir)
+        return _collect(result, out_file, timeout)
+
+
+async def assemble_async(
+    ptx_text: str,
+    opts: PtxasOptions,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    toolchain: Toolchain | None = None,
+) -> bytes:
+    """The trio counterpart of assemble, for the async pipeline."""
+    ptxas = (toolchain or default_toolchain()).ptxas
+    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+        ptx_file, out_file = _stage(ptx_text, Path(workdir))
+        argv = ptxas_argv(ptxas, ptx_file, out_file, opts)
+        result = await run_tool_async(argv, timeout=timeout, cwd=workdir)
+        return _collect(result, out_file, timeout)
+
+
+def _stage(ptx_text: str, workdir: Path) -> tuple[Path, Path]:
+    ptx_file = workdir / _PTX_NAME
+    ptx_file.write_text(ptx_text, encoding="utf-8")
+    return ptx_file, workdir / _CUBIN_NAME
+
+
+def _collect(result: ToolResult, out_file: Path, timeout: float) -> bytes:
+    stderr = result.stderr.decode("utf-8", "replace")
+    if result.timed_out:
+        raise PtxasError(f"ptxas timed out after {timeout:g} s", stderr=stderr, ptxas_rc=None)
+    if result.rc != 0:
+        raise PtxasError(f"ptxas failed with exit status {result.rc}", stderr=stderr, ptxas_rc=result.rc)
+    try:
+        return out_file.read_bytes()
+    except FileNotFoundError:
+        raise PtxasError("ptxas reported success but wrote no cubin", stderr=stderr, ptxas_rc=0) from None
