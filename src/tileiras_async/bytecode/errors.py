@@ -23,3 +23,7 @@ class UnsupportedVersion(BytecodeError):
 
 def _fmt(message: str, offset: int | None) -> str:
     return message if offset is None else f"error at offset {offset}: {message}"
+
+
+class NotTileIR(BytecodeError):
+    """No TileIR magic: the whole diagnostic is this one line, with no trailer."""

@@ -12,7 +12,7 @@ from ..ir import types as T
 from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
 from .attrs_codec import AttrContext, read_inline, read_tagged
-from .errors import BytecodeError, UnsupportedVersion
+from .errors import BytecodeError, NotTileIR, UnsupportedVersion
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR, OpSpec
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
@@ -49,26 +49,33 @@ def read_module(data: bytes) -> Module:
 def _read_header(r: ByteReader) -> tuple[int, int, int]:
     data = r.data
     if data[:len(MLIR_MAGIC)] == MLIR_MAGIC:
-        raise BytecodeError(NOT_TILE_IR + " (it looks like MLIR bytecode instead)")
+        raise NotTileIR(NOT_TILE_IR + " (it looks like MLIR bytecode instead)")
     if data[:len(MAGIC)] != MAGIC:
-        raise BytecodeError(NOT_TILE_IR)
+        raise NotTileIR(NOT_TILE_IR)
     r.pos = len(MAGIC)
-    # The version bytes are checked before the tag is needed, so a truncated
-    # header still reports its version first (as the real reader does).
-    major = data[r.pos] if r.pos < len(data) else 0
-    minor = data[r.pos + 1] if r.pos + 1 < len(data) else 0
+    try:
+        major = r.u8("version")
+        minor = r.u8("version")
+        tag = r.fixed(2, what="version tag")
+    except BytecodeError:
+        raise BytecodeError("failed to parse bytecode header", r.offset) from None
     if (major, minor) not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersion(f"unsupported Tile IR bytecode version: {major}.{minor}")
-    if len(data) < r.pos + 4:
-        raise BytecodeError("failed to parse bytecode header", 10).add_context(NOT_TILE_IR)
-    r.pos += 2
-    tag = r.fixed(2)
+        raise UnsupportedVersion(f"unsupported Tile version {major}.{minor}.{tag}, this reader supports "
+                                 f"versions [13.{BASE_MINOR} - 13.{MAX_MINOR}]", r.offset) \
+            .add_context("failed to parse bytecode header", r.offset)
     if tag & 1:
-        newest = f"13.{MAX_MINOR}"
         raise BytecodeError(f"public-preview bytecode at version {major}.{minor}.{tag} is not readable; "
-                            f"preview content is only valid at the current version {newest}",
-                            r.offset).add_context(NOT_TILE_IR)
+                            f"preview content is only valid at the current version 13.{MAX_MINOR}", r.offset)
     return (major, minor, tag)
+
+
+def peek_version(data: bytes) -> tuple[int, int] | None:
+    """The (major, minor) a driver sees before parsing: bytes 8 and 9, missing bytes read as 0."""
+    if data[:len(MAGIC)] != MAGIC:
+        return None
+    major = data[8] if len(data) > 8 else 0
+    minor = data[9] if len(data) > 9 else 0
+    return major, minor
 
 
 def _scan_sections(r: ByteReader) -> dict[int, _Section]:
@@ -77,32 +84,32 @@ def _scan_sections(r: ByteReader) -> dict[int, _Section]:
         try:
             sid, length, alignment = _read_section_header(r)
         except BytecodeError as e:
-            raise e.add_context("failed to parse section header", r.offset).add_context(NOT_TILE_IR)
+            raise e.add_context("failed to parse section header", r.offset)
         if sid == SEC_END:
             if not r.at_end():
-                raise BytecodeError("end section is not the last section", r.offset).add_context(NOT_TILE_IR)
+                raise BytecodeError("end section is not the last section", r.offset)
             break
         required = SECTION_ALIGNMENT.get(sid)
         if required is not None:
             if alignment is None:
                 raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
-                                    f"bytes, but has no alignment flag set", r.offset).add_context(NOT_TILE_IR)
+                                    f"bytes, but has no alignment flag set", r.offset)
             if alignment % required:
                 raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
-                                    f"bytes, but has alignment of {alignment}", r.offset).add_context(NOT_TILE_IR)
+                                    f"bytes, but has alignment of {alignment}", r.offset)
         if alignment is not None:
             try:
                 r.align(alignment)
                 payload = r.sub(length)
             except BytecodeError as e:
-                raise e.add_context("failed to parse section header", r.offset).add_context(NOT_TILE_IR)
+                raise e.add_context("failed to parse section header", r.offset)
         else:
             payload = r.sub(length)
         sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, 0))
     if SEC_STRING not in sections:
-        raise BytecodeError("string section is mandatory", r.offset).add_context(NOT_TILE_IR)
+        raise BytecodeError("string section is mandatory", r.offset)
     if SEC_FUNC not in sections:
-        raise BytecodeError("function section is mandatory", r.offset).add_context(NOT_TILE_IR)
+        raise BytecodeError("function section is mandatory", r.offset)
     return sections
 
 
@@ -185,16 +192,10 @@ class _ModuleReader:
         return None if s is None else s.reader
 
     def read(self) -> Module:
-        try:
-            self._read_tables()
-        except BytecodeError as e:
-            raise e.add_context(NOT_TILE_IR)
+        self._read_tables()
         self.attr_ctx = AttrContext(self.string, self.type, self.constant)
-        try:
-            self._read_globals()
-            self._read_debug()
-        except BytecodeError as e:
-            raise e.add_context(NOT_TILE_IR)
+        self._read_globals()
+        self._read_debug()
         self._read_functions()
         self._finish_type_table()
         return self.module
@@ -261,13 +262,13 @@ class _ModuleReader:
         try:
             count = r.varint("function count")
         except BytecodeError as e:
-            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+            raise e.add_context("failed to parse function section", self.eof)
         for _ in range(count):
             self.module.functions.append(self._read_function(r))
 
     def _fail_function(self, e: BytecodeError, msg: str, offset: int) -> BytecodeError:
         return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset) \
-                .add_context(NOT_TILE_IR)
+                
 
     def _read_function(self, r: ByteReader) -> Function:
         try:
@@ -276,7 +277,7 @@ class _ModuleReader:
             flags = r.u8("function flags")
             loc_idx = r.varint("function location")
         except BytecodeError as e:
-            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+            raise e.add_context("failed to parse function section", self.eof)
         shown = name.decode(errors="replace")
         try:
             sig = self.type(sig_index)
@@ -289,7 +290,7 @@ class _ModuleReader:
                                       f"failed to parse type at index {sig_index} for function '{shown}",
                                       self.type_section_end)
         if not flags & FUNC_FLAG_KERNEL:
-            raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof).add_context(NOT_TILE_IR)
+            raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof)
         hints = None
         try:
             if flags & FUNC_FLAG_HINTS:
@@ -299,7 +300,7 @@ class _ModuleReader:
             body_len = r.varint("function body length")
             body = r.sub(body_len)
         except BytecodeError as e:
-            raise e.add_context("failed to parse function section", self.eof).add_context(NOT_TILE_IR)
+            raise e.add_context("failed to parse function section", self.eof)
         locs = self._locations(loc_idx)
         fn_loc = next(locs, 0)
         block = Block(sig.inputs)

@@ -24,6 +24,7 @@ class Diagnostic:
     message: str             # text after the "'cuda_tile.x' op " prefix, if any
     op: str | None = None    # op mnemonic, e.g. "divi"
     loc: SourceLoc | None = None
+    debug_id: int = 0        # the op's Debug-section id, for rendering the full debug location
 
     def render(self) -> str:
         """One line, formatted as NVIDIA's tileiras prints it on stderr."""

@@ -1,0 +1,76 @@
+"""`tileirdisasm`-compatible disassembler: bytecode in, cuda_tile text out (byte-identical to NVIDIA's)."""
+from __future__ import annotations
+
+import sys
+
+from .. import __version__
+from ..frontend import InputError, load, read_input_file
+from .common import guarded_main, print_lines
+from .options import Option, OptionError, OptionParser
+
+PROG = "tileirdisasm"
+TRAILER = "failed to read provided Tile IR bytecode"
+EXIT_FAILED = 2      # the real disassembler's exit code for usage and file errors
+EXIT_BAD_INPUT = 3
+
+OPTIONS = [
+    Option("g", "Alias for --print-debug-info", alias_of="print-debug-info"),
+    Option("help", "Display available options"),
+    Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
+    Option("print-debug-info", "Annotate disassembly with debugging information, if present."),
+    Option("version", "Display the version of this program"),
+]
+PARSER = OptionParser(PROG, "tileirdisasm: Cuda Tile IR disassembler (tileiras-async)",
+                      "tileirdisasm [options] <tile bytecode file>", OPTIONS)
+
+
+def disassemble(data: bytes) -> str:
+    """Bytes -> text, or InputError with the real disassembler's diagnostics."""
+    from ..ir.printer import print_module
+    module = load(data, TRAILER, with_debug_locations=True)
+    return print_module(module)
+
+
+def run(argv: list[str]) -> int:
+    try:
+        opts = PARSER.parse(argv)
+    except OptionError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    if opts.get("help"):
+        sys.stdout.write(PARSER.help_text())
+        return 0
+    if opts.get("version"):
+        sys.stdout.write(f"tileirdisasm: Cuda Tile IR disassembler (tileiras-async {__version__})\n")
+        return 0
+    if opts.get("print-debug-info"):
+        print("error: --print-debug-info is not supported by tileiras-async yet", file=sys.stderr)
+        return EXIT_FAILED
+    if opts.get("preview"):
+        print(f"error: unknown preview feature '{opts.get('preview')[0]}'", file=sys.stderr)
+        return EXIT_FAILED
+    if not opts.positionals:
+        sys.stdout.write(PARSER.help_text())
+        print("error: no input file provided\n", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        data = read_input_file(opts.positionals[0])
+    except InputError as e:
+        # the real disassembler prefixes the reader's "error: ..." once more
+        print_lines([f"error: {line}" for line in e.lines])
+        return EXIT_FAILED
+    try:
+        text = disassemble(data)
+    except InputError as e:
+        print_lines(e.lines)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return guarded_main(run, sys.argv[1:] if argv is None else argv, PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A small command-line parser with LLVM `cl::opt` behaviour and messages.
+
+NVIDIA's tools parse options with LLVM's library; users (and cuTile) rely on
+its spellings: `--opt=v`, `--opt v`, `-opt=v`, prefix forms like `-O3`,
+aliases, enum values, and its exact error texts and exit code 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str                       # without dashes
+    help: str
+    kind: str = "flag"              # flag | value | enum | list
+    values: tuple[tuple[str, str], ...] = ()   # enum values and their help
+    meta: str = "value"
+    prefix: bool = False            # accepts the value glued on, like -O3
+    alias_of: str | None = None
+    hidden: bool = False
+
+
+class OptionError(Exception):
+    """An option-parser error: the message lines are printed as they are and the exit code is 1."""
+
+
+@dataclass
+class Parsed:
+    values: dict[str, object] = field(default_factory=dict)
+    positionals: list[str] = field(default_factory=list)
+
+    def get(self, name: str, default=None):
+        return self.values.get(name, default)
+
+
+class OptionParser:
+    def __init__(self, prog: str, overview: str, usage: str, options: list[Option], max_positionals: int = 1):
+        self.prog = prog
+        self.overview = overview
+        self.usage = usage
+        self.options = {o.name: o for o in options}
+        self.max_positionals = max_positionals
+
+    def _canonical(self, opt: Option) -> Option:
+        return self.options[opt.alias_of] if opt.alias_of else opt
+
+    def _lookup(self, arg: str) -> tuple[Option, str | None] | None:
+        body = arg.lstrip("-")
+        name, eq, value = body.partition("=")
+        if name in self.options:
+            return self.options[name], (value if eq else None)
+        for opt in self.options.values():  # prefix options: -O3
+            if opt.prefix and body.startswith(opt.name) and len(body) > len(opt.name):
+                return opt, body[len(opt.name):].lstrip("=")
+        return None
+
+    def parse(self, argv: list[str]) -> Parsed:
+        out = Parsed()
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
+            i += 1
+            if arg == "--":
+                out.positionals.extend(argv[i:])
+                break
+            if not arg.startswith("-") or arg == "-":
+                out.positionals.append(arg)
+                continue
+            found = self._lookup(arg)
+            if found is None:
+                raise OptionError(self._unknown(arg))
+            opt, value = found
+            target = self._canonical(opt)
+            if target.kind == "flag":
+                out.values[target.name] = True if value is None else value not in ("false", "0")
+                continue
+            if value is None:
+                if i >= len(argv):
+                    raise OptionError(f"{self.prog}: for the -{opt.name if len(opt.name) == 1 else '-' + opt.name} "
+                                      f"option: requires a value!")
+                value = argv[i]
+                i += 1
+            if target.kind == "enum" and value not in {v for v, _ in target.values}:
+                raise OptionError(f"{self.prog}: for the --{target.name} option: Cannot find option named "
+                                  f"'{value}'!")
+            if target.kind == "list":
+                out.values.setdefault(target.name, []).extend(v for v in value.split(",") if v)
+            else:
+                out.values[target.name] = value
+        if len(out.positionals) > self.max_positionals:
+            raise OptionError(f"{self.prog}: Too many positional arguments specified!\n"
+                              f"Can specify at most {self.max_positionals} positional arguments: "
+                              f"See: {self.prog} --help")
+        return out
+
+    def _unknown(self, arg: str) -> str:
+        msg = f"{self.prog}: Unknown command line argument '{arg}'.  Try: '{self.prog} --help'"
+        guess = self._nearest(arg.lstrip("-").partition("=")[0])
+        if guess:
+            msg += f"\n{self.prog}: Did you mean '--{guess}'?"
+        return msg
+
+    def _nearest(self, name: str) -> str | None:
+        best, best_d = None, None
+        for opt in self.options.values():
+            if opt.hidden or len(opt.name) == 1:
+                continue
+            d = _edit_distance(name, opt.name)
+            if best_d is None or d < best_d:
+                best, best_d = opt.name, d
+        return best
+
+    def help_text(self) -> str:
+        lines = [f"OVERVIEW: {self.overview}", "", f"USAGE: {self.usage}", "", "OPTIONS:"]
+        rows = []
+        for opt in sorted(self.options.values(), key=lambda o: o.name.lower()):
+            if opt.hidden:
+                continue
+            dash = "-" if len(opt.name) == 1 else "--"
+            if opt.kind in ("value", "list") or (opt.kind == "enum" and not opt.alias_of):
+                label = f"{dash}{opt.name}=<{opt.meta}>"
+            else:
+                label = f"{dash}{opt.name}"
+            rows.append((label, opt.help))
+            for v, h in opt.values:
+                rows.append((f"  ={v}", f"  {h}"))
+        width = max(len(label) for label, _ in rows) + 2
+        lines += [f"  {label.ljust(width)} - {h}" for label, h in rows]
+        return "\n".join(lines) + "\n"
+
+
+def _edit_distance(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]

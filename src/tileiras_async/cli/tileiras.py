@@ -1,0 +1,156 @@
+"""`tileiras`: a drop-in for NVIDIA's CUDA Tile IR optimizing assembler (same options, messages, exit codes)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import __version__
+from ..codegen.targets import GPU_NAMES
+from ..frontend import (EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, SUPPORTED_VERSIONS, InputError,
+                        check_version_like_driver, load, read_input_file)
+from .common import guarded_main, print_lines
+from .options import Option, OptionError, OptionParser
+
+PROG = "tileiras"
+TRAILER = "input does not correspond to Tile IR bytecode"
+DEFAULT_OUTPUT = "elf.o"
+PREVIEW_FEATURES: tuple[str, ...] = ()  # none yet
+
+OPTIONS = [
+    Option("O", "Alias for --opt-level", kind="value", prefix=True, alias_of="opt-level"),
+    Option("opt-level", "Specify optimization level. Default Value: 3.", kind="value", meta="N"),
+    Option("arch", "Alias for --gpu-name", kind="enum", alias_of="gpu-name"),
+    Option("gpu-name", "Specify name of NVIDIA GPU to generate code for.", kind="enum",
+           values=tuple((g, f"SM {g[3:]}") for g in GPU_NAMES)),
+    Option("device-debug", "Generate debug information (if present in the input bytecode)"),
+    Option("g", "Alias for --device-debug", alias_of="device-debug"),
+    Option("lineinfo", "Generate line-number information (if present in the input bytecode)"),
+    Option("help", "Display available options"),
+    Option("host-arch", "Specify the architecture for the generated host code.", kind="enum",
+           values=(("x86_64", "x86_64"), ("aarch64", "aarch64"))),
+    Option("host-os", "Specify the operating system for the generated host code.", kind="enum",
+           values=(("linux", "linux"), ("windows", "windows"))),
+    Option("l", "Tile libraries to load. Requires the SIMT preview.", kind="list", meta="path"),
+    Option("list-versions", "List all supported bytecode versions and exit"),
+    Option("o", "Alias for --output-file", kind="value", alias_of="output-file"),
+    Option("output-file", "Specify name of output file.", kind="value", meta="file"),
+    Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
+    Option("remark-format", "Specify the format for remark output", kind="enum",
+           values=(("command-line", "Print remarks to command-line"), ("yaml", "Write remarks to YAML file"))),
+    Option("remarks", "Enable all remark types (passed, missed, failed, analysis) for the specified category",
+           kind="enum", values=(("none", "Disable all remarks"), ("all", "Show all remarks"),
+                                ("memory", "Show memory-related remarks"),
+                                ("tensorcore", "Show tensor core remarks"))),
+    Option("remarks-passed", "Enable passed remarks for the given categories", kind="value", meta="category"),
+    Option("remarks-missed", "Enable missed remarks for the given categories", kind="value", meta="category"),
+    Option("remarks-failed", "Enable failed remarks for the given categories", kind="value", meta="category"),
+    Option("remarks-analysis", "Enable analysis remarks for the given categories", kind="value",
+           meta="category"),
+    Option("remarks-output-file", "Write remarks to this file", kind="value", meta="file"),
+    Option("sanitize", "Instrument generated code (memcheck)", kind="enum",
+           values=(("memcheck", "Check global memory accesses"),)),
+    Option("version", "Display the version of this program"),
+]
+
+PARSER = OptionParser(PROG, "tileiras: CUDA Tile IR optimizing assembler (tileiras-async)",
+                      "tileiras [options] <tile bytecode file>", OPTIONS)
+
+
+def version_text() -> str:
+    return (f"tileiras: CUDA Tile IR optimizing assembler (tileiras-async {__version__})\n"
+            f"Supported bytecode versions: {', '.join(SUPPORTED_VERSIONS)}\n")
+
+
+def _opt_level(opts) -> int:
+    raw = opts.get("opt-level", "3")
+    try:
+        level = int(raw)
+    except ValueError:
+        level = None
+    if level is None or not 0 <= level <= 3:
+        raise InputError([f"error: invalid optimization level: {raw}"], EXIT_CONFIG)
+    return level
+
+
+def _check_unsupported(opts) -> None:
+    if opts.get("l"):
+        raise InputError(["error: -l requires the SIMT preview, which tileiras-async does not provide"],
+                         EXIT_CONFIG)
+    for feature in opts.get("preview", []):
+        if feature not in PREVIEW_FEATURES:
+            raise InputError([f"error: unknown preview feature '{feature}'"], EXIT_CONFIG)
+
+
+def run(argv: list[str]) -> int:
+    try:
+        opts = PARSER.parse(argv)
+    except OptionError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_USAGE
+    if opts.get("help"):
+        sys.stdout.write(PARSER.help_text())
+        return 0
+    if opts.get("version"):
+        sys.stdout.write(version_text())
+        return 0
+    if opts.get("list-versions"):
+        sys.stdout.write("".join(f"{v}\n" for v in SUPPORTED_VERSIONS))
+        return 0
+    if not opts.positionals:
+        print("error: no input file provided\n", file=sys.stderr)
+        sys.stdout.write(PARSER.help_text())
+        return EXIT_USAGE
+    try:
+        return _compile(opts)
+    except InputError as e:
+        print_lines(e.lines)
+        return e.rc
+
+
+def _compile(opts) -> int:
+    from ..codegen.driver import CodegenUnavailable, compile_module
+    from ..codegen.targets import target
+    from ..toolchain import OutputWriteError, PtxasError, ToolchainError, write_atomic
+
+    opt_level = _opt_level(opts)
+    if opts.get("device-debug") and opt_level != 0:
+        raise InputError(["error: optimized debugging is currently not supported, change the optimization "
+                          "level to 0 or disable full debug info"], EXIT_CONFIG)
+    _check_unsupported(opts)
+    path = opts.positionals[0]
+    data = read_input_file(path)
+    version = check_version_like_driver(data)
+    gpu = opts.get("gpu-name")
+    if gpu is None:
+        shown = f"{version[0]}.{version[1]}" if version else "unknown"
+        raise InputError([f"error: GPU architecture sm_0 is not supported by this version of tileiras. You may "
+                          f"need a newer toolchain that supports this architecture (bytecode in file is version "
+                          f"{shown})."], EXIT_CONFIG)
+    module = load(data, TRAILER, with_debug_locations=False)
+    out_path = opts.get("output-file", DEFAULT_OUTPUT)
+    out_dir = os.path.dirname(out_path) or "."
+    if not os.path.isdir(out_dir):
+        return EXIT_CONFIG  # the real tool exits 2 silently here
+    try:
+        cubin = compile_module(module, target(gpu), opt_level)
+    except CodegenUnavailable as e:
+        raise InputError([f"error: {e}"], EXIT_CODEGEN) from None
+    except PtxasError as e:
+        if e.stderr:
+            sys.stderr.write(e.stderr if e.stderr.endswith("\n") else e.stderr + "\n")
+        raise InputError(["error: failed to compile Tile IR program"], e.rc) from None
+    except ToolchainError as e:
+        raise InputError([str(e)], EXIT_CONFIG) from None
+    try:
+        write_atomic(out_path, cubin)
+    except (OutputWriteError, OSError):
+        return EXIT_CONFIG
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return guarded_main(run, sys.argv[1:] if argv is None else argv, PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

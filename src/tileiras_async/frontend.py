@@ -1,0 +1,89 @@
+"""The input stage shared by every front door: bytes -> verified cuda_tile Module.
+
+Failures become `InputError` carrying the diagnostic lines the real tool
+prints and its exit code, so the CLIs only print and exit.
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+from .bytecode.errors import BytecodeError, NotTileIR
+from .bytecode.opspec import BASE_MINOR, MAX_MINOR
+from .bytecode.reader import peek_version, read_module
+from .ir.core import Module
+
+EXIT_USAGE = 1        # option errors, unreadable input
+EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable output
+EXIT_BAD_INPUT = 3    # bytecode that does not parse or verify
+EXIT_CODEGEN = 4      # the module is valid but this build cannot compile it
+EXIT_PTXAS = 5        # ptxas rejected the generated PTX
+
+VERIFY_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"
+SUPPORTED_VERSIONS = [f"13.{m}" for m in range(BASE_MINOR, MAX_MINOR + 1)]
+
+
+class InputError(Exception):
+    def __init__(self, lines: list[str], rc: int = EXIT_BAD_INPUT):
+        super().__init__("\n".join(lines))
+        self.lines = lines  # complete stderr lines
+        self.rc = rc
+
+
+def read_input_file(path: str) -> bytes:
+    """Read the input like the real tool: unreadable or a directory is exit 1."""
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise InputError([f"error: unable to read input file '{path}': {reason}"], EXIT_USAGE) from None
+
+
+def check_version_like_driver(data: bytes) -> tuple[int, int] | None:
+    """tileiras looks at the version bytes before parsing and reports only that line."""
+    v = peek_version(data)
+    if v is not None and f"{v[0]}.{v[1]}" not in SUPPORTED_VERSIONS:
+        raise InputError([f"error: unsupported Tile IR bytecode version: {v[0]}.{v[1]}"])
+    return v
+
+
+def parse(data: bytes, trailer: str) -> Module:
+    """Parse bytecode; diagnostics end with `trailer`, which each real tool words differently."""
+    try:
+        return read_module(data)
+    except NotTileIR as e:
+        raise InputError([f"error: {e.lines[0]}"]) from None
+    except BytecodeError as e:
+        raise InputError([f"error: {line}" for line in e.lines] + [f"error: {trailer}"]) from None
+    except RecursionError:
+        raise InputError(["error: bytecode nesting is too deep", f"error: {trailer}"]) from None
+
+
+def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
+    """Run the verifier; the first diagnostic is fatal, as in the real tool."""
+    from .ir.verifier import verify_module
+    from .ir.debuginfo import render_debug_attr
+
+    diags = verify_module(module)
+    if not diags:
+        return
+    first = diags[0]
+    text = first.render()
+    debug_id = getattr(first, "debug_id", 0)
+    if with_debug_locations and debug_id:
+        where = render_debug_attr(module, debug_id)
+        if where:
+            text = f"{where}: {text}"
+    lines = [text, f"error: {VERIFY_FAILED}"]
+    if trailer:
+        lines.append(f"error: {trailer}")
+    raise InputError(lines, EXIT_BAD_INPUT)
+
+
+def load(data: bytes, trailer: str, *, with_debug_locations: bool) -> Module:
+    module = parse(data, trailer)
+    verify(module, trailer, with_debug_locations)
+    return module
