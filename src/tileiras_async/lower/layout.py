@@ -1,0 +1,220 @@
+"""Layouts: how a tile's elements map to the registers, lanes and warps of a CTA.
+
+Every cuda_tile dimension is a power of two, so a layout is *linear* over GF(2):
+each bit of the register index, the lane id and the warp id contributes one
+basis vector (a coordinate in the tile), and an element's coordinate is the
+XOR of the bases of the bits that are set.  A zero basis means the bit does
+not move the element: that hardware resource holds a replica (broadcast).
+
+Blocked layouts (for elementwise work and memory), MMA fragment layouts,
+slices (reductions) and transposes are all of this form, so one class, with
+`apply`, `inverse` and composition, covers every layout the code generator
+uses.  Codegen splits `apply` into a per-thread part (lane and warp bits,
+computed once at run time) and a per-register part (compile-time constants).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from math import prod
+
+Coord = tuple[int, ...]
+
+WARP_SIZE = 32
+IN_DIMS = ("register", "lane", "warp")
+
+
+def _log2(n: int) -> int:
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1
+
+
+def _xor(a: Coord, b: Coord) -> Coord:
+    return tuple(x ^ y for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class LinearLayout:
+    """shape: the tile's shape; bases[dim][bit] = the coordinate that bit contributes."""
+
+    shape: tuple[int, ...]
+    bases: tuple[tuple[Coord, ...], tuple[Coord, ...], tuple[Coord, ...]]  # register, lane, warp
+
+    def __post_init__(self):
+        for d in self.shape:
+            _log2(d)
+        if len(self.bases[1]) != _log2(WARP_SIZE):
+            raise ValueError("a layout needs exactly 5 lane bits")
+        for bases in self.bases:
+            for b in bases:
+                if len(b) != len(self.shape) or any(not 0 <= c < s for c, s in zip(b, self.shape)):
+                    raise ValueError(f"basis {b} outside shape {self.shape}")
+
+    # -- sizes ----------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def num_registers(self) -> int:
+        return 1 << len(self.bases[0])
+
+    @property
+    def num_warps(self) -> int:
+        return 1 << len(self.bases[2])
+
+    @property
+    def num_elements(self) -> int:
+        return prod(self.shape)
+
+    # -- mapping --------------------------------------------------------
+    def apply(self, register: int, lane: int, warp: int) -> Coord:
+        c = (0,) * self.rank
+        for value, bases in zip((register, lane, warp), self.bases):
+            for bit, basis in enumerate(bases):
+                if value >> bit & 1:
+                    c = _xor(c, basis)
+        return c
+
+    def register_coord(self, register: int) -> Coord:
+        """Compile-time part of `apply` (lane = warp = 0)."""
+        return self.apply(register, 0, 0)
+
+    def thread_coord(self, lane: int, warp: int) -> Coord:
+        """Run-time part of `apply` (register = 0)."""
+        return self.apply(0, lane, warp)
+
+    @cached_property
+    def _owners(self) -> dict[Coord, list[tuple[int, int, int]]]:
+        owners: dict[Coord, list[tuple[int, int, int]]] = {}
+        for w in range(self.num_warps):
+            for lane in range(WARP_SIZE):
+                for r in range(self.num_registers):
+                    owners.setdefault(self.apply(r, lane, w), []).append((r, lane, w))
+        return owners
+
+    def owners(self, coord: Coord) -> list[tuple[int, int, int]]:
+        """Every (register, lane, warp) holding the element at `coord`."""
+        return self._owners.get(tuple(coord), [])
+
+    def is_complete(self) -> bool:
+        """Every element of the tile is held by some thread."""
+        return len(self._owners) == self.num_elements
+
+    def is_injective_in_registers(self) -> bool:
+        """No thread holds the same element in two registers (register bases independent)."""
+        return _rank_gf2(self.bases[0]) == len([b for b in self.bases[0]])
+
+    def linear_index(self, coord: Coord) -> int:
+        """Row-major offset of a coordinate in the tile."""
+        idx = 0
+        for c, s in zip(coord, self.shape):
+            idx = idx * s + c
+        return idx
+
+    def contiguous_registers(self) -> int:
+        """How many consecutive registers hold consecutive elements of the last dimension (vector width)."""
+        n = 1
+        for bit, basis in enumerate(self.bases[0]):
+            expected = tuple(0 for _ in self.shape[:-1]) + (1 << bit,)
+            if basis != expected:
+                break
+            n <<= 1
+        return n
+
+    # -- transformations ------------------------------------------------
+    def transpose(self, perm: tuple[int, ...]) -> "LinearLayout":
+        """The layout of permute(tile, perm): result dim i is source dim perm[i]."""
+        shape = tuple(self.shape[p] for p in perm)
+        bases = tuple(tuple(tuple(b[p] for p in perm) for b in dim) for dim in self.bases)
+        return LinearLayout(shape, bases)
+
+    def slice(self, dim: int) -> "LinearLayout":
+        """The layout of a reduction's result along `dim`: that dimension is dropped (its bits replicate)."""
+        shape = self.shape[:dim] + self.shape[dim + 1:]
+        bases = tuple(tuple(b[:dim] + b[dim + 1:] for b in dims) for dims in self.bases)
+        return LinearLayout(shape, bases)
+
+
+def _rank_gf2(vectors) -> int:
+    """Rank over GF(2) of coordinate vectors, each flattened to an integer bit pattern."""
+    rows = []
+    for v in vectors:
+        x = 0
+        for c in v:
+            x = (x << 32) | c
+        rows.append(x)
+    rank = 0
+    while rows:
+        pivot = max(rows)
+        if pivot == 0:
+            break
+        rows.remove(pivot)
+        top = pivot.bit_length() - 1
+        rows = [r ^ pivot if r >> top & 1 else r for r in rows]
+        rank += 1
+    return rank
+
+
+def blocked(shape: tuple[int, ...], num_warps: int, vector: int = 4) -> LinearLayout:
+    """A row-major blocked layout: `vector` consecutive elements of the last dim per thread,
+    then lanes, then warps along the fastest dims first; bits left over go to registers
+    (a thread holds several chunks) or, when the tile is small, replicate."""
+    rank = len(shape)
+    dim_bits = [_log2(s) for s in shape]
+    order = list(range(rank - 1, -1, -1))  # last dimension fastest
+    used = [0] * rank                      # bits of each dim assigned so far
+
+    def take(count: int) -> list[Coord]:
+        out = []
+        for _ in range(count):
+            for d in order:
+                if used[d] < dim_bits[d]:
+                    c = [0] * rank
+                    c[d] = 1 << used[d]
+                    used[d] += 1
+                    out.append(tuple(c))
+                    break
+            else:
+                out.append((0,) * rank)    # tile exhausted: replicate
+        return out
+
+    vec_bits = min(_log2(max(1, vector)), dim_bits[-1] if rank else 0)
+    reg = take(vec_bits)
+    lane = take(_log2(WARP_SIZE))
+    warp = take(_log2(num_warps))
+    reg += take(sum(dim_bits) - sum(used))  # the rest of the tile wraps into registers
+    return LinearLayout(tuple(shape), (tuple(reg), tuple(lane), tuple(warp)))
+
+
+def mma_accumulator(m: int, n: int, num_warps: int, warps_m: int | None = None) -> LinearLayout:
+    """The m16n8 accumulator fragment of `mma.sync` (C/D), tiled over an m x n tile.
+
+    Per PTX ISA: in one m16n8 fragment, lane l holds rows (l//4) and (l//4 + 8), columns 2*(l%4) + {0,1};
+    register bit 0 -> column +1, register bit 1 -> row +8.  Warps split M first, then N; the remaining
+    m16n8 tiles become more register bits (N first, then M).
+    """
+    if m < 16 or n < 8:
+        raise ValueError("mma tiles are at least 16x8")
+    warps_m = warps_m or min(num_warps, m // 16)
+    warps_n = num_warps // warps_m
+    if warps_m * warps_n != num_warps:
+        raise ValueError("num_warps must split into warps_m x warps_n")
+    reg = [(0, 1), (8, 0)]
+    lane = [(0, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
+    warp: list[Coord] = []
+    row_bit, col_bit = 16, 8
+    for _ in range(_log2(warps_m)):
+        warp.append((row_bit, 0) if row_bit < m else (0, 0))
+        row_bit <<= 1
+    for _ in range(_log2(warps_n)):
+        warp.append((0, col_bit) if col_bit < n else (0, 0))
+        col_bit <<= 1
+    while col_bit < n:
+        reg.append((0, col_bit))
+        col_bit <<= 1
+    while row_bit < m:
+        reg.append((row_bit, 0))
+        row_bit <<= 1
+    return LinearLayout((m, n), (tuple(reg), tuple(lane), tuple(warp)))
