@@ -8,14 +8,17 @@ locations) and a module writer that does not need the function count up front.
 from __future__ import annotations
 
 import contextlib
-import struct
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 import cuda.tile._bytecode as bc
 from cuda.tile._bytecode import encodings as enc
 from cuda.tile._bytecode import writer as bcw
-from cuda.tile._bytecode.attribute import AttributeTag, TaggedAttribute, Dictionary
-from cuda.tile._bytecode.basic import encode_varint, encode_int_list, encode_signed_varint
+from cuda.tile._bytecode.attribute import AttributeTag, TaggedAttribute, Dictionary, AssumePredicate
+from cuda.tile._bytecode.basic import encode_varint, encode_int_list
 from cuda.tile._bytecode.type import SimpleType
 from cuda.tile._bytecode.float import float_to_bits, float_bit_size
 
@@ -48,6 +51,32 @@ SIMPLE = {
 INT_WIDTH = {"i1": 1, "i4": 4, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
+# opcode -> mnemonic as printed by tileirdisasm (13.1 names; 85 is `print` in 13.1
+# bytecode but the 13.5 disassembler prints every print as `print_tko`)
+OPNAMES = {
+    0: "absf", 1: "absi", 2: "addf", 3: "addi", 4: "andi", 5: "assert", 6: "assume",
+    7: "atomic_cas_tko", 8: "atomic_rmw_tko", 9: "bitcast", 10: "break", 11: "broadcast",
+    12: "cat", 13: "ceil", 14: "cmpf", 15: "cmpi", 16: "constant", 17: "continue", 18: "cos",
+    19: "cosh", 20: "divf", 21: "divi", 22: "entry", 23: "exp", 24: "exp2", 37: "exti",
+    38: "extract", 39: "floor", 40: "fma", 41: "for", 42: "ftof", 43: "ftoi", 44: "get_global",
+    45: "get_index_space_shape", 46: "get_num_tile_blocks", 47: "get_tensor_shape",
+    48: "get_tile_block_id", 49: "global", 50: "if", 51: "int_to_ptr", 58: "iota", 59: "itof",
+    60: "join_tokens", 61: "load_ptr_tko", 62: "load_view_tko", 63: "log", 64: "log2",
+    65: "loop", 66: "make_partition_view", 67: "make_tensor_view", 68: "make_token",
+    69: "maxf", 70: "maxi", 71: "minf", 72: "mini", 73: "mmaf", 74: "mmai", 75: "module",
+    76: "mulf", 77: "mulhii", 78: "muli", 79: "negf", 80: "negi", 81: "offset", 82: "ori",
+    83: "permute", 84: "fpowf", 85: "print_tko", 86: "ptr_to_int", 87: "ptr_to_ptr",
+    88: "reduce", 89: "remf", 90: "remi", 91: "reshape", 92: "return", 93: "rsqrt", 94: "scan",
+    95: "select", 96: "shli", 97: "shri", 98: "sin", 99: "sinh", 100: "sqrt",
+    101: "store_ptr_tko", 102: "store_view_tko", 103: "subf", 104: "subi", 105: "tan",
+    106: "tanh", 107: "trunci", 108: "xori", 109: "yield", 110: "atan2", 111: "pack",
+    112: "unpack", 113: "alloca", 114: "mmaf_scaled", 115: "make_gather_scatter_view",
+    116: "make_strided_view", 117: "atomic_red_view_tko", 118: "insert",
+    119: "gdc_launch_dependents_tko", 120: "gdc_wait_tko", 121: "fpowi",
+    122: "memory_fence_alias_tko",
+}
+
+
 def _read_varint(buf: bytes, pos: int) -> int:
     shift = 0
     val = 0
@@ -60,7 +89,7 @@ def _read_varint(buf: bytes, pos: int) -> int:
             return val
 
 
-class SameElements(TaggedAttribute):
+class SameElements(AssumePredicate):
     """Tag 9 + intlist<8> (the producer's dataclass has no encoder)."""
 
     def __init__(self, values: Sequence[int]):
@@ -120,6 +149,7 @@ class Module:
         self.w: Optional[bcw.BytecodeWriter] = None
         self.k: Optional[Kernel] = None
         self.num_functions = 0
+        self._fixed_loc = None
 
     # ---- version helpers -------------------------------------------------
     def ge(self, v: str) -> bool:
@@ -199,8 +229,20 @@ class Module:
         return bc.Integer(self.s(elem), INT_WIDTH[elem], value)
 
     # ---- ops -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def at(self, loc):
+        """Give every op emitted in this block the debug location ``loc``."""
+        old = self._fixed_loc
+        self._fixed_loc = loc
+        try:
+            yield
+        finally:
+            self._fixed_loc = old
+
     def _loc(self):
-        if not self.debug or self.k is None:
+        if self._fixed_loc is not None:
+            return self._fixed_loc
+        if not self.debug or self.k is None or self.k.subprogram is None:
             return bc.MISSING_DEBUG_ATTR_ID
         self._line += 1
         return self.w.debug_attr_table.loc(self.k.subprogram, f"{self.family}.py", self._line, 5)
@@ -248,11 +290,13 @@ class Module:
 
     # ---- functions -------------------------------------------------------
     def kernel(self, name: str, params: Sequence[bc.TypeId], hints=None,
-               body: Callable = None, terminate: bool = True):
+               body: Callable = None, terminate: bool = True, floc=None, subprogram=None):
         """Emit an entry function; ``body(params)`` emits the ops."""
         w = self.w
         self.num_functions += 1
-        if self.debug:
+        if floc is not None:
+            sp = subprogram
+        elif self.debug:
             f = w.debug_attr_table.file(f"{self.family}.py", "tests/opgen")
             cu = w.debug_attr_table.compile_unit(f)
             sp = w.debug_attr_table.subprogram(f, self._line, name, name, cu, self._line)
@@ -348,3 +392,24 @@ def _function(w: bcw.BytecodeWriter, name, params, hints, floc):
         with w.function(name=name, parameter_types=params, result_types=(),
                         entry_point=True, hints=hints, debug_attr=floc) as (cb, pvals):
             yield cb, pvals
+
+
+# ---------------------------------------------------------------------------
+# NVIDIA tools
+# ---------------------------------------------------------------------------
+def tool_env():
+    """(CUDA_HOME, env) for the pip-installed nvidia-cuda-tileiras tools."""
+    import nvidia.cu13 as cu13  # type: ignore
+    home = Path(list(cu13.__path__)[0])
+    env = dict(os.environ)
+    env["CUDA_HOME"] = str(home)
+    return home, env
+
+
+def run_tool(argv, env, cwd=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    return r.returncode, r.stdout, r.stderr
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
