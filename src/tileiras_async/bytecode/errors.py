@@ -5,16 +5,17 @@ from __future__ import annotations
 class BytecodeError(Exception):
     """A malformed input. `lines` are diagnostics, innermost first, as the real tool prints them."""
 
-    def __init__(self, message: str, offset: int | None = None):
-        super().__init__(message)
-        self.lines: list[str] = [_fmt(message, offset)]
+    def __init__(self, message: str | None, offset: int | None = None):
+        super().__init__(message or "")
+        # a None message is a failure the real reader reports only through its callers' context
+        self.lines: list[str] = [] if message is None else [_fmt(message, offset)]
 
     def add_context(self, message: str, offset: int | None = None) -> "BytecodeError":
         self.lines.append(_fmt(message, offset))
         return self
 
     def __str__(self) -> str:
-        return self.lines[0]
+        return self.lines[0] if self.lines else "malformed bytecode"
 
 
 class UnsupportedVersion(BytecodeError):

@@ -27,6 +27,7 @@ KNOWN_SECTION_IDS = 8  # ids 0..7 are accepted by the real reader (7 is reserved
 # section id -> required alignment multiple (Global has none)
 SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, SEC_FUNC: 8}
 
+TERMINATORS = frozenset({"yield", "continue", "break", "return"})
 FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
 
@@ -97,15 +98,12 @@ def _scan_sections(r: ByteReader) -> dict[int, _Section]:
             if alignment % required:
                 raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
                                     f"bytes, but has alignment of {alignment}", r.offset)
-        if alignment is not None:
-            try:
-                r.align(alignment)
-                payload = r.sub(length)
-            except BytecodeError as e:
-                raise e.add_context("failed to parse section header", r.offset)
-        else:
+        try:
             payload = r.sub(length)
-        sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, 0))
+        except BytecodeError as e:
+            raise e.add_context("failed to parse section header", r.offset)
+        # offsets inside a section are reported relative to its payload
+        sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, -payload.pos))
     if SEC_STRING not in sections:
         raise BytecodeError("string section is mandatory", r.offset)
     if SEC_FUNC not in sections:
@@ -119,7 +117,6 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
     byte = r.u8()
     sid, has_align = byte & 0x7F, bool(byte & 0x80)
     if sid >= KNOWN_SECTION_IDS:
-        r.pos -= 1
         raise r.fail(f"unknown section ID: {sid}")
     if sid == SEC_END:
         if has_align:
@@ -136,6 +133,7 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
         alignment = r.varint("section alignment")
         if alignment == 0 or alignment & (alignment - 1):
             raise r.fail(f"invalid alignment value: {alignment}")
+        r.align(alignment)  # padding is relative to the absolute file offset
     return sid, length, alignment
 
 
@@ -156,9 +154,10 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     entries = []
     for i, off in enumerate(offsets):
         end = offsets[i + 1] if i + 1 < n else data_len
-        if not 0 <= off <= end <= data_len:
-            raise r.fail(f"invalid table offset {off} for entry {i}")
-        entries.append(bytes(r.data[data_start + off:data_start + end]))
+        # the real reader slices without validating; an inverted or out-of-range
+        # entry reads as empty and fails where it is used
+        ok = 0 <= off <= end <= data_len
+        entries.append(bytes(r.data[data_start + off:data_start + end]) if ok else b"")
     r.pos = r.end
     return entries
 
@@ -204,7 +203,6 @@ class _ModuleReader:
         self.module.strings = _read_table(self._reader(SEC_STRING), 4)
         tr = self._reader(SEC_TYPE)
         self.types = TypeDecoder(_read_table(tr, 4) if tr else [], self.minor)
-        self.type_section_end = (self.sections[SEC_TYPE].reader.end if SEC_TYPE in self.sections else 0)
         cr = self._reader(SEC_CONSTANT)
         self.constant_blobs = []
         for i, blob in enumerate(_read_table(cr, 8) if cr else []):
@@ -284,11 +282,11 @@ class _ModuleReader:
         except BytecodeError as e:
             # the real message lacks the closing quote
             raise self._fail_function(e, f"failed to parse type at index {sig_index} for function '{shown}",
-                                      self.type_section_end)
+                                      self.eof)
         if not isinstance(sig, T.FunctionType):
             raise self._fail_function(BytecodeError(f"type at index {sig_index} is not a function type"),
                                       f"failed to parse type at index {sig_index} for function '{shown}",
-                                      self.type_section_end)
+                                      self.eof)
         if not flags & FUNC_FLAG_KERNEL:
             raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof)
         hints = None
@@ -351,10 +349,11 @@ class _BodyReader:
         return self.values[idx]
 
     def _type(self, what: str) -> T.Type:
-        idx = self.r.varint("type index")
         try:
-            return self.mr.type(idx)
+            return self.mr.type(self.r.varint("type index"))
         except BytecodeError as e:
+            if not e.lines[:1] or e.lines[0].startswith(f"error at offset {self.r.offset}: unexpected end"):
+                e = BytecodeError(None)
             raise e.add_context(what, self.r.offset)
 
     def _read_op(self) -> Operation:
@@ -401,21 +400,25 @@ class _BodyReader:
     def _read_operands(self, spec: OpSpec, flags: int) -> dict:
         operands: dict = {}
         specs = [o for o in spec.operands if o.since <= self.minor]
-        counter = iter(range(1 << 30))
+        counter = iter(range(1 << 30))  # operand numbers, for diagnostics
         if spec.counted_operands:
             total = self.r.varint("operand count")
+            values = [self._value(i) for i in range(total)]
             fixed = sum(1 for o in specs if o.form == "one")
-            if total < fixed:
-                raise self.r.fail(f"expected at least {fixed} operands for {spec.cls}, got {total}")
+            takes_rest = any(o.form == "variadic" for o in specs)
+            optional = sum(1 for o in specs if o.form == "optional")
+            if total < fixed or (not takes_rest and total > fixed + optional):
+                raise self.r.fail(f"'{spec.cls}' expects {fixed} operands, got {total}")
             extra = total - fixed
+            it = iter(values)
             for o in specs:
                 if o.form == "one":
-                    operands[o.name] = self._value(next(counter))
+                    operands[o.name] = next(it)
                 elif o.form == "optional":
-                    operands[o.name] = self._value(next(counter)) if extra else None
+                    operands[o.name] = next(it) if extra else None
                     extra = max(0, extra - 1)
                 else:
-                    operands[o.name] = [self._value(next(counter)) for _ in range(extra)]
+                    operands[o.name] = [next(it) for _ in range(extra)]
                     extra = 0
             return operands
         for o in specs:
@@ -467,5 +470,9 @@ class _BodyReader:
                 block.ops.append(self._read_op())
             except BytecodeError as e:
                 raise e.add_context(f"failed to parse operation {i} in block.", r.offset)
+        last = block.ops[-1].name
+        if last not in TERMINATORS:
+            raise r.fail("invalid block structure: block is expected to have a terminator operation, "
+                         f"but the last operation 'cuda_tile.{last}' is not a terminator.")
         del self.values[saved:]
         return block

@@ -1,6 +1,8 @@
 """Type-table entries: tag numbers, version gates and payload encodings."""
 from __future__ import annotations
 
+from math import prod
+
 from ..ir import types as T
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_varint
@@ -56,7 +58,7 @@ class TypeDecoder:
         if index in self.cache:
             return self.cache[index]
         if index >= len(self.entries):
-            raise BytecodeError(f"type index {index} out of bounds")
+            raise BytecodeError(None)
         if index in self._active:
             raise BytecodeError(f"recursive type at index {index}")
         self._active.add(index)
@@ -68,11 +70,15 @@ class TypeDecoder:
         return t
 
     def _sub(self, r: ByteReader, field: str) -> T.Type:
-        idx = r.varint()
+        context = f"failed to get {field} type"
         try:
-            return self.get(idx)
+            index = r.varint()
+        except BytecodeError:
+            raise BytecodeError(None).add_context(context, r.offset) from None
+        try:
+            return self.get(index)
         except BytecodeError as e:
-            raise e.add_context(f"failed to get {field} type", r.offset)
+            raise e.add_context(context, r.offset)
 
     def _gate(self, since: int, spelling: str) -> None:
         if self.minor < since:
@@ -81,6 +87,7 @@ class TypeDecoder:
 
     def _decode(self, r: ByteReader) -> T.Type:
         tag = r.varint()
+        r.base = -r.pos  # the real reader reports offsets relative to the payload after the tag
         if tag in SCALAR_TAGS:
             t, since, spelling = SCALAR_TAGS[tag]
             self._gate(since, spelling)
@@ -105,6 +112,8 @@ class TypeDecoder:
         elem = self._sub(r, "elementType")
         shape = tuple(r.intlist(8))
         check_tile_shape(shape, r)
+        if elem == T.F4E2M1FN and prod(shape) % 2:
+            raise r.fail("F4E2M1FN tiles must have an even number of elements")
         return T.TileType(shape, elem)
 
     def _tensor_view(self, r: ByteReader) -> T.Type:
@@ -145,6 +154,7 @@ class TypeDecoder:
         tile_shape = self._tile_shape32(r)
         tv = self._sub(r, "tensorView")
         dim_map = tuple(r.intlist(4))
+        _check_partition(tile_shape, dim_map, r)
         pad = self._padding(r, flags, tv)
         return T.PartitionViewType(tile_shape, tv, dim_map, pad)
 
@@ -166,7 +176,7 @@ class TypeDecoder:
         return T.StridedViewType(tile_shape, traversal, tv, dim_map, pad)
 
     def _function(self, r: ByteReader) -> T.Type:
-        inputs = tuple(self._sub(r, "input") for _ in range(r.varint()))
+        inputs = tuple(self._sub(r, "parameter") for _ in range(r.varint()))
         results = tuple(self._sub(r, "result") for _ in range(r.varint()))
         return T.FunctionType(inputs, results)
 
@@ -180,6 +190,18 @@ _COMPOSITE_DECODERS = {
     TAG_STRIDED_VIEW: TypeDecoder._strided_view,
     TAG_FUNCTION: TypeDecoder._function,
 }
+
+
+def _check_partition(tile_shape, dim_map, r: ByteReader) -> None:
+    if any(d <= 0 or d & (d - 1) for d in tile_shape):
+        shown = ", ".join(str(d) for d in tile_shape)
+        raise r.fail(f"tile shape dimensions must have power of two length but got [{shown}]")
+    first_use: dict[int, int] = {}
+    for tile_dim, target in enumerate(dim_map):
+        if target in first_use:
+            raise r.fail(f"target dimension {target} mapped at least twice (for tile dimensions "
+                         f"{first_use[target]} and {tile_dim})")
+        first_use[target] = tile_dim
 
 
 def check_tile_shape(shape, r: ByteReader | None = None) -> None:

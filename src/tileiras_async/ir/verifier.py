@@ -1,0 +1,286 @@
+"""Verify a cuda_tile module the way NVIDIA's tool does after reading bytecode.
+
+`verify_module(module)` returns the error diagnostics (empty = valid), in the
+order NVIDIA's verifier meets them: each op's own checks before the ops nested
+in it (pre-order), its region checks after them.  The real tool stops at the
+first one and then prints `verification failed for deserialized
+cuda_tile::ModuleOp`, so a CLI prints `diagnostics[0]` (see `first_error`).
+
+The checks are tables of small rule functions `(ctx, op) -> message | None`:
+
+* `verify_ods.ODS` / `ods_rules`: operand/result type constraints, predicate
+  and native traits (generated-verifier part);
+* `verify_ops.OP_RULES`: each op's hand-written `verify()`;
+* `verify_regions.ENTRY_RULES` / `REGION_RULES`: region, block-argument and
+  terminator rules.
+
+`RULES[name]` and `EXIT_RULES[name]` are the resulting per-op lists.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from . import types as T
+from .core import Block, Function, Module, Operation
+from .diagnostics import Diagnostic, resolve_loc
+from .verify_ods import ODS, ods_rules
+from .verify_ops import OP_RULES, Fail, hint_problems, hints_shape
+from .verify_regions import ENTRY_RULES, REGION_RULES, implicit_terminator
+from .verify_types import q, type_error
+
+Rule = Callable[["VerifyContext", Operation], "str | None"]
+
+VERIFICATION_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"
+
+TERMINATORS = frozenset({"yield", "break", "continue", "return"})
+
+
+def _all_op_names() -> set[str]:
+    from ..bytecode.opspec import OPS_BY_NAME
+    return set(OPS_BY_NAME)
+
+
+def _build_rules() -> tuple[dict[str, list[Rule]], dict[str, list[Rule]]]:
+    entry: dict[str, list[Rule]] = {}
+    for name in _all_op_names() | set(ODS):
+        entry[name] = [*ods_rules(name), *ENTRY_RULES.get(name, ()), *OP_RULES.get(name, ())]
+    return entry, {name: list(rules) for name, rules in REGION_RULES.items()}
+
+
+RULES, EXIT_RULES = _build_rules()
+
+
+class VerifyContext:
+    """What rules may ask about an op's surroundings."""
+
+    def __init__(self, module: Module, warn_hints: bool = False, error_on_hints: bool = False):
+        self.module = module
+        self.warn_hints = warn_hints
+        self.error_on_hints = error_on_hints
+        self.parents: dict[int, Operation | Function] = {}
+        self.blocks: dict[int, Block] = {}
+        self.warnings: list[Diagnostic] = []
+        self._current: Operation | Function | None = None
+
+    # -- structure ------------------------------------------------------------
+
+    def index(self, fn: Function) -> None:
+        def visit(block: Block, parent) -> None:
+            for op in block.ops:
+                self.parents[id(op)] = parent
+                self.blocks[id(op)] = block
+                for region in op.regions:
+                    for b in region.blocks:
+                        visit(b, op)
+        visit(fn.body, fn)
+
+    def parent_op(self, op) -> Operation | Function | None:
+        return self.parents.get(id(op))
+
+    def block_of(self, op) -> Block | None:
+        return self.blocks.get(id(op))
+
+    @staticmethod
+    def name_of(x) -> str:
+        if isinstance(x, Function):
+            return "entry"
+        if isinstance(x, Operation):
+            return x.name
+        return "module"
+
+    def parent_name(self, op) -> str:
+        return self.name_of(self.parent_op(op))
+
+    # -- hints ------------------------------------------------------------------
+
+    def check_hints(self, op_name: str, hints) -> str | None:
+        """Warn about unsupported hints (when asked to); fail only in error-on-hints mode."""
+        for group in hint_problems(op_name, hints):
+            if self.warn_hints or self.error_on_hints:
+                for w in group:
+                    self.warnings.append(Diagnostic("warning", w, None, self._loc(self._current)))
+            if group and self.error_on_hints:
+                return "Optimization hints verification failed"
+        return None
+
+    def _loc(self, x):
+        if x is None:
+            return None
+        return resolve_loc(self.module, x.loc)
+
+
+def _diag(ctx: VerifyContext, op, op_name: str, result) -> Diagnostic:
+    loc = ctx._loc(op)
+    if isinstance(result, Fail):
+        if result.at is not None:
+            loc = ctx._loc(result.at)
+        return Diagnostic(result.severity, result.message, result.op_name or op_name if result.with_op else None,
+                          loc)
+    return Diagnostic("error", result, op_name, loc)
+
+
+def _run(ctx: VerifyContext, rules: Iterable[Rule], op, op_name: str) -> Diagnostic | None:
+    ctx._current = op
+    for rule in rules:
+        try:
+            msg = rule(ctx, op)
+        except Fail as f:
+            return _diag(ctx, op, op_name, f)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            # malformed IR that an earlier check of NVIDIA's tool would have rejected
+            # differently; the rule cannot judge it
+            continue
+        if msg:
+            return _diag(ctx, op, op_name, msg)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# type-level checks (the real tool runs them while reading the type table)
+# ---------------------------------------------------------------------------
+
+def _type_check(ctx: VerifyContext, op: Operation) -> Diagnostic | None:
+    types = [r.type for r in op.results]
+    for region in op.regions:
+        for block in region.blocks:
+            types += [a.type for a in block.args]
+    for t in types:
+        err = type_error(t)
+        if err:
+            return Diagnostic("error", err, None, ctx._loc(op))
+    return None
+
+
+# ---------------------------------------------------------------------------
+# entry (the Func-section function, cuda_tile.entry)
+# ---------------------------------------------------------------------------
+
+def entry_signature(ctx, fn: Function):
+    if fn.type.results:
+        return "entry op must not return values"
+    for t in fn.type.inputs:
+        if isinstance(t, T.TileType) and t.rank != 0:
+            return "entry op must have scalar types (rank 0 !cuda_tile.tile)"
+    return None
+
+
+def entry_hints(ctx, fn: Function):
+    if fn.hints is None or not fn.hints.items:
+        return None
+    err = hints_shape(fn.hints, "entry")
+    if err:
+        return err
+    return ctx.check_hints("entry", fn.hints)
+
+
+ENTRY_OP_RULES: list[Rule] = [entry_signature, entry_hints]
+ENTRY_REGION_RULES: list[Rule] = [implicit_terminator(("return",))]
+
+
+# ---------------------------------------------------------------------------
+# walk
+# ---------------------------------------------------------------------------
+
+def _verify_block(ctx: VerifyContext, block: Block, out: list[Diagnostic], first_only: bool) -> bool:
+    """Verify the ops of `block`; False once `first_only` has its diagnostic."""
+    for op in block.ops:
+        if not _verify_op(ctx, op, out, first_only):
+            return False
+    if block.ops and block.ops[-1].name not in TERMINATORS:
+        last = block.ops[-1]
+        out.append(Diagnostic("error", f"block with no terminator, has 'cuda_tile.{last.name}'", None,
+                              ctx._loc(last)))
+        if first_only:
+            return False
+    return True
+
+
+def _verify_op(ctx: VerifyContext, op: Operation, out: list[Diagnostic], first_only: bool) -> bool:
+    d = _type_check(ctx, op) or _run(ctx, RULES.get(op.name, ()), op, op.name)
+    if d:
+        out.append(d)
+        if first_only:
+            return False
+    for region in op.regions:
+        for block in region.blocks:
+            if not _verify_block(ctx, block, out, first_only):
+                return False
+    if not d:
+        d = _run(ctx, EXIT_RULES.get(op.name, ()), op, op.name)
+        if d:
+            out.append(d)
+            if first_only:
+                return False
+    return True
+
+
+def _verify_global(ctx: VerifyContext, g) -> Diagnostic | None:
+    err = type_error(g.type)
+    if err:
+        return Diagnostic("error", err, None, None)
+    if isinstance(g.type, T.TileType) and g.type.rank != 1:
+        return Diagnostic("error", "type must have rank 1", "global", None)
+    return None
+
+
+def verify_module(module: Module, *, first_only: bool = False, warn_hints: bool = False,
+                  error_on_hints: bool = False, warnings: list[Diagnostic] | None = None) -> list[Diagnostic]:
+    """All verification errors of `module`, in NVIDIA's order (empty = valid).
+
+    `warn_hints` / `error_on_hints` mirror tileiras' -Wunsupported-hints / -Werr-hints;
+    hint warnings are appended to `warnings` when a list is given.
+    """
+    ctx = VerifyContext(module, warn_hints, error_on_hints)
+    out: list[Diagnostic] = []
+    for g in module.globals:
+        d = _verify_global(ctx, g)
+        if d:
+            out.append(d)
+            if first_only:
+                break
+    for fn in module.functions:
+        if first_only and out:
+            break
+        ctx.index(fn)
+        for t in fn.type.inputs:
+            err = type_error(t)
+            if err:
+                out.append(Diagnostic("error", err, None, ctx._loc(fn)))
+                break
+        d = _run(ctx, ENTRY_OP_RULES, fn, "entry")
+        if d:
+            out.append(d)
+            if first_only:
+                break
+        if not _verify_block(ctx, fn.body, out, first_only):
+            break
+        if not d:
+            d = _run(ctx, ENTRY_REGION_RULES, _EntryView(fn), "entry")
+            if d:
+                out.append(d)
+                if first_only:
+                    break
+    if warnings is not None:
+        warnings.extend(ctx.warnings)
+    return out
+
+
+class _EntryView:
+    """The entry function seen as an op with one region (for region rules)."""
+
+    def __init__(self, fn: Function):
+        from .core import Region
+        self.regions = [Region([fn.body])]
+        self.loc = fn.loc
+        self.name = "entry"
+
+
+def first_error(module: Module) -> Diagnostic | None:
+    """The diagnostic NVIDIA's tool prints first (before `verification failed ...`), or None."""
+    diags = verify_module(module, first_only=True)
+    return diags[0] if diags else None
+
+
+def render_failure(diag: Diagnostic) -> list[str]:
+    """The stderr lines of a failed verification, as tileiras prints them."""
+    return [diag.render(), f"error: {VERIFICATION_FAILED}"]
