@@ -1,0 +1,237 @@
+"""Walks a cuda_tile kernel and emits LLVM IR through per-op lowering patterns.
+
+Each op's lowering is registered once in `LOWERINGS` (see the lower_*.py
+modules); this file holds only what every pattern shares: the value map,
+thread coordinates of layouts, layout conversion through shared memory and
+structured control flow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Callable
+
+from ..ir import types as T
+from ..ir.core import Block, Function, Operation, Value
+from ..lower.layout import WARP_SIZE, LinearLayout, blocked
+from .llvmir import IRBuilder, ModuleIR
+from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
+
+LOWERINGS: dict[str, Callable[["KernelEmitter", Operation], None]] = {}
+SHARED_LIMIT = 48 * 1024  # static shared memory a kernel may declare without opt-in
+
+
+def lowers(*names: str):
+    def register(fn):
+        for n in names:
+            if n in LOWERINGS:
+                raise ValueError(f"two lowerings for {n}")
+            LOWERINGS[n] = fn
+        return fn
+    return register
+
+
+class LoweringError(Exception):
+    """The compiler cannot lower an op; carries the op for the diagnostic."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        super().__init__(message)
+        self.op = op
+
+
+@dataclass
+class CodegenOptions:
+    num_warps: int = 4
+    opt_level: int = 3
+    vector_width: int = 4
+
+
+@dataclass
+class _Loop:
+    """Where `continue` and `break` inside a loop body go, and the phis they feed."""
+    continue_label: str
+    continue_phis: list[list]     # per carried value, per register: Phi
+    carried_layouts: list
+    break_label: str
+    break_phis: list[list]
+    result_layouts: list
+
+
+class KernelEmitter:
+    def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions):
+        self.module_ir = module_ir
+        self.fn = fn
+        self.options = options
+        self.env: dict[int, object] = {}
+        self.loops: list[_Loop] = []
+        self.if_merges: list = []
+        self._thread_coords: dict[LinearLayout, list[str]] = {}
+        self.shared_bytes = 0
+        self.scratch = f"@scratch.{len(module_ir.functions)}"
+        params = []
+        for i, t in enumerate(fn.type.inputs):
+            params.append((llvm_type(t), f"%arg{i}"))
+        attrs = f'"nvvm.reqntid"="{self.num_threads}" "nvvm.minctasm"="1"'
+        self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{len(module_ir.functions)}")
+        module_ir.add_global(f"attributes #{len(module_ir.functions)} = {{ {attrs} }}")
+        for i, (arg, t) in enumerate(zip(fn.body.args, fn.type.inputs)):
+            self.set(arg, Tile(t, None, [f"%arg{i}"]))
+        self.tid = self.b.entry_value("call i32 @llvm.nvvm.read.ptx.sreg.tid.x()", "tid")
+        self.module_ir.declare("i32", "llvm.nvvm.read.ptx.sreg.tid.x", [])
+        self.lane = self.b.entry_value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
+        self.warp = self.b.entry_value(f"lshr i32 {self.tid}, 5", "warp")
+        self.b.new_block("body")
+
+    @property
+    def num_threads(self) -> int:
+        return self.options.num_warps * WARP_SIZE
+
+    # -- values -----------------------------------------------------------
+    def get(self, v: Value):
+        try:
+            return self.env[id(v)]
+        except KeyError:
+            raise LoweringError("value used before it was lowered") from None
+
+    def set(self, v: Value, cg) -> None:
+        self.env[id(v)] = cg
+
+    def tile(self, v: Value | None) -> Tile | None:
+        return None if v is None else self.get(v)
+
+    # -- layouts ------------------------------------------------------------
+    def default_layout(self, shape: tuple[int, ...]) -> LinearLayout:
+        # widen per-thread vectors only once every thread has an element, so small tiles are not replicated
+        per_thread = max(1, prod(shape) // self.num_threads)
+        return blocked(shape, self.options.num_warps, min(self.options.vector_width, per_thread))
+
+    def thread_coords(self, layout: LinearLayout) -> list[str]:
+        """Per dimension, this thread's coordinate part (i32), computed once in the entry block."""
+        cached = self._thread_coords.get(layout)
+        if cached is not None:
+            return cached
+        coords = []
+        for d in range(layout.rank):
+            terms = []
+            for src, bases in ((self.lane, layout.bases[1]), (self.warp, layout.bases[2])):
+                for bit, basis in enumerate(bases):
+                    if basis[d]:
+                        sh = self.b.entry_value(f"lshr i32 {src}, {bit}")
+                        one = self.b.entry_value(f"and i32 {sh}, 1")
+                        terms.append(self.b.entry_value(f"mul i32 {one}, {basis[d]}"))
+            acc = "0"
+            for t in terms:
+                acc = self.b.entry_value(f"xor i32 {acc}, {t}")
+            coords.append(acc)
+        self._thread_coords[layout] = coords
+        return coords
+
+    def coords(self, layout: LinearLayout, reg: int) -> list[str]:
+        """Runtime coordinate (i32 per dim) of register `reg` in this thread."""
+        base = self.thread_coords(layout)
+        const = layout.register_coord(reg)
+        return [c if k == 0 else self.b.value(f"xor i32 {c}, {k}") for c, k in zip(base, const)]
+
+    def linear_index(self, coords: list[str], shape: tuple[int, ...]) -> str:
+        acc = "0"
+        for c, s in zip(coords, shape):
+            acc = self.b.value(f"mul i32 {acc}, {s}") if acc != "0" else "0"
+            acc = self.b.value(f"add i32 {acc}, {c}")
+        return acc
+
+    def is_primary(self, layout: LinearLayout) -> str | None:
+        """i1 that is true in exactly one thread per held element (None: no replication)."""
+        conds = []
+        for src, bases in ((self.lane, layout.bases[1]), (self.warp, layout.bases[2])):
+            mask = sum(1 << bit for bit, b in enumerate(bases) if not any(b))
+            if mask:
+                m = self.b.value(f"and i32 {src}, {mask}")
+                conds.append(self.b.value(f"icmp eq i32 {m}, 0"))
+        acc = None
+        for c in conds:
+            acc = c if acc is None else self.b.value(f"and i1 {acc}, {c}")
+        return acc
+
+    # -- shared memory --------------------------------------------------------
+    def barrier(self) -> None:
+        self.b.call("void", "llvm.nvvm.barrier0", [])
+
+    def shared_slot(self, index: str, elem: T.Type, byte_base: int = 0) -> str:
+        """Address of element `index` (i32) of a scratch array of `elem` starting at byte_base."""
+        size = elem_bytes(elem)
+        off = self.b.value(f"mul i32 {index}, {size}")
+        if byte_base:
+            off = self.b.value(f"add i32 {off}, {byte_base}")
+        return self.b.value(f"getelementptr i8, {SHARED_PTR} {self.scratch}, i32 {off}", "sp")
+
+    def reserve_shared(self, nbytes: int) -> None:
+        self.shared_bytes = max(self.shared_bytes, nbytes)
+        if self.shared_bytes > SHARED_LIMIT:
+            raise LoweringError(f"tile needs {nbytes} bytes of shared memory for a layout change "
+                                f"(limit {SHARED_LIMIT})")
+
+    def store_to_shared(self, t: Tile, byte_base: int = 0) -> None:
+        """Write a tile row-major into scratch (replicas write the same value; harmless)."""
+        shape = t.type.shape
+        self.reserve_shared(byte_base + t.type.num_elements() * elem_bytes(t.elem))
+        ty = t.llvm
+        for r, reg in enumerate(t.regs):
+            if t.is_scalar:
+                idx = "0"
+            else:
+                idx = self.linear_index(self.coords(t.layout, r), shape)
+            p = self.shared_slot(idx, t.elem, byte_base)
+            self.b.emit(f"store {ty} {reg}, {SHARED_PTR} {p}")
+
+    def load_from_shared(self, ty: T.TileType, layout: LinearLayout | None,
+                         src_index: Callable[[list[str]], str], byte_base: int = 0) -> Tile:
+        """Read a tile whose register r comes from scratch element src_index(coords of r)."""
+        lt = llvm_type(ty.elem)
+        n = 1 if layout is None else layout.num_registers
+        regs = []
+        for r in range(n):
+            coords = [] if layout is None else self.coords(layout, r)
+            p = self.shared_slot(src_index(coords), ty.elem, byte_base)
+            regs.append(self.b.value(f"load {lt}, {SHARED_PTR} {p}", "ld"))
+        return Tile(ty, layout, regs)
+
+    def convert(self, t: Tile, layout: LinearLayout | None) -> Tile:
+        """The same tile in another layout (through shared memory unless nothing moves)."""
+        if t.layout == layout or t.is_scalar:
+            return t if t.layout == layout else self.broadcast_scalar(t, layout)
+        self.barrier()
+        self.store_to_shared(t)
+        self.barrier()
+        shape = t.type.shape
+        return self.load_from_shared(t.type, layout, lambda c: self.linear_index(c, shape))
+
+    def broadcast_scalar(self, t: Tile, layout: LinearLayout | None) -> Tile:
+        n = 1 if layout is None else layout.num_registers
+        return Tile(t.type, layout, [t.regs[0]] * n)
+
+    def like(self, ty: T.TileType, layout: LinearLayout | None, regs: list[str]) -> Tile:
+        return Tile(ty, None if not ty.shape else layout, regs)
+
+    # -- regions ----------------------------------------------------------------
+    def emit_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.emit_op(op)
+
+    def emit_op(self, op: Operation) -> None:
+        lowering = LOWERINGS.get(op.name)
+        if lowering is None:
+            raise LoweringError(f"cannot lower '{op.name}' yet", op)
+        try:
+            lowering(self, op)
+        except LoweringError as e:
+            if e.op is None:
+                e.op = op
+            raise
+
+    def finish(self) -> None:
+        self.b.fn.blocks[0][1].append(f"br label %{self.b.fn.blocks[1][0]}")
+        if self.shared_bytes:
+            self.module_ir.add_global(f"{self.scratch} = internal addrspace(3) global "
+                                      f"[{self.shared_bytes} x i8] undef, align 16")
+        else:
+            self.module_ir.add_global(f"{self.scratch} = internal addrspace(3) global [16 x i8] undef, align 16")

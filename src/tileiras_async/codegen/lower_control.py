@@ -1,0 +1,195 @@
+"""Structured control flow: for, loop, if and their terminators, as LLVM basic blocks with phis.
+
+Conditions and loop bounds are rank-0 tiles, which every thread holds with the
+same value, so all threads take the same path and barriers inside stay legal.
+Values carried around loops and out of ifs keep one layout (the layout they
+enter with); terminators convert what they pass to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.core import Operation
+from .emitter import KernelEmitter, LoweringError, lowers
+from .values import Tile
+
+
+@dataclass
+class _Edges:
+    """Values arriving at a join block: one (block label, tiles) per predecessor."""
+    layouts: list
+    incoming: list[tuple[str, list[Tile]]] = field(default_factory=list)
+
+    def add(self, em: KernelEmitter, tiles: list[Tile]) -> None:
+        if self.layouts is None:  # the first arrival fixes the layouts
+            self.layouts = [t.layout for t in tiles]
+        converted = [em.convert(t, lay) for t, lay in zip(tiles, self.layouts)]
+        self.incoming.append((em.b.block_label, converted))
+
+    def join(self, em: KernelEmitter, types) -> list[Tile]:
+        """At the start of the join block: phis (or the single incoming value) per register."""
+        if not self.incoming:
+            return []
+        if len(self.incoming) == 1:
+            return self.incoming[0][1]
+        out = []
+        for i, ty in enumerate(types):
+            first = self.incoming[0][1][i]
+            regs = []
+            for r in range(len(first.regs)):
+                phi = em.b.phi(first.llvm)
+                for label, tiles in self.incoming:
+                    phi.add(tiles[i].regs[r], label)
+                regs.append(phi.name)
+            out.append(Tile(ty, first.layout, regs))
+        return out
+
+
+@dataclass
+class _LoopCtx:
+    next_iter: _Edges    # continue
+    exit: _Edges         # break (and, for `for`, the normal exit)
+    continue_label: str
+    exit_label: str
+
+
+@dataclass
+class _IfCtx:
+    merge: _Edges
+    merge_label: str
+
+
+def _carried_phis(em: KernelEmitter, inits: list[Tile], pre: str) -> list[tuple[list, Tile]]:
+    out = []
+    for t in inits:
+        phis = []
+        for reg in t.regs:
+            p = em.b.phi(t.llvm)
+            p.add(reg, pre)
+            phis.append(p)
+        out.append((phis, Tile(t.type, t.layout, [p.name for p in phis])))
+    return out
+
+
+def _close_back_edge(carried, next_values: list[Tile], label: str) -> None:
+    for (phis, _), t in zip(carried, next_values):
+        for p, reg in zip(phis, t.regs):
+            p.add(reg, label)
+
+
+@lowers("for")
+def _for(em: KernelEmitter, op: Operation) -> None:
+    lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
+    inits = [em.get(v) for v in op.operands["initValues"]]
+    it = lb.llvm
+    pre = em.b.block_label
+    header, body, latch, exit_ = (em.b.reserve_block(h) for h in ("for.head", "for.body", "for.next", "for.exit"))
+    em.b.br(header)
+    em.b.start_block(header)
+    iv = em.b.phi(it, "iv")
+    iv.add(lb.regs[0], pre)
+    carried = _carried_phis(em, inits, pre)
+    cmp = "ult" if op.attrs.get("unsignedCmp") else "slt"
+    cond = em.b.value(f"icmp {cmp} {it} {iv.name}, {ub.regs[0]}")
+    ctx = _LoopCtx(_Edges([t.layout for t in inits]), _Edges([t.layout for t in inits]), latch, exit_)
+    ctx.exit.incoming.append((header, [t for _, t in carried]))
+    em.b.cond_br(cond, body, exit_)
+    em.b.start_block(body)
+    block = op.regions[0].block
+    em.set(block.args[0], Tile(block.args[0].type, None, [iv.name]))
+    for arg, (_, t) in zip(block.args[1:], carried):
+        em.set(arg, t)
+    em.loops.append(ctx)
+    em.emit_block(block)
+    em.loops.pop()
+    em.b.start_block(latch)
+    nxt = ctx.next_iter.join(em, [t.type for t in inits])
+    new_iv = em.b.value(f"add {it} {iv.name}, {step.regs[0]}", "ivn")
+    iv.add(new_iv, latch)
+    _close_back_edge(carried, nxt, latch)
+    em.b.br(header)
+    em.b.start_block(exit_)
+    for res, t in zip(op.results, ctx.exit.join(em, [r.type for r in op.results])):
+        em.set(res, t)
+
+
+@lowers("loop")
+def _loop(em: KernelEmitter, op: Operation) -> None:
+    inits = [em.get(v) for v in op.operands["initValues"]]
+    pre = em.b.block_label
+    header, latch, exit_ = (em.b.reserve_block(h) for h in ("loop.head", "loop.next", "loop.exit"))
+    em.b.br(header)
+    em.b.start_block(header)
+    carried = _carried_phis(em, inits, pre)
+    block = op.regions[0].block
+    for arg, (_, t) in zip(block.args, carried):
+        em.set(arg, t)
+    ctx = _LoopCtx(_Edges([t.layout for t in inits]), _Edges(None), latch, exit_)
+    em.loops.append(ctx)
+    em.emit_block(block)
+    em.loops.pop()
+    if ctx.next_iter.incoming:
+        em.b.start_block(latch)
+        _close_back_edge(carried, ctx.next_iter.join(em, [t.type for t in inits]), latch)
+        em.b.br(header)
+    em.b.start_block(exit_)
+    if not ctx.exit.incoming:
+        em.b.emit("unreachable")  # a loop without break never exits
+        em.b.new_block("after")
+    for res, t in zip(op.results, ctx.exit.join(em, [r.type for r in op.results])):
+        em.set(res, t)
+
+
+@lowers("if")
+def _if(em: KernelEmitter, op: Operation) -> None:
+    cond = em.get(op.operands["condition"]).regs[0]
+    then_l, else_l, merge_l = (em.b.reserve_block(h) for h in ("if.then", "if.else", "if.end"))
+    has_else = bool(op.regions[1].blocks) if len(op.regions) > 1 else False
+    em.b.cond_br(cond, then_l, else_l if has_else else merge_l)
+    ctx = _IfCtx(_Edges(None), merge_l)
+    if not has_else:
+        ctx.merge.incoming.append((em.b.block_label, []))
+    em.if_merges.append(ctx)
+    em.b.start_block(then_l)
+    em.emit_block(op.regions[0].block)
+    if has_else:
+        em.b.start_block(else_l)
+        em.emit_block(op.regions[1].block)
+    em.if_merges.pop()
+    em.b.start_block(merge_l)
+    if not ctx.merge.incoming:
+        em.b.emit("unreachable")  # both branches left the enclosing loop
+        em.b.new_block("after")
+        return
+    if op.results:
+        joined = ctx.merge.join(em, [r.type for r in op.results])
+        for res, t in zip(op.results, joined):
+            em.set(res, t)
+
+
+@lowers("yield")
+def _yield(em: KernelEmitter, op: Operation) -> None:
+    if not em.if_merges:
+        raise LoweringError("yield outside of an if region")
+    ctx = em.if_merges[-1]
+    ctx.merge.add(em, [em.get(v) for v in op.operands["operands"]])
+    em.b.br(ctx.merge_label)
+
+
+@lowers("continue")
+def _continue(em: KernelEmitter, op: Operation) -> None:
+    ctx = em.loops[-1]
+    ctx.next_iter.add(em, [em.get(v) for v in op.operands["operands"]])
+    em.b.br(ctx.continue_label)
+
+
+@lowers("break")
+def _break(em: KernelEmitter, op: Operation) -> None:
+    ctx = em.loops[-1]
+    ctx.exit.add(em, [em.get(v) for v in op.operands["operands"]])
+    em.b.br(ctx.exit_label)
+
+
+@lowers("return")
+def _return(em: KernelEmitter, op: Operation) -> None:
+    em.b.emit("ret void")

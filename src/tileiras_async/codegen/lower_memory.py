@@ -1,0 +1,252 @@
+"""Views and memory: tensor/partition views become base+shape+stride arithmetic; loads and stores are
+predicated PTX (bounds checks, masks, padding) emitted as inline assembly, one element per register."""
+from __future__ import annotations
+
+import struct
+
+from ..ir import types as T
+from ..ir.core import Operation
+from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
+from .emitter import KernelEmitter, LoweringError, lowers
+from .llvmir import bits_literal
+from .values import GLOBAL_PTR, PartitionView, TensorView, Tile, elem_bytes, llvm_type
+
+_SCOPE = {MemoryScope.tl_blk: ".cta", MemoryScope.device: ".gpu", MemoryScope.sys: ".sys"}
+# access width in bits -> (PTX register class constraint, register LLVM type)
+_REG = {8: ("h", "i16"), 16: ("h", "i16"), 32: ("r", "i32"), 64: ("l", "i64")}
+
+
+def _i64(em: KernelEmitter, value: str, llvm: str) -> str:
+    if llvm == "i64":
+        return value
+    return em.b.value(f"sext {llvm} {value} to i64")
+
+
+@lowers("make_tensor_view")
+def _make_tensor_view(em: KernelEmitter, op: Operation) -> None:
+    ty: T.TensorViewType = op.result.type
+    base = em.get(op.operands["base"]).regs[0]
+    dyn_shape = iter(em.get(v) for v in op.operands["dynamicShape"])
+    dyn_strides = iter(em.get(v) for v in op.operands["dynamicStrides"])
+
+    def resolve(static, dyn):
+        out = []
+        for s in static:
+            if s == T.DYNAMIC:
+                t = next(dyn)
+                out.append(_i64(em, t.regs[0], t.llvm))
+            else:
+                out.append(str(s))
+        return out
+
+    em.set(op.result, TensorView(ty, base, resolve(ty.shape, dyn_shape), resolve(ty.strides, dyn_strides)))
+
+
+@lowers("make_partition_view")
+def _make_partition_view(em: KernelEmitter, op: Operation) -> None:
+    em.set(op.result, PartitionView(op.result.type, em.get(op.operands["tensor_view"])))
+
+
+def _index_space(em: KernelEmitter, pv: PartitionView) -> list[str]:
+    out = []
+    for i, t in enumerate(pv.type.tile_shape):
+        dim = pv.view.shape[pv.type.dim_map[i]]
+        s = em.b.value(f"add i64 {dim}, {t - 1}")
+        out.append(em.b.value(f"sdiv i64 {s}, {t}"))
+    return out
+
+
+def _set_scalars(em: KernelEmitter, op: Operation, values: list[str]) -> None:
+    for res, v in zip(op.results, values):
+        lt = llvm_type(res.type)
+        em.set(res, Tile(res.type, None, [v if lt == "i64" else em.b.value(f"trunc i64 {v} to {lt}")]))
+
+
+@lowers("get_index_space_shape")
+def _get_index_space_shape(em: KernelEmitter, op: Operation) -> None:
+    _set_scalars(em, op, _index_space(em, em.get(op.operands["src"])))
+
+
+@lowers("get_tensor_shape")
+def _get_tensor_shape(em: KernelEmitter, op: Operation) -> None:
+    src = em.get(op.operands["src"])
+    view = src.view if isinstance(src, PartitionView) else src
+    _set_scalars(em, op, list(view.shape))
+
+
+def padding_constant(elem: T.Type, padding: int | None) -> str:
+    """The value a masked-off element reads as (zero when the view has no padding)."""
+    lt = llvm_type(elem)
+    if padding in (None, PaddingValue.zero) or not isinstance(elem, T.FloatType) or lt == "i8":
+        return "null" if "ptr" in lt else ("false" if lt == "i1" else ("0" if lt.startswith("i") else
+                                                                        bits_literal(0, lt)))
+    value = {PaddingValue.neg_zero: -0.0, PaddingValue.nan: float("nan"),
+             PaddingValue.pos_inf: float("inf"), PaddingValue.neg_inf: float("-inf")}[PaddingValue(padding)]
+    if lt == "half":
+        return bits_literal(struct.unpack("<H", struct.pack("<e", value))[0], lt)
+    if lt == "bfloat":
+        return bits_literal(struct.unpack("<I", struct.pack("<f", value))[0] >> 16, lt)
+    if lt == "float":
+        return bits_literal(struct.unpack("<I", struct.pack("<f", value))[0], lt)
+    return bits_literal(struct.unpack("<Q", struct.pack("<d", value))[0], lt)
+
+
+def _ordering(op: Operation, load: bool) -> str:
+    sem = op.attrs.get("memory_ordering_semantics", MO.weak)
+    if sem == MO.weak:
+        return ""
+    scope = _SCOPE[op.attrs.get("memory_scope", MemoryScope.device)]
+    return f".{sem.name}{scope}"
+
+
+def _bits(elem: T.Type) -> int:
+    return 8 * elem_bytes(elem)
+
+
+def _to_reg(em: KernelEmitter, value: str, lt: str, bits: int) -> str:
+    """An element as the integer register the PTX template takes."""
+    _, rt = _REG[bits]
+    if lt == "i1":
+        return em.b.value(f"zext i1 {value} to {rt}")
+    if "ptr" in lt:
+        return em.b.value(f"ptrtoint {lt} {value} to i64")
+    if lt.startswith("i"):
+        return value if lt == rt else em.b.value(f"zext {lt} {value} to {rt}")
+    return em.b.value(f"bitcast {lt} {value} to {rt}")
+
+
+def _from_reg(em: KernelEmitter, value: str, lt: str, bits: int) -> str:
+    _, rt = _REG[bits]
+    if lt == "i1":
+        return em.b.value(f"trunc {rt} {value} to i1")
+    if "ptr" in lt:
+        return em.b.value(f"inttoptr i64 {value} to {lt}")
+    if lt.startswith("i"):
+        return value if lt == rt else em.b.value(f"trunc {rt} {value} to {lt}")
+    return em.b.value(f"bitcast {rt} {value} to {lt}")
+
+
+def predicated_load(em: KernelEmitter, op: Operation, addr: str, pred: str | None, elem: T.Type,
+                    fill: str) -> str:
+    lt = llvm_type(elem)
+    bits = _bits(elem)
+    cls, rt = _REG[bits]
+    width = "u8" if bits == 8 else f"b{bits}"
+    fill_reg = _to_reg(em, fill, lt, bits)
+    order = _ordering(op, True)
+    if pred is None:
+        text = f"ld{order}.global.{width} $0, [$1];"
+        v = em.b.asm(rt, text, f"={cls},l", [(GLOBAL_PTR, addr)])
+    else:
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.b{max(bits, 16)} $0, $3; "
+                f"@p ld{order}.global.{width} $0, [$1]; }}")
+        p32 = em.b.value(f"zext i1 {pred} to i32")
+        v = em.b.asm(rt, text, f"={cls},l,r,{cls}", [(GLOBAL_PTR, addr), ("i32", p32), (rt, fill_reg)])
+    return _from_reg(em, v, lt, bits)
+
+
+def predicated_store(em: KernelEmitter, op: Operation, addr: str, pred: str | None, elem: T.Type,
+                     value: str) -> None:
+    lt = llvm_type(elem)
+    bits = _bits(elem)
+    cls, rt = _REG[bits]
+    width = "u8" if bits == 8 else f"b{bits}"
+    v = _to_reg(em, value, lt, bits)
+    order = _ordering(op, False)
+    if pred is None:
+        em.b.asm("void", f"st{order}.global.{width} [$0], $1;", f"l,{cls}", [(GLOBAL_PTR, addr), (rt, v)])
+        return
+    text = f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st{order}.global.{width} [$0], $1; }}"
+    p32 = em.b.value(f"zext i1 {pred} to i32")
+    em.b.asm("void", text, f"l,{cls},r", [(GLOBAL_PTR, addr), (rt, v), ("i32", p32)])
+
+
+def _and(em: KernelEmitter, a: str | None, b: str | None) -> str | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return em.b.value(f"and i1 {a}, {b}")
+
+
+def _view_access(em: KernelEmitter, pv: PartitionView, index: list[Tile], coords: list[str]):
+    """(address, in-bounds predicate) of the element at tile coordinates `coords` of tile `index`."""
+    view = pv.view
+    offset = "0"
+    inb = None
+    for i, (tile_dim, c) in enumerate(zip(pv.type.tile_shape, coords)):
+        d = pv.type.dim_map[i]
+        idx = _i64(em, index[i].regs[0], index[i].llvm)
+        start = em.b.value(f"mul i64 {idx}, {tile_dim}")
+        c64 = em.b.value(f"zext i32 {c} to i64")
+        pos = em.b.value(f"add i64 {start}, {c64}")
+        ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[d]}")
+        inb = _and(em, inb, ok)
+        term = em.b.value(f"mul i64 {pos}, {view.strides[d]}")
+        offset = em.b.value(f"add i64 {offset}, {term}")
+    lt = llvm_type(view.type.elem)
+    addr = em.b.value(f"getelementptr {lt if lt != 'i1' else 'i8'}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
+    return addr, inb
+
+
+@lowers("load_view_tko")
+def _load_view(em: KernelEmitter, op: Operation) -> None:
+    pv = em.get(op.operands["view"])
+    if not isinstance(pv, PartitionView):
+        raise LoweringError("loads through this view kind are not supported yet")
+    index = [em.get(v) for v in op.operands["index"]]
+    ty: T.TileType = op.results[0].type
+    layout = em.default_layout(ty.shape) if ty.shape else None
+    fill = padding_constant(ty.elem, pv.type.padding)
+    regs = []
+    for r in range(1 if layout is None else layout.num_registers):
+        coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
+        addr, inb = _view_access(em, pv, index, coords)
+        regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
+    em.set(op.results[0], Tile(ty, layout, regs))
+    em.set(op.results[1], None)
+
+
+@lowers("store_view_tko")
+def _store_view(em: KernelEmitter, op: Operation) -> None:
+    pv = em.get(op.operands["view"])
+    if not isinstance(pv, PartitionView):
+        raise LoweringError("stores through this view kind are not supported yet")
+    index = [em.get(v) for v in op.operands["index"]]
+    t: Tile = em.get(op.operands["tile"])
+    n = 1 if t.is_scalar else t.layout.num_registers
+    for r in range(n):
+        coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
+        addr, inb = _view_access(em, pv, index, coords)
+        predicated_store(em, op, addr, inb, t.elem, t.regs[r])
+    em.set(op.results[0], None)
+
+
+@lowers("load_ptr_tko")
+def _load_ptr(em: KernelEmitter, op: Operation) -> None:
+    ptrs: Tile = em.get(op.operands["source"])
+    ty: T.TileType = op.results[0].type
+    layout = ptrs.layout
+    mask = em.tile(op.operands.get("mask"))
+    pad = em.tile(op.operands.get("paddingValue"))
+    mask = em.convert(mask, layout) if mask is not None else None
+    pad = em.convert(pad, layout) if pad is not None else None
+    fill_default = padding_constant(ty.elem, None)
+    regs = []
+    for r, addr in enumerate(ptrs.regs):
+        pred = mask.regs[r] if mask is not None else None
+        fill = pad.regs[r] if pad is not None else fill_default
+        regs.append(predicated_load(em, op, addr, pred, ty.elem, fill))
+    em.set(op.results[0], Tile(ty, layout, regs))
+    em.set(op.results[1], None)
+
+
+@lowers("store_ptr_tko")
+def _store_ptr(em: KernelEmitter, op: Operation) -> None:
+    ptrs: Tile = em.get(op.operands["destination"])
+    value = em.convert(em.get(op.operands["value"]), ptrs.layout)
+    mask = em.tile(op.operands.get("mask"))
+    mask = em.convert(mask, ptrs.layout) if mask is not None else None
+    for r, addr in enumerate(ptrs.regs):
+        predicated_store(em, op, addr, mask.regs[r] if mask is not None else None, value.elem, value.regs[r])
+    em.set(op.results[0], None)

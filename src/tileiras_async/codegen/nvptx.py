@@ -1,0 +1,91 @@
+"""LLVM IR text -> PTX with llvmlite's NVPTX back end (libdevice linked when math functions are used)."""
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+from ..toolchain.discovery import find_libdevice
+from .targets import Target
+
+_INIT_LOCK = threading.Lock()
+_initialized = False
+# PTX ISA versions LLVM 22 can emit (feature +ptxNN); ptxas 13.x reads all of them
+_MAX_LLVM_PTX = (9, 0)
+
+
+class PtxCheckError(Exception):
+    """The back end produced PTX that would not assemble (an internal compiler error)."""
+
+
+def _init() -> None:
+    global _initialized
+    with _INIT_LOCK:
+        if _initialized:
+            return
+        import llvmlite.binding as llvm
+        for name in ("initialize_all_targets", "initialize_all_asmprinters"):
+            fn = getattr(llvm, name, None)
+            if fn is not None:
+                fn()
+        # libdevice's sqrtf must be the IEEE square root, as in nvcc's default (prec-sqrt=1)
+        llvm.set_option("", "-nvvm-reflect-add=__CUDA_PREC_SQRT=1")
+        _initialized = True
+
+
+def ptx_feature(tgt: Target) -> str:
+    major, minor = max(tgt.ptx_isa, (7, 8))
+    if (major, minor) > _MAX_LLVM_PTX:
+        major, minor = _MAX_LLVM_PTX
+    return f"+ptx{major}{minor}"
+
+
+@lru_cache(maxsize=None)
+def _target_machine(cpu: str, features: str, opt: int):
+    import llvmlite.binding as llvm
+    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt)
+
+
+@lru_cache(maxsize=1)
+def _libdevice_bytes() -> bytes:
+    return find_libdevice().read_bytes()
+
+
+def llvm_to_ptx(ir_text: str, tgt: Target, opt_level: int = 3, *, kernels: tuple[str, ...] = ()) -> str:
+    import llvmlite.binding as llvm
+    _init()
+    module = llvm.parse_assembly(ir_text)
+    if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
+        lib = llvm.parse_bitcode(_libdevice_bytes())
+        lib.triple = module.triple
+        lib.data_layout = module.data_layout
+        module.link_in(lib)
+        for f in module.functions:
+            # only the kernels stay visible; unused libdevice code is then dropped
+            if not f.is_declaration and f.name not in kernels:
+                f.linkage = "internal"
+    module.verify()
+    tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
+        pb = llvm.create_pass_builder(tm, pto)
+        pm = pb.getModulePassManager()
+        pm.run(module, pb)
+    ptx = tm.emit_assembly(module)
+    check_ptx(ptx)
+    return ptx
+
+
+_EXTERN_LLVM = re.compile(r"\.extern\s+\.func[^;]*?\b(llvm\.[\w.]+)")
+
+
+def check_ptx(ptx: str) -> None:
+    """Catch what LLVM lets through silently: a mistyped intrinsic becomes an extern call ptxas rejects."""
+    m = _EXTERN_LLVM.search(ptx)
+    if m:
+        raise PtxCheckError(f"internal compiler error: intrinsic '{m.group(1)}' was not lowered by the "
+                            f"NVPTX back end")
+    m = re.search(r"\.extern\s+\.func[^;]*?\b(__nv_\w+)", ptx)
+    if m:
+        raise PtxCheckError(f"internal compiler error: libdevice function '{m.group(1)}' was not linked")
