@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..ir.core import Module
 from ..toolchain.ptxas import PtxasOptions, assemble
-from . import lower_basic, lower_control, lower_elementwise, lower_memory  # noqa: F401  (register lowerings)
+from . import (lower_basic, lower_control, lower_elementwise, lower_memory, lower_reduce,  # noqa: F401
+               lower_shape)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx

@@ -65,6 +65,8 @@ class KernelEmitter:
         self.env: dict[int, object] = {}
         self.loops: list[_Loop] = []
         self.if_merges: list = []
+        self.inline_yields: list[list] = []  # combiner regions being inlined (yield returns to them)
+        self.inline_depth_marks: list[int] = []  # how many ifs were open when each inlining began
         self._thread_coords: dict[LinearLayout, list[str]] = {}
         self.shared_bytes = 0
         self.scratch = f"@scratch.{len(module_ir.functions)}"
@@ -170,16 +172,17 @@ class KernelEmitter:
             raise LoweringError(f"tile needs {nbytes} bytes of shared memory for a layout change "
                                 f"(limit {SHARED_LIMIT})")
 
-    def store_to_shared(self, t: Tile, byte_base: int = 0) -> None:
-        """Write a tile row-major into scratch (replicas write the same value; harmless)."""
+    def store_to_shared(self, t: Tile, byte_base: int = 0,
+                        dst_index: Callable[[list[str]], str] | None = None, capacity: int | None = None) -> None:
+        """Write a tile into scratch, row-major unless `dst_index(coords)` says where each element goes
+        (replicas write the same value to the same place; harmless)."""
         shape = t.type.shape
-        self.reserve_shared(byte_base + t.type.num_elements() * elem_bytes(t.elem))
+        count = capacity if capacity is not None else t.type.num_elements()
+        self.reserve_shared(byte_base + count * elem_bytes(t.elem))
         ty = t.llvm
+        index = dst_index or (lambda c: self.linear_index(c, shape))
         for r, reg in enumerate(t.regs):
-            if t.is_scalar:
-                idx = "0"
-            else:
-                idx = self.linear_index(self.coords(t.layout, r), shape)
+            idx = index(["0"] * len(shape)) if t.is_scalar else index(self.coords(t.layout, r))
             p = self.shared_slot(idx, t.elem, byte_base)
             self.b.emit(f"store {ty} {reg}, {SHARED_PTR} {p}")
 
@@ -199,6 +202,8 @@ class KernelEmitter:
         """The same tile in another layout (through shared memory unless nothing moves)."""
         if t.layout == layout or t.is_scalar:
             return t if t.layout == layout else self.broadcast_scalar(t, layout)
+        if layout is not None and same_placement(t.layout, layout):
+            return Tile(t.type, layout, t.regs)
         self.barrier()
         self.store_to_shared(t)
         self.barrier()
@@ -211,6 +216,50 @@ class KernelEmitter:
 
     def like(self, ty: T.TileType, layout: LinearLayout | None, regs: list[str]) -> Tile:
         return Tile(ty, None if not ty.shape else layout, regs)
+
+    # -- loops and inline regions ---------------------------------------------------
+    def counted_loop(self, start: str, stop: str, carried: list[tuple[str, str]],
+                     body: Callable[[str, list[str]], list[str]], step: int = 1) -> list[str]:
+        """for (k = start; k != stop; k += step) over i32 k, carrying (llvm type, initial) values."""
+        pre = self.b.block_label
+        head, loop, done = (self.b.reserve_block(h) for h in ("cl.head", "cl.body", "cl.done"))
+        self.b.br(head)
+        self.b.start_block(head)
+        k = self.b.phi("i32", "k")
+        k.add(start, pre)
+        phis = []
+        for ty, init in carried:
+            p = self.b.phi(ty)
+            p.add(init, pre)
+            phis.append(p)
+        more = self.b.value(f"icmp ne i32 {k.name}, {stop}")
+        self.b.cond_br(more, loop, done)
+        self.b.start_block(loop)
+        new = body(k.name, [p.name for p in phis])
+        nk = self.b.value(f"add i32 {k.name}, {step}")
+        end = self.b.block_label
+        k.add(nk, end)
+        for p, v in zip(phis, new):
+            p.add(v, end)
+        self.b.br(head)
+        self.b.start_block(done)
+        return [p.name for p in phis]
+
+    def inline_region(self, block: Block, args: list[Tile]) -> list[Tile]:
+        """Emit a region body in place (a combiner) and return what its `yield` passes."""
+        for a, t in zip(block.args, args):
+            self.set(a, t)
+        frame: list = []
+        self.inline_yields.append(frame)
+        self.inline_depth_marks.append(len(self.if_merges))
+        try:
+            self.emit_block(block)
+        finally:
+            self.inline_yields.pop()
+            self.inline_depth_marks.pop()
+        if not frame:
+            raise LoweringError("region did not yield")
+        return frame[0]
 
     # -- regions ----------------------------------------------------------------
     def emit_block(self, block: Block) -> None:
@@ -235,3 +284,24 @@ class KernelEmitter:
                                       f"[{self.shared_bytes} x i8] undef, align 16")
         else:
             self.module_ir.add_global(f"{self.scratch} = internal addrspace(3) global [16 x i8] undef, align 16")
+
+
+def same_placement(a: LinearLayout, b: LinearLayout) -> bool:
+    """True when both layouts put the same element (by row-major position) in the same register of
+    the same thread, so a reshape between them needs no data movement."""
+    if len(a.bases[0]) != len(b.bases[0]) or len(a.bases[2]) != len(b.bases[2]):
+        return False
+    if a.num_elements != b.num_elements:
+        return False
+    for which in range(3):
+        for ba, bb in zip(a.bases[which], b.bases[which]):
+            if _flat(ba, a.shape) != _flat(bb, b.shape):
+                return False
+    return True
+
+
+def _flat(coord, shape) -> int:
+    idx = 0
+    for c, s in zip(coord, shape):
+        idx = idx * s + c
+    return idx

@@ -169,6 +169,9 @@ def _if(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("yield")
 def _yield(em: KernelEmitter, op: Operation) -> None:
+    if em.inline_yields and em.inline_depth_marks[-1] == len(em.if_merges):
+        em.inline_yields[-1].append([em.get(v) for v in op.operands["operands"]])
+        return
     if not em.if_merges:
         raise LoweringError("yield outside of an if region")
     ctx = em.if_merges[-1]
