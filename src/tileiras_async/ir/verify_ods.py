@@ -9,7 +9,7 @@ them.  `ods_rules(spec)` turns one table entry into a list of rule functions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from . import types as T
@@ -194,7 +194,7 @@ ODS: dict[str, OdsSpec] = {
     # mma
     "mmaf": od([("lhs", MMAF_OPERAND), ("rhs", MMAF_OPERAND), ("acc", MMAF_RESULT)], [("result", MMAF_RESULT)],
                [types("acc", "result"), elems("lhs", "rhs"), ranks("lhs", "rhs", "acc")]),
-    "mmai": od([("lhs", MMAI_OPERAND), ("rhs", MMAI_OPERAND), ("acc", MMAI_RESULT)], [("result", MMAI_RESULT)],
+    "mmai": od([("lhs", MMAI_OPERAND), ("rhs", MMAI_OPERAND), ("acc", VT.MMAI_ACC)], [("result", MMAI_RESULT)],
                [types("acc", "result"), elems("lhs", "rhs"), ranks("lhs", "rhs", "acc")]),
     "mmaf_scaled": od(
         [("lhs", tile_of(("f8E4M3FN", "f8E5M2", "f4E2M1FN"), summary="mmaf_scaled operand tile type")),
@@ -266,16 +266,21 @@ ODS: dict[str, OdsSpec] = {
               [types("lowerBound", "upperBound", "step"), types("initValues", "resultValues")], pure=False),
     "loop": od([("initValues*", ANY)], [("resultValues*", ANY)], pure=False),
     "reduce": od([("operands*", variadic(ANY_TILE))], [("results*", variadic(ANY_TILE))], (),
-                 ("InferType", "SameOperandsShape"), attrs=(("dim", "i32nonneg"),), pure=False),
+                 ("SameOperandsShape",), attrs=(("dim", "i32nonneg"),), pure=False),
     "scan": od([("operands*", variadic(ANY_TILE))], [("results*", variadic(ANY_TILE))], (),
-               ("InferType", "SameOperandsShape"), attrs=(("dim", "i32nonneg"),), pure=False),
+               ("SameOperandsShape",), attrs=(("dim", "i32nonneg"),), pure=False),
     "yield": od([("operands*", ANY)], (), (), ("Terminator", "ParentOneOf"), ("if", "reduce", "scan")),
     "break": od([("operands*", ANY)], (), (), ("Terminator", "ParentOneOf"), ("if", "loop"), pure=False),
     "continue": od([("operands*", ANY)], (), (), ("Terminator", "ParentOneOf"), ("for", "if", "loop"), pure=False),
-    "return": od([("operands*", ANY)], (), (), ("ParentOneOf", "Terminator"), ("entry", "if"), pure=False),
+    "return": od([("operands*", ANY)], (), (), ("ParentOneOf", "Terminator"), ("entry", "preview$func", "if", "loop"),
+                 pure=False),
 }
 
 PURE_OPS = frozenset(n for n, s in ODS.items() if s.pure)
+# NoMemoryEffect without being Pure (not speculatable)
+EFFECT_FREE_OPS = PURE_OPS | {"divi", "get_index_space_shape", "get_tensor_shape", "make_tensor_view"}
+# RecursiveMemoryEffects: effect-free when everything nested is
+RECURSIVE_EFFECT_OPS = frozenset({"if", "for", "loop", "reduce", "scan"})
 
 ATTR_CONSTRAINTS = {
     "i32nonneg": (lambda v: isinstance(v, int) and 0 <= v < (1 << 31),
@@ -439,9 +444,9 @@ def _elementwise(spec):
 
 def _no_region_args(spec):
     def no_region_arguments(ctx, op):
-        for region in op.regions:
+        for i, region in enumerate(op.regions):
             if region.blocks and region.blocks[0].args:
-                return "requires regions to have 0 arguments"
+                return f"region #{i} should have no arguments"
         return None
     return no_region_arguments
 
@@ -465,23 +470,22 @@ def _terminator(spec):
     return is_terminator
 
 
-def _infer_type(spec):
-    def infer_result_types(ctx, op):
-        operands = op.operand_values()
-        if not operands:
-            return "failed to infer returned types"
-        if op.name == "reduce":
-            dim = op.attrs.get("dim", 0)
-            inferred = [T.TileType(tuple(d for i, d in enumerate(v.type.shape) if i != dim), v.type.elem)
-                        if isinstance(v.type, T.TileType) else v.type for v in operands]
-        else:
-            inferred = [v.type for v in operands]
-        actual = [r.type for r in op.results]
-        if inferred != actual:
-            return (f"inferred type(s) {VT.qlist(inferred)} are incompatible with return type(s) of "
-                    f"operation {VT.qlist(actual)}")
-        return None
-    return infer_result_types
+def infer_result_types(ctx, op):
+    """InferTypeOpInterface (reduce/scan; checked with the regions): results as inferred from operands."""
+    operands = op.operand_values()
+    if not operands:
+        return "failed to infer returned types"
+    if op.name == "reduce":
+        dim = op.attrs.get("dim", 0)
+        inferred = [T.TileType(tuple(d for i, d in enumerate(v.type.shape) if i != dim), v.type.elem)
+                    if isinstance(v.type, T.TileType) else v.type for v in operands]
+    else:
+        inferred = [v.type for v in operands]
+    actual = [r.type for r in op.results]
+    if inferred != actual:
+        return (f"inferred type(s) {VT.qlist(inferred)} are incompatible with return type(s) of "
+                f"operation {VT.qlist(actual)}")
+    return None
 
 
 _TRAITS = {
@@ -492,5 +496,4 @@ _TRAITS = {
     "NoRegionArguments": _no_region_args,
     "ParentOneOf": _parent_one_of,
     "Terminator": _terminator,
-    "InferType": _infer_type,
 }

@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Callable
 
 from . import types as T
-from .attrs import (ArrayAttr, BoolAttr, BoundedAttr, DictAttr, DivByAttr, FloatAttr, IntegerAttr,
-                    OptimizationHintsAttr, SameElementsAttr)
+from .attrs import (BoolAttr, BoundedAttr, DictAttr, DivByAttr, IntegerAttr, OptimizationHintsAttr,
+                    SameElementsAttr)
 from .enums import (AtomicRMWMode, IntegerOverflow, MemoryOrderingSemantics as MOS, MemoryScope,
                     RoundingMode as RM, Signedness)
-from .verify_types import (bit_width, is_view, q, qlist, shape_str, type_str, view_index_rank,
-                           view_tile_type)
+from .verify_types import bit_width, is_view, q, shape_str, view_index_rank, view_tile_type
 
 Rule = Callable[..., "str | None"]
 
@@ -66,12 +65,14 @@ APPROX_FULL = (RM.full, RM.approx)
 DIVI_MODES = (RM.zero, RM.negative_inf, RM.positive_inf)
 
 
-def rounding_in(allowed, attr="rounding_mode", default=None) -> Rule:
-    """The op's rounding mode must be one of `allowed` (listed in that order in the message)."""
+def rounding_in(allowed, attr="rounding_mode", default=None, shown=None) -> Rule:
+    """The op's rounding mode must be one of `allowed` (the message lists `shown`, default `allowed`)."""
+    text = _rm_list(shown or allowed)
+
     def rounding_mode_allowed(ctx, op):
         mode = op.attrs.get(attr, default)
         if mode is not None and mode not in allowed:
-            return f"invalid rounding mode specified, expect one of {_rm_list(allowed)}"
+            return f"invalid rounding mode specified, expect one of {text}"
         return None
     return rounding_mode_allowed
 
@@ -142,16 +143,45 @@ def trunci_narrows(ctx, op):
     return None
 
 
+# APFloat semantics: (maxExponent, minExponent, precision)
+FLOAT_SEMANTICS = {
+    "f16": (15, -14, 11), "bf16": (127, -126, 8), "f32": (127, -126, 24), "tf32": (127, -126, 11),
+    "f64": (1023, -1022, 53), "f8E4M3FN": (8, -6, 4), "f8E5M2": (15, -14, 3), "f8E8M0FNU": (127, -127, 1),
+    "f4E2M1FN": (2, 0, 2), "fnv8E5M3FNU": (15, -14, 4),
+}
+LOW_PRECISION = ("f8E4M3FN", "f8E5M2", "f4E2M1FN", "fnv8E5M3FNU")
+
+
+def representable_by(a: str, b: str) -> bool:
+    """APFloatBase::isRepresentableBy: every value of `a` is exactly a value of `b`."""
+    amax, amin, ap = FLOAT_SEMANTICS[a]
+    bmax, bmin, bp = FLOAT_SEMANTICS[b]
+    return amax <= bmax and amin >= bmin and ap <= bp
+
+
 def ftof_not_noop(ctx, op):
-    if op.operands["from"].type == _result_type(op):
+    """ftof: not a no-op; rounding allowed by the kind of conversion (13.5 rules)."""
+    src_t, dst_t = op.operands["from"].type, _result_type(op)
+    if src_t == dst_t:
         return "converting tiles must not be a no-op"
     mode = op.attrs.get("rounding_mode", RM.nearest_even)
-    if _elem(_result_type(op)) == T.F8E8M0FNU:
+    src, dst = str(_elem(src_t)), str(_elem(dst_t))
+    if dst == "f8E8M0FNU":
         if mode not in (RM.zero, RM.positive_inf):
             return ("invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and "
                     "'positive_inf' are supported")
-    elif mode != RM.nearest_even:
-        return "invalid rounding mode specified. Only 'nearest_even' is supported"
+    elif dst in LOW_PRECISION:
+        if mode != RM.nearest_even:
+            return ("invalid rounding mode specified for conversion to low-precision type. Only "
+                    "'nearest_even' is supported")
+    elif src == "f32" and dst == "tf32":
+        if mode not in (RM.nearest_even, RM.zero, RM.nearest_away):
+            return ("invalid rounding mode specified for conversion from f32 to tf32. Only 'nearest_even', "
+                    "'zero', and 'nearest_away' are supported")
+    elif src in FLOAT_SEMANTICS and dst in FLOAT_SEMANTICS and not representable_by(src, dst):
+        if mode not in (RM.nearest_even, RM.zero):
+            return ("invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for "
+                    "narrowing conversions to standard types")
     return None
 
 
@@ -574,6 +604,8 @@ def view_load_store(tile_of: Callable) -> Rule:
         want = view_tile_type(vt)
         if tile_t != want:
             return f"expected tile type to be {q(want)} (based on view type), got {q(tile_t)}"
+        if idx and isinstance(vt, T.GatherScatterViewType):
+            return _gather_scatter_indices(vt, [v.type for v in idx])
         if idx:
             for v in idx:
                 if not isinstance(v.type, T.TileType):
@@ -586,6 +618,34 @@ def view_load_store(tile_of: Callable) -> Rule:
                     return f"expected index type {i} to be the same as other index types ({q(base)}), got {q(v.type)}"
         return None
     return view_indices_and_tile
+
+
+def _gather_scatter_indices(vt, types):
+    """GatherScatterViewType::verifyIndices: a 1-D index tile at sparse_dim, scalars elsewhere."""
+    sd = vt.sparse_dim
+    if sd >= len(types):
+        return f"gather/scatter dimension {sd} is out of range for index count {len(types)}"
+    g = types[sd]
+    if not isinstance(g, T.TileType):
+        return f"expected index at sparse_dim position {sd} to be a tile type for GatherScatterView"
+    if g.rank != 1:
+        return (f"expected index at sparse_dim position {sd} to be a 1D tensor for GatherScatterView, "
+                f"got rank {g.rank}")
+    if g.shape[0] != vt.tile_shape[sd]:
+        return (f"expected gather/scatter index size ({g.shape[0]}) to match tile shape at gather/scatter "
+                f"dimension {sd} ({vt.tile_shape[sd]})")
+    base = None
+    for i, t in enumerate(types):
+        if i == sd:
+            continue
+        if not isinstance(t, T.TileType) or t.shape:
+            return f"expected index {i} to be a scalar tile for GatherScatterView"
+        if base is None:
+            base = t
+        elif t != base:
+            return (f"expected scalar index {i} to have the same type as other scalar indices ({q(base)}), "
+                    f"got {q(t)}")
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -864,8 +924,9 @@ OP_RULES: dict[str, list[Rule]] = {
     "fma": [rounding_in(IEEE), ftz_only_f32],
     "divf": [rounding_in(DIVF_MODES), div_sqrt_modifiers],
     "sqrt": [rounding_in(SQRT_MODES), div_sqrt_modifiers],
-    "exp": [rounding_in(APPROX_FULL, default=RM.full), approx_only_f32(default=RM.full)],
-    "tanh": [rounding_in(APPROX_FULL, default=RM.full), approx_only_f32(default=RM.full)],
+    "exp": [rounding_in(APPROX_FULL, default=RM.full, shown=(RM.approx, RM.full)), approx_only_f32(default=RM.full)],
+    "tanh": [rounding_in(APPROX_FULL, default=RM.full, shown=(RM.approx, RM.full)),
+             approx_only_f32(default=RM.full)],
     "exp2": [ftz_only_f32],
     "rsqrt": [ftz_only_f32],
     "maxf": [ftz_only_f32],

@@ -7,8 +7,8 @@ verified); `REGION_RULES` run after the nested ops, as MLIR's
 from __future__ import annotations
 
 from . import types as T
-from .verify_ods import PURE_OPS
-from .verify_ops import Fail, _elem
+from .verify_ods import EFFECT_FREE_OPS, RECURSIVE_EFFECT_OPS, infer_result_types
+from .verify_ops import Fail
 from .verify_types import is_view, q, qlist
 
 
@@ -121,10 +121,10 @@ def continue_types(ctx, op):
 
 def return_in_entry(ctx, op):
     parent = ctx.parent_op(op)
-    while ctx.name_of(parent) == "if":
+    while ctx.name_of(parent) in ("if", "loop"):
         parent = ctx.parent_op(parent)
     if ctx.name_of(parent) != "entry":
-        return "must be used within a cuda_tile.entry, or cuda_tile.if operation"
+        return "must be used within a cuda_tile.entry, cuda_tile.if, or cuda_tile.loop operation"
     n = len(op.operand_values())
     results = parent.type.results
     if n != len(results):
@@ -189,7 +189,7 @@ def aggregate_op(matching_return_shape: bool):
         if n != len(results):
             return "expect same number of operands and results"
         ids = op.attrs.get("identities")
-        items = getattr(ids, "items", None)
+        items = getattr(ids, "items", ids)
         if items is not None:
             if len(items) != n:
                 return (f"expect identities to match the number of operands but got: {n} operands and "
@@ -252,9 +252,17 @@ def aggregate_regions(ctx, op):
             return (f"expect same type for operand at index: {i} and terminator argument at index: {i} but got: "
                     f"{q(v.type.elem)} and {q(tt[i].elem)}")
     for inner in block.ops[:-1]:
-        if inner.name not in PURE_OPS:
-            raise Fail(f"only pure operations are allowed inside 'cuda_tile.{op.name}'", op_name=inner.name, at=inner)
+        if not memory_effect_free(inner):
+            raise Fail(f"only memory-effect-free operations are allowed inside 'cuda_tile.{op.name}'",
+                       op_name=inner.name, at=inner)
     return None
+
+
+def memory_effect_free(op) -> bool:
+    """isMemoryEffectFree: no effects of its own, and (for region ops) none inside."""
+    if op.name in RECURSIVE_EFFECT_OPS:
+        return all(memory_effect_free(o) for r in op.regions for b in r.blocks for o in b.ops)
+    return op.name in EFFECT_FREE_OPS
 
 
 # ---------------------------------------------------------------------------
@@ -294,7 +302,7 @@ def single_block_region(ctx, op):
 
 
 IF_TERMINATORS = ("yield", "break", "continue", "return")
-LOOP_TERMINATORS = ("continue", "break")
+LOOP_TERMINATORS = ("continue", "break", "return")
 
 ENTRY_RULES = {
     "if": [single_block_region, if_regions],
@@ -311,6 +319,6 @@ REGION_RULES = {
     "if": [implicit_terminator(IF_TERMINATORS)],
     "for": [implicit_terminator(("continue",)), for_regions],
     "loop": [implicit_terminator(LOOP_TERMINATORS), loop_regions],
-    "reduce": [implicit_terminator(("yield",)), aggregate_regions],
-    "scan": [implicit_terminator(("yield",)), aggregate_regions],
+    "reduce": [infer_result_types, implicit_terminator(("yield",)), aggregate_regions],
+    "scan": [infer_result_types, implicit_terminator(("yield",)), aggregate_regions],
 }

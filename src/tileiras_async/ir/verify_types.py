@@ -100,7 +100,8 @@ def shape_str(shape) -> str:
 
 INT_NAMES = ("i1", "i8", "i16", "i32", "i64")
 BASE_FLOAT_NAMES = ("f16", "bf16", "f32", "f64")
-FLOAT_NAMES = ("f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN")
+FLOAT_NAMES = ("f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN",
+               "fnv8E5M3FNU")
 NUMBER_NAMES = INT_NAMES + FLOAT_NAMES
 
 
@@ -154,8 +155,8 @@ def _join(names) -> str:
 def tile_of(names, ranks=None, summary: str | None = None) -> TypeConstraint:
     """CudaTile_TileOf / CudaTile_RankedTileOf: `tile of i1 or i8 values`, `0D tile of ...`."""
     names = tuple(names)
-    prefix = "tile" if ranks is None else "/".join(f"{r}D" for r in ranks) + " tile"
-    text = summary or f"{prefix} of {_join(n if n != 'ptr' else 'Pointer type' for n in names)} values"
+    prefix = summary or ("tile" if ranks is None else "/".join(f"{r}D" for r in ranks) + " tile")
+    text = f"{prefix} of {_join(n if n != 'ptr' else 'Pointer type' for n in names)} values"
 
     def pred(t: T.Type) -> bool:
         return (isinstance(t, T.TileType) and elem_name(t.elem) in names
@@ -182,9 +183,10 @@ SCALAR_PTR = tile_of(("ptr",), ranks=(0,))
 SCALAR_I1 = tile_of(("i1",), ranks=(0,))
 SCALAR_I32 = tile_of(("i32",), ranks=(0,))
 SCALAR_INT = tile_of(INT_NAMES, ranks=(0,))
-MMAF_OPERAND = tile_of(("f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN", "f8E5M2", "f4E2M1FN"))
+MMAF_OPERAND = tile_of(("f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN", "f8E5M2"), summary="mmaf operand tile type")
 MMAF_RESULT = tile_of(("f16", "f32", "f64"), summary="mmaf acc/result tile type")
 MMAI_OPERAND = tile_of(("i8",), summary="mmai operand tile type")
+MMAI_ACC = tile_of(("i32",), summary="mmai acc tile type")
 MMAI_RESULT = tile_of(("i32",), summary="mmai result tile type")
 TOKEN = TypeConstraint("cuda tile token type", lambda t: isinstance(t, T.TokenType))
 TENSOR_VIEW = TypeConstraint("tensor view type", lambda t: isinstance(t, T.TensorViewType))
