@@ -6,6 +6,7 @@ import json
 import pytest
 
 from tileiras_async.cli import disasm, tileiras
+from tileiras_async.frontend import SUPPORTED_VERSIONS
 
 from conftest import INVALID, requires_corpus
 
@@ -13,8 +14,19 @@ MANIFEST = json.loads((INVALID / "manifest.json").read_text()) if (INVALID / "ma
 ENTRIES = MANIFEST.get("entries", [])
 CLI_CASES = MANIFEST.get("cli", [])
 
+# The real tool reads past the end of this 8-byte file and reports whatever bytes follow in its buffer
+# ("0.163"); we read missing bytes as 0.  The exit code and the message's wording still match.
+READS_PAST_END = {"gen_magic_only.tileirbc"}
+
 # Inputs the real tool compiles (rc 0): they need kernel code generation, which is a later stage.
 NEEDS_CODEGEN = {e["file"] for e in ENTRIES if e["tileiras"]["rc"] == 0}
+
+
+def _ours(text: str) -> str:
+    """NVIDIA's 13.5 tools name 13.5 as their newest version; this build reads 13.1-13.4 (as specified)."""
+    newest = SUPPORTED_VERSIONS[-1]
+    return text.replace("[13.1 - 13.5]", f"[13.1 - {newest}]").replace("current version 13.5",
+                                                                          f"current version {newest}")
 
 
 def _run(main, argv, cwd, monkeypatch, capsys):
@@ -33,7 +45,7 @@ def test_disasm_matches_real_disassembler(entry, tmp_path, monkeypatch, capsys):
     assert rc == expected["rc"], err
     if rc != 0:
         assert out == ""
-        assert err.splitlines()[0] == expected["stderr"].splitlines()[0]
+        assert err.splitlines() == _ours(expected["stderr"]).splitlines()
 
 
 @requires_corpus
@@ -46,7 +58,10 @@ def test_tileiras_rejects_bad_bytecode(entry, tmp_path, monkeypatch, capsys):
     expected = entry["tileiras"]
     assert rc == expected["rc"], err
     assert not (tmp_path / "x.cubin").exists()
-    assert err.splitlines()[0] == expected["stderr"].splitlines()[0]
+    if path.name in READS_PAST_END:
+        assert err.startswith("error: unsupported Tile IR bytecode version: ")
+    else:
+        assert err.splitlines() == _ours(expected["stderr"]).splitlines()
     assert "Traceback" not in err
 
 
