@@ -18,8 +18,6 @@ CLI_CASES = MANIFEST.get("cli", [])
 # ("0.163"); we read missing bytes as 0.  The exit code and the message's wording still match.
 READS_PAST_END = {"gen_magic_only.tileirbc"}
 
-# Inputs the real tool compiles (rc 0): they need kernel code generation, which is a later stage.
-NEEDS_CODEGEN = {e["file"] for e in ENTRIES if e["tileiras"]["rc"] == 0}
 
 
 def _ours(text: str) -> str:
@@ -49,15 +47,17 @@ def test_disasm_matches_real_disassembler(entry, tmp_path, monkeypatch, capsys):
 
 
 @requires_corpus
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e["file"] not in NEEDS_CODEGEN],
-                         ids=lambda e: e["file"].rsplit("/", 1)[-1])
-def test_tileiras_rejects_bad_bytecode(entry, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["file"].rsplit("/", 1)[-1])
+def test_tileiras_matches_real_compiler(entry, tmp_path, monkeypatch, capsys):
     path = INVALID.parent.parent / entry["file"]
     rc, out, err = _run(tileiras.main, ["--gpu-name", "sm_100", "-o", "x.cubin", str(path)],
                         tmp_path, monkeypatch, capsys)
     expected = entry["tileiras"]
     assert rc == expected["rc"], err
-    assert not (tmp_path / "x.cubin").exists()
+    assert (tmp_path / "x.cubin").exists() == expected["output_produced"]
+    if rc == 0:
+        assert (tmp_path / "x.cubin").read_bytes()[:4] == b"\x7fELF"
+        return
     if path.name in READS_PAST_END:
         assert err.startswith("error: unsupported Tile IR bytecode version: ")
     else:
@@ -72,13 +72,16 @@ def _cli_argv(case):
 
 
 @requires_corpus
-@pytest.mark.parametrize("case", [c for c in CLI_CASES if c["rc"] != 0 or not c["argv"][-1].endswith(".tileirbc")],
-                         ids=lambda c: c["name"])
-def test_tileiras_cli_misuse(case, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("case", CLI_CASES, ids=lambda c: c["name"])
+def test_tileiras_cli(case, tmp_path, monkeypatch, capsys):
     rc, out, err = _run(tileiras.main, _cli_argv(case), tmp_path, monkeypatch, capsys)
     assert rc == case["rc"], err
+    outputs = [p for p in tmp_path.rglob("*") if p.is_file()]
     if case["rc"] != 0:
-        assert not (tmp_path / "x.cubin").exists()
+        assert outputs == []
+    elif case["argv"][-1].endswith(".tileirbc"):
+        expected = "x.cubin" if "-o" in case["argv"] else "elf.o"  # no -o writes elf.o, like the real tool
+        assert [p.name for p in outputs] == [expected]
         first = case["stderr"].splitlines()[:1]
         if first and not first[0].startswith("tileiras: Did you mean"):
             assert err.splitlines()[:1] == first
