@@ -64,15 +64,14 @@ def parse(data: bytes, trailer: str) -> Module:
 
 def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
     """Run the verifier; the first diagnostic is fatal, as in the real tool."""
-    from .ir.verifier import verify_module
+    from .ir.verifier import first_error
     from .ir.debuginfo import render_debug_attr
 
-    diags = verify_module(module)
-    if not diags:
+    first = first_error(module)
+    if first is None:
         return
-    first = diags[0]
     text = first.render()
-    debug_id = getattr(first, "debug_id", 0)
+    debug_id = first.debug_id
     if with_debug_locations and debug_id:
         where = render_debug_attr(module, debug_id)
         if where:
