@@ -69,6 +69,7 @@ class KernelEmitter:
         self.inline_depth_marks: list[int] = []  # how many ifs were open when each inlining began
         self._thread_coords: dict[LinearLayout, list[str]] = {}
         self.shared_bytes = 0
+        self._globals = 0
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):
@@ -83,6 +84,11 @@ class KernelEmitter:
         self.lane = self.b.entry_value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
         self.warp = self.b.entry_value(f"lshr i32 {self.tid}, 5", "warp")
         self.b.new_block("body")
+
+    def unique_global(self, hint: str) -> str:
+        """A module-unique, deterministic global name (never derived from object ids)."""
+        self._globals += 1
+        return f"@{hint}.{self.b.fn.name}.{self._globals}"
 
     @property
     def num_threads(self) -> int:

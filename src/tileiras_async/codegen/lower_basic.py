@@ -82,7 +82,7 @@ def _constant(em: KernelEmitter, op: Operation) -> None:
         return
     # a non-splat constant: each register reads its element from a constant table by linear index
     lt = llvm_type(ty.elem)
-    name = f"@const.{id(op)}"
+    name = em.unique_global("const")
     values = ", ".join(f"{lt} {element_literal(ty.elem, p)}" for p in parts)
     em.module_ir.add_global(f"{name} = internal addrspace(1) constant [{len(parts)} x {lt}] [{values}], align 16")
     regs = []
