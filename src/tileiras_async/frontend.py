@@ -16,7 +16,7 @@ from .ir.core import Module
 EXIT_USAGE = 1        # option errors, unreadable input
 EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable output
 EXIT_BAD_INPUT = 3    # bytecode that does not parse or verify
-EXIT_CODEGEN = 4      # the module is valid but this build cannot compile it
+EXIT_CODEGEN = 5      # the module is valid but cannot be lowered (reported with the op and its location)
 EXIT_PTXAS = 5        # ptxas rejected the generated PTX
 
 VERIFY_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"

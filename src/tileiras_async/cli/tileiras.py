@@ -6,13 +6,12 @@ import sys
 
 from .. import __version__
 from ..codegen.targets import GPU_NAMES
-from ..frontend import (EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, SUPPORTED_VERSIONS, InputError,
-                        check_version_like_driver, load, read_input_file)
+from ..frontend import (EXIT_CONFIG, EXIT_USAGE, SUPPORTED_VERSIONS, InputError, check_version_like_driver,
+                        read_input_file)
 from .common import guarded_main, print_lines
 from .options import Option, OptionError, OptionParser
 
 PROG = "tileiras"
-TRAILER = "input does not correspond to Tile IR bytecode"
 DEFAULT_OUTPUT = "elf.o"
 PREVIEW_FEATURES: tuple[str, ...] = ()  # none yet
 
@@ -108,9 +107,8 @@ def run(argv: list[str]) -> int:
 
 
 def _compile(opts) -> int:
-    from ..codegen.driver import CodegenUnavailable, compile_module
-    from ..codegen.targets import target
-    from ..toolchain import OutputWriteError, PtxasError, ToolchainError, write_atomic
+    from ..stages import CompileOptions, compile_in_process
+    from ..toolchain import OutputWriteError, write_atomic
 
     opt_level = _opt_level(opts)
     if opts.get("device-debug") and opt_level != 0:
@@ -126,23 +124,18 @@ def _compile(opts) -> int:
         raise InputError([f"error: GPU architecture sm_0 is not supported by this version of tileiras. You may "
                           f"need a newer toolchain that supports this architecture (bytecode in file is version "
                           f"{shown})."], EXIT_CONFIG)
-    module = load(data, TRAILER, with_debug_locations=False)
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
-    out_dir = os.path.dirname(out_path) or "."
-    if not os.path.isdir(out_dir):
+    options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
+                             device_debug=bool(opts.get("device-debug")))
+    result = compile_in_process(path, data, options)
+    if not result.ok:
+        if result.tool_stderr:
+            sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
+        raise InputError([f"error: {d.message}" for d in result.diagnostics], result.exit_code)
+    if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here
     try:
-        cubin = compile_module(module, target(gpu), opt_level)
-    except CodegenUnavailable as e:
-        raise InputError([f"error: {e}"], EXIT_CODEGEN) from None
-    except PtxasError as e:
-        if e.stderr:
-            sys.stderr.write(e.stderr if e.stderr.endswith("\n") else e.stderr + "\n")
-        raise InputError(["error: failed to compile Tile IR program"], e.rc) from None
-    except ToolchainError as e:
-        raise InputError([str(e)], EXIT_CONFIG) from None
-    try:
-        write_atomic(out_path, cubin)
+        write_atomic(out_path, result.cubin)
     except (OutputWriteError, OSError):
         return EXIT_CONFIG
     return 0

@@ -1,7 +1,8 @@
 """Compile a verified cuda_tile module: LLVM IR per kernel -> PTX (llvmlite NVPTX) -> cubin (ptxas)."""
 from __future__ import annotations
 
-from ..ir.core import Module
+from ..ir.core import Function, Module
+from ..ir.diagnostics import resolve_loc
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_basic, lower_control, lower_elementwise, lower_memory, lower_reduce,  # noqa: F401
                lower_shape)  # (importing registers the lowerings)
@@ -15,18 +16,30 @@ class CodegenUnavailable(Exception):
     """The module is valid, but this build cannot generate code for part of it."""
 
 
-def module_llvm_ir(module: Module, options: CodegenOptions | None = None) -> str:
+def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None) -> tuple[str, int]:
+    """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes)."""
     options = options or CodegenOptions()
     ir = ModuleIR()
-    for fn in module.functions:
-        em = KernelEmitter(ir, fn, options)
-        try:
-            em.emit_block(fn.body)
-        except LoweringError as e:
-            where = f" ('{e.op.name}')" if e.op is not None else ""
-            raise CodegenUnavailable(f"{fn.name.decode(errors='replace')}: {e}{where}") from None
-        em.finish()
-    return ir.render()
+    em = KernelEmitter(ir, fn, options)
+    try:
+        em.emit_block(fn.body)
+    except LoweringError as e:
+        raise CodegenUnavailable(_describe(module, fn, e)) from None
+    em.finish()
+    return ir.render(), em.shared_bytes
+
+
+def _describe(module: Module, fn: Function, e: LoweringError) -> str:
+    """'kernel: message' plus the op and its source location, for the user."""
+    text = f"{fn.name.decode(errors='replace')}: {e}"
+    if e.op is not None:
+        loc = resolve_loc(module, e.op.loc)
+        text += f" (op 'cuda_tile.{e.op.name}'" + (f" at {loc})" if loc else ")")
+    return text
+
+
+def module_llvm_ir(module: Module, options: CodegenOptions | None = None) -> list[str]:
+    return [kernel_llvm_ir(module, fn, options)[0] for fn in module.functions]
 
 
 def empty_module_ptx(tgt: Target) -> str:
@@ -34,12 +47,16 @@ def empty_module_ptx(tgt: Target) -> str:
             f".address_size 64\n")
 
 
+def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3) -> str:
+    """Kernels lowered independently -> one PTX module."""
+    return llvm_to_ptx(irs, tgt, opt_level, kernels=tuple(kernels))
+
+
 def module_ptx(module: Module, tgt: Target, opt_level: int = 3) -> str:
     if not module.functions:
         return empty_module_ptx(tgt)
-    ir = module_llvm_ir(module, CodegenOptions(opt_level=opt_level))
-    kernels = tuple(f.name.decode() for f in module.functions)
-    return llvm_to_ptx(ir, tgt, opt_level, kernels=kernels)
+    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level))
+    return link_kernels_ptx(irs, [f.name.decode() for f in module.functions], tgt, opt_level)
 
 
 def compile_module(module: Module, tgt: Target, opt_level: int = 3, *, timeout: float = 600) -> bytes:

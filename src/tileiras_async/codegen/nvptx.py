@@ -52,10 +52,15 @@ def _libdevice_bytes() -> bytes:
     return find_libdevice().read_bytes()
 
 
-def llvm_to_ptx(ir_text: str, tgt: Target, opt_level: int = 3, *, kernels: tuple[str, ...] = ()) -> str:
+def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
+                kernels: tuple[str, ...] = ()) -> str:
+    """LLVM IR (one module, or several that are linked first) -> PTX."""
     import llvmlite.binding as llvm
     _init()
-    module = llvm.parse_assembly(ir_text)
+    texts = [ir_texts] if isinstance(ir_texts, str) else list(ir_texts)
+    module = llvm.parse_assembly(texts[0])
+    for text in texts[1:]:
+        module.link_in(llvm.parse_assembly(text))
     if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
         lib = llvm.parse_bitcode(_libdevice_bytes())
         lib.triple = module.triple

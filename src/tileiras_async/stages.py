@@ -1,0 +1,195 @@
+"""The compiler as a sequence of stages over serialisable messages.
+
+Every stage is a plain function from one msgspec Struct to another, so the
+same code runs in-process (the drop-in `tileiras`) or in worker processes
+(the batch pipeline), and nothing but bytes crosses a process boundary.  The
+pipeline only knows these message types and stage names, never op semantics.
+
+    parse    ParseRequest    -> ParsedModule      read + verify; lists the kernels
+    lower    LowerRequest    -> LoweredKernel     one kernel -> LLVM IR (layouts, control flow)
+    codegen  CodegenRequest  -> PtxModule         the module's kernels -> PTX (llvmlite NVPTX)
+    assemble AssembleRequest -> CubinModule       PTX -> cubin (ptxas)
+"""
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+
+
+class CompileOptions(msgspec.Struct, frozen=True):
+    gpu_name: str
+    opt_level: int = 3
+    num_warps: int = 4
+    lineinfo: bool = False
+    device_debug: bool = False
+
+
+class StageDiagnostic(msgspec.Struct, frozen=True):
+    severity: str                     # error | warning | remark | note
+    message: str                      # one line, as printed on stderr
+    location: str | None = None       # file:line:col when the op has one
+
+
+class ParseRequest(msgspec.Struct, frozen=True):
+    path: str
+    data: bytes
+    tool: str = "tileiras"            # which real tool's wording diagnostics follow
+
+
+class ParsedModule(msgspec.Struct, frozen=True):
+    path: str
+    ok: bool
+    version: str = ""
+    kernels: list[str] = []
+    diagnostics: list[StageDiagnostic] = []
+    exit_code: int = 0
+    elapsed_s: float = 0.0
+
+
+class LowerRequest(msgspec.Struct, frozen=True):
+    path: str
+    data: bytes
+    kernel: str
+    options: CompileOptions
+
+
+class LoweredKernel(msgspec.Struct, frozen=True):
+    kernel: str
+    ok: bool
+    llvm_ir: str = ""
+    shared_bytes: int = 0
+    diagnostics: list[StageDiagnostic] = []
+    elapsed_s: float = 0.0
+
+
+class CodegenRequest(msgspec.Struct, frozen=True):
+    path: str
+    kernels: list[LoweredKernel]
+    options: CompileOptions
+
+
+class PtxModule(msgspec.Struct, frozen=True):
+    ok: bool
+    ptx: str = ""
+    diagnostics: list[StageDiagnostic] = []
+    elapsed_s: float = 0.0
+
+
+class AssembleRequest(msgspec.Struct, frozen=True):
+    ptx: str
+    options: CompileOptions
+    timeout_s: float = 600.0
+
+
+class CubinModule(msgspec.Struct, frozen=True):
+    ok: bool
+    cubin: bytes = b""
+    diagnostics: list[StageDiagnostic] = []
+    tool_stderr: str = ""
+    exit_code: int = 0
+    elapsed_s: float = 0.0
+
+
+def _error(message: str, location: str | None = None) -> StageDiagnostic:
+    return StageDiagnostic("error", message, location)
+
+
+def parse(req: ParseRequest) -> ParsedModule:
+    """Read and verify; on failure the diagnostics are the real tool's stderr lines."""
+    from .frontend import InputError, check_version_like_driver, load
+    t0 = time.perf_counter()
+    trailer = ("input does not correspond to Tile IR bytecode" if req.tool == "tileiras"
+               else "failed to read provided Tile IR bytecode")
+    try:
+        if req.tool == "tileiras":
+            check_version_like_driver(req.data)
+        module = load(req.data, trailer, with_debug_locations=req.tool != "tileiras")
+    except InputError as e:
+        diags = [StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines]
+        return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
+                            elapsed_s=time.perf_counter() - t0)
+    major, minor, _tag = module.version
+    return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode() for f in module.functions],
+                        elapsed_s=time.perf_counter() - t0)
+
+
+def lower(req: LowerRequest) -> LoweredKernel:
+    from .bytecode.reader import read_module
+    from .codegen.driver import CodegenUnavailable, kernel_llvm_ir
+    from .codegen.emitter import CodegenOptions
+    t0 = time.perf_counter()
+    module = read_module(req.data)
+    fn = module.kernel(req.kernel)
+    opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level)
+    try:
+        ir, shared = kernel_llvm_ir(module, fn, opts)
+    except CodegenUnavailable as e:
+        return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
+    return LoweredKernel(req.kernel, True, ir, shared, elapsed_s=time.perf_counter() - t0)
+
+
+def codegen(req: CodegenRequest) -> PtxModule:
+    from .codegen.driver import empty_module_ptx, link_kernels_ptx
+    from .codegen.nvptx import PtxCheckError
+    from .codegen.targets import target
+    t0 = time.perf_counter()
+    tgt = target(req.options.gpu_name)
+    failed = [d for k in req.kernels if not k.ok for d in k.diagnostics]
+    if failed:
+        return PtxModule(False, diagnostics=failed, elapsed_s=time.perf_counter() - t0)
+    try:
+        ptx = (link_kernels_ptx([k.llvm_ir for k in req.kernels], [k.kernel for k in req.kernels], tgt,
+                                req.options.opt_level) if req.kernels else empty_module_ptx(tgt))
+    except PtxCheckError as e:
+        return PtxModule(False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
+    return PtxModule(True, ptx, elapsed_s=time.perf_counter() - t0)
+
+
+def assemble(req: AssembleRequest) -> CubinModule:
+    from .codegen.targets import target
+    from .toolchain import PtxasError, PtxasOptions, ToolchainError
+    from .toolchain import assemble as run_ptxas
+    t0 = time.perf_counter()
+    tgt = target(req.options.gpu_name)
+    try:
+        cubin = run_ptxas(req.ptx, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level),
+                          timeout=req.timeout_s)
+    except PtxasError as e:
+        return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program")],
+                           tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0)
+    except ToolchainError as e:
+        return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,
+                           elapsed_s=time.perf_counter() - t0)
+    return CubinModule(True, cubin, elapsed_s=time.perf_counter() - t0)
+
+
+STAGES = {"parse": parse, "lower": lower, "codegen": codegen, "assemble": assemble}
+
+
+class CompileResult(msgspec.Struct, frozen=True):
+    ok: bool
+    cubin: bytes = b""
+    ptx: str = ""
+    diagnostics: list[StageDiagnostic] = []
+    tool_stderr: str = ""
+    exit_code: int = 0
+
+
+def compile_in_process(path: str, data: bytes, options: CompileOptions) -> CompileResult:
+    """All stages one after another in this process (what the drop-in does for one file)."""
+    from .frontend import EXIT_CODEGEN
+    parsed = parse(ParseRequest(path, data))
+    if not parsed.ok:
+        return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
+    lowered = [lower(LowerRequest(path, data, k, options)) for k in parsed.kernels]
+    ptx = codegen(CodegenRequest(path, lowered, options))
+    if not ptx.ok:
+        return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN)
+    cubin = assemble(AssembleRequest(ptx.ptx, options))
+    if not cubin.ok:
+        return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
+                             exit_code=cubin.exit_code)
+    return CompileResult(True, cubin.cubin, ptx.ptx)
