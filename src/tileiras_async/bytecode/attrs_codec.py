@@ -93,6 +93,24 @@ def read_dict(r: ByteReader, ctx: AttrContext) -> tuple[tuple[bytes, A.Attr], ..
     return tuple(items)
 
 
+def _check_dense_size(raw: bytes, t: T.TileType) -> None:
+    """A dense buffer holds one element (a splat) or all of them; i1 tensors are bit-packed."""
+    n = t.num_elements()
+    prefix = bytearray()
+    encode_varint(len(raw), prefix)
+    offset = len(prefix) + len(raw)  # the real reader reports the end of the constant's blob
+    if isinstance(t.elem, T.IntType) and t.elem.width == 1:
+        if len(raw) not in (1, (n + 7) // 8):
+            raise BytecodeError(f"i1 dense attribute payload size {len(raw)} is not a recognized encoding "
+                                f"for {n} elements", offset)
+        return
+    size = 3 if t.elem == T.TF32 else max(1, getattr(t.elem, "width", 8) // 8)
+    if isinstance(t.elem, T.FloatType) and t.elem.width == 4:
+        size = 1  # fp4 values take a byte each in dense buffers
+    if not raw or len(raw) not in (size, n * size):
+        raise BytecodeError("failed to validate buffer size and format", offset)
+
+
 def read_dense_array(r: ByteReader, width: int) -> tuple[int, ...]:
     values = r.intlist(width)
     bad = _UNSUPPORTED_ARRAY_VALUES.get(width, ())
@@ -115,6 +133,8 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "dense":
         raw = ctx.constant(r.varint())
         t = result_types[0] if result_types else None
+        if isinstance(t, T.TileType):
+            _check_dense_size(raw, t)
         return A.DenseElements(t, raw)
     if kind == "i32arr":
         return read_dense_array(r, 4)
