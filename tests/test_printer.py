@@ -3,15 +3,25 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import nvidia_bin, nvidia_env
 
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.ir import attrs as A
 from tileiras_async.ir import enums as E
 from tileiras_async.ir import types as T
-from tileiras_async.ir.core import Block, Function, Module, Operation, Region
+from tileiras_async.ir.core import (
+    Block,
+    DebugEntry,
+    Function,
+    Global,
+    Module,
+    Operation,
+    Region,
+)
 from tileiras_async.ir.printer import format_float, print_module
 
 CORPUS = Path(__file__).parents[1].parent / "shared" / "corpus"
@@ -212,3 +222,169 @@ def test_every_op_has_a_parsable_format():
         fmt = _format(spec)
         assert spec.format, spec.name
         assert fmt.elems or fmt.custom in CUSTOM_PRINTERS, spec.name
+
+
+# ------------------------------------------------------- -g: debug locations
+
+REAL_DISASM = nvidia_bin("tileirdisasm")
+EXAMPLES = Path(__file__).parents[1] / "examples"
+
+
+def _debug_goldens() -> list[Path]:
+    return sorted(OPS.glob("*.disasm-g.txt")) if OPS.is_dir() else []
+
+
+@pytest.mark.skipif(not _debug_goldens(), reason=f"no -g goldens under {OPS}")
+@pytest.mark.parametrize("golden", _debug_goldens(), ids=lambda p: p.name.split(".disasm")[0])
+def test_debug_info_golden(golden: Path):
+    """`tileirdisasm -g` stdout, committed (families debug_info and control_flow, every version)."""
+    bytecode = golden.with_name(golden.name.replace(".disasm-g.txt", ".tileirbc"))
+    assert print_module(read_module(bytecode.read_bytes()), debug_info=True) == golden.read_text()
+
+
+def _oracle_inputs() -> list[Path]:
+    files = []
+    for folder in (PUBLIC, OPS, EXAMPLES):
+        if folder.is_dir():
+            files.extend(sorted(folder.glob("*.tileirbc")))
+    return files
+
+
+@pytest.mark.skipif(REAL_DISASM is None, reason="NVIDIA's tileirdisasm is not installed")
+@pytest.mark.parametrize("path", _oracle_inputs(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_debug_info_matches_tileirdisasm(path: Path, capsys):
+    """Every corpus/op/example file: `tileirdisasm-async -g` == `tileirdisasm -g` (stdout, stderr, rc)."""
+    from tileiras_async.cli.disasm import main
+
+    real = subprocess.run([str(REAL_DISASM), "-g", str(path)], capture_output=True, text=True,
+                          env=nvidia_env(), timeout=120, check=False)
+    if real.returncode == 0:   # the printer alone, without the CLI
+        assert print_module(read_module(path.read_bytes()), debug_info=True) == real.stdout
+    rc = main(["-g", str(path)])
+    out = capsys.readouterr()
+    assert (rc, out.out, out.err) == (real.returncode, real.stdout, real.stderr)
+
+
+def test_cli_long_option_equals_short(capsys):
+    from tileiras_async.cli.disasm import main
+
+    path = OPS / "debug_info.v13.4.tileirbc"
+    if not path.is_file():
+        pytest.skip("op goldens absent")
+    assert main(["--print-debug-info", str(path)]) == 0
+    long = capsys.readouterr().out
+    assert main([str(path), "-g"]) == 0
+    assert capsys.readouterr().out == long == path.with_name("debug_info.v13.4.disasm-g.txt").read_text()
+
+
+def _debug_module(entries, build, fn_loc=0, strings=None) -> Module:
+    """One entry `k(i32, i1)` whose ops `build(block)` makes, with the given Debug entries."""
+    body = Block([I32, I1])
+    build(body)
+    fn = Function(b"k", T.FunctionType((I32, I1), ()), body, loc=fn_loc)
+    return Module(functions=[fn], strings=list(_STRINGS if strings is None else strings),
+                  debug=[DebugEntry(tag, tuple(fields)) for tag, *fields in entries])
+
+
+# strings: 0 file, 1 dir, 2 name, 3 linkage (the function's name), 4 "", 5 other file
+_STRINGS = [b"k.py", b"/src", b"kern", b"k", b"", b'o"ther.py']
+# ids: 1 file, 2 compile unit, 3 subprogram, 4 function loc, 5 lexical block (column 0),
+#      6 loc in the block, 7 loc, 8 call site (6 at 7)
+_ENTRIES = [(2, 0, 1), (1, 1), (5, 1, 10, 2, 3, 2, 11), (4, 3, 0, 10, 1), (3, 3, 1, 12, 0),
+            (4, 5, 5, 13, 2), (4, 3, 0, 14, 3), (6, 6, 7)]
+
+
+def _at(op: Operation, loc: int) -> Operation:
+    op.loc = loc
+    return op
+
+
+def _ret(block: Block, loc: int) -> None:
+    block.ops.append(_at(Operation("return", {"operands": []}), loc))
+
+
+def test_debug_aliases_follow_mlir_alias_initializer():
+    """Met in pre-order (the function's location first), sorted by depth then name, numbered per name."""
+    def build(b):
+        _at(_const(b, 1), 8)   # met right after the function's location, but deepest: numbered last
+        _at(_const(b, 2), 0)   # unknown
+        _ret(b, 7)
+    text = print_module(_debug_module(_ENTRIES, build, fn_loc=4), debug_info=True)
+    assert text == (
+        "entry @k(%arg0: tile<i32>, %arg1: tile<i1>) {\n"
+        "  %cst_1_i32 = constant <i32: 1> : tile<i32> loc(#loc7)\n"
+        "  %cst_2_i32 = constant <i32: 2> : tile<i32> loc(#loc3)\n"
+        "  return loc(#loc5)\n"
+        "} loc(#loc4)\n"
+        '#di_file = #cuda_tile.di_file<"k.py" in "/src">\n'                       # depth 0, by name
+        '#loc = loc("k.py":10:1)\n'
+        '#loc1 = loc("o\\22ther.py":13:2)\n'
+        '#loc2 = loc("k.py":14:3)\n'
+        "#loc3 = loc(unknown)\n"
+        "#di_compile_unit = #cuda_tile.di_compile_unit<file = #di_file>\n"        # depth 1
+        '#di_subprogram = #cuda_tile.di_subprogram<file = #di_file, line = 10, name = "kern", '
+        "linkageName = \"k\", compileUnit = #di_compile_unit, scopeLine = 11>\n"  # depth 2
+        "#di_lexical_block = #cuda_tile.di_lexical_block<scope = #di_subprogram, file = #di_file, line = 12>\n"
+        "#loc4 = #cuda_tile.di_loc<#loc in #di_subprogram>\n"
+        "#loc5 = #cuda_tile.di_loc<#loc2 in #di_subprogram>\n"
+        "#loc6 = #cuda_tile.di_loc<#loc1 in #di_lexical_block>\n"                  # depth 4
+        "#loc7 = loc(callsite(#loc6 at #loc5))\n")                                  # depth 5
+    assert print_module(_debug_module(_ENTRIES, build, fn_loc=4)) == "".join(
+        line.rsplit(" loc(", 1)[0] + "\n" for line in text.splitlines()[:5])
+
+
+def test_debug_attributes_are_uniqued_by_content():
+    """Equal entries are one attribute, so one alias; an empty file name reads as "-"."""
+    entries = _ENTRIES[:4] + [(2, 0, 1), (1, 5), (5, 5, 10, 2, 3, 6, 11), (4, 7, 0, 10, 1),  # 5..8: copies of 1..4
+                              (4, 3, 4, 20, 2)]
+    def build(b):
+        _at(_const(b, 1), 8)
+        _at(_const(b, 2), 9)
+        _ret(b, 4)
+    text = print_module(_debug_module(entries, build, fn_loc=4), debug_info=True)
+    assert text.split("}")[1] == (
+        " loc(#loc2)\n"
+        '#di_file = #cuda_tile.di_file<"k.py" in "/src">\n'
+        '#loc = loc("k.py":10:1)\n'
+        '#loc1 = loc("-":20:2)\n'
+        "#di_compile_unit = #cuda_tile.di_compile_unit<file = #di_file>\n"
+        '#di_subprogram = #cuda_tile.di_subprogram<file = #di_file, line = 10, name = "kern", '
+        'linkageName = "k", compileUnit = #di_compile_unit, scopeLine = 11>\n'
+        "#loc2 = #cuda_tile.di_loc<#loc in #di_subprogram>\n"
+        "#loc3 = #cuda_tile.di_loc<#loc1 in #di_subprogram>\n")
+    assert "tile<i32> loc(#loc2)\n  %cst_2_i32" in text and "loc(#loc3)\n  return loc(#loc2)\n" in text
+
+
+def test_zero_optional_parameters_are_elided():
+    """scopeLine and column are optional (default 0); line is not."""
+    entries = [(2, 0, 1), (1, 1), (5, 1, 0, 2, 3, 2, 0), (4, 3, 0, 0, 0), (3, 3, 1, 0, 0), (4, 5, 0, 1, 1)]
+    text = print_module(_debug_module(entries, lambda b: _ret(b, 6), fn_loc=4), debug_info=True)
+    assert ('#di_subprogram = #cuda_tile.di_subprogram<file = #di_file, line = 0, name = "kern", '
+            'linkageName = "k", compileUnit = #di_compile_unit>\n') in text
+    assert "#di_lexical_block = #cuda_tile.di_lexical_block<scope = #di_subprogram, file = #di_file, line = 0>\n" in text
+    assert '#loc = loc("k.py":0:0)\n' in text
+
+
+def test_elided_terminators_locations_are_not_met():
+    """An implicit, operand-less yield is not printed, so its location gets no alias."""
+    def build(b):
+        then = Region([Block([])])
+        then.blocks[0].ops.append(_at(Operation("yield", {"operands": []}), 7))
+        b.ops.append(_at(Operation("if", {"condition": b.args[1]}, regions=[then, Region([])]), 4))
+        _ret(b, 4)
+    text = print_module(_debug_module(_ENTRIES, build, fn_loc=4), debug_info=True)
+    assert "  if %arg1 {\n  } loc(#loc1)\n" in text
+    assert "14:3" not in text
+
+
+def test_no_debug_info_is_all_unknown():
+    """Globals have no location; without a Debug section everything is the one unknown location."""
+    g = Global(b"g", T.TileType((1,), T.I32), A.DenseElements(T.TileType((1,), T.I32), struct.pack("<i", 7)))
+    module = _debug_module([], lambda b: _ret(b, 0))
+    module.globals.append(g)
+    assert print_module(module, debug_info=True) == (
+        "global  @g <i32: 7> : tile<1xi32> loc(#loc)\n"
+        "entry @k(%arg0: tile<i32>, %arg1: tile<i1>) {\n"
+        "  return loc(#loc)\n"
+        "} loc(#loc)\n"
+        "#loc = loc(unknown)\n")

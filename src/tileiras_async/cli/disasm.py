@@ -24,11 +24,14 @@ PARSER = OptionParser(PROG, "tileirdisasm: Cuda Tile IR disassembler (tileiras-a
                       "tileirdisasm [options] <tile bytecode file>", OPTIONS)
 
 
-def disassemble(data: bytes) -> str:
-    """Bytes -> text, or InputError with the real disassembler's diagnostics."""
+def disassemble(data: bytes, debug_info: bool = False) -> str:
+    """Bytes -> text, or InputError with the real disassembler's diagnostics.
+
+    `debug_info` (-g) appends each op's `loc(#alias)` and the alias definitions.
+    """
     from ..ir.printer import print_module
     module = load(data, TRAILER, with_debug_locations=True)
-    return print_module(module)
+    return print_module(module, debug_info=debug_info)
 
 
 def run(argv: list[str]) -> int:
@@ -43,9 +46,6 @@ def run(argv: list[str]) -> int:
     if opts.get("version"):
         sys.stdout.write(f"tileirdisasm: Cuda Tile IR disassembler (tileiras-async {__version__})\n")
         return 0
-    if opts.get("print-debug-info"):
-        print("error: --print-debug-info is not supported by tileiras-async yet", file=sys.stderr)
-        return EXIT_FAILED
     if opts.get("preview"):
         print(f"error: unknown preview feature '{opts.get('preview')[0]}'", file=sys.stderr)
         return EXIT_FAILED
@@ -60,7 +60,7 @@ def run(argv: list[str]) -> int:
         print_lines([f"error: {line}" for line in e.lines])
         return EXIT_FAILED
     try:
-        text = disassemble(data)
+        text = disassemble(data, debug_info=bool(opts.get("print-debug-info")))
     except InputError as e:
         print_lines(e.lines)
         return EXIT_BAD_INPUT

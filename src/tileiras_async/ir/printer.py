@@ -41,6 +41,23 @@ before a literal unless the punctuation forbids it)::
 ``$results`` means all results.  Optional groups that are not printed still
 advance the spacing state as their elements would have, exactly like MLIR's
 generated printers.
+
+Locations (``tileirdisasm -g``)
+===============================
+
+With ``debug_info=True`` every op (globals, entries and the ops in them) ends
+in `` loc(#locN)`` and the alias definitions follow the module, as MLIR's
+AsmPrinter writes deferred aliases.  The Debug-section entries become uniqued
+attributes (``_DebugAttrs``: equal content is one attribute, one alias); the
+alias table is MLIR's ``AliasInitializer``: attributes are recorded in the
+order the printer meets them (an op's location before its body, an attribute
+before its parameters), each gets a depth (0 without aliased parameters, else
+one more than its deepest parameter), and the table is stable-sorted by
+(depth, alias name) and numbered per name: ``#loc``, ``#loc1``, ...  Location
+attributes (unknown, file:line:col, call sites, ``di_loc``) are all named
+``loc``; the scopes are ``di_file``, ``di_compile_unit``, ``di_subprogram``
+and ``di_lexical_block``.  The printer runs twice, like MLIR's dummy alias
+printing pass: first to record, then to print with the final names.
 """
 from __future__ import annotations
 
@@ -52,6 +69,7 @@ from ..bytecode.opspec import OPS_BY_NAME, OpSpec
 from . import attrs as A
 from . import types as T
 from .core import Block, Function, Global, Module, Operation, Region, Value
+from .debuginfo import TAG_CALLSITE, TAG_COMPILE_UNIT, TAG_FILE, TAG_LEXICAL_BLOCK, TAG_LOC, TAG_SUBPROGRAM
 from .enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, PaddingValue, RoundingMode,
                     Signedness, SymbolVisibility, spelling)
 
@@ -1071,14 +1089,147 @@ CUSTOM_PRINTERS: dict[str, Callable[[_Ctx], str]] = {
 }
 
 
+# ================================================================= locations
+
+_UNKNOWN_LOC = ("unknown",)
+_NULL_ATTR = ("null",)     # a dangling reference: printed as MLIR prints a null attribute, never aliased
+_LOC_KINDS = frozenset({"unknown", "file_line_col", "callsite", "di_loc"})
+_MAX_DEBUG_DEPTH = 64
+
+
+class _DebugAttrs:
+    """The Debug section as uniqued MLIR attributes, and MLIR's alias table over them.
+
+    An attribute is a tuple ``(kind, *parameters)``; the parameters that are
+    themselves attributes are tuples, in the order they are printed.
+    """
+
+    def __init__(self, module: Module):
+        self.module = module
+        self._keys: dict[tuple[int, bool], tuple] = {}
+        self.depth: dict[tuple, int] = {}   # insertion order = the order the printer meets them
+        self.names: dict[tuple, str] | None = None
+
+    # -- the attributes
+    def _string(self, index: int) -> bytes:
+        strings = self.module.strings
+        return strings[index] if 0 <= index < len(strings) else b""
+
+    def attr(self, debug_id: int, location: bool = True, _depth: int = 0) -> tuple:
+        """The attribute behind a debug id; in a location position, anything else is unknown."""
+        key = self._keys.get((debug_id, location))
+        if key is None:
+            key = self._build(debug_id, location, _depth)
+            self._keys[(debug_id, location)] = key
+        return key
+
+    def _build(self, debug_id: int, location: bool, depth: int) -> tuple:
+        fallback = _UNKNOWN_LOC if location else _NULL_ATTR
+        if depth > _MAX_DEBUG_DEPTH or not 0 < debug_id <= len(self.module.debug):
+            return fallback
+        e = self.module.debug[debug_id - 1]
+        f = e.fields   # like the 13.5 reader, ignore fields past the ones an attribute needs
+        loc = lambda i: self.attr(i, True, depth + 1)
+        scope = lambda i: self.attr(i, False, depth + 1)
+        if e.tag == TAG_LOC and len(f) >= 4:
+            filename = self._string(f[1]) or b"-"   # the reader names an empty file "-"
+            return ("di_loc", ("file_line_col", filename, f[2], f[3]), scope(f[0]))
+        if e.tag == TAG_CALLSITE and len(f) >= 2:
+            return ("callsite", loc(f[0]), loc(f[1]))
+        if location:
+            return fallback
+        if e.tag == TAG_FILE and len(f) >= 2:
+            return ("di_file", self._string(f[0]), self._string(f[1]))
+        if e.tag == TAG_COMPILE_UNIT and len(f) >= 1:
+            return ("di_compile_unit", scope(f[0]))
+        if e.tag == TAG_SUBPROGRAM and len(f) >= 5:
+            return ("di_subprogram", scope(f[0]), f[1], self._string(f[2]), self._string(f[3]), scope(f[4]),
+                    f[5] if len(f) > 5 else 0)
+        if e.tag == TAG_LEXICAL_BLOCK and len(f) >= 4:
+            return ("di_lexical_block", scope(f[0]), scope(f[1]), f[2], f[3])
+        return fallback
+
+    # -- AliasInitializer
+    def visit(self, attr: tuple) -> int:
+        """Record `attr` (then its parameters) if new; → its alias depth."""
+        if attr in self.depth:
+            return self.depth[attr]
+        self.depth[attr] = 0   # inserted before its parameters are visited
+        depth = 0
+        for child in attr[1:]:
+            if isinstance(child, tuple) and child != _NULL_ATTR:
+                depth = max(depth, self.visit(child) + 1)
+        self.depth[attr] = depth
+        return depth
+
+    @staticmethod
+    def alias_name(attr: tuple) -> str | None:
+        kind = attr[0]
+        if kind in _LOC_KINDS:
+            return "loc"
+        return None if kind == "null" else kind
+
+    def finish(self) -> None:
+        """initializeAliases: stable sort by (depth, name), then number each name."""
+        order = sorted((a for a in self.depth if self.alias_name(a)),
+                       key=lambda a: (self.depth[a], self.alias_name(a)))
+        counts: dict[str, int] = {}
+        self.names = {}
+        for a in order:
+            name = self.alias_name(a)
+            n = counts.get(name, 0)
+            counts[name] = n + 1
+            self.names[a] = "#" + name + ((("_" if name[-1].isdigit() else "") + str(n)) if n else "")
+
+    # -- printing
+    def ref(self, attr: tuple) -> str:
+        if attr == _NULL_ATTR:
+            return "<<NULL ATTRIBUTE>>"
+        return self.names.get(attr, "") if self.names is not None else ""
+
+    def definition(self, attr: tuple) -> str:
+        """The right-hand side of `#alias = ...`."""
+        kind, p, r = attr[0], attr[1:], self.ref
+        q = lambda data: '"' + escape_string(data) + '"'
+        if kind == "unknown":
+            return "loc(unknown)"
+        if kind == "file_line_col":
+            return f"loc({q(p[0])}:{p[1]}:{p[2]})"
+        if kind == "callsite":
+            return f"loc(callsite({r(p[0])} at {r(p[1])}))"
+        if kind == "di_loc":
+            return f"#cuda_tile.di_loc<{r(p[0])} in {r(p[1])}>"
+        if kind == "di_file":
+            return f"#cuda_tile.di_file<{q(p[0])} in {q(p[1])}>"
+        if kind == "di_compile_unit":
+            return f"#cuda_tile.di_compile_unit<file = {r(p[0])}>"
+        if kind == "di_subprogram":
+            scope_line = f", scopeLine = {p[5]}" if p[5] else ""   # optional parameters equal to 0 are elided
+            return (f"#cuda_tile.di_subprogram<file = {r(p[0])}, line = {p[1]}, name = {q(p[2])}, "
+                    f"linkageName = {q(p[3])}, compileUnit = {r(p[4])}{scope_line}>")
+        if kind == "di_lexical_block":
+            column = f", column = {p[3]}" if p[3] else ""
+            return f"#cuda_tile.di_lexical_block<scope = {r(p[0])}, file = {r(p[1])}, line = {p[2]}{column}>"
+        raise AssertionError(kind)
+
+    def definitions(self) -> str:
+        assert self.names is not None
+        return "".join(f"{name} = {self.definition(a)}\n" for a, name in self.names.items())
+
+
 # ==================================================================== driver
 
 class _Printer:
-    def __init__(self, naming: Naming):
+    def __init__(self, naming: Naming, locs: _DebugAttrs | None = None):
         self.naming = naming
         self.indent = 0
+        self.locs = locs
 
     def op(self, op: Operation) -> str:
+        loc = None
+        if self.locs is not None:   # the location is met before anything inside the op
+            loc = self.locs.attr(op.loc)
+            self.locs.visit(loc)
         fmt = _format(op.spec)
         ctx = _Ctx(self, op)
         if fmt.custom:
@@ -1087,7 +1238,8 @@ class _Printer:
             out = _Out()
             _render(ctx, fmt.elems, out, True)
             body = "".join(out.parts)
-        return self.naming.lhs(op) + fmt.mnemonic + body
+        text = self.naming.lhs(op) + fmt.mnemonic + body
+        return text if loc is None else f"{text} loc({self.locs.ref(loc)})"
 
     def region(self, region: Region, terminators: bool) -> str:
         lines = ["{"]
@@ -1112,14 +1264,14 @@ def _enum_or_int(cls, value: int):
 def _global_op(g: Global) -> Operation:
     attrs = {"constant": g.constant, "sym_name": g.name, "value": g.value, "alignment": g.alignment,
              "symbol_visibility": _enum_or_int(SymbolVisibility, g.visibility)}
-    return Operation(OPS_BY_NAME["global"], attrs=attrs)
+    return Operation(OPS_BY_NAME["global"], attrs=attrs)   # bytecode globals have no location: unknown
 
 
 def _entry_op(fn: Function) -> Operation:
     attrs = {"sym_name": fn.name, "function_type": fn.type}
     if fn.hints is not None:
         attrs["optimization_hints"] = fn.hints
-    return Operation(OPS_BY_NAME["entry"], attrs=attrs, regions=[Region([fn.body])])
+    return Operation(OPS_BY_NAME["entry"], attrs=attrs, regions=[Region([fn.body])], loc=fn.loc)
 
 
 def print_op(op: Operation) -> str:
@@ -1131,7 +1283,19 @@ def print_function(fn: Function) -> str:
     return print_op(_entry_op(fn))
 
 
-def print_module(module: Module) -> str:
-    """The module body as tileirdisasm prints it: globals, then entries, one per line."""
+def print_module(module: Module, debug_info: bool = False) -> str:
+    """The module body as tileirdisasm prints it: globals, then entries, one per line.
+
+    With `debug_info` (``tileirdisasm -g``), each op carries ``loc(#alias)`` and
+    the location aliases are defined after the module.
+    """
     tops = [_global_op(g) for g in module.globals] + [_entry_op(f) for f in module.functions]
-    return "".join(print_op(op) + "\n" for op in tops)
+    if not debug_info:
+        return "".join(print_op(op) + "\n" for op in tops)
+    locs = _DebugAttrs(module)
+    namings = [Naming(op) for op in tops]
+    for op, naming in zip(tops, namings):       # MLIR's alias-collecting dummy print
+        _Printer(naming, locs).op(op)
+    locs.finish()
+    body = "".join(_Printer(naming, locs).op(op) + "\n" for op, naming in zip(tops, namings))
+    return body + locs.definitions()
