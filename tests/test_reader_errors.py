@@ -45,3 +45,79 @@ def test_bad_constant_buffers(name, raw, shape, elem, first, tmp_path, capsys):
     if tool is not None:  # the oracle, when installed, must agree line for line
         real = subprocess.run([str(tool), str(path)], capture_output=True, text=True, env=nvidia_env(), timeout=60)
         assert (rc, err) == (real.returncode, real.stderr)
+
+
+# -- debug information ------------------------------------------------------------------------------
+
+from tileiras_async.ir.core import DebugEntry  # noqa: E402
+
+_FILE = DebugEntry(2, (1, 2))
+_CU = DebugEntry(1, (1,))
+_SP = DebugEntry(5, (1, 3, 0, 0, 2, 3))   # file, line, name, linkage name, compile unit, scope line
+_LOC = DebugEntry(4, (3, 1, 5, 7))        # scope = the subprogram, f.py:5:7
+
+# (name, debug entries, function location id, op location id, expected stderr lines before the trailer)
+DEBUG_CASES = [
+    ("valid", [_FILE, _CU, _SP, _LOC], 4, 4, []),
+    ("unknown_tag_is_unknown_location", [_FILE, _CU, _SP, _LOC, DebugEntry(9, (1,))], 4, 5, []),
+    ("op_location_is_a_file", [_FILE, _CU, _SP, _LOC], 4, 1,
+     ["error: error at offset 1: failed to read operation location.",
+      "error: error at offset 190: failed to parse function body for function 'k'",
+      "error: error at offset 190: failed to create function from bytecode"]),
+    ("op_location_out_of_range", [_FILE, _CU, _SP, _LOC], 4, 9,
+     ["error: error at offset 1: failed to read operation location.",
+      "error: error at offset 190: failed to parse function body for function 'k'",
+      "error: error at offset 190: failed to create function from bytecode"]),
+    ("function_location_is_a_subprogram", [_FILE, _CU, _SP, _LOC], 3, 4,
+     ["error: error at offset 190: failed to read function location for 'k'",
+      "error: error at offset 190: failed to create function from bytecode"]),
+    ("loc_scope_is_a_file", [_FILE, _CU, _SP, DebugEntry(4, (1, 1, 5, 7))], 4, 4,
+     ["error: error at offset 1: failed to read scope attribute when parsing DILocAttr",
+      "error: error at offset 190: failed to read function location for 'k'",
+      "error: error at offset 190: failed to create function from bytecode"]),
+    ("subprogram_missing_scope_line", [_FILE, _CU, DebugEntry(5, (1, 3, 0, 0, 2)), _LOC], 4, 4,
+     ["error: error at offset 5: failed to read scope line number when parsing DISubprogramAttr",
+      "error: error at offset 1: failed to read scope attribute when parsing DILocAttr",
+      "error: error at offset 190: failed to read function location for 'k'",
+      "error: error at offset 190: failed to create function from bytecode"]),
+    ("lexical_block_scope_is_a_file",
+     [_FILE, _CU, _SP, DebugEntry(3, (1, 1, 4, 1)), DebugEntry(4, (4, 1, 5, 7))], 4, 5,
+     ["error: error at offset 1: failed to read scope attribute when parsing DILexicalBlockAttr",
+      "error: error at offset 202: failed to read function location for 'k'",
+      "error: error at offset 202: failed to create function from bytecode"]),
+    ("callsite_caller_not_a_location", [_FILE, _CU, _SP, _LOC, DebugEntry(6, (4, 1))], 4, 5,
+     ["error: error at offset 2: failed to read caller attribute when parsing CallSiteLoc",
+      "error: error at offset 1: failed to read operation location.",
+      "error: error at offset 198: failed to parse function body for function 'k'",
+      "error: error at offset 198: failed to create function from bytecode"]),
+]
+
+
+def _debug_module(entries, fn_loc: int, op_loc: int) -> bytes:
+    import numpy as np
+    mb = ModuleBuilder()
+    mb.module.strings = [b"k", b"f.py", b""]
+    mb.module.debug = list(entries)
+    with mb.kernel("k", []) as k:
+        k.loc = op_loc
+        k.constant(np.int32(1), tile(T.I32))
+        k.op("return")
+    mb.module.functions[0].loc = fn_loc
+    return write_module(mb.module)
+
+
+@pytest.mark.parametrize("name,entries,fn_loc,op_loc,expected", DEBUG_CASES, ids=[c[0] for c in DEBUG_CASES])
+def test_debug_references(name, entries, fn_loc, op_loc, expected, tmp_path, capsys):
+    path = tmp_path / f"{name}.tileirbc"
+    path.write_bytes(_debug_module(entries, fn_loc, op_loc))
+    rc = disasm.main([str(path)])
+    out, err = capsys.readouterr()
+    if expected:
+        assert rc == 3
+        assert err.splitlines() == expected + ["error: failed to read provided Tile IR bytecode"]
+    else:
+        assert rc == 0 and out.startswith("entry @k")
+    tool = nvidia_bin("tileirdisasm")
+    if tool is not None:
+        real = subprocess.run([str(tool), str(path)], capture_output=True, text=True, env=nvidia_env(), timeout=60)
+        assert (rc, out, err) == (real.returncode, real.stdout, real.stderr)

@@ -238,6 +238,7 @@ class _ModuleReader:
     def _read_debug(self) -> None:
         self.func_debug_starts: list[int] = []
         self.debug_ids: list[int] = []
+        self.debug_checker = _DebugChecker([], self)
         r = self._reader(SEC_DEBUG)
         if r is None:
             return
@@ -252,6 +253,7 @@ class _ModuleReader:
         self.debug_ids = [r.fixed(8) for _ in range(nids)]
         entries = _read_table(r, 4, start)
         self.module.debug = [_decode_debug_entry(raw) for raw in entries]
+        self.debug_checker = _DebugChecker(self.module.debug, self)
 
     # -- functions ------------------------------------------------------
 
@@ -301,6 +303,10 @@ class _ModuleReader:
             raise e.add_context("failed to parse function section", self.eof)
         locs = self._locations(loc_idx)
         fn_loc = next(locs, 0)
+        try:
+            self._check_location(fn_loc)
+        except BytecodeError as e:
+            raise self._fail_function(e, f"failed to read function location for '{shown}'", self.eof)
         block = Block(sig.inputs)
         try:
             _BodyReader(self, ByteReader(body.data, body.pos, body.end, -body.pos), locs).read_top(block)
@@ -308,10 +314,91 @@ class _ModuleReader:
             raise self._fail_function(e, f"failed to parse function body for function '{shown}'", self.eof)
         return Function(name, sig, block, flags, hints, fn_loc, has_debug=loc_idx != 0)
 
+    def _check_location(self, debug_id: int) -> None:
+        if debug_id:
+            self.debug_checker.expect(debug_id, _LOCATION_TAGS)
+
     def _locations(self, loc_idx: int):
         if loc_idx == 0 or loc_idx > len(self.func_debug_starts):
             return iter(())
         return iter(self.debug_ids[self.func_debug_starts[loc_idx - 1]:])
+
+
+DEBUG_COMPILE_UNIT, DEBUG_FILE, DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALLSITE = range(1, 7)
+_LOCATION_TAGS = (DEBUG_LOC, DEBUG_CALLSITE)
+_SCOPE_TAGS = (DEBUG_SUBPROGRAM, DEBUG_LEXICAL_BLOCK)
+# tag -> (attribute name in diagnostics, [(field name, tags a reference must have, or None for a plain value)])
+_DEBUG_LAYOUT = {
+    DEBUG_COMPILE_UNIT: ("DICompileUnitAttr", [("file attribute", (DEBUG_FILE,))]),
+    DEBUG_FILE: ("DIFileAttr", [("name", None), ("directory", None)]),
+    DEBUG_LEXICAL_BLOCK: ("DILexicalBlockAttr", [("scope attribute", _SCOPE_TAGS), ("file attribute", (DEBUG_FILE,)),
+                                                 ("line number", None), ("column number", None)]),
+    DEBUG_LOC: ("DILocAttr", [("scope attribute", _SCOPE_TAGS), ("filename", None), ("line number", None),
+                              ("column number", None)]),
+    DEBUG_SUBPROGRAM: ("DISubprogramAttr", [("file attribute", (DEBUG_FILE,)), ("line number", None),
+                                            ("name", None), ("linkage name", None),
+                                            ("compile unit attribute", (DEBUG_COMPILE_UNIT,)),
+                                            ("scope line number", None)]),
+    DEBUG_CALLSITE: ("CallSiteLoc", [("callee attribute", _LOCATION_TAGS), ("caller attribute", _LOCATION_TAGS)]),
+}
+
+
+class _DebugChecker:
+    """Validates Debug-section references the way the real reader decodes them (lazily, with a cycle guard).
+
+    An id of an unknown tag reads as an unknown location; a reference to the wrong kind, a missing
+    field or a cycle fails, reported through the caller's context.
+    """
+
+    def __init__(self, entries: list[DebugEntry], mr: "_ModuleReader"):
+        self.entries = entries
+        self.mr = mr
+        self.good: set[int] = set()
+        self.active: set[int] = set()
+
+    def expect(self, debug_id: int, tags: tuple[int, ...]) -> None:
+        if not 0 < debug_id <= len(self.entries):
+            raise BytecodeError(None)
+        entry = self.entries[debug_id - 1]
+        if entry.tag not in _DEBUG_LAYOUT:
+            if tags == _LOCATION_TAGS:
+                return  # read as an unknown location
+            raise BytecodeError(None)
+        if debug_id in self.active:
+            raise BytecodeError(None)  # a reference cycle
+        if debug_id not in self.good:  # the attribute is decoded before its kind is checked
+            self.active.add(debug_id)
+            try:
+                self._fields(entry)
+            finally:
+                self.active.discard(debug_id)
+            self.good.add(debug_id)
+        if entry.tag not in tags:
+            raise BytecodeError(None)
+
+    def _fields(self, entry: DebugEntry) -> None:
+        kind, layout = _DEBUG_LAYOUT[entry.tag]
+        r = ByteReader(entry.raw)
+        r.varint()
+        r.base = -r.pos  # offsets are relative to the payload after the tag
+        for field, tags in layout:
+            context = f"failed to read {field} when parsing {kind}"
+            try:
+                value = r.varint()
+            except BytecodeError:
+                raise BytecodeError(context, r.offset) from None
+            if tags is None:
+                if field in ("name", "directory", "filename", "linkage name"):
+                    self._string(value, context, r)
+                continue
+            try:
+                self.expect(value, tags)
+            except BytecodeError as e:
+                raise e.add_context(context, r.offset)
+
+    def _string(self, index: int, context: str, r: ByteReader) -> None:
+        if index >= len(self.mr.module.strings):
+            raise BytecodeError(f"string index {index} out of bounds").add_context(context, r.offset)
 
 
 def _decode_debug_entry(raw: bytes) -> DebugEntry:
@@ -366,6 +453,10 @@ class _BodyReader:
         if spec is None or spec.since > self.minor:
             raise r.fail(f"unknown or unimplemented opcode: {opcode}")
         loc = next(self.locs, 0)
+        try:
+            self.mr._check_location(loc)
+        except BytecodeError as e:
+            raise e.add_context("failed to read operation location.", r.offset)
         if spec.results is None:
             n = r.varint("result count")
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
