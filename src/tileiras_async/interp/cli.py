@@ -1,0 +1,118 @@
+"""`tileiras-async run`: run a kernel from the command line (arguments in, results out as .npz).
+
+    tileiras-async run MODULE.tileirbc --grid X[,Y[,Z]] --args IN.npz --out OUT.npz
+                       [--kernel SYMBOL] [--engine interpret]
+
+IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
+...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
+final contents of every array argument under the same names; it is written
+atomically and only when the run succeeds.  Device output (print_tko) goes to
+stdout.  Failures print one ``error: ...`` line on stderr.
+
+Exit codes: 0 ok; 1 unreadable module file or usage error; 2 bad arguments,
+grid, kernel choice or .npz; 3 bytecode that does not read or verify; 4 an op or
+engine this build cannot run; 6 a fault while the kernel ran (out-of-bounds
+access, failed assert, undefined behaviour detected).
+"""
+from __future__ import annotations
+
+import io
+import sys
+import zipfile
+
+import numpy as np
+
+from .errors import ArgumentError, InterpError, KernelFault
+
+EXIT_USAGE = 1
+EXIT_ARGS = 2
+
+
+def add_run_parser(sub) -> None:
+    r = sub.add_parser("run", help="run a kernel on the CPU (reference interpreter)",
+                       description="Run one kernel of a Tile IR bytecode module on the CPU.")
+    r.add_argument("module", metavar="MODULE", help="Tile IR bytecode file (.tileirbc)")
+    r.add_argument("--grid", required=True, metavar="X[,Y[,Z]]", help="number of tile blocks per axis")
+    r.add_argument("--args", required=True, metavar="IN.npz", dest="args_npz",
+                   help='kernel arguments named "0", "1", ... in cuTile parameter order')
+    r.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
+    r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
+    r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
+                   help="execution engine (only 'interpret' is implemented)")
+    r.set_defaults(func=run_command)
+
+    def one_line_error(message: str):
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+    r.error = one_line_error  # type: ignore[method-assign]
+
+
+def _error(msg: str, rc: int) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return rc
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    parts = text.split(",")
+    try:
+        dims = tuple(int(p.strip()) for p in parts)
+    except ValueError:
+        raise ArgumentError(f"invalid --grid '{text}': expected X[,Y[,Z]] with positive integers") from None
+    if not 1 <= len(dims) <= 3:
+        raise ArgumentError(f"invalid --grid '{text}': expected 1 to 3 extents")
+    return dims
+
+
+def load_args(path: str) -> list[np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise ArgumentError(f"cannot read arguments '{path}': no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise ArgumentError(f"cannot read arguments '{path}': {e}") from None
+    names = list(arrays)
+    if sorted(names, key=lambda s: (len(s), s)) != [str(i) for i in range(len(names))]:
+        bad = [n for n in names if not (n.isdigit() and int(n) < len(names) and str(int(n)) == n)]
+        raise ArgumentError(f"arguments in '{path}' must be named 0, 1, ..., {len(names) - 1} "
+                            f"(cuTile parameter order); unexpected name(s): {', '.join(bad) or '(gap)'}")
+    out = []
+    for i in range(len(names)):
+        a = arrays[str(i)]
+        if a.dtype.kind not in "biuf":
+            raise ArgumentError(f"argument {i} in '{path}' has unsupported dtype {a.dtype}")
+        out.append(np.array(a, copy=True))
+    return out
+
+
+def run_command(args) -> int:
+    from ..frontend import InputError, read_input_file
+    from ..toolchain import write_atomic
+    from ..toolchain.errors import ToolchainError
+    from .runner import load_module, run_kernel
+
+    try:
+        data = read_input_file(args.module)
+    except InputError as e:
+        return _error(e.lines[0].removeprefix("error: "), e.rc)
+    try:
+        grid = parse_grid(args.grid)
+        module = load_module(data)
+        kernel_args = load_args(args.args_npz)
+
+        def emit(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        report = run_kernel(module, grid, kernel_args, kernel=args.kernel, engine=args.engine, stdout=emit)
+    except KernelFault as e:
+        return _error(str(e), e.exit_code)
+    except InterpError as e:
+        return _error(str(e), e.exit_code)
+    outputs = {str(i): kernel_args[i] for i in report.array_args}
+    buf = io.BytesIO()
+    np.savez(buf, **outputs)
+    try:
+        write_atomic(args.out, buf.getvalue())
+    except ToolchainError as e:
+        return _error(str(e), EXIT_ARGS)
+    return 0

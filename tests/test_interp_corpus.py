@@ -1,0 +1,116 @@
+"""Every kernel of the public corpus, at every bytecode version, run by the interpreter and compared
+with the numpy references of the corpus (refs.py) within the listed tolerances."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from conftest import CORPUS, PUBLIC, requires_corpus
+
+from tileiras_async.interp import InvalidModule, UndefinedBehavior, run_kernel
+
+MANIFEST = PUBLIC / "manifest.json"
+ENTRIES = json.loads(MANIFEST.read_text())["entries"] if MANIFEST.is_file() else []
+
+
+def _rejected_by_nvidia(e) -> str | None:
+    for target, res in (e.get("tileiras") or {}).items():
+        if res.get("rc", 0) != 0:
+            first = (res.get("stderr") or "").strip().splitlines()
+            return f"NVIDIA tileiras rejects it for {target} (rc {res['rc']}): {first[-1] if first else ''}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def refs():
+    sys.path.insert(0, str(CORPUS))
+    try:
+        import refs as module
+    finally:
+        sys.path.remove(str(CORPUS))
+    return module
+
+
+def _bf16_matmul_as_compiled(refs, inputs, consts, out_dtype):
+    """What the module computes for `acc + a @ b` on bf16 tiles: the frontend rounds each tile product
+    to bf16 before adding it (mmaf -> ftof bf16 -> ftof f32 -> addf), which refs.py does not model."""
+    A = refs.bf16_to_f32(inputs["A"]).astype(np.float64)
+    B = refs.bf16_to_f32(inputs["B"]).astype(np.float64)
+    TK = consts["TK"]
+    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for k in range(0, A.shape[1], TK):
+        p = (A[:, k:k + TK] @ B[k:k + TK, :]).astype(np.float32)
+        acc = acc + refs.bf16_to_f32(refs.f32_to_bf16(p))
+    return refs.f32_to_bf16(acc) if out_dtype == "bfloat16" else acc
+
+
+# ids whose refs.py tolerance cannot be met by the kernel as compiled (checked against a model instead)
+REF_MODELS = {"matmul_bf16_64x64x64": _bf16_matmul_as_compiled,
+              "matmul_bf16_f32out_32x64x32": _bf16_matmul_as_compiled}
+
+
+def _copy(inputs):
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+
+
+@requires_corpus
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"].rsplit("/", 1)[-1] for e in ENTRIES])
+def test_corpus_kernel(entry, refs):
+    cid = entry["id"]
+    inputs = refs.make_inputs(cid)
+    original = _copy(inputs)
+    grid = refs.grid(cid, inputs)
+    assert list(grid) == list(entry["grid"])
+    path = CORPUS / entry["file"]
+    rejected = _rejected_by_nvidia(entry)
+    if rejected:
+        with pytest.raises(InvalidModule) as ei:
+            run_kernel(path, grid, list(inputs.values()))
+        pytest.skip(f"{rejected}; our verifier rejects it too: {ei.value}")
+    report = run_kernel(path, grid, list(inputs.values()))
+    assert report.counters["tile_blocks"] == int(np.prod(grid))
+    problems = refs.check(cid, original, inputs)
+    if cid in REF_MODELS:
+        assert problems, "refs.py now agrees with the compiled kernel: drop the model"
+        out_dt = refs.REFS[cid].dtypes["C"]
+        want = REF_MODELS[cid](refs, original, entry["constants"], out_dt)
+        got = refs.to_f64(inputs["C"], out_dt)
+        np.testing.assert_allclose(got, refs.to_f64(want, out_dt), rtol=2.0 ** -7 if out_dt == "bfloat16" else 1e-5,
+                                   atol=1e-6)
+        return
+    assert not problems, problems
+
+
+@requires_corpus
+def test_every_kernel_and_version_is_covered():
+    ids = {e["id"] for e in ENTRIES}
+    versions = {e["bytecode_version"] for e in ENTRIES}
+    assert len(ids) == 56 and versions == {"13.1", "13.2", "13.3", "13.4"}
+
+
+@requires_corpus
+def test_fault_in_a_corpus_kernel_names_op_location_and_block(refs):
+    cid = "layernorm_f16_128"
+    inputs = refs.make_inputs(cid)
+    gx = refs.grid(cid, inputs)[0]
+    with pytest.raises(UndefinedBehavior) as ei:
+        run_kernel(PUBLIC / f"{cid}.v13.4.tileirbc", (gx + 1,), list(inputs.values()))
+    msg = str(ei.value)
+    assert msg.startswith("'load_view_tko' at kernels_public.py:")
+    assert f"in tile block ({gx}, 0, 0)" in msg and "outside the index space" in msg
+
+
+@requires_corpus
+def test_strided_inputs_match_contiguous_ones(refs):
+    """The same kernel on non-contiguous views (real strides passed by the calling convention)."""
+    cid = "transpose2d_f32_32x32"
+    inputs = refs.make_inputs(cid)
+    A = inputs["A"]
+    big = np.zeros((A.shape[0] * 2, A.shape[1] * 3), np.float32)
+    big[::2, ::3] = A
+    Bbig = np.full((inputs["B"].shape[0], inputs["B"].shape[1] * 2), -1.0, np.float32)
+    Bv = Bbig[:, 1::2]
+    run_kernel(PUBLIC / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), [big[::2, ::3], Bv])
+    assert (Bv == A.T).all() and (Bbig[:, 0::2] == -1).all()
