@@ -39,10 +39,12 @@ class BlockBuilder:
     def args(self) -> list[Value]:
         return self.block.args
 
-    def op(self, name: str, result_types: Sequence[T.Type] = (), regions: Sequence[Region] = (),
+    def op(self, op_name: str, result_types: Sequence[T.Type] = (), regions: Sequence[Region] = (), /,
            **fields: Any) -> Operation:
-        """Create op `name`; keyword arguments are its operands and attributes by spec name."""
-        spec = OPS_BY_NAME[name]
+        """Create op `op_name`; keyword arguments are its operands and attributes by spec name
+        (positional-only parameters keep names such as get_global's `name` free for fields)."""
+        spec = OPS_BY_NAME[op_name]
+        name = op_name
         operand_names = {o.name for o in spec.operands}
         attr_names = {a.name for a in spec.attrs}
         unknown = set(fields) - operand_names - attr_names
