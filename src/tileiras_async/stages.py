@@ -44,6 +44,7 @@ class ParsedModule(msgspec.Struct, frozen=True):
     ok: bool
     version: str = ""
     kernels: list[str] = []
+    globals_ir: str = ""              # the module's globals as LLVM IR, linked into every target's PTX
     diagnostics: list[StageDiagnostic] = []
     exit_code: int = 0
     elapsed_s: float = 0.0
@@ -69,6 +70,7 @@ class CodegenRequest(msgspec.Struct, frozen=True):
     path: str
     kernels: list[LoweredKernel]
     options: CompileOptions
+    globals_ir: str = ""
 
 
 class PtxModule(msgspec.Struct, frozen=True):
@@ -111,9 +113,10 @@ def parse(req: ParseRequest) -> ParsedModule:
         diags = [StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines]
         return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
                             elapsed_s=time.perf_counter() - t0)
+    from .codegen.driver import module_globals_ir
     major, minor, _tag = module.version
     return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode() for f in module.functions],
-                        elapsed_s=time.perf_counter() - t0)
+                        module_globals_ir(module), elapsed_s=time.perf_counter() - t0)
 
 
 def lower(req: LowerRequest) -> LoweredKernel:
@@ -123,7 +126,8 @@ def lower(req: LowerRequest) -> LoweredKernel:
     t0 = time.perf_counter()
     module = read_module(req.data)
     fn = module.kernel(req.kernel)
-    opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level)
+    opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level,
+                          target=req.options.gpu_name)
     try:
         ir, shared = kernel_llvm_ir(module, fn, opts)
     except CodegenUnavailable as e:
@@ -142,7 +146,7 @@ def codegen(req: CodegenRequest) -> PtxModule:
         return PtxModule(False, diagnostics=failed, elapsed_s=time.perf_counter() - t0)
     try:
         ptx = (link_kernels_ptx([k.llvm_ir for k in req.kernels], [k.kernel for k in req.kernels], tgt,
-                                req.options.opt_level) if req.kernels else empty_module_ptx(tgt))
+                                req.options.opt_level, req.globals_ir) if req.kernels else empty_module_ptx(tgt))
     except PtxCheckError as e:
         return PtxModule(False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
     return PtxModule(True, ptx, elapsed_s=time.perf_counter() - t0)
@@ -185,7 +189,7 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions) -> Compi
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
     lowered = [lower(LowerRequest(path, data, k, options)) for k in parsed.kernels]
-    ptx = codegen(CodegenRequest(path, lowered, options))
+    ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
         return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN)
     cubin = assemble(AssembleRequest(ptx.ptx, options))

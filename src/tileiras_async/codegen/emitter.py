@@ -44,6 +44,7 @@ class CodegenOptions:
     num_warps: int = 4
     opt_level: int = 3
     vector_width: int = 4
+    target: str = "sm_100"  # --gpu-name: picks instructions that exist on that architecture
 
 
 @dataclass
@@ -67,6 +68,7 @@ class KernelEmitter:
         self.if_merges: list = []
         self.inline_yields: list[list] = []  # combiner regions being inlined (yield returns to them)
         self.inline_depth_marks: list[int] = []  # how many ifs were open when each inlining began
+        self.block_exit_hooks: dict[int, list] = {}
         self._thread_coords: dict[LinearLayout, list[str]] = {}
         self.shared_bytes = 0
         self._globals = 0
@@ -269,8 +271,13 @@ class KernelEmitter:
 
     # -- regions ----------------------------------------------------------------
     def emit_block(self, block: Block) -> None:
-        for op in block.ops:
+        for op in block.ops[:-1]:
             self.emit_op(op)
+        if block.ops:
+            # work registered for the end of this block (e.g. freeing an alloca) runs before its terminator
+            for hook in self.block_exit_hooks.pop(id(block), []):
+                hook()
+            self.emit_op(block.ops[-1])
 
     def emit_op(self, op: Operation) -> None:
         lowering = LOWERINGS.get(op.name)

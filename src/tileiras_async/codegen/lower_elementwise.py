@@ -6,12 +6,15 @@ converted to the layout of the first non-scalar operand.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..ir import types as T
 from ..ir.core import Operation
-from ..ir.enums import ComparisonOrdering, ComparisonPredicate as P, IntegerOverflow, RoundingMode as RM, Signedness
+from ..ir.enums import ComparisonOrdering, IntegerOverflow, Signedness
+from ..ir.enums import ComparisonPredicate as P
+from ..ir.enums import RoundingMode as RM
 from .emitter import KernelEmitter, LoweringError, lowers
+from .llvmir import float_literal
 from .values import Tile, llvm_type
 
 ElementFn = Callable[[KernelEmitter, Operation, str, list[str]], str]
@@ -133,15 +136,24 @@ _RND = {RM.nearest_even: "rn", RM.zero: "rz", RM.negative_inf: "rm", RM.positive
 
 
 def _rounded(instr: str, nvvm: str) -> ElementFn:
-    """IEEE op in the requested rounding mode (plain LLVM op for the default round-to-nearest)."""
+    """IEEE op in the requested rounding mode (plain LLVM op for the default round-to-nearest).
+
+    f16/bf16 in a directed mode (or approx/full) compute in f32 in that mode and round the f32 result
+    to the half type in the same direction: the products of half values are exact in f32, and a
+    directed rounding of a directed rounding (onto a coarser grid, same direction) is the directed
+    rounding of the exact value."""
     def fn(em, op, lt, a):
         rnd = op.attrs.get("rounding_mode", RM.nearest_even)
         ftz = op.attrs.get("flush_to_zero", False)
+        if lt in HALF_TYPES and rnd != RM.nearest_even:
+            wide = [em.b.value(f"fpext {lt} {x} to float") for x in a]
+            r = fn(em, op, "float", wide)
+            return round_f32(em, r, lt, rnd)
         if rnd == RM.nearest_even and not ftz or lt not in _NVVM_SUFFIX:
             if instr == "fma":
                 return em.b.call(lt, f"llvm.fma.{_ov(lt)}", [(lt, x) for x in a])
             return em.b.value(f"{instr} {lt} {a[0]}, {a[1]}")
-        if rnd in (RM.approx, RM.full):
+        if rnd in (RM.approx, RM.full) and lt == "float" and nvvm == "div":
             name = f"llvm.nvvm.{nvvm}.{rnd.name}{'.ftz' if ftz else ''}.f"
         else:
             name = f"llvm.nvvm.{nvvm}.{_RND.get(rnd, 'rn')}{'.ftz' if ftz and lt == 'float' else ''}.{_NVVM_SUFFIX[lt]}"
@@ -163,7 +175,11 @@ def _float_intrinsic(name: str) -> ElementFn:
 
 def _fminmax(kind: str) -> ElementFn:
     def fn(em, op, lt, a):
-        base = ("maximum" if kind == "max" else "minimum") if op.attrs.get("propagate_nan") else \
+        nan = op.attrs.get("propagate_nan")
+        if op.attrs.get("flush_to_zero") and lt == "float":  # min/max.ftz{.NaN}.f32
+            name = f"llvm.nvvm.f{kind}.ftz{'.nan' if nan else ''}.f"
+            return em.b.call(lt, name, [(lt, a[0]), (lt, a[1])])
+        base = ("maximum" if kind == "max" else "minimum") if nan else \
                ("maxnum" if kind == "max" else "minnum")
         return em.b.call(lt, f"llvm.{base}.{_ov(lt)}", [(lt, a[0]), (lt, a[1])])
     return fn
@@ -226,43 +242,274 @@ def _trunci(em, op, lt, a):
     return em.b.value(f"trunc {lt} {a[0]} to {_to(op)}")
 
 
+HALF_TYPES = ("half", "bfloat")
+_PTX_FLOAT = {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64"}
+_DIRECTED = {RM.zero: "rz", RM.negative_inf: "rm", RM.positive_inf: "rp"}
+
+
+def _cvt(em, mode: str, dst: str, src: str, x: str, src_lt: str, dst_lt: str) -> str:
+    """One `cvt.<mode>.<dst>.<src>` as inline assembly (LLVM has no directed-rounding conversions)."""
+    cls = {"half": "h", "bfloat": "h", "float": "f", "double": "d", "i32": "r", "i64": "l"}
+    reg = {"half": "i16", "bfloat": "i16"}
+    out = em.b.asm(reg.get(dst_lt, dst_lt), f"cvt.{mode}.{dst}.{src} $0, $1;",
+                   f"={cls[dst_lt]},{cls[src_lt]}", [(reg.get(src_lt, src_lt), x)], sideeffect=False)
+    return out if dst_lt not in reg else em.b.value(f"bitcast i16 {out} to {dst_lt}")
+
+
+def round_f32(em, x: str, to: str, rnd=RM.nearest_even) -> str:
+    """An f32 value rounded to f16/bf16 in a rounding mode (nearest even unless directed)."""
+    mode = _DIRECTED.get(rnd)
+    if mode is None:
+        return em.b.value(f"fptrunc float {x} to {to}")
+    return _cvt(em, mode, _PTX_FLOAT[to], "f32", x, "float", to)
+
+
+def _f64_to_f32(em, x: str, rnd) -> str:
+    """f64 -> f32 in a directed mode, or rounded to odd (for a second rounding to nearest: exact)."""
+    mode = _DIRECTED.get(rnd)
+    if mode is not None:
+        return _cvt(em, mode, "f32", "f64", x, "double", "float")
+    r = _cvt(em, "rz", "f32", "f64", x, "double", "float")
+    back = em.b.value(f"fpext float {r} to double")
+    inexact = em.b.value(f"fcmp one double {back}, {x}")
+    return _sticky(em, r, inexact)
+
+
+def _sticky(em, r: str, inexact: str) -> str:
+    bits = em.b.value(f"bitcast float {r} to i32")
+    odd = em.b.value(f"or i32 {bits}, 1")
+    return em.b.value(f"bitcast i32 {em.b.value(f'select i1 {inexact}, i32 {odd}, i32 {bits}')} to float")
+
+
 def _itof(em, op, lt, a):
-    if lt == "i1" and _signed(op):
-        pass  # signed i1: true is -1, which sitofp gives
-    return em.b.value(f"{'sitofp' if _signed(op) else 'uitofp'} {lt} {a[0]} to {_to(op)}")
+    to = _to(op)
+    signed = _signed(op)
+    rnd = op.attrs.get("rounding_mode", RM.nearest_even)
+    x = a[0]
+    if op.result.type.elem == T.TF32:
+        to = "float"
+    width = int(lt[1:])
+    if width < 32:  # exact in every float type we convert to, via i32 (i1 signed: true is -1)
+        x = em.b.value(f"{'sext' if signed else 'zext'} {lt} {x} to i32")
+        lt, width = "i32", 32
+    src = f"{'s' if signed else 'u'}{width}"
+    mode = _DIRECTED.get(rnd)
+    dst = op.result.type.elem
+    tf32 = dst == T.TF32
+    fp8 = dst.name in FP8
+    if rnd == RM.nearest_away and not tf32:
+        raise LoweringError(f"itof to {dst} does not support rounding mode 'nearest_away'")
+    native_bf16 = to == "bfloat" and mode is None and (_target_sm(em) or 0) >= 90  # cvt.rn.bf16.s32
+    if (to == "bfloat" and not native_bf16) or tf32 or fp8:
+        # via f32: in the same direction, or rounded to odd first, so that the second rounding is
+        # the only one (LLVM converts i32/i64 -> bf16 by rounding to nearest twice)
+        r = _cvt(em, mode or "rz", "f32", src, x, lt, "float")
+        if mode is None:
+            back = em.b.value(f"fpto{'s' if signed else 'u'}i float {r} to {lt}")
+            r = _sticky(em, r, em.b.value(f"icmp ne {lt} {back}, {x}"))
+        if fp8:
+            return f32_to_fp8(em, r, dst.name, rnd)
+        return round_to_tf32(em, r, rnd) if tf32 else round_f32(em, r, "bfloat", rnd)
+    if mode is None:
+        return em.b.value(f"{'sitofp' if signed else 'uitofp'} {lt} {x} to {to}")
+    return _cvt(em, mode, _PTX_FLOAT[to], src, x, lt, to)
+
+
+_TO_INTEGRAL = {RM.nearest_even: "roundeven", RM.negative_inf: "floor", RM.positive_inf: "ceil",
+                RM.nearest_away: "round", RM.zero: "trunc", RM.nearest_int_to_zero: "trunc"}
 
 
 def _ftoi(em, op, lt, a):
     to = _to(op)
-    # saturating conversion is what the hardware's cvt.rzi does; it is also defined for NaN (0)
+    x = a[0]
+    src = op.operands["from"].type.elem
+    if src.name in FP8:
+        x, lt = fp8_to_f32(em, x, src.name), "float"
+    if lt in HALF_TYPES:  # exact; the integral rounding and the saturation bounds are the same
+        x, lt = em.b.value(f"fpext {lt} {x} to float"), "float"
+    how = _TO_INTEGRAL.get(op.attrs.get("rounding_mode", RM.nearest_int_to_zero), "trunc")
+    if how != "trunc":
+        x = em.b.call(lt, f"llvm.{how}.{_ov(lt)}", [(lt, x)])
+    # saturating (what the hardware's cvt.rzi does), and NaN converts to 0
     name = f"llvm.fpto{'s' if _signed(op) else 'u'}i.sat.{to}.{_ov(lt)}"
-    return em.b.call(to, name, [(lt, a[0])])
+    return em.b.call(to, name, [(lt, x)])
 
 
 _FLOAT_RANK = {"half": 1, "bfloat": 1, "float": 2, "double": 3}
 
 
 def _ftof(em, op, lt, a):
-    to = _to(op)
     src_t, dst_t = op.operands["from"].type.elem, op.result.type.elem
+    rnd = op.attrs.get("rounding_mode", RM.nearest_even)
+    if rnd in (RM.approx, RM.full):
+        rnd = RM.nearest_even
+    x = a[0]
+    if src_t.name in FP8 or dst_t.name in FP8:
+        return _ftof_fp8(em, x, src_t, dst_t, rnd)
+    if lt == "i8" or _to(op) == "i8":
+        raise LoweringError(f"conversion {src_t} -> {dst_t} is not supported")
+    if rnd == RM.nearest_away and dst_t != T.TF32:
+        raise LoweringError(f"ftof to {dst_t} does not support rounding mode 'nearest_away'")
+    to = _to(op)
     if dst_t == T.TF32:
-        return _round_to_tf32(em, a[0])
+        if lt == "double":
+            x = _f64_to_f32(em, x, rnd)
+        elif lt != "float":
+            x = em.b.value(f"fpext {lt} {x} to float")
+        return round_to_tf32(em, x, rnd)
     if to == lt:
-        return a[0]
-    if lt == "i8" or to == "i8":
-        raise LoweringError(f"conversion {src_t} -> {dst_t} is not supported yet")
+        return x
     if _FLOAT_RANK[to] > _FLOAT_RANK[lt] or (lt == "bfloat" and to == "float"):
-        return em.b.value(f"fpext {lt} {a[0]} to {to}")
-    if {lt, to} == {"half", "bfloat"}:
-        wide = em.b.value(f"fpext {lt} {a[0]} to float")
-        return em.b.value(f"fptrunc float {wide} to {to}")
-    return em.b.value(f"fptrunc {lt} {a[0]} to {to}")
+        return em.b.value(f"fpext {lt} {x} to {to}")  # exact
+    mode = _DIRECTED.get(rnd)
+    if lt in HALF_TYPES:  # f16 <-> bf16: exactly through f32, then one rounding
+        return round_f32(em, em.b.value(f"fpext {lt} {x} to float"), to, rnd)
+    if lt == "float":
+        return round_f32(em, x, to, rnd)
+    # from f64
+    if mode is None:
+        return em.b.value(f"fptrunc double {x} to {to}")  # single rounding (bf16: LLVM rounds to odd)
+    if to == "bfloat":
+        return round_f32(em, _f64_to_f32(em, x, rnd), to, rnd)
+    return _cvt(em, mode, _PTX_FLOAT[to], "f64", x, "double", to)
 
 
-def _round_to_tf32(em, x: str) -> str:
-    """Round an f32 to tf32 (10 mantissa bits, nearest, ties away) as cvt.rna.tf32.f32 does."""
-    bits = em.b.asm("i32", "cvt.rna.tf32.f32 $0, $1;", "=r,f", [("float", x)], sideeffect=False)
-    return em.b.value(f"bitcast i32 {bits} to float")
+def round_to_tf32(em, x: str, rnd=RM.nearest_even) -> str:
+    """Round an f32 to tf32 (10 explicit mantissa bits; the low 13 bits become 0) in a rounding mode:
+    nearest even by default (cvt.rn.tf32.f32), nearest away (cvt.rna), or directed."""
+    u = em.b.value(f"bitcast float {x} to i32")
+    low = em.b.value(f"and i32 {u}, 8191")
+    if rnd == RM.nearest_away:
+        up = em.b.value(f"add i32 {u}, 4096")
+    elif rnd in (RM.zero, RM.negative_inf, RM.positive_inf):
+        neg = em.b.value(f"icmp slt i32 {u}, 0")
+        away = {RM.zero: "false", RM.negative_inf: neg,
+                RM.positive_inf: em.b.value(f"xor i1 {neg}, true")}[rnd]
+        inexact = em.b.value(f"icmp ne i32 {low}, 0")
+        bump = em.b.value(f"and i1 {away}, {inexact}")
+        up = em.b.value(f"add i32 {u}, {em.b.value(f'select i1 {bump}, i32 8192, i32 0')}")
+    else:
+        odd = em.b.value(f"and i32 {em.b.value(f'lshr i32 {u}, 13')}, 1")
+        up = em.b.value(f"add i32 {em.b.value(f'add i32 {u}, 4095')}, {odd}")
+    r = em.b.value(f"and i32 {up}, -8192")  # past the largest finite value: infinity, as IEEE
+    nan = em.b.value(f"fcmp uno float {x}, {x}")
+    out = em.b.value(f"bitcast i32 {r} to float")
+    return em.b.value(f"select i1 {nan}, float {x}, float {out}")
+
+
+# -- fp8 (f8E4M3FN, f8E5M2): hardware cvt from sm_90 when the target is known, software otherwise --
+
+# name -> (exponent bits, mantissa bits, bias, largest finite code, largest finite value)
+FP8 = {"f8E4M3FN": (4, 3, 7, 0x7E, 448.0), "f8E5M2": (5, 2, 15, 0x7B, 57344.0)}
+FP8_NAN = 0x7F  # f8E4M3FN's NaN (S.1111.111); the sign of the input is kept
+
+
+def _target_sm(em) -> int | None:
+    from .lower_atomic import target_sm
+    return target_sm(em)
+
+
+def _ftof_fp8(em, x: str, src_t, dst_t, rnd) -> str:
+    if src_t.name in FP8 and dst_t.name in FP8:
+        if src_t == dst_t:
+            return x
+        return _ftof_fp8(em, fp8_to_f32(em, x, src_t.name), T.F32, dst_t, rnd)
+    if src_t.name in FP8:
+        v = fp8_to_f32(em, x, src_t.name)  # exact; so is the narrowing below
+        to = llvm_type(dst_t)
+        if to == "double":
+            return em.b.value(f"fpext float {v} to double")
+        return v if to == "float" else em.b.value(f"fptrunc float {v} to {to}")
+    if dst_t.name not in FP8:
+        raise LoweringError(f"conversion {src_t} -> {dst_t} is not supported")
+    lt = llvm_type(src_t)
+    if rnd not in (RM.nearest_even, RM.zero, RM.negative_inf, RM.positive_inf):
+        raise LoweringError(f"ftof to {dst_t} does not support rounding mode '{RM(rnd).name}'")
+    if lt == "double":
+        x = _f64_to_f32(em, x, rnd)  # rounded to odd (or in the same direction): one rounding in all
+    elif lt != "float":
+        x = em.b.value(f"fpext {lt} {x} to float")
+    return f32_to_fp8(em, x, dst_t.name, rnd)
+
+
+def f32_to_fp8(em, x: str, name: str, rnd=RM.nearest_even) -> str:
+    """f32 -> fp8 bits (i8) as cvt.rn.satfinite does: values beyond the largest finite one, and
+    infinities, become the largest finite value; NaN stays NaN (bit-exact with the software reference
+    in NVIDIA's cuda_fp8.hpp, which also covers the directed rounding modes here)."""
+    sm = _target_sm(em)
+    fmt = "e4m3x2" if name == "f8E4M3FN" else "e5m2x2"
+    if sm is not None and sm >= 90 and rnd == RM.nearest_even:  # (sm_89 has it too, but only from PTX 8.1)
+        pair = em.b.asm("i16", f"cvt.rn.satfinite.{fmt}.f32 $0, $1, $1;", "=h,f", [("float", x)],
+                        sideeffect=False)
+        return em.b.value(f"trunc i16 {pair} to i8")
+    _, m, bias, max_code, max_value = FP8[name]
+    u = em.b.value(f"bitcast float {x} to i32")
+    sign = em.b.value(f"lshr i32 {u}, 31")
+    mag = em.b.value(f"bitcast i32 {em.b.value(f'and i32 {u}, 2147483647')} to float")
+    # beyond twice the largest value everything saturates alike; keeps the arithmetic finite
+    capped = em.b.call("float", "llvm.minnum.f32",
+                       [("float", mag), ("float", float_literal(2 * max_value, "float"))])
+    cb = em.b.value(f"bitcast float {capped} to i32")
+    e = em.b.value(f"sub i32 {em.b.value(f'lshr i32 {cb}, 23')}, 127")
+    e_eff = em.b.call("i32", "llvm.smax.i32", [("i32", e), ("i32", str(1 - bias))])
+    # scale to units of the format's quantum at this exponent (exact: a power of two)
+    scale_exp = em.b.value(f"sub i32 {m + 127}, {e_eff}")
+    scale = em.b.value(f"bitcast i32 {em.b.value(f'shl i32 {scale_exp}, 23')} to float")
+    t = em.b.value(f"fmul float {capped}, {scale}")
+    if rnd == RM.nearest_even:
+        n_f = em.b.call("float", "llvm.roundeven.f32", [("float", t)])
+    elif rnd == RM.zero:
+        n_f = em.b.call("float", "llvm.trunc.f32", [("float", t)])
+    else:  # toward +inf rounds magnitudes of negative numbers down, and toward -inf the reverse
+        up = em.b.call("float", "llvm.ceil.f32", [("float", t)])
+        down = em.b.call("float", "llvm.floor.f32", [("float", t)])
+        neg = em.b.value(f"icmp ne i32 {sign}, 0")
+        first, second = (down, up) if rnd == RM.positive_inf else (up, down)
+        n_f = em.b.value(f"select i1 {neg}, float {first}, float {second}")
+    n = em.b.value(f"fptoui float {n_f} to i32")
+    base = em.b.value(f"shl i32 {em.b.value(f'add i32 {e_eff}, {bias - 1}')}, {m}")
+    code = em.b.call("i32", "llvm.umin.i32", [("i32", em.b.value(f"add i32 {n}, {base}")),
+                                              ("i32", str(max_code))])
+    nan = em.b.value(f"fcmp uno float {x}, {x}")
+    if name == "f8E4M3FN":
+        nan_code = str(FP8_NAN)
+    else:  # a quiet NaN keeping the top payload bit, as NVIDIA's cuda_fp8.hpp reference does
+        payload = em.b.value(f"and i32 {em.b.value(f'lshr i32 {u}, 21')}, 3")
+        nan_code = em.b.value(f"or i32 {payload}, 126")
+    code = em.b.value(f"select i1 {nan}, i32 {nan_code}, i32 {code}")
+    code = em.b.value(f"or i32 {code}, {em.b.value(f'shl i32 {sign}, 7')}")
+    return em.b.value(f"trunc i32 {code} to i8")
+
+
+def fp8_to_f32(em, bits: str, name: str) -> str:
+    """fp8 bits (i8) -> the exact f32 value."""
+    sm = _target_sm(em)
+    if sm is not None and sm >= 90:
+        fmt = "e4m3x2" if name == "f8E4M3FN" else "e5m2x2"
+        wide = em.b.value(f"zext i8 {bits} to i16")
+        pair = em.b.asm("i32", f"cvt.rn.f16x2.{fmt} $0, $1;", "=r,h", [("i16", wide)], sideeffect=False)
+        h = em.b.value(f"bitcast i16 {em.b.value(f'trunc i32 {pair} to i16')} to half")
+        return em.b.value(f"fpext half {h} to float")
+    ebits, m, bias, _, _ = FP8[name]
+    c = em.b.value(f"zext i8 {bits} to i32")
+    e = em.b.value(f"and i32 {em.b.value(f'lshr i32 {c}, {m}')}, {(1 << ebits) - 1}")
+    mant = em.b.value(f"and i32 {c}, {(1 << m) - 1}")
+    normal = em.b.value(f"icmp ne i32 {e}, 0")
+    n = em.b.value(f"select i1 {normal}, i32 {em.b.value(f'or i32 {mant}, {1 << m}')}, i32 {mant}")
+    e_eff = em.b.call("i32", "llvm.umax.i32", [("i32", e), ("i32", "1")])
+    p_exp = em.b.value(f"add i32 {e_eff}, {127 - bias - m}")
+    p = em.b.value(f"bitcast i32 {em.b.value(f'shl i32 {p_exp}, 23')} to float")
+    v = em.b.value(f"fmul float {em.b.value(f'uitofp i32 {n} to float')}, {p}")
+    if name == "f8E4M3FN":  # no infinities; S.1111.111 is NaN
+        nan = em.b.value(f"icmp eq i32 {em.b.value(f'and i32 {c}, 127')}, 127")
+        v = em.b.value(f"select i1 {nan}, float 0x7FF8000000000000, float {v}")
+    else:  # S.11111.00 is infinity, S.11111.xx NaN
+        top = em.b.value(f"icmp eq i32 {e}, 31")
+        special = em.b.value(f"select i1 {em.b.value(f'icmp eq i32 {mant}, 0')}, "
+                             f"float 0x7FF0000000000000, float 0x7FF8000000000000")
+        v = em.b.value(f"select i1 {top}, float {special}, float {v}")
+    neg = em.b.value(f"icmp uge i32 {c}, 128")
+    return em.b.value(f"select i1 {neg}, float {em.b.value(f'fneg float {v}')}, float {v}")
 
 
 def _bitcast(em, op, lt, a):

@@ -34,7 +34,7 @@ def _init() -> None:
 
 
 def ptx_feature(tgt: Target) -> str:
-    major, minor = max(tgt.ptx_isa, (7, 8))
+    major, minor = max(tgt.ptx_isa, (8, 1))
     if (major, minor) > _MAX_LLVM_PTX:
         major, minor = _MAX_LLVM_PTX
     return f"+ptx{major}{minor}"
@@ -91,6 +91,9 @@ def check_ptx(ptx: str) -> None:
     if m:
         raise PtxCheckError(f"internal compiler error: intrinsic '{m.group(1)}' was not lowered by the "
                             f"NVPTX back end")
+    m = re.search(r"\.extern\s+\.global[^;]*?\b([\w$.]+)\s*(\[\d*\])?;", ptx)
+    if m:
+        raise PtxCheckError(f"internal compiler error: global '{m.group(1)}' is used but not defined")
     m = re.search(r"\.extern\s+\.func[^;]*?\b(__nv_\w+)", ptx)
     if m:
         raise PtxCheckError(f"internal compiler error: libdevice function '{m.group(1)}' was not linked")

@@ -39,10 +39,10 @@ class BlockBuilder:
     def args(self) -> list[Value]:
         return self.block.args
 
-    def op(self, op_name: str, result_types: Sequence[T.Type] = (), regions: Sequence[Region] = (), /,
+    def op(self, op_name: str, /, result_types: Sequence[T.Type] = (), regions: Sequence[Region] = (),
            **fields: Any) -> Operation:
         """Create op `op_name`; keyword arguments are its operands and attributes by spec name
-        (positional-only parameters keep names such as get_global's `name` free for fields)."""
+        (the op name is positional-only so a field may be called `name`, as get_global's is)."""
         spec = OPS_BY_NAME[op_name]
         name = op_name
         operand_names = {o.name for o in spec.operands}
