@@ -4,8 +4,8 @@ from __future__ import annotations
 from ..ir.core import Function, Module
 from ..ir.diagnostics import resolve_loc
 from ..toolchain.ptxas import PtxasOptions, assemble
-from . import (lower_basic, lower_control, lower_elementwise, lower_memory, lower_reduce,  # noqa: F401
-               lower_shape)  # (importing registers the lowerings)
+from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
+               lower_memory, lower_misc, lower_mma, lower_reduce, lower_shape)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx
@@ -47,16 +47,23 @@ def empty_module_ptx(tgt: Target) -> str:
             f".address_size 64\n")
 
 
-def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3) -> str:
-    """Kernels lowered independently -> one PTX module."""
-    return llvm_to_ptx(irs, tgt, opt_level, kernels=tuple(kernels))
+def module_globals_ir(module: Module) -> str:
+    """The module's globals as their own LLVM module ("" if none), linked with the kernels."""
+    return lower_misc.globals_llvm_ir(module) or ""
+
+
+def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3,
+                     globals_ir: str = "") -> str:
+    """Kernels lowered independently (plus the module's globals) -> one PTX module."""
+    return llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
 
 
 def module_ptx(module: Module, tgt: Target, opt_level: int = 3) -> str:
     if not module.functions:
         return empty_module_ptx(tgt)
-    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level))
-    return link_kernels_ptx(irs, [f.name.decode() for f in module.functions], tgt, opt_level)
+    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level, target=tgt.name))
+    return link_kernels_ptx(irs, [f.name.decode() for f in module.functions], tgt, opt_level,
+                            module_globals_ir(module))
 
 
 def compile_module(module: Module, tgt: Target, opt_level: int = 3, *, timeout: float = 600) -> bytes:

@@ -18,6 +18,9 @@ from .llvmir import IRBuilder, ModuleIR
 from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
 
 LOWERINGS: dict[str, Callable[["KernelEmitter", Operation], None]] = {}
+# Lowerings that prefer a layout for values carried around a loop (e.g. mma accumulators kept in
+# registers) register a function (emitter, loop op, initial tiles) -> tiles here.
+LOOP_CARRY_ADVISORS: list[Callable[["KernelEmitter", Operation, list], list]] = []
 SHARED_LIMIT = 48 * 1024  # static shared memory a kernel may declare without opt-in
 
 
@@ -226,6 +229,12 @@ class KernelEmitter:
         return Tile(ty, None if not ty.shape else layout, regs)
 
     # -- loops and inline regions ---------------------------------------------------
+    def loop_initial_values(self, op: Operation, inits: list) -> list:
+        """A loop's initial values in the layouts the body wants to carry them in."""
+        for advise in LOOP_CARRY_ADVISORS:
+            inits = advise(self, op, inits)
+        return inits
+
     def counted_loop(self, start: str, stop: str, carried: list[tuple[str, str]],
                      body: Callable[[str, list[str]], list[str]], step: int = 1) -> list[str]:
         """for (k = start; k != stop; k += step) over i32 k, carrying (llvm type, initial) values."""

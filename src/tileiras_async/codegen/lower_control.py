@@ -80,7 +80,7 @@ def _close_back_edge(carried, next_values: list[Tile], label: str) -> None:
 @lowers("for")
 def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
-    inits = [em.get(v) for v in op.operands["initValues"]]
+    inits = em.loop_initial_values(op, [em.get(v) for v in op.operands["initValues"]])
     it = lb.llvm
     pre = em.b.block_label
     header, body, latch, exit_ = (em.b.reserve_block(h) for h in ("for.head", "for.body", "for.next", "for.exit"))
@@ -115,7 +115,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("loop")
 def _loop(em: KernelEmitter, op: Operation) -> None:
-    inits = [em.get(v) for v in op.operands["initValues"]]
+    inits = em.loop_initial_values(op, [em.get(v) for v in op.operands["initValues"]])
     pre = em.b.block_label
     header, latch, exit_ = (em.b.reserve_block(h) for h in ("loop.head", "loop.next", "loop.exit"))
     em.b.br(header)
