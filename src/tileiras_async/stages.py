@@ -126,8 +126,9 @@ def lower(req: LowerRequest) -> LoweredKernel:
     t0 = time.perf_counter()
     module = read_module(req.data)
     fn = module.kernel(req.kernel)
+    debug = "full" if req.options.device_debug else ("lineinfo" if req.options.lineinfo else "none")
     opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level,
-                          target=req.options.gpu_name)
+                          target=req.options.gpu_name, debug=debug)
     try:
         ir, shared = kernel_llvm_ir(module, fn, opts)
     except CodegenUnavailable as e:

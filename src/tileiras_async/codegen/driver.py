@@ -20,7 +20,7 @@ def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None 
     """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes)."""
     options = options or CodegenOptions()
     ir = ModuleIR()
-    em = KernelEmitter(ir, fn, options)
+    em = KernelEmitter(ir, fn, options, module)
     try:
         em.emit_block(fn.body)
     except LoweringError as e:
@@ -58,10 +58,10 @@ def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level:
     return llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
 
 
-def module_ptx(module: Module, tgt: Target, opt_level: int = 3) -> str:
+def module_ptx(module: Module, tgt: Target, opt_level: int = 3, debug: str = "none") -> str:
     if not module.functions:
         return empty_module_ptx(tgt)
-    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level, target=tgt.name))
+    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level, target=tgt.name, debug=debug))
     return link_kernels_ptx(irs, [f.name.decode() for f in module.functions], tgt, opt_level,
                             module_globals_ir(module))
 

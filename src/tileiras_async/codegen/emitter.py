@@ -48,6 +48,7 @@ class CodegenOptions:
     opt_level: int = 3
     vector_width: int = 4
     target: str = "sm_100"  # --gpu-name: picks instructions that exist on that architecture
+    debug: str = "none"     # "none", "lineinfo" (--lineinfo) or "full" (-g): source lines in the PTX
 
 
 @dataclass
@@ -62,7 +63,7 @@ class _Loop:
 
 
 class KernelEmitter:
-    def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions):
+    def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions, module=None):
         self.module_ir = module_ir
         self.fn = fn
         self.options = options
@@ -84,6 +85,12 @@ class KernelEmitter:
         module_ir.add_global(f"attributes #{len(module_ir.functions)} = {{ {attrs} }}")
         for i, (arg, t) in enumerate(zip(fn.body.args, fn.type.inputs)):
             self.set(arg, Tile(t, None, [f"%arg{i}"]))
+        self.lines = None
+        if options.debug != "none" and module is not None:
+            from .debug_lines import FULL, LINE_TABLES, LineInfo
+            kind = FULL if options.debug == "full" else LINE_TABLES
+            self.lines = LineInfo(module_ir, module, fn, kind, optimized=options.opt_level > 0)
+            self.lines.attach(self.b)
         self.tid = self.b.entry_value("call i32 @llvm.nvvm.read.ptx.sreg.tid.x()", "tid")
         self.module_ir.declare("i32", "llvm.nvvm.read.ptx.sreg.tid.x", [])
         self.lane = self.b.entry_value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
@@ -292,15 +299,20 @@ class KernelEmitter:
         lowering = LOWERINGS.get(op.name)
         if lowering is None:
             raise LoweringError(f"cannot lower '{op.name}' yet", op)
+        saved = self.b.dbg
+        if self.lines is not None:
+            self.b.dbg = self.lines.location(op.loc) or saved
         try:
             lowering(self, op)
         except LoweringError as e:
             if e.op is None:
                 e.op = op
             raise
+        finally:
+            self.b.dbg = saved
 
     def finish(self) -> None:
-        self.b.fn.blocks[0][1].append(f"br label %{self.b.fn.blocks[1][0]}")
+        self.b.fn.blocks[0][1].append(f"br label %{self.b.fn.blocks[1][0]}{self.b.entry_dbg}")
         if self.shared_bytes:
             self.module_ir.add_global(f"{self.scratch} = internal addrspace(3) global "
                                       f"[{self.shared_bytes} x i8] undef, align 16")

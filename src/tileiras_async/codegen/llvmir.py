@@ -16,14 +16,16 @@ class Function:
     params: list[tuple[str, str]]            # (llvm type, value name)
     attrs: str = ""
     blocks: list[tuple[str, list[str]]] = field(default_factory=list)
+    subprogram: str = ""                     # "!N" when the kernel carries debug information
 
     def render(self) -> str:
         params = ", ".join(f"{t} {n}" for t, n in self.params)
+        attrs = f"{self.attrs} !dbg {self.subprogram}" if self.subprogram else self.attrs
         body = []
         for label, lines in self.blocks:
             body.append(f"{label}:")
             body.extend(f"  {ln}" for ln in lines)  # lines may be Phi objects, filled in later
-        return f"define ptx_kernel void @{self.name}({params}) {self.attrs} {{\n" + "\n".join(body) + "\n}\n"
+        return f"define ptx_kernel void @{self.name}({params}) {attrs} {{\n" + "\n".join(body) + "\n}\n"
 
 
 class IRBuilder:
@@ -33,6 +35,8 @@ class IRBuilder:
         self.module = module
         self.fn = fn
         self._counter = 0
+        self.dbg = ""          # ", !dbg !N" appended to instructions while a source location is current
+        self.entry_dbg = ""    # the function's own location, for the entry block
         self.block_label = self.new_block("entry")
 
     # -- naming ---------------------------------------------------------
@@ -58,7 +62,7 @@ class IRBuilder:
 
     # -- instructions ---------------------------------------------------
     def emit(self, text: str) -> None:
-        self.fn.blocks[-1][1].append(text)
+        self.fn.blocks[-1][1].append(text + self.dbg)
 
     def value(self, expr: str, hint: str = "v") -> str:
         name = self.fresh(hint)
@@ -85,13 +89,13 @@ class IRBuilder:
         return self.value(text, hint)
 
     def phi(self, llvm_type: str, hint: str = "phi") -> Phi:
-        p = Phi(self.fresh(hint), llvm_type)
+        p = Phi(self.fresh(hint), llvm_type, self.dbg)
         self.fn.blocks[-1][1].append(p)
         return p
 
     def emit_entry(self, text: str) -> None:
         """Append to the entry block (which dominates everything); it is closed by `finish`."""
-        self.fn.blocks[0][1].append(text)
+        self.fn.blocks[0][1].append(text + self.entry_dbg)
 
     def entry_value(self, expr: str, hint: str = "v") -> str:
         name = self.fresh(hint)
@@ -108,9 +112,10 @@ class IRBuilder:
 class Phi:
     """A phi whose incoming values are added as the predecessors are emitted."""
 
-    def __init__(self, name: str, llvm_type: str):
+    def __init__(self, name: str, llvm_type: str, dbg: str = ""):
         self.name = name
         self.type = llvm_type
+        self.dbg = dbg
         self.incoming: list[tuple[str, str]] = []  # (value, block label)
 
     def add(self, value: str, label: str) -> None:
@@ -118,7 +123,7 @@ class Phi:
 
     def __str__(self) -> str:
         inc = ", ".join(f"[ {v}, %{b} ]" for v, b in self.incoming)
-        return f"{self.name} = phi {self.type} {inc}"
+        return f"{self.name} = phi {self.type} {inc}{self.dbg}"
 
 
 def _escape(s: str) -> str:
@@ -134,6 +139,19 @@ class ModuleIR:
         self.decls: dict[str, str] = {}
         self.globals: list[str] = []
         self.functions: list[Function] = []
+        self.metadata: list[str] = []        # "!N = ..." definitions, N = index
+        self.named_metadata: list[str] = []
+        self._md_index: dict[str, str] = {}
+
+    def md(self, text: str, distinct: bool = False) -> str:
+        """A metadata node (uniqued unless distinct); returns its reference `!N`."""
+        if not distinct and text in self._md_index:
+            return self._md_index[text]
+        ref = f"!{len(self.metadata)}"
+        self.metadata.append(f"{ref} = {'distinct ' if distinct else ''}{text}")
+        if not distinct:
+            self._md_index[text] = ref
+        return ref
 
     def declare(self, ret: str, name: str, arg_types: list[str], attrs: str = "") -> None:
         if name not in self.decls:
@@ -152,7 +170,8 @@ class ModuleIR:
         parts += self.globals
         parts += [""] + sorted(self.decls.values()) + [""]
         parts += [fn.render() for fn in self.functions]
-        return "\n".join(parts)
+        parts += self.named_metadata + self.metadata
+        return "\n".join(parts) + "\n"
 
 
 # -- constants ----------------------------------------------------------------
