@@ -1,8 +1,6 @@
 """Lowerings of grid queries, tokens, hints, constants and iota."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
@@ -58,7 +56,7 @@ def dense_elements(elem: T.Type, raw: bytes, count: int) -> list[bytes]:
     if isinstance(elem, T.IntType) and elem.width == 1:
         if len(raw) == 1 and raw[0] in (0, 0xFF):  # a splat (also what an all-equal packed byte means)
             return [raw]
-        bits = np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little")[:count]
+        bits = [raw[i // 8] >> (i % 8) & 1 for i in range(min(count, 8 * len(raw)))]  # LSB first
         return [b"\xff" if b else b"\x00" for b in bits]
     size = 3 if elem == T.TF32 else max(1, elem.width // 8)
     if len(raw) == size:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import trio
 
 from .errors import OutputWriteError, ToolRunError
 
@@ -119,6 +118,8 @@ async def run_tool_async(
     trio.run_process (which discards captured pipe output) and so that waiting for the child
     never depends on a stray grandchild closing a pipe.
     """
+    import trio  # only async callers pay for the import; the drop-in's start-up stays lean
+
     argv = [os.fspath(arg) for arg in argv]
     start = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -133,6 +134,8 @@ async def run_tool_async(
 async def _run_process(
     argv: list[str], cwd: StrPath | None, input_bytes: bytes | None, out: BinaryIO, err: BinaryIO
 ) -> subprocess.CompletedProcess[bytes]:
+    import trio
+
     try:
         return await trio.run_process(
             argv,
@@ -148,7 +151,7 @@ async def _run_process(
         raise ToolRunError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
-async def _deliver_cancel_to_group(process: trio.Process) -> None:
+async def _deliver_cancel_to_group(process) -> None:  # a trio.Process
     # trio's default is SIGTERM-then-SIGKILL to the child alone; we want the whole group, now.
     _kill_group(process.pid)
 
