@@ -48,6 +48,7 @@ def _expect_like_real_tool(path, gpu: str) -> None:
         assert not result.ok and result.exit_code == expected
         return
     assert result.ok, [d.message for d in result.diagnostics] + [result.tool_stderr]
+    assert ".reqntid 128" in result.ptx and ".maxntid" not in result.ptx  # never both, like the real tool
     symbol = ENTRIES.get(path.name, {}).get("symbol") or read_module(path.read_bytes()).functions[0].name.decode()
     _check_cubin(result.cubin, symbol)
 

@@ -81,8 +81,9 @@ class KernelEmitter:
         for i, t in enumerate(fn.type.inputs):
             params.append((llvm_type(t), f"%arg{i}"))
         attrs = f'"nvvm.reqntid"="{self.num_threads}" "nvvm.minctasm"="1"'
-        self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{len(module_ir.functions)}")
-        module_ir.add_global(f"attributes #{len(module_ir.functions)} = {{ {attrs} }}")
+        group = len(module_ir.functions)  # one attribute group per kernel of this LLVM module
+        self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{group}")
+        module_ir.add_global(f"attributes #{group} = {{ {attrs} }}")
         for i, (arg, t) in enumerate(zip(fn.body.args, fn.type.inputs)):
             self.set(arg, Tile(t, None, [f"%arg{i}"]))
         self.lines = None

@@ -1,0 +1,252 @@
+"""Compile a cuda_tile module with our compiler and run it in the PTX emulator.
+
+`run_compiled` is what `run --engine emulate` and `run_kernel(engine="emulate")`
+call: the module goes through the normal pipeline (read, verify, LLVM -> PTX,
+ptxas -- the cubin must still be produced), then the exact PTX handed to ptxas
+is executed on numpy data.
+
+Arguments follow cuTile's calling convention v1 (`cutile_python_v1`): each
+numpy array becomes its base pointer, then ``shape[0..ndim)``, then
+``strides[0..ndim)`` in elements, in the integer type of the entry's
+parameters; each scalar becomes one parameter.  Arrays of dtypes numpy lacks
+(bf16, fp8) travel as same-width unsigned integers.  Arrays may be
+non-contiguous views; they are updated in place when the kernel completes.
+Arrays that share memory share one device allocation, as on a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import EmuReport, emulate_ptx, load_program
+from .errors import LaunchError
+from .memory import DeviceMemory, _byte_span, element_byte_offsets
+
+
+@dataclass
+class EmuRun:
+    """What `run_compiled` did: the emulator's report, the PTX it ran and the cubin ptxas produced."""
+    report: EmuReport
+    kernel: str
+    ptx: str
+    cubin: bytes | None
+    block: tuple
+    params: list = field(repr=False, default_factory=list)
+    arrays: tuple = ()            # indices (into args) of the array arguments copied back
+
+
+def _load_module(module):
+    from ..bytecode.reader import read_module
+    from ..ir.core import Module
+    if isinstance(module, Module):
+        return module
+    if isinstance(module, (bytes, bytearray, memoryview)):
+        return read_module(bytes(module))
+    p = Path(module)
+    return read_module(p.read_bytes())
+
+
+def _pick_kernel(mod, kernel: str | None) -> str:
+    names = [f.name.decode(errors="replace") for f in mod.functions]
+    if not names:
+        raise LaunchError("the module has no kernels")
+    if kernel is None:
+        if len(names) != 1:
+            raise LaunchError(f"the module has {len(names)} kernels ({', '.join(names)}); choose one with kernel=")
+        return names[0]
+    if kernel in names:
+        return kernel
+    pref = [n for n in names if n.split("_Kt")[0] == kernel]
+    if len(pref) == 1:
+        return pref[0]
+    raise LaunchError(f"no kernel '{kernel}' in the module (kernels: {', '.join(names)})")
+
+
+def default_block(prog) -> tuple:
+    if prog.reqntid is not None:
+        return prog.reqntid
+    if prog.maxntid is not None:
+        return prog.maxntid
+    from ..codegen.emitter import CodegenOptions
+    return (CodegenOptions().num_warps * 32, 1, 1)
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, np.ndarray) and a.ndim > 0
+
+
+def _scalar_value(a):
+    if isinstance(a, np.ndarray):
+        a = a.reshape(()).item() if a.dtype.kind in "biuf" else a.reshape(())[()]
+    if isinstance(a, (bool, np.bool_)):
+        return int(a)
+    if isinstance(a, (int, float, np.integer, np.floating)):
+        return a
+    if isinstance(a, np.generic):        # e.g. an ml_dtypes scalar: same-width unsigned bits
+        return np.frombuffer(a.tobytes(), dtype={1: np.uint8, 2: np.uint16, 4: np.uint32,
+                                                 8: np.uint64}[a.dtype.itemsize])[0]
+    raise LaunchError(f"unsupported scalar argument {a!r}")
+
+
+def _scalar_as(value, elem: str | None):
+    """A scalar argument converted for a cuda_tile element type (bf16/f16/fp8 travel as their bits)."""
+    if elem is None:
+        return value
+    from . import fp
+    if elem in ("bf16", "f8E4M3FN", "f8E5M2"):
+        if isinstance(value, np.generic) and value.dtype.kind == "u":
+            return value
+        fmt = {"bf16": "bf16", "f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}[elem]
+        v = fp.round_fmt(np.array([float(value)]), fmt, "rn", satfinite=fmt == "e4m3")
+        bits = fp.encode(v, fmt)[0]
+        return np.uint16(bits) if fmt == "bf16" else np.uint8(bits)
+    if elem == "f16":
+        if isinstance(value, np.generic) and value.dtype.kind == "u":
+            return value
+        return np.float16(value)
+    if elem in ("f32", "tf32"):
+        return np.float32(value) if not (isinstance(value, np.generic) and value.dtype.kind == "u") else value
+    if elem == "f64":
+        return np.float64(value)
+    if elem.startswith("i"):
+        if isinstance(value, (float, np.floating)) and float(value) != int(value):
+            raise LaunchError(f"a non-integral value {value!r} for an {elem} scalar")
+        return int(value)
+    return value
+
+
+def scalar_elem_types(mod, kernel: str) -> list:
+    """Element type (cuda_tile spelling) of each entry parameter of `kernel`, or None when unknown."""
+    for f in mod.functions:
+        if f.name.decode(errors="replace") == kernel:
+            out = []
+            for t in f.type.inputs:
+                elem = getattr(t, "elem", t)
+                out.append(None if type(elem).__name__ == "PointerType" else str(elem))
+            return out
+    return []
+
+
+def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | None = None) -> tuple[list, list]:
+    """Entry parameter values for `args` (cuTile order); returns (params, [(arg_index, address)]).
+
+    `elem_types` (per entry parameter, see `scalar_elem_types`) tells how to convert scalars of
+    types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter)."""
+    arrays = [(i, a) for i, a in enumerate(args) if _is_array(a)]
+    addr = _allocate_arrays([a for _, a in arrays], memory)
+    addr_of = {i: addr[k] for k, (i, _) in enumerate(arrays)}
+    params: list = []
+    kp = prog.kparams
+    for i, a in enumerate(args):
+        pos = len(params)
+        if i in addr_of:
+            if pos >= len(kp) or kp[pos].size != 8:
+                raise LaunchError(f"argument {i} is an array but entry parameter {pos} of {prog.kernel} is "
+                                  f"not a pointer ({_entry_sig(prog)})")
+            params.append(addr_of[i])
+            idx = kp[pos + 1:pos + 1 + 2 * a.ndim]
+            if len(idx) != 2 * a.ndim or any(p.type not in ("u32", "s32", "b32", "u64", "s64", "b64") for p in idx):
+                raise LaunchError(f"argument {i}: a {a.ndim}-D array does not match the entry parameters "
+                                  f"{_entry_sig(prog)}")
+            params += [int(n) for n in a.shape]
+            params += [int(s) // a.itemsize if a.itemsize else 0 for s in a.strides]
+        else:
+            if pos >= len(kp):
+                raise LaunchError(f"too many arguments for {prog.kernel} {_entry_sig(prog)}")
+            v = _scalar_value(a)
+            if elem_types and pos < len(elem_types):
+                v = _scalar_as(v, elem_types[pos])
+            params.append(v)
+    if len(params) != len(kp):
+        raise LaunchError(f"the arguments give {len(params)} entry parameters, {prog.kernel} takes {len(kp)} "
+                          f"{_entry_sig(prog)}")
+    return params, [(i, addr_of[i]) for i, _ in arrays]
+
+
+def _entry_sig(prog) -> str:
+    return "(" + ", ".join("." + p.type for p in prog.kparams) + ")"
+
+
+def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
+    """Device addresses (of element 0) for each array; overlapping arrays share an allocation."""
+    spans = []
+    for k, a in enumerate(arrs):
+        lo, hi = _byte_span(a)
+        p0 = a.__array_interface__["data"][0]
+        spans.append((p0 + lo, p0 + hi, k, p0))
+    order = sorted(range(len(arrs)), key=lambda k: spans[k][0])
+    groups: list = []
+    for k in order:
+        lo, hi = spans[k][0], spans[k][1]
+        if groups and lo < groups[-1][1] and hi > lo:
+            g = groups[-1]
+            g[1] = max(g[1], hi)
+            g[2].append(k)
+        else:
+            groups.append([lo, hi, [k]])
+    out = [0] * len(arrs)
+    for lo, hi, members in groups:
+        if len(members) == 1:
+            k = members[0]
+            a = arrs[k]
+            out[k] = memory.alloc_array(a, f"argument array {k}", readonly=not a.flags.writeable)
+            continue
+        size = hi - lo
+        raw = ctypes.string_at(lo, size) if size else b""
+        valid = np.zeros(size, dtype=bool)
+        for k in members:
+            a = arrs[k]
+            p0 = spans[k][3]
+            offs = element_byte_offsets(a) + (p0 - lo)
+            valid[(offs[:, None] + np.arange(a.itemsize)).reshape(-1)] = True
+        ro = all(not arrs[k].flags.writeable for k in members)
+        base = memory.alloc(size, " / ".join(f"argument array {k}" for k in members), readonly=ro,
+                            valid=None if valid.all() else valid, init=raw)
+        for k in members:
+            out[k] = base + (spans[k][3] - lo)
+    return out
+
+
+def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
+                 opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
+                 verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None) -> EmuRun:
+    """Compile `module_bytes_or_path` for `gpu_name` at `-O opt_level`, run `kernel` over `grid` on `args`.
+
+    The arrays in `args` are updated in place.  Raises the pipeline's errors
+    (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
+    emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
+    """
+    from ..codegen.driver import compile_module, module_ptx
+    from ..codegen.targets import target
+    mod = _load_module(module_bytes_or_path)
+    if verify:
+        from ..frontend import verify as _verify
+        _verify(mod, None, False)
+    kname = _pick_kernel(mod, kernel)
+    try:
+        tgt = target(gpu_name)
+    except KeyError:
+        raise LaunchError(f"unknown GPU '{gpu_name}'") from None
+    opt_level = int(opt_level)
+    if not 0 <= opt_level <= 3:
+        raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
+    ptx = module_ptx(mod, tgt, opt_level)
+    cubin = compile_module(mod, tgt, opt_level) if assemble else None
+    prog = load_program(ptx, kname)
+    g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
+    if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
+        raise LaunchError(f"bad grid {grid!r}")
+    g = g + (1,) * (3 - len(g))
+    blk = tuple(block) if block is not None else default_block(prog)
+    memory = memory if memory is not None else DeviceMemory()
+    args = list(args)
+    params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname))
+    report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes)
+    for i, addr in arrays:
+        a = args[i]
+        if a.flags.writeable:
+            memory.copy_back(addr, a)
+    return EmuRun(report, kname, ptx, cubin, blk, params, tuple(i for i, _ in arrays))

@@ -1,0 +1,111 @@
+"""PTX emulator on NVIDIA's own PTX: the corpus holds the PTX the real tileiras handed to ptxas.
+
+Running it is an independent check of the emulator's warp-level and async
+instructions (mma.sync with f16/bf16/tf32 fragments, ldmatrix, cp.async with
+commit/wait groups and mbarrier completion, shfl/redux/elect, atomics) on code
+we did not write: the results must match the numpy references.
+
+Known outcomes, asserted as such:
+* `int_ops_*`: NVIDIA's code loads `b` with no bounds check (`ct.load` without
+  padding leaves out-of-bounds elements undefined), reading past the end of the
+  array in the last block -- the memory checker reports it.
+* kernels using wgmma (sm_90) or tcgen05 (sm_100) are not emulated: skipped.
+* the bf16 matmuls are checked against cuTile's bf16 product semantics (see
+  test_emu_manifest.py).
+
+Default run: a sample covering each instruction family; `--run-all`: every file.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import CORPUS, PUBLIC, requires_corpus
+
+from tileiras_async.emu import (
+    DeviceMemory,
+    MemoryFault,
+    UnsupportedInstruction,
+    emulate_ptx,
+    load_program,
+)
+from tileiras_async.emu.runner import map_arguments
+
+FILES = sorted(PUBLIC.glob("*.v13.4.sm_*.ptx")) if PUBLIC.is_dir() else []
+SAMPLE = {
+    ("bmm_f16_32x32x32", "sm_90"),            # mma.m16n8k16 f16, ldmatrix
+    ("matmul_tf32_32x32x16", "sm_90"),        # mma.m16n8k8 tf32, ldmatrix, cp.async, mbarrier
+    ("matmul_bf16_f32out_32x64x32", "sm_90"),  # mma bf16 + cvt.bf16x2
+    ("cumsum_carry_i32_t128", "sm_90"),       # redux.sync, shfl.sync.up
+    ("histogram_f32bins_t256", "sm_90"),      # atom.global
+    ("softmax_rows_f16_512", "sm_100"),       # shfl.bfly, ex2.approx.ftz, redux.max.f32
+    ("where_select_f32_t128", "sm_100"),      # elect.sync
+    ("layernorm_f16_128", "sm_100"),          # f32x2 arithmetic, rsqrt.approx
+    ("int_ops_i32_t128", "sm_90"),            # memcheck finds NVIDIA's unguarded load
+}
+MEMCHECK = {"int_ops_i32_t128", "int_ops_i64_t64"}
+
+
+def _case(path):
+    stem = path.name[: -len(".ptx")]
+    cid, _ver, gpu = stem.split(".v13.4.")[0], "13.4", stem.rsplit(".", 1)[1]
+    return cid, gpu
+
+
+CASES = [(p, *_case(p)) for p in FILES]
+
+
+@pytest.fixture(scope="module")
+def refs():
+    sys.path.insert(0, str(CORPUS))
+    try:
+        import refs as r
+    finally:
+        sys.path.remove(str(CORPUS))
+    return r
+
+
+def run_nvidia(refs, path, cid, gpu):
+    from test_emu_manifest import _check
+
+    ptx = path.read_text()
+    prog = load_program(ptx)
+    inputs = refs.make_inputs(cid)
+    orig = refs.make_inputs(cid)
+    mem = DeviceMemory()
+    params, arrays = map_arguments(prog, list(inputs.values()), mem)
+    block = prog.reqntid or (128, 1, 1)
+    args = list(inputs.values())
+    try:
+        emulate_ptx(ptx, None, refs.grid(cid, inputs), block, params, mem)
+    except UnsupportedInstruction as e:
+        if "wgmma" in str(e) or "tcgen05" in str(e):
+            pytest.skip(f"{cid} ({gpu}) uses {'wgmma' if 'wgmma' in str(e) else 'tcgen05'}, which is not emulated")
+        raise
+    for i, addr in arrays:
+        mem.copy_back(addr, args[i])
+    problems = _check(refs, cid, orig, inputs)
+    assert not problems, f"NVIDIA {cid} {gpu}: " + "; ".join(problems)
+
+
+def _param(cases, sample_only):
+    out = []
+    for p, cid, gpu in cases:
+        marks = [] if (cid, gpu) in SAMPLE else [pytest.mark.slow]
+        if sample_only != ((cid, gpu) in SAMPLE):
+            continue
+        out.append(pytest.param(p, cid, gpu, id=f"{cid}-{gpu}", marks=marks))
+    return out
+
+
+@requires_corpus
+@pytest.mark.parametrize("path,cid,gpu", _param(CASES, True) + _param(CASES, False))
+def test_nvidia_ptx(refs, path, cid, gpu):
+    if cid in MEMCHECK:
+        with pytest.raises(MemoryFault) as ei:
+            run_nvidia(refs, path, cid, gpu)
+        e = ei.value
+        assert "read of size" in str(e) and "after the end of allocation" in str(e)
+        assert e.block is not None and e.thread is not None and e.line is not None
+        return
+    run_nvidia(refs, path, cid, gpu)
