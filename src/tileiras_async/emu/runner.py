@@ -219,7 +219,9 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
     emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
     """
-    from ..codegen.driver import compile_module, module_ptx
+    from ..codegen.driver import module_ptx
+    from ..toolchain.ptxas import PtxasOptions
+    from ..toolchain.ptxas import assemble as _assemble
     from ..codegen.targets import target
     mod = _load_module(module_bytes_or_path)
     if verify:
@@ -234,7 +236,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     if not 0 <= opt_level <= 3:
         raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
     ptx = module_ptx(mod, tgt, opt_level)
-    cubin = compile_module(mod, tgt, opt_level) if assemble else None
+    cubin = _assemble(ptx, PtxasOptions(tgt.ptx_target, opt_level)) if assemble else None
     prog = load_program(ptx, kname)
     g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 1 for x in g):

@@ -38,7 +38,7 @@ def add_run_parser(sub) -> None:
     r.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
     r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
     r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
-                   help="execution engine (only 'interpret' is implemented)")
+                   help="interpret (tile-IR reference), emulate (compile and run our PTX), or both compared")
     r.set_defaults(func=run_command)
 
     def one_line_error(message: str):
@@ -89,7 +89,12 @@ def run_command(args) -> int:
     from ..frontend import InputError, read_input_file
     from ..toolchain import write_atomic
     from ..toolchain.errors import ToolchainError
-    from .runner import load_module, run_kernel
+    from ..codegen.driver import CodegenUnavailable
+    from ..emu.errors import EmuError
+    from ..engines import EnginesDisagree, run_kernel
+    from ..frontend import EXIT_CODEGEN, EXIT_PTXAS
+    from ..toolchain import PtxasError
+    from .runner import load_module
 
     try:
         data = read_input_file(args.module)
@@ -108,6 +113,18 @@ def run_command(args) -> int:
         return _error(str(e), e.exit_code)
     except InterpError as e:
         return _error(str(e), e.exit_code)
+    except EmuError as e:
+        return _error(str(e), e.exit_code)
+    except EnginesDisagree as e:
+        for m in e.report.mismatches:
+            print(f"mismatch: {m}", file=sys.stderr)
+        return _error("the interpreter and the emulator disagree", e.exit_code)
+    except CodegenUnavailable as e:
+        return _error(str(e), EXIT_CODEGEN)
+    except PtxasError as e:
+        return _error(f"ptxas failed: {e.stderr.strip()}", EXIT_PTXAS)
+    except InputError as e:
+        return _error(e.lines[0].removeprefix("error: "), e.rc)
     outputs = {str(i): kernel_args[i] for i in report.array_args}
     buf = io.BytesIO()
     np.savez(buf, **outputs)

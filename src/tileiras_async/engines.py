@@ -1,0 +1,111 @@
+"""Running a kernel on the CPU: the interpreter, the emulator of our own PTX, or both compared.
+
+    run_kernel(module, grid, args, *, kernel=None, engine="interpret", gpu_name="sm_100", opt_level=3)
+
+engine="interpret" runs the tile-IR reference interpreter; "emulate" compiles the module through the
+normal pipeline (ptxas included) and executes the PTX; "both" runs the two on separate copies of the
+arguments, leaves the emulator's results in the caller's arrays and reports, per output, the first
+element where they differ.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .interp.errors import ArgumentError
+from .interp.runner import ENGINES, RunReport, check_grid
+from .interp.runner import run_kernel as _interpret
+
+EXIT_ENGINES_DISAGREE = 7
+
+
+@dataclass
+class Mismatch:
+    argument: int
+    index: tuple[int, ...]
+    interpreted: object
+    emulated: object
+
+    def __str__(self) -> str:
+        return (f"argument {self.argument}: first mismatch at {list(self.index)}: interpreter "
+                f"{self.interpreted!r}, emulator {self.emulated!r}")
+
+
+@dataclass
+class BothReport(RunReport):
+    mismatches: list[Mismatch] = field(default_factory=list)
+    interpreter: RunReport | None = None
+    emulator: RunReport | None = None
+
+
+class EnginesDisagree(Exception):
+    exit_code = EXIT_ENGINES_DISAGREE
+
+    def __init__(self, report: BothReport):
+        self.report = report
+        super().__init__("; ".join(str(m) for m in report.mismatches))
+
+
+def run_kernel(module, grid, args, *, kernel=None, engine="interpret", gpu_name="sm_100", opt_level=3,
+               stdout=None) -> RunReport:
+    if engine not in ENGINES:
+        raise ArgumentError(f"unknown engine '{engine}' (expected one of {', '.join(ENGINES)})")
+    if engine == "interpret":
+        return _interpret(module, grid, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
+                          stdout=stdout)
+    if engine == "emulate":
+        return _emulate(module, grid, args, kernel, gpu_name, opt_level)
+    return _both(module, grid, args, kernel, gpu_name, opt_level, stdout)
+
+
+def _emulate(module, grid, args, kernel, gpu_name, opt_level) -> RunReport:
+    from .emu.runner import run_compiled
+    dims = check_grid(grid)
+    t0 = time.perf_counter()
+    run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level)
+    counters = {k: v for k, v in run.report.as_dict().items() if isinstance(v, int)}
+    return RunReport("emulate", run.kernel, dims, time.perf_counter() - t0, counters, "", tuple(run.arrays))
+
+
+def _copy(a):
+    return np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+
+
+# Engines may sum in different orders (tensor cores, tree reductions), so floats compare within a few
+# ulps of the output's scale rather than bit for bit; integers must be equal.
+_FLOAT_TOL = {2: 2e-3, 4: 1e-4, 8: 1e-9}
+
+
+def _first_mismatch(i: int, got: np.ndarray, want: np.ndarray) -> Mismatch | None:
+    if got.dtype.kind in "fc":
+        tol = _FLOAT_TOL.get(got.dtype.itemsize, 1e-4)
+        finite = np.abs(want[np.isfinite(want)])
+        scale = float(finite.max()) if finite.size else 0.0
+        same = np.isclose(got, want, rtol=tol, atol=tol * scale, equal_nan=True)
+    else:
+        same = got == want
+    if same.all():
+        return None
+    idx = tuple(int(x) for x in np.argwhere(~same)[0])
+    return Mismatch(i, idx, want[idx].item(), got[idx].item())
+
+
+def _both(module, grid, args, kernel, gpu_name, opt_level, stdout) -> BothReport:
+    copies = [_copy(a) for a in args]
+    interpreted = _interpret(module, grid, copies, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
+                             stdout=stdout)
+    emulated = _emulate(module, grid, args, kernel, gpu_name, opt_level)
+    mismatches = []
+    for i in emulated.array_args:
+        m = _first_mismatch(i, np.asarray(args[i]), np.asarray(copies[i]))
+        if m is not None:
+            mismatches.append(m)
+    counters = {f"interpret.{k}": v for k, v in interpreted.counters.items()}
+    counters.update({f"emulate.{k}": v for k, v in emulated.counters.items()})
+    report = BothReport("both", emulated.kernel, emulated.grid, interpreted.time_s + emulated.time_s, counters,
+                        interpreted.stdout, emulated.array_args, mismatches, interpreted, emulated)
+    if mismatches:
+        raise EnginesDisagree(report)
+    return report
