@@ -6,6 +6,7 @@ same code runs in-process (the drop-in `tileiras`) or in worker processes
 pipeline only knows these message types and stage names, never op semantics.
 
     parse    ParseRequest    -> ParsedModule      read + verify; lists the kernels
+    schedule LowerRequest    -> KernelSchedule    one kernel's loops -> modulo schedules (reports)
     lower    LowerRequest    -> LoweredKernel     one kernel -> LLVM IR (layouts, control flow)
     codegen  CodegenRequest  -> PtxModule         the module's kernels -> PTX (llvmlite NVPTX)
     assemble AssembleRequest -> CubinModule       PTX -> cubin (ptxas)
@@ -17,6 +18,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+from .schedule.report import ScheduleReport
 
 
 class CompileOptions(msgspec.Struct, frozen=True):
@@ -63,6 +65,12 @@ class LoweredKernel(msgspec.Struct, frozen=True):
     llvm_ir: str = ""
     shared_bytes: int = 0
     diagnostics: list[StageDiagnostic] = []
+    elapsed_s: float = 0.0
+
+
+class KernelSchedule(msgspec.Struct, frozen=True):
+    kernel: str
+    reports: list[ScheduleReport] = []
     elapsed_s: float = 0.0
 
 
@@ -136,6 +144,16 @@ def lower(req: LowerRequest) -> LoweredKernel:
     return LoweredKernel(req.kernel, True, ir, shared, elapsed_s=time.perf_counter() - t0)
 
 
+def schedule(req: LowerRequest) -> KernelSchedule:
+    """The modulo-scheduling analysis of one kernel's loops (what --schedule-trace-file and the dashboard show)."""
+    from .bytecode.reader import read_module
+    from .schedule.analyze import schedule_module
+    t0 = time.perf_counter()
+    module = read_module(req.data)
+    reports = [r for r in schedule_module(module, req.options.gpu_name, name=req.path) if r.kernel == req.kernel]
+    return KernelSchedule(req.kernel, reports, time.perf_counter() - t0)
+
+
 def codegen(req: CodegenRequest) -> PtxModule:
     from .codegen.driver import empty_module_ptx, link_kernels_ptx
     from .codegen.nvptx import PtxCheckError
@@ -171,25 +189,29 @@ def assemble(req: AssembleRequest) -> CubinModule:
     return CubinModule(True, cubin, elapsed_s=time.perf_counter() - t0)
 
 
-STAGES = {"parse": parse, "lower": lower, "codegen": codegen, "assemble": assemble}
+STAGES = {"parse": parse, "schedule": schedule, "lower": lower, "codegen": codegen, "assemble": assemble}
 
 
 class CompileResult(msgspec.Struct, frozen=True):
     ok: bool
     cubin: bytes = b""
     ptx: str = ""
+    schedules: list[ScheduleReport] = []
     diagnostics: list[StageDiagnostic] = []
     tool_stderr: str = ""
     exit_code: int = 0
 
 
-def compile_in_process(path: str, data: bytes, options: CompileOptions) -> CompileResult:
+def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False
+                       ) -> CompileResult:
     """All stages one after another in this process (what the drop-in does for one file)."""
     from .frontend import EXIT_CODEGEN
     parsed = parse(ParseRequest(path, data))
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
-    lowered = [lower(LowerRequest(path, data, k, options)) for k in parsed.kernels]
+    requests = [LowerRequest(path, data, k, options) for k in parsed.kernels]
+    schedules = [r for req in requests for r in schedule(req).reports] if with_schedules else []
+    lowered = [lower(req) for req in requests]
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
         return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN)
@@ -197,4 +219,4 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions) -> Compi
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
                              exit_code=cubin.exit_code)
-    return CompileResult(True, cubin.cubin, ptx.ptx)
+    return CompileResult(True, cubin.cubin, ptx.ptx, schedules)

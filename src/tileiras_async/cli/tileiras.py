@@ -46,6 +46,8 @@ OPTIONS = [
     Option("remarks-analysis", "Enable analysis remarks for the given categories", kind="value",
            meta="category"),
     Option("remarks-output-file", "Write remarks to this file", kind="value", meta="file"),
+    Option("schedule-trace-file", "Write each loop's modulo schedule as Chrome-trace JSON (Perfetto) to this file",
+           kind="value", meta="file"),
     Option("sanitize", "Instrument generated code (memcheck)", kind="enum",
            values=(("memcheck", "Check global memory accesses"),)),
     Option("version", "Display the version of this program"),
@@ -127,13 +129,20 @@ def _compile(opts) -> int:
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
     options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
                              device_debug=bool(opts.get("device-debug")))
-    result = compile_in_process(path, data, options)
+    trace_file = opts.get("schedule-trace-file")
+    result = compile_in_process(path, data, options, with_schedules=trace_file is not None)
     if not result.ok:
         if result.tool_stderr:
             sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
         raise InputError([f"error: {d.message}" for d in result.diagnostics], result.exit_code)
     if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here
+    if trace_file is not None:
+        from ..schedule.report import schedule_trace_json
+        try:
+            write_atomic(trace_file, (schedule_trace_json(result.schedules) + "\n").encode())
+        except (OutputWriteError, OSError) as e:
+            raise InputError([f"error: cannot write schedule trace '{trace_file}': {e}"], EXIT_CONFIG) from None
     try:
         write_atomic(out_path, result.cubin)
     except (OutputWriteError, OSError):

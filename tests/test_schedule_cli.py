@@ -1,0 +1,32 @@
+"""--schedule-trace-file on the drop-in: a Chrome trace of every loop, and the same cubin as without it."""
+from __future__ import annotations
+
+import json
+
+from tileiras_async.cli import tileiras
+
+from conftest import PUBLIC, requires_corpus
+
+
+@requires_corpus
+def test_schedule_trace_file(tmp_path, monkeypatch):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    assert tileiras.main(["--gpu-name", "sm_90", "-o", "plain.cubin", str(src)]) == 0
+    assert tileiras.main(["--gpu-name", "sm_90", "-o", "traced.cubin", "--schedule-trace-file", "t.json",
+                          str(src)]) == 0
+    assert (tmp_path / "plain.cubin").read_bytes() == (tmp_path / "traced.cubin").read_bytes()
+    trace = json.loads((tmp_path / "t.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    loops = [e for e in events if "ii" in e.get("args", {})]
+    assert loops and all(e["args"]["ii"] >= 1 and e["args"]["stage_count"] >= 1 for e in loops)
+    assert all({"ph", "ts", "name"} <= set(e) for e in events)
+
+
+@requires_corpus
+def test_schedule_trace_unwritable(tmp_path, monkeypatch, capsys):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    rc = tileiras.main(["--gpu-name", "sm_90", "-o", "x.cubin", "--schedule-trace-file", "no/such/dir/t.json",
+                        str(src)])
+    assert rc == 2 and capsys.readouterr().err.startswith("error: cannot write schedule trace")
