@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_disasm)
     v = sub.add_parser("list-versions", help="print the bytecode versions this build reads")
     v.set_defaults(func=_cmd_versions)
+    from ..pipeline.cli_compile import add_compile_parser
+    add_compile_parser(sub)
+    from ..interp.cli import add_run_parser
+    add_run_parser(sub)
     return p
 
 

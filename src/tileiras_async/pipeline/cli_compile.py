@@ -1,0 +1,119 @@
+"""`tileiras-async compile`: the batch front door of the pipeline.
+
+    tileiras-async compile FILES|DIRS... --gpu-name G [--gpu-name G2 ...] [-j N] [-O N]
+                           [--out-dir D] [--json] [--tui] [--timeout S] [--keep-ptx] [--keep-sass]
+                           [--memory-limit MIB]
+
+Outputs are <input name without .tileirbc>.<gpu-name>.cubin (and .ptx / .sass) in --out-dir.
+Diagnostics go to stderr per module as modules finish; the summary table is printed at the end
+(on stdout, or on stderr with --json, where stdout carries only the JSON-lines event stream).
+Exit status: 0 when everything compiled; otherwise the largest per-module status (1 unreadable
+input, 2 unwritable output or missing tool, 3 invalid bytecode, 4 worker crash/timeout/memory or
+internal error, 5 code generation or ptxas failure); 130/143 when interrupted by SIGINT/SIGTERM.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..codegen.targets import GPU_NAMES
+from .config import DEFAULT_MEMORY_LIMIT, DEFAULT_STAGE_TIMEOUT_S, BatchConfig, default_jobs, expand_inputs
+
+FAULT_ENV = "TILEIRAS_ASYNC_FAULT"
+EXIT_USAGE = 1
+EXIT_CONFIG = 2
+
+
+def add_compile_parser(subparsers) -> argparse.ArgumentParser:
+    c = subparsers.add_parser(
+        "compile", help="compile many modules for several targets with a pool of worker processes",
+        description="Compile Tile IR bytecode files (or every *.tileirbc in the given directories) for one or "
+                    "more GPUs with a pool of worker processes supervised by trio.")
+    c.add_argument("inputs", nargs="+", metavar="FILE|DIR")
+    c.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help=f"worker processes (default: CPU count, here {default_jobs()})")
+    c.add_argument("--gpu-name", "--arch", action="append", dest="gpu_names", metavar="G", default=[],
+                   help=f"target GPU; repeat or comma-separate for several ({', '.join(GPU_NAMES)})")
+    c.add_argument("-O", "--opt-level", type=int, default=3, metavar="N", help="optimization level 0-3 (default 3)")
+    c.add_argument("--out-dir", default=".", metavar="D", help="where outputs go (created if missing)")
+    c.add_argument("--json", action="store_true", help="write the event stream as JSON lines on stdout")
+    c.add_argument("--tui", action="store_true", help="live dashboard")
+    c.add_argument("--timeout", type=float, default=DEFAULT_STAGE_TIMEOUT_S, metavar="S",
+                   help=f"per-stage time limit in seconds, ptxas included (default {DEFAULT_STAGE_TIMEOUT_S:g})")
+    c.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_LIMIT >> 20, metavar="MIB",
+                   help=f"kill a worker whose resident memory exceeds this (default {DEFAULT_MEMORY_LIMIT >> 20})")
+    c.add_argument("--keep-ptx", action="store_true", help="also write <name>.<gpu>.ptx")
+    c.add_argument("--keep-sass", action="store_true", help="also write <name>.<gpu>.sass (nvdisasm -c)")
+    c.add_argument("--schedules", action="store_true",
+                   help="run the loop scheduler too: kernel_scheduled events and <name>.<gpu>.schedule.json "
+                        "(Chrome trace, as the drop-in's --schedule-trace-file)")
+    c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
+    c.set_defaults(func=cmd_compile)
+    return c
+
+
+def _error(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _targets(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        for name in v.split(","):
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def cmd_compile(args) -> int:
+    from .messages import FaultSpec
+    from .summary import DiagnosticPrinter, JsonLines, Summary
+    from .supervisor import compile_batch
+
+    if args.tui:
+        return _error("--tui is not available yet: the dashboard is still to come (use --json for the event "
+                      "stream)", EXIT_CONFIG)
+    targets = _targets(args.gpu_names)
+    if not targets:
+        return _error("no --gpu-name given: name at least one target GPU", EXIT_CONFIG)
+    bad = [t for t in targets if t not in GPU_NAMES]
+    if bad:
+        return _error(f"unsupported --gpu-name '{bad[0]}' (choose from: {', '.join(GPU_NAMES)})", EXIT_CONFIG)
+    if not 0 <= args.opt_level <= 3:
+        return _error(f"invalid optimization level: {args.opt_level}", EXIT_CONFIG)
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        return _error(f"-j must be at least 1, not {jobs}", EXIT_CONFIG)
+    if args.timeout <= 0 or args.memory_limit <= 0:
+        return _error("--timeout and --memory-limit must be positive", EXIT_CONFIG)
+    try:
+        spec = args.inject_fault or os.environ.get(FAULT_ENV)
+        fault = FaultSpec.parse(spec) if spec else None
+    except ValueError as e:
+        return _error(str(e), EXIT_CONFIG)
+    inputs, errors = expand_inputs(args.inputs)
+    if errors:
+        for line in errors:
+            print(line, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        os.makedirs(args.out_dir, exist_ok=True)
+    except OSError as e:
+        return _error(f"cannot create output directory '{args.out_dir}': {e.strerror or e}", EXIT_CONFIG)
+
+    summary = Summary()
+    sinks = [summary]
+    if args.json:
+        sinks.append(JsonLines(sys.stdout.buffer))
+    else:
+        sinks.append(DiagnosticPrinter(sys.stderr))
+    config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
+                         stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
+                         keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault)
+    finished = compile_batch(config, sinks)
+    out = sys.stderr if args.json else sys.stdout
+    out.write(summary.render())
+    out.flush()
+    return finished.exit_code

@@ -1,0 +1,76 @@
+"""What a batch run is asked to do, and how inputs become modules and output names.
+
+Kept free of trio and the worker machinery so the CLI can build its parser cheaply.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..toolchain import Toolchain
+    from .messages import FaultSpec
+
+INPUT_SUFFIX = ".tileirbc"
+DEFAULT_STAGE_TIMEOUT_S = 600.0
+DEFAULT_MEMORY_LIMIT = 4 << 30
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class BatchConfig:
+    inputs: list[str]
+    targets: list[str]
+    jobs: int = field(default_factory=default_jobs)
+    opt_level: int = 3
+    out_dir: str = "."
+    stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
+    keep_ptx: bool = False
+    keep_sass: bool = False
+    schedules: bool = False                # run the schedule stage; events + <name>.<gpu>.schedule.json
+    fault: "FaultSpec | None" = None
+    toolchain: "Toolchain | None" = None   # None: the default search (tests point it at fake tools)
+    handle_signals: bool = True            # SIGINT/SIGTERM/SIGHUP cancel the run (main thread only)
+
+
+def output_stem(path: str) -> str:
+    name = os.path.basename(path)
+    return name[: -len(INPUT_SUFFIX)] if name.endswith(INPUT_SUFFIX) else name
+
+
+def expand_inputs(args: list[str]) -> tuple[list[str], list[str]]:
+    """FILES|DIRS -> (module paths in order, error lines).  A directory contributes its
+    *.tileirbc files (not recursively), sorted; a path named twice is compiled once."""
+    paths: list[str] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    for arg in args:
+        if os.path.isdir(arg):
+            found = sorted(str(Path(arg) / p.name) for p in Path(arg).iterdir()
+                           if p.name.endswith(INPUT_SUFFIX) and p.is_file())
+            if not found:
+                errors.append(f"error: no {INPUT_SUFFIX} files in directory '{arg}'")
+        else:
+            found = [arg]
+        for p in found:
+            key = os.path.realpath(p)
+            if key not in seen:
+                seen.add(key)
+                paths.append(p)
+    stems: dict[str, str] = {}
+    for p in paths:
+        stem = output_stem(p)
+        if stem in stems:
+            errors.append(f"error: '{p}' and '{stems[stem]}' would write the same output files "
+                          f"({stem}.<gpu-name>.cubin)")
+        stems.setdefault(stem, p)
+    return paths, errors

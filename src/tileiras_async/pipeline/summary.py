@@ -1,0 +1,207 @@
+"""Consumers of the event stream: JSON lines, per-module diagnostics on stderr, the summary table.
+
+Each is a plain callable taking one event, so any number can listen to the same run (the
+dashboard is one more).  The summary is folded from events only: what the table says is
+exactly what --json would have shown.
+"""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import IO
+
+from .events import (Diagnostic, ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, TargetFinished,
+                     WorkerExited, WorkerStarted, encode_json, format_diagnostic)
+from .config import output_stem
+
+STAGE_ORDER = ("parse", "schedule", "lower", "codegen", "assemble", "disasm")
+
+
+class JsonLines:
+    """--json: every event as one JSON object per line, flushed as it happens."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+
+    def __call__(self, event) -> None:
+        self.stream.write(encode_json(event) + b"\n")
+        self.stream.flush()
+
+
+class DiagnosticPrinter:
+    """A module's diagnostics, printed together when the module finishes (never interleaved)."""
+
+    def __init__(self, stream: IO[str] | None = None):
+        self.stream = stream
+        self._pending: dict[str, list[Diagnostic]] = defaultdict(list)
+        self._targets: list[str] = []
+
+    def __call__(self, event) -> None:
+        if isinstance(event, Diagnostic):
+            self._pending[event.module].append(event)
+        elif isinstance(event, RunStarted):
+            self._targets = list(event.targets)
+        elif isinstance(event, ModuleFinished):
+            self.flush(event.module, event.kernels)
+        elif isinstance(event, RunFinished):
+            for module in list(self._pending):
+                self.flush(module)
+
+    def flush(self, module: str, kernels: list[str] = ()) -> None:
+        """Print in a stable order (target, kernel, stage), whatever order the jobs finished in."""
+        stream = self.stream or sys.stderr
+        pending = self._pending.pop(module, [])
+        rank = {k: i for i, k in enumerate(kernels)}
+        targets = {t: i for i, t in enumerate(self._targets)}
+        stages = {s: i for i, s in enumerate(STAGE_ORDER)}
+        order = sorted(range(len(pending)), key=lambda i: (
+            targets.get(pending[i].target, -1), rank.get(pending[i].kernel, -1),
+            stages.get(pending[i].stage, len(stages)), i))
+        for d in (pending[i] for i in order):
+            stream.write(format_diagnostic(d) + "\n")
+            if d.tool_stderr:
+                stream.write(d.tool_stderr if d.tool_stderr.endswith("\n") else d.tool_stderr + "\n")
+        stream.flush()
+
+
+@dataclass
+class _Row:
+    index: int
+    stem: str
+    kernels: int | None = None
+    exit_code: int | None = None
+    targets: dict[str, int] = field(default_factory=dict)
+    stage_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+@dataclass
+class _StageTotals:
+    jobs: int = 0
+    failed: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+    overhead_s: float = 0.0
+
+
+class Summary:
+    """Folds events into the end-of-run table (modules, kernels, ok/failed, time per stage)."""
+
+    def __init__(self):
+        self.started: RunStarted | None = None
+        self.finished: RunFinished | None = None
+        self.rows: dict[str, _Row] = {}
+        self.stages: dict[str, _StageTotals] = defaultdict(_StageTotals)
+        self.workers: set[int] = set()
+        self.worker_faults: list[WorkerExited] = []
+        self.peak_rss = 0
+
+    def __call__(self, event) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+            for i, m in enumerate(event.modules):
+                self.rows[m] = _Row(i, output_stem(m))
+        elif isinstance(event, ModuleStarted):
+            self.rows.setdefault(event.module, _Row(event.index, output_stem(event.module)))
+        elif isinstance(event, ModuleFinished):
+            row = self.rows[event.module]
+            row.exit_code = event.exit_code
+            if event.version:
+                row.kernels = len(event.kernels)
+        elif isinstance(event, TargetFinished):
+            self.rows[event.module].targets[event.target] = event.exit_code
+        elif isinstance(event, StageFinished):
+            st = self.stages[event.stage]
+            st.jobs += 1
+            st.failed += not event.ok
+            st.total_s += event.elapsed_s
+            st.max_s = max(st.max_s, event.elapsed_s)
+            st.overhead_s += event.overhead_s
+            if event.module in self.rows:
+                self.rows[event.module].stage_s[event.stage] += event.elapsed_s
+            if event.worker_pid:
+                self.workers.add(event.worker_pid)
+            self.peak_rss = max(self.peak_rss, event.peak_rss_bytes)
+        elif isinstance(event, WorkerStarted):
+            self.workers.add(event.pid)
+        elif isinstance(event, WorkerExited):
+            self.worker_faults.append(event)
+        elif isinstance(event, RunFinished):
+            self.finished = event
+
+    # ------------------------------------------------------------------ rendering
+
+    def render(self) -> str:
+        targets = list(self.started.targets) if self.started else []
+        stages = [s for s in STAGE_ORDER if s in self.stages] + sorted(set(self.stages) - set(STAGE_ORDER))
+        rows = sorted(self.rows.values(), key=lambda r: r.index)
+        width = max([len("module")] + [len(r.stem) for r in rows])
+        tw = [max(len(t), 6) for t in targets]
+        head = (f"{'module'.ljust(width)}  {'kernels':>7}  " + "  ".join(t.ljust(w) for t, w in zip(targets, tw))
+                + "".join(f"  {s:>9}" for s in stages))
+        lines = [head, "-" * len(head)]
+        for r in rows:
+            cells = "  ".join(_status(r, t).ljust(w) for t, w in zip(targets, tw))
+            kern = "-" if r.kernels is None else str(r.kernels)
+            times = "".join(f"  {_ms(r.stage_s[s]) if s in r.stage_s else '-':>9}" for s in stages)
+            lines.append(f"{r.stem.ljust(width)}  {kern:>7}  {cells}{times}")
+        lines.append("")
+        lines.append(f"{'stage':<9} {'jobs':>6} {'failed':>6} {'total':>10} {'mean':>10} {'max':>10} {'overhead':>10}")
+        for s in stages:
+            st = self.stages[s]
+            mean = st.total_s / st.jobs if st.jobs else 0.0
+            over = _ms(st.overhead_s / st.jobs) if st.overhead_s else "-"
+            lines.append(f"{s:<9} {st.jobs:>6} {st.failed:>6} {_secs(st.total_s):>10} {_ms(mean):>10} "
+                         f"{_ms(st.max_s):>10} {over:>10}")
+        lines.append("")
+        lines.append(self.totals_line())
+        for w in self.worker_faults:
+            lines.append(describe_worker_exit(w))
+        return "\n".join(lines) + "\n"
+
+    def totals_line(self) -> str:
+        f = self.finished
+        if f is None:
+            return "run did not finish"
+        done = [r for r in self.rows.values() if r.exit_code is not None]
+        modules_ok = sum(1 for r in done if r.exit_code == 0)
+        parts = [f"{f.modules} modules: {modules_ok} ok, {f.modules_failed} failed"
+                 + (f", {f.modules - len(done)} not finished" if len(done) < f.modules else ""),
+                 f"{f.kernels} kernels x targets: {f.kernels - f.kernels_failed} ok, {f.kernels_failed} failed",
+                 f"{len(f.outputs)} files written",
+                 f"wall {f.elapsed_s:.2f} s",
+                 f"{len(self.workers)} workers" + (f" (peak RSS {self.peak_rss / (1 << 20):.0f} MiB)"
+                                                  if self.peak_rss else "")]
+        text = " | ".join(parts)
+        if f.cancelled:
+            text += f"\ninterrupted by {f.cancelled}: workers and tools stopped, no partial outputs"
+        return text
+
+
+def describe_worker_exit(w: WorkerExited) -> str:
+    if w.reason == "timeout":
+        why = "killed: stage timeout"
+    elif w.reason == "memory":
+        why = "killed: memory limit"
+    elif w.signal:
+        why = f"crashed ({w.signal})"
+    else:
+        why = f"{w.reason} (exit status {w.exit_code})"
+    return f"worker {w.pid} {why} during job {w.job}; replaced"
+
+
+def _status(row: _Row, target: str) -> str:
+    if target in row.targets:
+        code = row.targets[target]
+        return "ok" if code == 0 else f"FAIL({code})"
+    if row.exit_code is not None:
+        return f"FAIL({row.exit_code})"
+    return "-"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}ms"
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.2f}s"

@@ -1,0 +1,117 @@
+"""ptxas and nvdisasm, run by the supervisor with the real tileiras's harness semantics.
+
+NVIDIA's tileiras runs ptxas through LLVM's `sys::ExecuteAndWait`: a SIGALRM deadline, and on
+expiry the child is killed and reaped with wait4 ("Child timed out"); exit status 127/126 mean
+the program "could not be executed"; a child killed by a signal is reported by the signal's
+name; the tool's own stderr is passed through verbatim.  We run tools in the supervisor, not
+in the workers, through the toolchain's async harness: each child has its own process group,
+which a timeout or a cancellation (Ctrl-C, SIGTERM) kills as a whole, so a hung ptxas can
+neither outlive the batch nor tie up a worker.
+"""
+from __future__ import annotations
+
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..stages import AssembleRequest, CubinModule, StageDiagnostic
+from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
+from ..toolchain.errors import ToolRunError
+
+EXIT_TOOL_FAILED = 5      # as the real tool: ptxas failures exit 5
+EXIT_TOOL_MISSING = 2     # no ptxas/nvdisasm to be found (the toolchain's "cannot find" message)
+
+PTX_NAME = "kernel.ptx"   # the same names stages.assemble uses, so cubins are byte-identical
+CUBIN_NAME = "kernel.cubin"
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    ok: bool
+    message: str = ""          # one line, "" when ok
+    stdout: bytes = b""
+    stderr: str = ""           # verbatim
+    rc: int | None = None      # exit status; negative: killed by that signal; None: never ran
+    timed_out: bool = False
+    elapsed_s: float = 0.0
+
+
+def describe_status(tool: str, rc: int, timed_out: bool, timeout: float) -> str:
+    """The one-line verdict on a finished tool run that did not succeed."""
+    if timed_out:
+        return f"{tool}: Child timed out after {timeout:g} s (killed)"
+    if rc == 127:
+        return f"{tool} could not be executed (exit status 127: command not found)"
+    if rc == 126:
+        return f"{tool} could not be executed (exit status 126: Program could not be executed)"
+    if rc < 0:
+        return f"{tool} was terminated by signal {signal_name(-rc)}"
+    return f"{tool} failed with exit code {rc}"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        sig = signal.Signals(signum)
+    except ValueError:
+        return f"{signum}"
+    text = signal.strsignal(sig)
+    return f"{sig.name} ({text})" if text else sig.name
+
+
+async def run_external(tool: str, argv: list[str], *, timeout: float, cwd: str | None = None) -> ToolOutcome:
+    t0 = time.monotonic()
+    try:
+        result = await run_tool_async(argv, timeout=timeout, cwd=cwd)
+    except ToolRunError as e:  # execve failed: missing file, not executable, bad interpreter
+        reason = e.message.split(": ", 1)[-1]
+        return ToolOutcome(False, f"{tool} could not be executed: {reason}", elapsed_s=time.monotonic() - t0)
+    stderr = result.stderr.decode("utf-8", "replace")
+    if result.ok:
+        return ToolOutcome(True, stdout=result.stdout, stderr=stderr, rc=0, elapsed_s=result.elapsed_s)
+    return ToolOutcome(False, describe_status(tool, result.rc, result.timed_out, timeout), result.stdout, stderr,
+                       result.rc, result.timed_out, result.elapsed_s)
+
+
+def _error(message: str) -> StageDiagnostic:
+    return StageDiagnostic("error", message)
+
+
+async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None) -> CubinModule:
+    """The assemble stage (AssembleRequest -> CubinModule), run with the async harness."""
+    from ..codegen.targets import target
+    t0 = time.monotonic()
+    try:
+        tgt = target(req.options.gpu_name)
+        ptxas = (toolchain or default_toolchain()).ptxas
+    except ToolchainError as e:
+        return CubinModule(False, diagnostics=[_error(e.message)], exit_code=EXIT_TOOL_MISSING,
+                           elapsed_s=time.monotonic() - t0)
+    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+        ptx_file, out_file = Path(workdir, PTX_NAME), Path(workdir, CUBIN_NAME)
+        ptx_file.write_text(req.ptx, encoding="utf-8")
+        argv = ptxas_argv(ptxas, ptx_file, out_file, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level))
+        outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir)
+        if not outcome.ok:
+            return CubinModule(False, diagnostics=[_error(outcome.message)], tool_stderr=outcome.stderr,
+                               exit_code=EXIT_TOOL_FAILED, elapsed_s=time.monotonic() - t0)
+        try:
+            cubin = out_file.read_bytes()
+        except FileNotFoundError:
+            return CubinModule(False, diagnostics=[_error("ptxas reported success but wrote no cubin")],
+                               tool_stderr=outcome.stderr, exit_code=EXIT_TOOL_FAILED,
+                               elapsed_s=time.monotonic() - t0)
+    return CubinModule(True, cubin, tool_stderr=outcome.stderr, elapsed_s=time.monotonic() - t0)
+
+
+async def disassemble(cubin: bytes, *, timeout: float, toolchain: Toolchain | None = None) -> ToolOutcome:
+    """`nvdisasm -c` on a cubin (for --keep-sass): the SASS text is the outcome's stdout."""
+    try:
+        nvdisasm = (toolchain or default_toolchain()).nvdisasm
+    except ToolchainError as e:
+        return ToolOutcome(False, e.message)
+    with tempfile.TemporaryDirectory(prefix="tileiras-nvdisasm-") as workdir:
+        path = Path(workdir, CUBIN_NAME)
+        path.write_bytes(cubin)
+        return await run_external("nvdisasm", [str(nvdisasm), "-c", str(path)], timeout=timeout, cwd=workdir)
