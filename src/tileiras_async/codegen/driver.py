@@ -1,7 +1,10 @@
 """Compile a verified cuda_tile module: LLVM IR per kernel -> PTX (llvmlite NVPTX) -> cubin (ptxas)."""
 from __future__ import annotations
 
+from copy import deepcopy
+
 from ..ir.core import Function, Module
+from ..lower.dce import eliminate_dead_code
 from ..ir.diagnostics import resolve_loc
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
@@ -16,9 +19,19 @@ class CodegenUnavailable(Exception):
     """The module is valid, but this build cannot generate code for part of it."""
 
 
+def _optimizable_copy(module: Module, fn: Function) -> tuple[Module, Function]:
+    """A private copy of the module to transform (the caller's IR is never changed)."""
+    index = module.functions.index(fn)
+    copy = deepcopy(module)
+    kernel = copy.functions[index]
+    eliminate_dead_code(kernel)
+    return copy, kernel
+
+
 def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None) -> tuple[str, int]:
     """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes)."""
     options = options or CodegenOptions()
+    module, fn = _optimizable_copy(module, fn)
     ir = ModuleIR()
     em = KernelEmitter(ir, fn, options, module)
     try:
