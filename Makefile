@@ -15,9 +15,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The main job on the bundled examples: read, verify and disassemble every example module.
+# The main job: compile every bundled example for two GPUs through the batch pipeline (summary at the end).
 run: $(STAMP)
-	$(VENV)/bin/tileiras-async disasm examples/*.tileirbc
+	$(VENV)/bin/tileiras-async compile examples --gpu-name sm_100,sm_90 --out-dir build/examples
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -28,6 +28,10 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench_read.py
+	$(PY) bench/compile.py
+	$(PY) bench/bench_pipeline.py
+	$(PY) bench/bench_interp.py
+	$(PY) bench/bench_emu.py
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)
