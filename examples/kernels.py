@@ -43,14 +43,14 @@ def online_softmax(x, y, TN: CI):
     m = ct.full((1, 1), -math.inf, dtype=ct.float32)
     s = ct.zeros((1, 1), dtype=ct.float32)
     for j in range(nt):
-        v = ct.load(x, index=(r, j), shape=(1, TN), padding_mode=NEG_INF).astype(ct.float32)
+        v = ct.astype(ct.load(x, index=(r, j), shape=(1, TN), padding_mode=NEG_INF), ct.float32)
         m_new = ct.maximum(m, ct.max(v, axis=1, keepdims=True))
         s = s * ct.exp(m - m_new) + ct.sum(ct.exp(v - m_new), axis=1, keepdims=True)
         m = m_new
     inv = 1.0 / s
     for j in range(nt):
-        v = ct.load(x, index=(r, j), shape=(1, TN), padding_mode=NEG_INF).astype(ct.float32)
-        ct.store(y, index=(r, j), tile=(ct.exp(v - m) * inv).astype(y.dtype))
+        v = ct.astype(ct.load(x, index=(r, j), shape=(1, TN), padding_mode=NEG_INF), ct.float32)
+        ct.store(y, index=(r, j), tile=ct.astype(ct.exp(v - m) * inv, y.dtype))
 
 
 # --------------------------------------------------------------- matmul with a K loop
@@ -65,9 +65,9 @@ def matmul_bias_relu(A, B, bias, C, TM: CI, TN: CI, TK: CI):
         a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=ZERO)
         b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
         acc = ct.mma(a, b, acc)
-    bv = ct.load(bias, index=(j,), shape=(TN,), padding_mode=ZERO).astype(ct.float32)
+    bv = ct.astype(ct.load(bias, index=(j,), shape=(TN,), padding_mode=ZERO), ct.float32)
     acc = ct.maximum(acc + bv[None, :], 0.0)
-    ct.store(C, index=(i, j), tile=acc.astype(C.dtype))
+    ct.store(C, index=(i, j), tile=ct.astype(acc, C.dtype))
 
 
 # --------------------------------------------------------------- layout (permute)
@@ -106,7 +106,7 @@ def clamp_count(x, y, nclamped, lo, hi, T: CI):
     c = ct.where(below, lo, ct.where(above, hi, v))
     c = ct.where((c & 1) != 0, c - 1, c)
     ct.store(y, index=(i,), tile=c)
-    n = ct.sum(below.astype(ct.int32) + above.astype(ct.int32))
+    n = ct.sum(ct.astype(below, ct.int32) + ct.astype(above, ct.int32))
     ct.store(nclamped, index=(i,), tile=n)
 
 
@@ -119,7 +119,7 @@ def bucket_histogram(data, hist, maxbin, lo, inv_width, T: CI, NB: CI):
     offs = i * T + ct.arange(T, dtype=ct.int32)
     valid = offs < data.shape[0]
     v = ct.gather(data, offs, padding_value=0.0)
-    b = ct.floor((v - lo) * inv_width).astype(ct.int32)
+    b = ct.astype(ct.floor((v - lo) * inv_width), ct.int32)
     b = ct.minimum(ct.maximum(b, 0), NB - 1)
     ct.atomic_add(hist, b, ct.where(valid, 1, 0))
     top = ct.max(ct.where(valid, b, 0))

@@ -91,3 +91,10 @@ def test_reexport_is_identical(tmp_path: Path, name: str, version: str):
     fresh = ea.out_path(tmp_path, name, version).read_bytes()
     committed = ea.out_path(EXAMPLES_DIR, name, version).read_bytes()
     assert fresh == committed
+
+
+def test_examples_carry_no_machine_paths():
+    """Debug info names files relative to the checkout, never this machine's venv or directories."""
+    for path in sorted(EXAMPLES_DIR.glob("*.tileirbc")):
+        data = path.read_bytes()
+        assert b"site-packages" not in data and str(EXAMPLES_DIR).encode() not in data, path.name
