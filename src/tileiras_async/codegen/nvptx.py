@@ -1,6 +1,7 @@
 """LLVM IR text -> PTX with llvmlite's NVPTX back end (libdevice linked when math functions are used)."""
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from functools import lru_cache
@@ -50,6 +51,19 @@ def _target_machine(cpu: str, features: str, opt: int):
 @lru_cache(maxsize=1)
 def _libdevice_bytes() -> bytes:
     return find_libdevice().read_bytes()
+
+
+def warm_up(targets: tuple[str, ...] = (), opt_level: int = 3) -> None:
+    """Fill the back end's caches (LLVM initialisation, libdevice, target machines) ahead of the first compile,
+    as long-lived workers do; failures surface later, on the compile that needs the missing piece."""
+    from .targets import target
+    _init()
+    with contextlib.suppress(Exception):
+        _libdevice_bytes()
+    for name in targets:
+        with contextlib.suppress(Exception):
+            tgt = target(name)
+            _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
 
 
 def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,

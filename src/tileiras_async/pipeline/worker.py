@@ -118,18 +118,11 @@ def _warm(targets: tuple[str, ...], opt_level: int) -> None:
         from .. import frontend  # noqa: F401  (reader, verifier: what parse needs)
         from ..ir import verifier  # noqa: F401
         from ..codegen import driver  # noqa: F401  (imports register every lowering)
-        from ..codegen import nvptx
-        from ..codegen.targets import target
+        from ..codegen.nvptx import warm_up
     except Exception:  # noqa: BLE001 - a broken import surfaces as a stage error, with its message
         return
     with contextlib.suppress(Exception):
-        nvptx._init()
-    with contextlib.suppress(Exception):
-        nvptx._libdevice_bytes()
-    for name in targets:
-        with contextlib.suppress(Exception):
-            tgt = target(name)
-            nvptx._target_machine(tgt.ptx_target, nvptx.ptx_feature(tgt), min(opt_level, 3))
+        warm_up(targets, opt_level)
 
 
 def _misbehave(fault: FaultSpec) -> None:
