@@ -11,6 +11,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
+	@# the dashboard's real-terminal test drives tmux
+	command -v tmux >/dev/null 2>&1 || apt-get install -y tmux >/dev/null 2>&1 || \
+		(apt-get update >/dev/null 2>&1 && apt-get install -y tmux >/dev/null 2>&1) || \
+		echo "note: tmux could not be installed; tests/test_tui_tmux.py will skip"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -32,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_interp.py
 	$(PY) bench/bench_emu.py
+	$(PY) bench/bench_tui.py
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)

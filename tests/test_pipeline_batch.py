@@ -249,7 +249,7 @@ def test_cli_keep_sass(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--tui"], "error: --tui is not available yet"),
+    (["--tui", "--json"], "error: --tui and --json cannot be combined"),
     ([], "error: no --gpu-name given"),
     (["--gpu-name", "sm_75"], "error: unsupported --gpu-name 'sm_75'"),
     (["--gpu-name", "sm_100", "-O", "4"], "error: invalid optimization level: 4"),

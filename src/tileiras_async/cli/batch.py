@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=_cmd_versions)
     from ..pipeline.cli_compile import add_compile_parser
     add_compile_parser(sub)
+    from ..pipeline.cli_compile import add_tui_parser
+    add_tui_parser(sub)
     from ..interp.cli import add_run_parser
     add_run_parser(sub)
     return p

@@ -38,7 +38,9 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("-O", "--opt-level", type=int, default=3, metavar="N", help="optimization level 0-3 (default 3)")
     c.add_argument("--out-dir", default=".", metavar="D", help="where outputs go (created if missing)")
     c.add_argument("--json", action="store_true", help="write the event stream as JSON lines on stdout")
-    c.add_argument("--tui", action="store_true", help="live dashboard")
+    c.add_argument("--tui", action="store_true", help="watch the batch in the terminal dashboard (keys: ? for help)")
+    c.add_argument("--exit-when-done", action="store_true",
+                   help="with --tui: close the dashboard when the batch is done (default: stay open until q)")
     c.add_argument("--timeout", type=float, default=DEFAULT_STAGE_TIMEOUT_S, metavar="S",
                    help=f"per-stage time limit in seconds, ptxas included (default {DEFAULT_STAGE_TIMEOUT_S:g})")
     c.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_LIMIT >> 20, metavar="MIB",
@@ -51,6 +53,27 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
+
+
+def _import_tui():
+    """The dashboard package `tui` (installed beside tileiras_async, or at the root of a source checkout)."""
+    try:
+        import tui.cli
+    except ImportError:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        if not os.path.isfile(os.path.join(root, "tui", "__init__.py")):
+            raise
+        sys.path.append(root)
+        import tui.cli
+    return tui
+
+
+def add_tui_parser(subparsers) -> None:
+    """`tileiras-async tui` (defined by the dashboard package; absent if it is not installed)."""
+    try:
+        _import_tui().cli.add_tui_parser(subparsers)
+    except ImportError:
+        pass
 
 
 def _error(message: str, code: int) -> int:
@@ -72,9 +95,9 @@ def cmd_compile(args) -> int:
     from .summary import DiagnosticPrinter, JsonLines, Summary
     from .supervisor import compile_batch
 
-    if args.tui:
-        return _error("--tui is not available yet: the dashboard is still to come (use --json for the event "
-                      "stream)", EXIT_CONFIG)
+    if args.tui and args.json:
+        return _error("--tui and --json cannot be combined (record with --json, then `tileiras-async tui "
+                      "--replay FILE`)", EXIT_CONFIG)
     targets = _targets(args.gpu_names)
     if not targets:
         return _error("no --gpu-name given: name at least one target GPU", EXIT_CONFIG)
@@ -103,6 +126,12 @@ def cmd_compile(args) -> int:
     except OSError as e:
         return _error(f"cannot create output directory '{args.out_dir}': {e.strerror or e}", EXIT_CONFIG)
 
+    if args.tui:
+        config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
+                             stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
+                             keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules,
+                             fault=fault, handle_signals=False)
+        return _import_tui().cli.run_live(config, exit_when_done=getattr(args, "exit_when_done", False))
     summary = Summary()
     sinks = [summary]
     if args.json:

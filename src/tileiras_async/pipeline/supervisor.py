@@ -43,6 +43,7 @@ EXIT_BAD_INPUT = 3         # bytecode that does not parse or verify
 EXIT_INTERNAL = 4          # a worker crashed / was killed, or a stage raised
 EXIT_CODEGEN = 5
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+EXIT_CANCELLED = 130       # a module cancelled through BatchControl (the dashboard's cancel key)
 
 # stage -> scheduling rank: finish what has started before starting new work
 _RANK = {"assemble": 0, "disasm": 0, "codegen": 1, "lower": 2, "schedule": 2, "parse": 3}
@@ -68,19 +69,99 @@ def split_location(message: str) -> tuple[str | None, str]:
 Sink = Callable[[object], None]
 
 
+class BatchControl:
+    """The control channel into a running batch (the dashboard's retry / cancel / quit keys).
+
+    Every method is thread-safe and returns at once: the request runs on the batch's trio thread
+    (requests made before the run starts are queued).  Modules are named by their path, as in
+    the events.
+
+        cancel(module)   stop one module: its worker jobs are cancelled (trio-parallel kills and
+                         replaces the workers running them), its ptxas is killed; it finishes with
+                         ModuleFinished(ok=False, exit_code=EXIT_CANCELLED).  A module not admitted
+                         yet finishes that way as soon as its turn comes.
+        cancel_all()     cancel every module that has not finished.
+        retry(module)    run a finished module again from the start: ModuleStarted ... ModuleFinished
+                         once more, with the same index; its earlier outcome no longer counts in
+                         RunFinished.  Ignored while the module runs, and once the batch is closing.
+        close(cancel)    let a held-open batch finish once its modules are done; with cancel=True,
+                         stop what still runs (RunFinished.cancelled = "user", exit status 130).
+
+    `hold_open=True` keeps the batch (and its worker pool) alive after its last module, until
+    close(): a dashboard that stays open can retry modules after the batch is done.
+    """
+
+    def __init__(self, hold_open: bool = False):
+        self.hold_open = hold_open
+        self._lock = threading.Lock()
+        self._pending: list[tuple] = []
+        self._batch: "Batch | None" = None
+        self._token = None
+        self._ended = False
+
+    def cancel(self, module: str) -> None:
+        self._send("cancel", module)
+
+    def cancel_all(self) -> None:
+        self._send("cancel_all", None)
+
+    def retry(self, module: str) -> None:
+        self._send("retry", module)
+
+    def close(self, cancel: bool = False) -> None:
+        self._send("close", cancel)
+
+    def _send(self, op: str, arg) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            if self._token is None:
+                self._pending.append((op, arg))
+                return
+            token, batch = self._token, self._batch
+        try:
+            token.run_sync_soon(batch._control, op, arg)
+        except trio.RunFinishedError:
+            pass
+
+    def _attach(self, batch: "Batch") -> None:
+        with self._lock:
+            self._batch, self._token = batch, trio.lowlevel.current_trio_token()
+            pending, self._pending = self._pending, []
+        for op, arg in pending:
+            batch._control(op, arg)
+
+    def _detach(self) -> None:
+        with self._lock:
+            self._batch = self._token = None
+            self._ended = True
+
+
 @dataclass
 class _ModuleState:
     exit_code: int = 0
     target_codes: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, list[str]] = field(default_factory=dict)
+    # BatchControl bookkeeping
+    running: bool = False
+    done: bool = False
+    cancel_requested: bool = False
+    scope: trio.CancelScope | None = None
+    kernels: int = 0
+    kernels_failed: int = 0
 
 
 class Batch:
     """One batch run.  `await Batch(config, sinks).run()` -> RunFinished (also emitted)."""
 
-    def __init__(self, config: BatchConfig, sinks: list[Sink]):
+    def __init__(self, config: BatchConfig, sinks: list[Sink], control: BatchControl | None = None):
         self.config = config
         self.sinks = sinks
+        self.control = control
+        self._nursery: trio.Nursery | None = None       # where module tasks run (retries too)
+        self._admission: trio.Semaphore | None = None
+        self._outer: trio.CancelScope | None = None
+        self._closed: trio.Event | None = None
         self.t0 = time.monotonic()
         self.cancelled: str | None = None
         self.kernels = 0
@@ -104,12 +185,23 @@ class Batch:
         self.emit(RunStarted, version=__version__, modules=list(cfg.inputs), targets=list(cfg.targets),
                   jobs=cfg.jobs, opt_level=cfg.opt_level, out_dir=cfg.out_dir, supervisor_pid=os.getpid(),
                   stage_timeout_s=cfg.stage_timeout_s, memory_limit_bytes=cfg.memory_limit_bytes)
-        async with trio.open_nursery() as outer:
-            if cfg.handle_signals and threading.current_thread() is threading.main_thread():
-                await outer.start(self._watch_signals, outer.cancel_scope)
-            if cfg.inputs:
-                await self._run_modules()
-            outer.cancel_scope.cancel()
+        self._closed = trio.Event()
+        self._index = {path: i for i, path in enumerate(cfg.inputs)}
+        try:
+            async with trio.open_nursery() as outer:
+                self._outer = outer.cancel_scope
+                if self.control is not None:
+                    self.control._attach(self)
+                if cfg.handle_signals and threading.current_thread() is threading.main_thread():
+                    await outer.start(self._watch_signals, outer.cancel_scope)
+                if cfg.inputs:
+                    await self._run_modules()
+                elif self.control is not None and self.control.hold_open:
+                    await self._closed.wait()
+                outer.cancel_scope.cancel()
+        finally:
+            if self.control is not None:
+                self.control._detach()
         return self._finish()
 
     async def _watch_signals(self, scope: trio.CancelScope, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -131,16 +223,74 @@ class Batch:
                               memory_limit_bytes=cfg.memory_limit_bytes, slots=self.slots, fault=cfg.fault,
                               warm_targets=cfg.targets, opt_level=cfg.opt_level) as pool:
             self.pool = pool
+            self._admission = admission
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 for index, path in enumerate(cfg.inputs):
                     await admission.acquire()  # in input order: trio's semaphore is FIFO
                     nursery.start_soon(self._module_task, admission, index, path)
+                if self.control is not None and self.control.hold_open:
+                    await self._closed.wait()
+                self._nursery = None  # closing: no more retries
 
     async def _module_task(self, admission: trio.Semaphore, index: int, path: str) -> None:
+        state = self.modules[index]
+        state.running = True
+        t0 = time.monotonic()
         try:
-            await self._module(index, path)
+            with trio.CancelScope() as scope:
+                state.scope = scope
+                if state.cancel_requested:
+                    scope.cancel()
+                await self._module(index, path)
+            if scope.cancelled_caught:  # BatchControl.cancel (a run-wide cancel propagates instead)
+                state.exit_code = EXIT_CANCELLED
+                self._data.pop(index, None)
+                self.emit(ModuleFinished, module=path, ok=False, exit_code=EXIT_CANCELLED,
+                          elapsed_s=time.monotonic() - t0)
         finally:
+            state.running, state.done, state.scope = False, True, None
             admission.release()
+
+    # ------------------------------------------------------------------ control (BatchControl)
+
+    def _control(self, op: str, arg) -> None:
+        """A BatchControl request, on the trio thread."""
+        if op == "close":
+            assert self._closed is not None
+            if arg and any(not m.done for m in self.modules):
+                self.cancelled = "user"
+                if self._outer is not None:
+                    self._outer.cancel()
+            self._closed.set()
+            return
+        if op == "cancel_all":
+            for path, index in self._index.items():
+                self._control("cancel", path)
+            return
+        index = self._index.get(arg)
+        if index is None or index >= len(self.modules):
+            return
+        state = self.modules[index]
+        if op == "cancel":
+            if state.done:
+                return
+            state.cancel_requested = True
+            if state.scope is not None:
+                state.scope.cancel()
+        elif op == "retry":
+            if not state.done or self._nursery is None or self._admission is None:
+                return
+            self.kernels -= state.kernels
+            self.kernels_failed -= state.kernels_failed
+            self.modules[index] = _ModuleState()
+            self._nursery.start_soon(self._retry_task, index, arg)
+
+    async def _retry_task(self, index: int, path: str) -> None:
+        assert self._admission is not None
+        self.modules[index].running = True  # not "done" while it waits for admission
+        await self._admission.acquire()
+        await self._module_task(self._admission, index, path)
 
     def _finish(self) -> RunFinished:
         failed = [m for m in self.modules if m.exit_code]
@@ -230,6 +380,7 @@ class Batch:
         cfg = self.config
         options = CompileOptions(target, cfg.opt_level)
         data = self._data[index]
+        state = self.modules[index]
         lowered: list[LoweredKernel | None] = [None] * len(parsed.kernels)
 
         async def lower_one(i: int, kernel: str) -> None:
@@ -241,6 +392,8 @@ class Batch:
             ok = result is not None and result.ok
             self.kernels += 1
             self.kernels_failed += not ok
+            state.kernels += 1
+            state.kernels_failed += not ok
             if result is not None and not result.ok:
                 self._diagnose(path, "lower", result.diagnostics, target, kernel)
             self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=ok,
@@ -334,10 +487,11 @@ class Batch:
 
 
 
-async def run_batch(config: BatchConfig, sinks: list[Sink]) -> RunFinished:
-    return await Batch(config, sinks).run()
+async def run_batch(config: BatchConfig, sinks: list[Sink], control: BatchControl | None = None) -> RunFinished:
+    return await Batch(config, sinks, control).run()
 
 
-def compile_batch(config: BatchConfig, sinks: list[Sink]) -> RunFinished:
-    """Synchronous entry point: one trio run for one batch."""
-    return trio.run(run_batch, config, sinks)
+def compile_batch(config: BatchConfig, sinks: list[Sink], control: BatchControl | None = None) -> RunFinished:
+    """Synchronous entry point: one trio run for one batch.  The dashboard runs it in a thread
+    (config.handle_signals=False) with a BatchControl, and quits through control.close()."""
+    return trio.run(run_batch, config, sinks, control)
