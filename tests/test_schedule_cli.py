@@ -30,3 +30,20 @@ def test_schedule_trace_unwritable(tmp_path, monkeypatch, capsys):
     rc = tileiras.main(["--gpu-name", "sm_90", "-o", "x.cubin", "--schedule-trace-file", "no/such/dir/t.json",
                         str(src)])
     assert rc == 2 and capsys.readouterr().err.startswith("error: cannot write schedule trace")
+
+
+def test_batch_schedule_trace_is_deterministic(tmp_path):
+    from tileiras_async.cli import batch
+    from conftest import REPO
+    examples = sorted((REPO / "examples").glob("*.v13.4.tileirbc"))[:3]
+    traces = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"t{jobs}.json"
+        rc = batch.main(["compile", *map(str, examples), "--gpu-name", "sm_80", "-j", jobs,
+                         "--out-dir", str(tmp_path / jobs), "--schedule-trace-file", str(out)])
+        assert rc == 0
+        traces.append(out.read_bytes())
+    assert traces[0] == traces[1]
+    events = json.loads(traces[0])
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    assert any("ii" in e.get("args", {}) for e in events)

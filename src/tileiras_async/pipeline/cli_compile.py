@@ -50,6 +50,9 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--schedules", action="store_true",
                    help="run the loop scheduler too: kernel_scheduled events and <name>.<gpu>.schedule.json "
                         "(Chrome trace, as the drop-in's --schedule-trace-file)")
+    c.add_argument("--schedule-trace-file", metavar="F", default=None,
+                   help="write every loop's modulo schedule of the batch as one Chrome-trace JSON file (Perfetto); "
+                        "implies --schedules")
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
@@ -88,6 +91,25 @@ def _targets(values: list[str]) -> list[str]:
             if name and name not in out:
                 out.append(name)
     return out
+
+
+class _ScheduleTrace:
+    """Collects the kernels' schedule reports; written as one trace in a fixed order (any -j, any completion)."""
+
+    def __init__(self):
+        self.reports: list[tuple[tuple, object]] = []
+
+    def __call__(self, event) -> None:
+        from .events import KernelScheduled
+        if isinstance(event, KernelScheduled):
+            for r in event.reports:
+                self.reports.append(((event.module, event.target, event.kernel, r.loop), r))
+
+    def write(self, path: str) -> None:
+        from ..schedule.report import schedule_trace_json
+        from ..toolchain import write_atomic
+        ordered = [r for _, r in sorted(self.reports, key=lambda kr: kr[0])]
+        write_atomic(path, (schedule_trace_json(ordered) + "\n").encode())
 
 
 def cmd_compile(args) -> int:
@@ -134,6 +156,10 @@ def cmd_compile(args) -> int:
         return _import_tui().cli.run_live(config, exit_when_done=getattr(args, "exit_when_done", False))
     summary = Summary()
     sinks = [summary]
+    trace = _ScheduleTrace() if args.schedule_trace_file else None
+    if trace is not None:
+        args.schedules = True
+        sinks.append(trace)
     if args.json:
         sinks.append(JsonLines(sys.stdout.buffer))
     else:
@@ -142,6 +168,11 @@ def cmd_compile(args) -> int:
                          stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
                          keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault)
     finished = compile_batch(config, sinks)
+    if trace is not None:
+        try:
+            trace.write(args.schedule_trace_file)
+        except OSError as e:
+            return _error(f"cannot write schedule trace '{args.schedule_trace_file}': {e.strerror or e}", EXIT_CONFIG)
     out = sys.stderr if args.json else sys.stdout
     out.write(summary.render())
     out.flush()
