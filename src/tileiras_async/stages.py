@@ -18,6 +18,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+from .codegen.remarks import Remark
 from .schedule.report import ScheduleReport
 
 
@@ -64,6 +65,7 @@ class LoweredKernel(msgspec.Struct, frozen=True):
     ok: bool
     llvm_ir: str = ""
     shared_bytes: int = 0
+    remarks: list[Remark] = []
     diagnostics: list[StageDiagnostic] = []
     elapsed_s: float = 0.0
 
@@ -92,11 +94,13 @@ class AssembleRequest(msgspec.Struct, frozen=True):
     ptx: str
     options: CompileOptions
     timeout_s: float = 600.0
+    resource_report: bool = False     # run ptxas -v and turn its report into remarks
 
 
 class CubinModule(msgspec.Struct, frozen=True):
     ok: bool
     cubin: bytes = b""
+    remarks: list[Remark] = []
     diagnostics: list[StageDiagnostic] = []
     tool_stderr: str = ""
     exit_code: int = 0
@@ -137,11 +141,12 @@ def lower(req: LowerRequest) -> LoweredKernel:
     debug = "full" if req.options.device_debug else ("lineinfo" if req.options.lineinfo else "none")
     opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level,
                           target=req.options.gpu_name, debug=debug)
+    remarks: list[Remark] = []
     try:
-        ir, shared = kernel_llvm_ir(module, fn, opts)
+        ir, shared = kernel_llvm_ir(module, fn, opts, remarks=remarks)
     except CodegenUnavailable as e:
         return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
-    return LoweredKernel(req.kernel, True, ir, shared, elapsed_s=time.perf_counter() - t0)
+    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0)
 
 
 def schedule(req: LowerRequest) -> KernelSchedule:
@@ -172,21 +177,25 @@ def codegen(req: CodegenRequest) -> PtxModule:
 
 
 def assemble(req: AssembleRequest) -> CubinModule:
+    from .codegen.remarks import from_ptxas_report
     from .codegen.targets import target
     from .toolchain import PtxasError, PtxasOptions, ToolchainError
-    from .toolchain import assemble as run_ptxas
+    from .toolchain.ptxas import assemble_with_report
     t0 = time.perf_counter()
     tgt = target(req.options.gpu_name)
+    extra = ("-v",) if req.resource_report else ()
     try:
-        cubin = run_ptxas(req.ptx, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level),
-                          timeout=req.timeout_s)
+        cubin, report = assemble_with_report(
+            req.ptx, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level, extra=extra),
+            timeout=req.timeout_s)
     except PtxasError as e:
         return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program")],
                            tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0)
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,
                            elapsed_s=time.perf_counter() - t0)
-    return CubinModule(True, cubin, elapsed_s=time.perf_counter() - t0)
+    remarks = from_ptxas_report(report) if req.resource_report else []
+    return CubinModule(True, cubin, remarks, elapsed_s=time.perf_counter() - t0)
 
 
 STAGES = {"parse": parse, "schedule": schedule, "lower": lower, "codegen": codegen, "assemble": assemble}
@@ -197,13 +206,14 @@ class CompileResult(msgspec.Struct, frozen=True):
     cubin: bytes = b""
     ptx: str = ""
     schedules: list[ScheduleReport] = []
+    remarks: list[Remark] = []
     diagnostics: list[StageDiagnostic] = []
     tool_stderr: str = ""
     exit_code: int = 0
 
 
-def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False
-                       ) -> CompileResult:
+def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False,
+                       with_remarks: bool = False) -> CompileResult:
     """All stages one after another in this process (what the drop-in does for one file)."""
     from .frontend import EXIT_CODEGEN
     parsed = parse(ParseRequest(path, data))
@@ -215,8 +225,9 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
         return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN)
-    cubin = assemble(AssembleRequest(ptx.ptx, options))
+    cubin = assemble(AssembleRequest(ptx.ptx, options, resource_report=with_remarks))
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
                              exit_code=cubin.exit_code)
-    return CompileResult(True, cubin.cubin, ptx.ptx, schedules)
+    remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
+    return CompileResult(True, cubin.cubin, ptx.ptx, schedules, remarks)

@@ -130,7 +130,9 @@ def _compile(opts) -> int:
     options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
                              device_debug=bool(opts.get("device-debug")))
     trace_file = opts.get("schedule-trace-file")
-    result = compile_in_process(path, data, options, with_schedules=trace_file is not None)
+    remark_filter = _remark_filter(opts)
+    result = compile_in_process(path, data, options, with_schedules=trace_file is not None,
+                                with_remarks=bool(remark_filter))
     if not result.ok:
         if result.tool_stderr:
             sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
@@ -143,11 +145,36 @@ def _compile(opts) -> int:
             write_atomic(trace_file, (schedule_trace_json(result.schedules) + "\n").encode())
         except (OutputWriteError, OSError) as e:
             raise InputError([f"error: cannot write schedule trace '{trace_file}': {e}"], EXIT_CONFIG) from None
+    if remark_filter:
+        _emit_remarks(opts, [r for r in result.remarks if remark_filter.wants(r)])
     try:
         write_atomic(out_path, result.cubin)
     except (OutputWriteError, OSError):
         return EXIT_CONFIG
     return 0
+
+
+def _remark_filter(opts):
+    from ..codegen.remarks import RemarkFilter
+    return RemarkFilter.from_options(opts.get("remarks"), passed=opts.get("remarks-passed"),
+                                     missed=opts.get("remarks-missed"), failed=opts.get("remarks-failed"),
+                                     analysis=opts.get("remarks-analysis"))
+
+
+def _emit_remarks(opts, remarks) -> None:
+    """YAML to --remarks-output-file (the default format there), else one line per remark on stderr."""
+    from ..codegen.remarks import to_command_line, to_yaml
+    from ..toolchain import OutputWriteError, write_atomic
+    out_file = opts.get("remarks-output-file")
+    fmt = opts.get("remark-format") or ("yaml" if out_file else "command-line")
+    text = to_yaml(remarks) if fmt == "yaml" else to_command_line(remarks)
+    if out_file:
+        try:
+            write_atomic(out_file, text.encode())
+        except (OutputWriteError, OSError) as e:
+            raise InputError([f"error: cannot write remarks to '{out_file}': {e}"], EXIT_CONFIG) from None
+    else:
+        sys.stderr.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:

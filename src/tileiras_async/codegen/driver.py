@@ -28,8 +28,10 @@ def _optimizable_copy(module: Module, fn: Function) -> tuple[Module, Function]:
     return copy, kernel
 
 
-def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None) -> tuple[str, int]:
-    """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes)."""
+def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None, *,
+                   remarks: list | None = None) -> tuple[str, int]:
+    """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes).
+    The lowerings' remarks are appended to `remarks` when a list is given."""
     options = options or CodegenOptions()
     module, fn = _optimizable_copy(module, fn)
     ir = ModuleIR()
@@ -39,6 +41,8 @@ def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None 
     except LoweringError as e:
         raise CodegenUnavailable(_describe(module, fn, e)) from None
     em.finish()
+    if remarks is not None:
+        remarks.extend(_as_remark(r, fn) for r in em.remarks)
     return ir.render(), em.shared_bytes
 
 
@@ -49,6 +53,14 @@ def _describe(module: Module, fn: Function, e: LoweringError) -> str:
         loc = resolve_loc(module, e.op.loc)
         text += f" (op 'cuda_tile.{e.op.name}'" + (f" at {loc})" if loc else ")")
     return text
+
+
+def _as_remark(r, fn: Function):
+    """Lowerings record Remark objects; a plain string is a loop-pipelining note."""
+    from .remarks import Remark
+    if isinstance(r, Remark):
+        return r
+    return Remark("missed", "pipelining", "LoopNotPipelined", fn.name.decode(errors="replace"), str(r))
 
 
 def module_llvm_ir(module: Module, options: CodegenOptions | None = None) -> list[str]:

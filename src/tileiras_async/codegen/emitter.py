@@ -49,6 +49,9 @@ class CodegenOptions:
     vector_width: int = 4
     target: str = "sm_100"  # --gpu-name: picks instructions that exist on that architecture
     debug: str = "none"     # "none", "lineinfo" (--lineinfo) or "full" (-g): source lines in the PTX
+    # software pipelining of K-loops (codegen/pipelining.py): shared-memory buffers per pipelined operand;
+    # 1 (or 0) keeps every loop synchronous.  4 is the real tool's `unspecialized-pipeline-num-stages` default.
+    pipeline_stages: int = 4
 
 
 @dataclass
@@ -66,6 +69,7 @@ class KernelEmitter:
     def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions, module=None):
         self.module_ir = module_ir
         self.fn = fn
+        self.module = module  # the cuda_tile module (source locations of remarks), when the caller gives it
         self.options = options
         self.env: dict[int, object] = {}
         self.loops: list[_Loop] = []
@@ -76,6 +80,11 @@ class KernelEmitter:
         self._thread_coords: dict[LinearLayout, list[str]] = {}
         self.shared_bytes = 0
         self._globals = 0
+        self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
+        # per-op lowerings that replace the registered one for this op (id(op) -> lowering); codegen/pipelining.py
+        # installs them for the loads and the mma of a software-pipelined loop
+        self.op_overrides: dict[int, Callable[["KernelEmitter", Operation], None]] = {}
+        self.pipelines: list = []     # pipelining.PipelineInfo of every software-pipelined loop
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):
@@ -97,6 +106,14 @@ class KernelEmitter:
         self.lane = self.b.entry_value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
         self.warp = self.b.entry_value(f"lshr i32 {self.tid}, 5", "warp")
         self.b.new_block("body")
+
+    def remark(self, kind: str, category: str, name: str, message: str, op: Operation | None = None) -> None:
+        """Record an optimization remark (kind: passed | missed | failed | analysis) at `op`'s source location."""
+        from ..ir.diagnostics import resolve_loc
+        from .remarks import Remark
+        loc = resolve_loc(self.module, op.loc) if op is not None and self.module is not None else None
+        self.remarks.append(Remark(kind, category, name, self.fn.name.decode(errors="replace"), message,
+                                   loc.file if loc else "", loc.line if loc else 0, loc.col if loc else 0))
 
     def unique_global(self, hint: str) -> str:
         """A module-unique, deterministic global name (never derived from object ids)."""
@@ -297,7 +314,7 @@ class KernelEmitter:
             self.emit_op(block.ops[-1])
 
     def emit_op(self, op: Operation) -> None:
-        lowering = LOWERINGS.get(op.name)
+        lowering = self.op_overrides.get(id(op)) or LOWERINGS.get(op.name)
         if lowering is None:
             raise LoweringError(f"cannot lower '{op.name}' yet", op)
         saved = self.b.dbg

@@ -936,3 +936,274 @@ def _advise_loop_layouts(em: KernelEmitter, op: Operation, inits: list[Tile]) ->
 
 
 LOOP_CARRY_ADVISORS.append(_advise_loop_layouts)
+
+
+# -- software-pipelined K-loops ------------------------------------------------------------------------------
+#
+# In a loop codegen/pipelining.py pipelines, the operands are not in registers: cp.async copied them into one
+# of the stage buffers (A row-major ([b,] m, k) with k contiguous, B row-major ([b,] k, n)), in K chunks.
+# The mma asks the pipeline for each chunk (`pipe.unit(u)`: wait for it, issue the copies S-1 chunks ahead)
+# and reads its fragments straight from that buffer.  The k steps, and so the accumulation order, are those
+# of the unpipelined lowering: the results are bit-identical.
+
+def _operand_element_fns(em: KernelEmitter, x, mma_elem: T.Type, to_half: bool) -> tuple[list, str, T.Type]:
+    """Per-element functions from the staged element to the value the mma consumes (the reshape/ftof chain
+    of the operand, then fp8 -> f16 where the instruction is f16), the LLVM type and element after them."""
+    from functools import partial
+    fns = []
+    elem = x.elem
+    for o in x.chain:
+        if o.name == "ftof":
+            fns.append(partial(_apply_ftof, em, o, llvm_type(elem)))
+            elem = o.result.type.elem
+    if to_half and _name(elem) in _FP8:
+        fns.append(partial(_apply_fp8_to_half, em, _name(elem)))
+        elem = T.F16
+    return fns, llvm_type(elem), elem
+
+
+def _apply_ftof(em: KernelEmitter, op: Operation, lt: str, v: str) -> str:
+    from .lower_elementwise import _ftof
+    return _ftof(em, op, lt, [v])
+
+
+def _apply_fp8_to_half(em: KernelEmitter, kind: str, v: str) -> str:
+    return fp8_to_half(em, v, kind)
+
+
+def _pack_word(em: KernelEmitter, instr: Instr, elems: list[str], lt: str) -> str:
+    """A fragment register from its `pack` elements (element 0 in the low bits)."""
+    if instr.word == "<2 x half>":
+        v = em.b.value(f"insertelement <2 x half> poison, half {elems[0]}, i32 0")
+        return em.b.value(f"insertelement <2 x half> {v}, half {elems[1]}, i32 1")
+    if instr.word == "double":
+        return elems[0]
+    bits = 32 // instr.pack
+    word = None
+    for j, x in enumerate(elems):
+        if lt not in (f"i{bits}",):
+            x = em.b.value(f"bitcast {lt} {x} to i{bits}")
+        if bits < 32:
+            x = em.b.value(f"zext i{bits} {x} to i32")
+            if j:
+                x = em.b.value(f"shl i32 {x}, {j * bits}")
+        word = x if word is None else em.b.value(f"or i32 {word}, {x}")
+    return word
+
+
+def _staged_word(em: KernelEmitter, instr: Instr, ptr: str, off: int | None, step: int, x, fns, lt: str) -> str:
+    """Fragment register at byte `off` of the operand's buffer (its elements `step` bytes apart)."""
+    if off is None:  # K padding
+        return _zero_word(instr)
+    if not fns and x.eb == instr.elem_bytes and (instr.pack == 1 or step == x.eb):
+        return _load_word(em, instr, ptr, off)
+    elems = []
+    for j in range(instr.pack):
+        o = off + j * step
+        p = ptr if o == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {o}", "sp")
+        v = em.b.value(f"load {x.llvm}, {SHARED_PTR} {p}, align {x.eb}", "frag")
+        for f in fns:
+            v = f(v)
+        elems.append(v)
+    return _pack_word(em, instr, elems, lt)
+
+
+def _unit_ptr(em: KernelEmitter, unit_off: str, thread: str, const: int) -> str:
+    off = unit_off if thread == "0" else em.b.value(f"add i32 {unit_off}, {thread}")
+    return _smem_ptr(em, _add(em, off, const))
+
+
+def _warp_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
+    """i32 in the entry block: the sum over this thread's set warp bits of contrib(basis)."""
+    acc = "0"
+    for bit, basis in enumerate(layout.bases[2]):
+        off = contrib(basis)
+        if not off:
+            continue
+        one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.warp}, {bit}')}, 1")
+        term = em.b.entry_value(f"mul i32 {one}, {off}")
+        acc = term if acc == "0" else em.b.entry_value(f"add i32 {acc}, {term}")
+    return acc
+
+
+def _ldmatrix_thread(em: KernelEmitter, warp_part: str, rows_mask: int, row_bytes: int, hi_bytes: int) -> str:
+    """Per-thread address offset of an ldmatrix: lanes 0-15 give rows 0-15 (masked: small tiles wrap, as
+    their layouts do), lanes 16-31 the same rows `hi_bytes` further on."""
+    row = em.b.entry_value(f"and i32 {em.lane}, {rows_mask}")
+    off = em.b.entry_value(f"mul i32 {row}, {row_bytes}")
+    if hi_bytes:
+        hi = em.b.entry_value(f"lshr i32 {em.lane}, 4")
+        off = em.b.entry_value(f"add i32 {off}, {em.b.entry_value(f'mul i32 {hi}, {hi_bytes}')}")
+    return off if warp_part == "0" else em.b.entry_value(f"add i32 {off}, {warp_part}")
+
+
+def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, trans: bool) -> list[str]:
+    """`ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16` at ptr + off: `count` fragment registers."""
+    p = ptr if off == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {off}", "sp")
+    p32 = em.b.value(f"ptrtoint {SHARED_PTR} {p} to i32")
+    outs = ",".join(f"${j}" for j in range(count))
+    rt = "{ " + ", ".join(["i32"] * count) + " }"
+    res = em.b.asm(rt, f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{outs}}}, "
+                       f"[${count}];", ",".join(["=r"] * count) + ",r,~{memory}", [("i32", p32)], hint="ldm")
+    words = [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(count)]
+    if instr.word != "i32":
+        words = [em.b.value(f"bitcast i32 {w} to {instr.word}") for w in words]
+    return words
+
+
+def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
+    """The mma of a pipelined loop (see above); `pipe` is a codegen.pipelining.Pipeline.  16-bit operands
+    read their fragments with ldmatrix (A: .x4, one m16 x k16 fragment; B: .x4.trans, two n8 x k16 ones)."""
+    plan = plan_for(em, op)
+    if plan is None:
+        _lower_fma_staged(em, op, pipe)
+        return
+    instr = plan.instr
+    count = plan.tk * plan.rb * plan.rm * plan.rn
+    if count > MMA_UNROLL_LIMIT:
+        raise LoweringError(f"mma of {plan.B}x{plan.M}x{plan.N}x{plan.K} needs {count} mma.sync per warp "
+                            f"(limit {MMA_UNROLL_LIMIT} per warp)")
+    a, b = pipe.cand.a, pipe.cand.b
+    kc = pipe.geom.kc
+    plan.kc = kc
+    plan.a_stage = Staging(a.base, a.strides[a.lead:], plan.a.rank - 1, kc)
+    plan.b_stage = Staging(b.base, b.strides[b.lead:], plan.b.rank - 2, kc)
+    to_half = instr in (F16_F32, F16_F16)
+    fa, lta, _ = _operand_element_fns(em, a, op.operands["lhs"].type.elem, to_half)
+    fb, ltb, _ = _operand_element_fns(em, b, op.operands["rhs"].type.elem, to_half)
+    acc = to_layout(em, em.get(op.operands["acc"]), plan.c)
+    # ldmatrix where the fragment is 8x8 blocks of 16-bit elements with 16-byte rows in the buffer
+    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
+    ldm_a = m16 and a.eb == 2 and not fa
+    ldm_b = m16 and b.eb == 2 and not fb and plan.N >= 8
+    b_pairs = ldm_b and plan.rn >= 2
+    if ldm_a:
+        a_thread = _ldmatrix_thread(em, _warp_offset(em, plan.a, plan.a_stage.contrib), min(plan.M, 16) - 1,
+                                    a.row, 8 * a.eb)
+    else:
+        a_thread = _thread_offset(em, plan.a, plan.a_stage.contrib)
+    if ldm_b:
+        b_thread = _ldmatrix_thread(em, _warp_offset(em, plan.b, plan.b_stage.contrib), 15, b.row,
+                                    8 * plan.wn * b.eb if b_pairs else 0)
+    else:
+        b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
+    c_regs = list(acc.regs)
+    for u, ksteps in enumerate(plan.chunks()):
+        unit_off = pipe.unit(u)
+        a_ptr = _unit_ptr(em, unit_off, a_thread, a.base)
+        b_ptr = _unit_ptr(em, unit_off, b_thread, b.base)
+        for ks in ksteps:
+            a_keys, b_keys, mmas = plan.kstep(ks)
+            if ldm_a:
+                a_words = {}
+                for bt in range(plan.rb):
+                    for mt in range(plan.rm):
+                        ws = _ldmatrix(em, instr, a_ptr, plan.word_offset("a", plan.a_reg(0, ks, mt, bt)), 4, False)
+                        a_words.update({(bt, mt, w): ws[w] for w in range(4)})
+            else:
+                a_words = {key: _staged_word(em, instr, a_ptr, plan.word_offset("a", r), a.eb, a, fa, lta)
+                           for key, r in a_keys.items()}
+            if ldm_b:
+                b_words = {}
+                for bt in range(plan.rb):
+                    for nt in range(0, plan.rn, 2 if b_pairs else 1):
+                        ws = _ldmatrix(em, instr, b_ptr, plan.word_offset("b", plan.b_reg(0, ks, nt, bt)),
+                                       4 if b_pairs else 2, True)
+                        for j, w in enumerate(ws):
+                            b_words[(bt, nt + j // 2, j % 2)] = w
+            else:
+                b_words = {key: _staged_word(em, instr, b_ptr, plan.word_offset("b", r), b.row, b, fb, ltb)
+                           for key, r in b_keys.items()}
+            for ak, bk, cs in mmas:
+                d = _mma_call(em, op, instr, [a_words[x] for x in ak], [b_words[x] for x in bk],
+                              [c_regs[j] for j in cs])
+                for j, v in zip(cs, d):
+                    c_regs[j] = v
+    em.set(op.result, Tile(op.result.type, plan.c, c_regs))
+
+
+def _lower_fma_staged(em: KernelEmitter, op: Operation, pipe) -> None:
+    """The FMA chain of a pipelined loop: as `_lower_fma`, reading A and B from the stage buffers."""
+    res_ty: T.TileType = op.result.type
+    layout = em.default_layout(res_ty.shape)
+    acc = to_layout(em, em.get(op.operands["acc"]), layout)
+    a, b = pipe.cand.a, pipe.cand.b
+    fa, _, elem_a = _operand_element_fns(em, a, op.operands["lhs"].type.elem, True)
+    fb, _, elem_b = _operand_element_fns(em, b, op.operands["rhs"].type.elem, True)
+    lt = llvm_type(res_ty.elem)
+    sa = op.attrs.get("signedness_lhs", Signedness.signed) == Signedness.signed
+    sb = op.attrs.get("signedness_rhs", Signedness.signed) == Signedness.signed
+    kc = pipe.geom.kc
+    batched = len(res_ty.shape) == 3
+    sta, stb = a.strides[a.lead:], b.strides[b.lead:]
+    # result coordinate ([b,] m, n) -> byte offset of its A row / B column start; then per-k strides
+    a_row = ((sta[0],) if batched else ()) + (sta[-2], 0)
+    b_col = ((stb[0],) if batched else ()) + (0, stb[-1])
+    a_k, b_k = sta[-1], stb[-2]
+    regs = list(acc.regs)
+    single = _single_bit(layout)
+    if single:
+        a_t = _thread_offset(em, layout, lambda bs: _offset(bs, a_row))
+        b_t = _thread_offset(em, layout, lambda bs: _offset(bs, b_col))
+    uniq: dict[Coord, list[int]] = {}
+    for r in range(layout.num_registers):
+        uniq.setdefault(layout.register_coord(r), []).append(r)
+    reps = [rs[0] for rs in uniq.values()]
+    for u in range(pipe.geom.chunks):
+        unit_off = pipe.unit(u)
+        a_ptrs: dict[object, str] = {}
+        ptrs = []
+        for r in reps:
+            if single:
+                coord = layout.register_coord(r)
+                a_key = _offset(coord, a_row)
+                if a_key not in a_ptrs:
+                    a_ptrs[a_key] = _unit_ptr(em, unit_off, a_t, a.base + a_key)
+                b_ptr = _unit_ptr(em, unit_off, b_t, b.base + _offset(coord, b_col))
+            else:
+                cs = em.coords(layout, r)
+                a_off, b_off = str(a.base), str(b.base)
+                for c, sa_, sb_ in zip(cs, a_row, b_col):
+                    if sa_:
+                        a_off = em.b.value(f"add i32 {a_off}, {em.b.value(f'mul i32 {c}, {sa_}')}")
+                    if sb_:
+                        b_off = em.b.value(f"add i32 {b_off}, {em.b.value(f'mul i32 {c}, {sb_}')}")
+                a_key = r
+                a_ptrs[a_key] = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {a_off}"))
+                b_ptr = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {b_off}"))
+            ptrs.append((a_ptrs[a_key], b_ptr))
+
+        def step(kk, current: list[str], ptrs=ptrs) -> list[str]:
+            if isinstance(kk, int):
+                ao, bo = kk * a_k, kk * b_k
+            else:
+                ao = em.b.value(f"mul i32 {kk}, {a_k}")
+                bo = em.b.value(f"mul i32 {kk}, {b_k}")
+            out = []
+            a_vals: dict[str, str] = {}
+            for (pa, pb), cur in zip(ptrs, current):
+                if pa not in a_vals:
+                    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pa}, i32 {ao}", "sp")
+                    x = em.b.value(f"load {a.llvm}, {SHARED_PTR} {p}, align {a.eb}")
+                    for f in fa:
+                        x = f(x)
+                    a_vals[pa] = _widen(em, x, elem_a, lt, sa)
+                p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pb}, i32 {bo}", "sp")
+                y = em.b.value(f"load {b.llvm}, {SHARED_PTR} {p}, align {b.eb}")
+                for f in fb:
+                    y = f(y)
+                out.append(_fma(em, lt, a_vals[pa], _widen(em, y, elem_b, lt, sb), cur))
+            return out
+
+        cur = [regs[r] for r in reps]
+        if len(reps) * kc <= FMA_UNROLL_LIMIT:
+            for kk in range(kc):
+                cur = step(kk, cur)
+        else:
+            cur = em.counted_loop("0", str(kc), [(lt, v) for v in cur], step)
+        for r, v in zip(reps, cur):
+            regs[r] = v
+    for rs in uniq.values():
+        for r in rs[1:]:
+            regs[r] = regs[rs[0]]
+    em.set(op.result, Tile(res_ty, layout, regs))

@@ -100,11 +100,22 @@ def assemble(
     toolchain: Toolchain | None = None,
 ) -> bytes:
     """Assemble PTX text into cubin bytes, or raise PtxasError carrying ptxas's stderr."""
+    return assemble_with_report(ptx_text, opts, timeout=timeout, toolchain=toolchain)[0]
+
+
+def assemble_with_report(
+    ptx_text: str,
+    opts: PtxasOptions,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    toolchain: Toolchain | None = None,
+) -> tuple[bytes, str]:
+    """Like assemble, also returning what ptxas printed (its resource report when opts.extra has -v)."""
     ptxas = (toolchain or default_toolchain()).ptxas
     with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
         ptx_file, out_file = _stage(ptx_text, Path(workdir))
         result = run_tool(ptxas_argv(ptxas, ptx_file, out_file, opts), timeout=timeout, cwd=workdir)
-        return _collect(result, out_file, timeout)
+        return _collect(result, out_file, timeout), result.stderr.decode("utf-8", "replace")
 
 
 async def assemble_async(

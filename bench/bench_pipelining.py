@@ -1,0 +1,384 @@
+"""The static effect of software pipelining on the corpus matmuls: the steady-state K-loop, pipelined vs not.
+
+    python bench/bench_pipelining.py [--gpu-name sm_80[,sm_100,...]] [--stages N] [--kernels a,b] [--json FILE]
+                                     [--no-real]
+
+Per corpus kernel whose `for` body runs an mma, for our compiler with pipelining off (`pipeline_stages=1`)
+and on (`--stages`, default CodegenOptions' 4), and for NVIDIA's tileiras when it is installed:
+
+* the K-loop's instructions -- in our PTX and, with nvdisasm, in the SASS ptxas made of it (the real tool:
+  SASS only).  The K-loop is the innermost loop (a backward branch) holding the most tensor-core / FMA
+  instructions; for a pipelined kernel, the loop version aligned data runs (16-byte copies);
+* inside it: mma (HMMA/…/FFMA in SASS), shared loads, global loads, cp.async (LDGSTS), barriers;
+* shared memory: bytes per stage buffer x stages (ours pipelined), the staging buffer (ours synchronous),
+  the kernel's total static shared memory (all three); registers and spill bytes (ptxas -v).
+
+Nothing runs on a GPU: this is what the code looks like, not how fast it is.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from tileiras_async.bytecode.reader import read_module
+from tileiras_async.codegen.driver import link_kernels_ptx, module_globals_ir
+from tileiras_async.codegen.emitter import CodegenOptions, KernelEmitter
+from tileiras_async.codegen.llvmir import ModuleIR
+from tileiras_async.codegen.targets import target
+from tileiras_async.toolchain.ptxas import arch_for_target
+
+CORPUS = Path(os.environ.get("TILEIRAS_CORPUS", REPO.parent / "shared" / "corpus")) / "out" / "public"
+
+
+def nvidia_bin(name: str) -> Path | None:
+    for entry in sys.path:
+        p = Path(entry) / "nvidia" / "cu13" / "bin" / name
+        if p.is_file():
+            return p
+    return None
+
+
+def kloop_kernels() -> list[Path]:
+    """13.4 corpus files whose disassembly has an mma inside a `for`."""
+    out = []
+    for p in sorted(CORPUS.glob("*.v13.4.tileirbc")):
+        d = p.with_name(p.name.replace(".tileirbc", ".disasm.txt"))
+        if not d.is_file():
+            continue
+        text = d.read_text()
+        i = text.find(" for ")
+        if i >= 0 and re.search(r"\bmma[fi]\b", text[i:]):
+            out.append(p)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# loops in PTX and SASS
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class LoopStats:
+    instructions: int = 0
+    counts: dict = field(default_factory=dict)
+
+
+PTX_CLASSES = {
+    "mma": r"^(mma\.sync|fma\.rn\.f32|fma\.rn\.f16)",
+    "ld.shared": r"^ld\.shared",
+    "ldmatrix": r"^ldmatrix",
+    "st.shared": r"^st\.shared",
+    "ld.global": r"^ld\.global",
+    "cp.async": r"^cp\.async\.c[ag]\.",
+    "barrier": r"^(bar\.sync|barrier\.sync)",
+    "wait/commit": r"^cp\.async\.(wait|commit)",
+}
+SASS_CLASSES = {
+    "mma": r"^(HMMA|IMMA|DMMA|HGMMA|UTC\w*MMA|QMMA|OMMA|FFMA(?!\.SAT))",
+    "ld.shared": r"^LDS(?!M)",
+    "ldmatrix": r"^LDSM",
+    "st.shared": r"^STS",
+    "ld.global": r"^LDG(?!STS|DEPBAR)",
+    "cp.async": r"^(LDGSTS|UBLKCP|UTMALDG)",
+    "barrier": r"^(BAR|SYNCS)",
+    "wait/commit": r"^(LDGDEPBAR|DEPBAR)",
+}
+
+
+def _classify(ops: list[str], classes: dict) -> dict:
+    return {k: sum(1 for o in ops if re.match(rx, o)) for k, rx in classes.items()}
+
+
+def _natural_loops(ops: list[str], label_at: dict[str, int], branches: dict[int, tuple[str, bool]],
+                   exits: set[int]) -> list[list[int]]:
+    """Natural loops (lists of instruction indices) of a straight-line listing: basic blocks start at
+    labels and after branches; an edge to a block at or before the branching block closes a loop whose
+    body is every block that reaches the branch without passing through the target."""
+    starts = sorted({0, *label_at.values(), *(i + 1 for i in branches), *(i + 1 for i in exits)})
+    starts = [x for x in starts if x < len(ops)]
+    block_of = {}
+    bounds = []
+    for k, st in enumerate(starts):
+        en = starts[k + 1] if k + 1 < len(starts) else len(ops)
+        bounds.append((st, en))
+        for i in range(st, en):
+            block_of[i] = k
+    succ: dict[int, set[int]] = {k: set() for k in range(len(bounds))}
+    for k, (st, en) in enumerate(bounds):
+        last = en - 1
+        falls = True
+        if last in branches:
+            target, conditional = branches[last]
+            if target in label_at and label_at[target] in block_of:
+                succ[k].add(block_of[label_at[target]])
+            falls = conditional
+        if last in exits:
+            falls = False
+        if falls and k + 1 < len(bounds):
+            succ[k].add(k + 1)
+    pred: dict[int, set[int]] = {k: set() for k in succ}
+    for k, ss in succ.items():
+        for t in ss:
+            pred[t].add(k)
+    # dominators (iterative), so that only true back edges (to a dominator) close loops
+    nb = len(bounds)
+    dom = [set(range(nb)) for _ in range(nb)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for k in range(1, nb):
+            ps = [dom[p] for p in pred[k]]
+            new = (set.intersection(*ps) if ps else set()) | {k}
+            if new != dom[k]:
+                dom[k], changed = new, True
+    loops = []
+    for n, ss in succ.items():
+        for h in ss:
+            if h not in dom[n]:
+                continue
+            body, stack = {h, n}, [n]
+            while stack:
+                x = stack.pop()
+                if x == h:
+                    continue
+                for p in pred[x]:
+                    if p not in body:
+                        body.add(p)
+                        stack.append(p)
+            loops.append(sorted(i for b in body for i in range(*bounds[b])))
+    return loops
+
+
+def _pick(loops: list[list[int]], ops: list[str], classes: dict, prefer: str | None) -> LoopStats | None:
+    """The loop holding the most mma-class instructions (then: containing `prefer`, then the smallest)."""
+    best = None
+    for idx in loops:
+        body = [ops[i] for i in idx]
+        n_mma = sum(1 for o in body if re.match(classes["mma"], o))
+        if not n_mma:
+            continue
+        has = 1 if prefer and any(re.match(prefer, o) for o in body) else 0
+        key = (n_mma, has, -len(body))
+        if best is None or key > best[0]:
+            best = (key, body)
+    if best is None:
+        return None
+    return LoopStats(len(best[1]), _classify(best[1], classes))
+
+
+def ptx_kloop(ptx: str, prefer: str | None = r"^cp\.async\.cg") -> LoopStats | None:
+    ops: list[str] = []
+    label_at: dict[str, int] = {}
+    branches: dict[int, tuple[str, bool]] = {}
+    exits: set[int] = set()
+    pending = ""
+    for raw in ptx.splitlines():
+        ln = raw.split("//")[0].strip()
+        if not ln:
+            continue
+        m = re.match(r"^(\$L\w+):", ln)
+        if m and not pending:
+            label_at[m.group(1)] = len(ops)
+            continue
+        if not pending and ln.startswith(".") or ln in ("{", "}"):
+            continue
+        if not ln.endswith((";", "}")):      # a statement spread over several lines (mma.sync operands)
+            pending += ln + " "
+            continue
+        ln, pending = pending + ln, ""
+        for st in ln.strip("{} ").split(";"):   # inline asm blocks: { .reg ...; setp ...; @p ld ...; }
+            st = st.strip()
+            if not st or st.startswith("."):
+                continue
+            cond = st.startswith("@")
+            st = re.sub(r"^@!?%?\w+\s+", "", st)
+            b = re.match(r"^bra(\.uni)?\s+(\$L\w+)", st)
+            if b:
+                branches[len(ops)] = (b.group(2), cond)
+            elif re.match(r"^(ret|exit)\b", st) and not cond:
+                exits.add(len(ops))
+            ops.append(st)
+    return _pick(_natural_loops(ops, label_at, branches, exits), ops, PTX_CLASSES, prefer)
+
+
+def sass_kloop(sass: str, prefer: str | None = r"^LDGSTS\.E\.BYPASS.*\.128") -> LoopStats | None:
+    ops: list[str] = []
+    label_at: dict[str, int] = {}
+    branches: dict[int, tuple[str, bool]] = {}
+    exits: set[int] = set()
+    for raw in sass.splitlines():
+        m = re.match(r"^(\.L_x_\d+):", raw.strip())
+        if m:
+            label_at[m.group(1)] = len(ops)
+            continue
+        m = re.match(r"^\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", raw)
+        if not m:
+            continue
+        ins = m.group(1).strip()
+        cond = ins.startswith("@")
+        ins = re.sub(r"^@!?U?P\w+\s+", "", ins)
+        b = re.match(r"^BRA\S*\s+(?:!?U?P\w+,\s*)?`\((\.L_x_\d+)\)", ins)
+        if b:
+            branches[len(ops)] = (b.group(1), cond or "P" in ins.split("`")[0][3:])
+        elif re.match(r"^EXIT\b", ins) and not cond:
+            exits.add(len(ops))
+        ops.append(ins)
+    return _pick(_natural_loops(ops, label_at, branches, exits), ops, SASS_CLASSES, prefer)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compiling
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Build:
+    variant: str
+    ptx_loop: LoopStats | None = None
+    sass_loop: LoopStats | None = None
+    regs: int | None = None
+    spill: int | None = None
+    smem_total: int | None = None
+    per_stage: str = ""
+    note: str = ""
+
+
+def ours(path: Path, gpu: str, stages: int) -> tuple[Build, str]:
+    module = read_module(path.read_bytes())
+    opts = CodegenOptions(opt_level=3, target=gpu, pipeline_stages=stages)
+    irs, names, shared, pipes, remarks = [], [], 0, [], []
+    plans = []
+    for fn in module.functions:
+        ir = ModuleIR()
+        em = KernelEmitter(ir, fn, opts, module)
+        em.emit_block(fn.body)
+        em.finish()
+        irs.append(ir.render())
+        names.append(fn.name.decode())
+        shared = max(shared, em.shared_bytes)
+        pipes += em.pipelines
+        remarks += em.remarks
+        plans += [op for op in fn.walk() if op.name in ("mmaf", "mmai")]
+    ptx = link_kernels_ptx(irs, names, target(gpu), 3, module_globals_ir(module))
+    b = Build("ours, pipelined" if stages > 1 else "ours, synchronous", ptx_loop=ptx_kloop(ptx))
+    b.smem_total = shared
+    if pipes:
+        p = pipes[0]
+        b.per_stage = f"{p.unit_bytes} B x {p.stages} (K {p.kc} x {p.chunks}/iter)"
+        b.note = "versions: " + ", ".join(p.versions)
+    elif stages <= 1:
+        b.per_stage = f"{shared} B x 1 (whole tile)"
+    if remarks:
+        b.note = "; ".join(remarks)
+    return b, ptx
+
+
+def ptxas_and_sass(ptx: str, gpu: str, b: Build, nvdisasm: Path | None) -> None:
+    ptxas = nvidia_bin("ptxas")
+    if ptxas is None:
+        from tileiras_async.toolchain.discovery import default_toolchain
+        ptxas = default_toolchain().ptxas
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d, "k.ptx"), Path(d, "k.cubin")
+        src.write_text(ptx)
+        r = subprocess.run([str(ptxas), "-v", "-O3", "-arch", arch_for_target(gpu), str(src), "-o", str(out)],
+                           capture_output=True, text=True, timeout=600, check=False)
+        if r.returncode:
+            b.note = f"ptxas failed: {r.stderr.strip()[:200]}"
+            return
+        regs = re.search(r"Used (\d+) registers", r.stderr)
+        sp = re.search(r"(\d+) bytes spill stores", r.stderr)
+        b.regs = int(regs.group(1)) if regs else None
+        b.spill = int(sp.group(1)) if sp else None
+        if nvdisasm is not None:
+            b.sass_loop = sass_kloop(subprocess.run([str(nvdisasm), "-c", str(out)], capture_output=True,
+                                                    text=True, timeout=600, check=False).stdout)
+
+
+def real(path: Path, gpu: str, nvdisasm: Path | None) -> Build | None:
+    tool = nvidia_bin("tileiras")
+    if tool is None or nvdisasm is None:
+        return None
+    b = Build("NVIDIA tileiras")
+    env = dict(os.environ, CUDA_HOME=str(tool.parent.parent))
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d, "k.cubin")
+        r = subprocess.run([str(tool), "--gpu-name", gpu, "-O3", "-o", str(out), str(path)], capture_output=True,
+                           text=True, env=env, timeout=600, check=False)
+        if r.returncode or not out.is_file():
+            b.note = f"tileiras rc={r.returncode}"
+            return b
+        sass = subprocess.run([str(nvdisasm), str(out)], capture_output=True, text=True, timeout=600, check=False).stdout
+    b.sass_loop = sass_kloop(sass, None)
+    regs = re.search(r"SHI_REGISTERS=(\d+)", sass)
+    b.regs = int(regs.group(1)) if regs else None
+    smem = re.search(r"\.nv\.shared\.[^\n]*\n(?:[^\n]*\n){0,4}?\s*\.zero\s+(\d+)", sass)
+    b.smem_total = int(smem.group(1)) if smem else 0
+    return b
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def _fmt_loop(s: LoopStats | None) -> str:
+    if s is None:
+        return "-"
+    c = s.counts
+    return (f"{s.instructions:5d} (mma {c['mma']}, lds {c['ld.shared'] + c['ldmatrix']}, sts {c['st.shared']}, "
+            f"ldg {c['ld.global']}, async {c['cp.async']}, bar {c['barrier']})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpu-name", default="sm_80", help="comma-separated targets (default sm_80)")
+    ap.add_argument("--stages", type=int, default=CodegenOptions().pipeline_stages)
+    ap.add_argument("--kernels", default="", help="comma-separated kernel ids (default: every corpus K-loop)")
+    ap.add_argument("--json", default="", help="also write the numbers here")
+    ap.add_argument("--no-real", action="store_true", help="skip NVIDIA's tileiras")
+    args = ap.parse_args(argv)
+    nvdisasm = nvidia_bin("nvdisasm")
+    paths = kloop_kernels()
+    if args.kernels:
+        want = set(args.kernels.split(","))
+        paths = [p for p in paths if p.name.split(".v13")[0] in want]
+    print(f"pipeline_stages={args.stages}; SASS: {'nvdisasm ' + str(nvdisasm) if nvdisasm else 'not available'}")
+    print("loop columns: instructions in the steady-state K-loop (mma/FFMA, shared loads incl. ldmatrix, shared "
+          "stores, global loads, cp.async/LDGSTS, barriers)")
+    rows = []
+    for gpu in args.gpu_name.split(","):
+        for path in paths:
+            kid = path.name.split(".v13")[0]
+            builds = []
+            for stages in (1, args.stages):
+                b, ptx = ours(path, gpu, stages)
+                ptxas_and_sass(ptx, gpu, b, nvdisasm)
+                builds.append(b)
+            if not args.no_real:
+                r = real(path, gpu, nvdisasm)
+                if r is not None:
+                    builds.append(r)
+            print(f"\n{kid} [{gpu}]")
+            for b in builds:
+                print(f"  {b.variant:18s} PTX loop {_fmt_loop(b.ptx_loop)}")
+                print(f"  {'':18s} SASS loop {_fmt_loop(b.sass_loop)}")
+                print(f"  {'':18s} regs {b.regs} spill {b.spill} smem {b.smem_total} B"
+                      + (f"; per stage {b.per_stage}" if b.per_stage else "") + (f"; {b.note}" if b.note else ""))
+                rows.append({"kernel": kid, "gpu": gpu, "variant": b.variant, "regs": b.regs, "spill": b.spill,
+                             "smem_total": b.smem_total, "per_stage": b.per_stage, "note": b.note,
+                             "ptx_loop": b.ptx_loop.__dict__ if b.ptx_loop else None,
+                             "sass_loop": b.sass_loop.__dict__ if b.sass_loop else None})
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

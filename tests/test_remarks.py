@@ -1,0 +1,60 @@
+"""--remarks* options: LLVM-style remark YAML or command-line lines that report real decisions."""
+from __future__ import annotations
+
+from tileiras_async.cli import tileiras
+from tileiras_async.codegen.remarks import Remark, RemarkFilter, from_ptxas_report, to_command_line, to_yaml
+
+from conftest import PUBLIC, requires_corpus
+
+PTXAS_V = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_100a'
+ptxas info    : Function properties for k
+    8 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 41984 bytes smem
+"""
+
+
+def test_ptxas_report_becomes_remarks():
+    remarks = from_ptxas_report(PTXAS_V)
+    assert [(r.kind, r.name, r.function) for r in remarks] == [
+        ("analysis", "RegisterUsage", "k"), ("missed", "RegisterSpills", "k")]
+    assert "255 registers" in remarks[0].message and "16 bytes stored" in remarks[1].message
+
+
+def test_filters():
+    mma = Remark("passed", "tensorcore", "MmaInstruction", "k", "m")
+    spill = Remark("missed", "resources", "RegisterSpills", "k", "s")
+    assert RemarkFilter.from_options("all").wants(spill)
+    only_tc = RemarkFilter.from_options("tensorcore")
+    assert only_tc.wants(mma) and not only_tc.wants(spill)
+    assert not RemarkFilter.from_options("none")
+    missed = RemarkFilter.from_options(None, missed="resources")
+    assert missed.wants(spill) and not missed.wants(mma)
+
+
+def test_formats():
+    r = Remark("passed", "tensorcore", "MmaInstruction", "k", "it's mma.sync", "k.py", 3, 7)
+    y = to_yaml([r])
+    assert y.splitlines()[0] == "--- !Passed" and "DebugLoc:        { File: 'k.py', Line: 3, Column: 7 }" in y
+    assert "'it''s mma.sync'" in y and y.rstrip().endswith("...")
+    assert to_command_line([r]) == "k.py:3:7: remark: k: it's mma.sync [-Rpass=tensorcore]\n"
+
+
+@requires_corpus
+def test_drop_in_writes_remarks_file(tmp_path, monkeypatch):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    rc = tileiras.main(["--gpu-name", "sm_100", "-o", "x.cubin", "--remark-format=yaml", "--remarks=all",
+                        "--remarks-output-file=r.yaml", str(src)])
+    assert rc == 0
+    text = (tmp_path / "r.yaml").read_text()
+    assert "Name:            RegisterUsage" in text and "registers" in text
+    assert (tmp_path / "x.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+@requires_corpus
+def test_drop_in_without_remarks_writes_none(tmp_path, monkeypatch, capsys):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    assert tileiras.main(["--gpu-name", "sm_100", "-o", "x.cubin", "--remarks=none", str(src)]) == 0
+    assert capsys.readouterr().err == ""
