@@ -58,3 +58,17 @@ def test_drop_in_without_remarks_writes_none(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert tileiras.main(["--gpu-name", "sm_100", "-o", "x.cubin", "--remarks=none", str(src)]) == 0
     assert capsys.readouterr().err == ""
+
+
+@requires_corpus
+def test_remarks_report_real_decisions(tmp_path, monkeypatch, capsys):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    assert tileiras.main(["--gpu-name", "sm_80", "-o", "x.cubin", "--remarks=all", str(src)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert any("lowered to mma.sync m16n8k16" in ln and ln.endswith("[-Rpass=tensorcore]") for ln in lines)
+    assert any("software-pipelined" in ln and "[-Rpass=pipelining]" in ln for ln in lines)
+    assert any("store_view_tko" in ln and "[-Rpass-analysis=memory]" in ln for ln in lines)
+    assert any("registers" in ln and "[-Rpass-analysis=resources]" in ln for ln in lines)
+    assert len(lines) == len(set(lines))  # each decision once
+    assert lines[0].startswith("kernels_public.py:")  # with the op's source location

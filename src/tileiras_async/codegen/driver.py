@@ -42,7 +42,8 @@ def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None 
         raise CodegenUnavailable(_describe(module, fn, e)) from None
     em.finish()
     if remarks is not None:
-        remarks.extend(_as_remark(r, fn) for r in em.remarks)
+        # a loop emitted in several versions reports the same decision once
+        remarks.extend(dict.fromkeys(_as_remark(r, fn) for r in em.remarks))
     return ir.render(), em.shared_bytes
 
 

@@ -205,6 +205,14 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
         regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
     em.set(op.results[1], None)
+    _access_remark(em, op, ty.elem, len(regs))
+
+
+def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int) -> None:
+    """How wide the op's global accesses are (the memory remark)."""
+    em.remark("analysis", "memory", "AccessWidth",
+              f"{op.name}: {per_thread} predicated {_bits(elem)}-bit access(es) per thread (bounds-checked "
+              f"element by element; the view's strides are run-time values)", op)
 
 
 @lowers("store_view_tko")
@@ -220,6 +228,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
         addr, inb = _view_access(em, pv, index, coords)
         predicated_store(em, op, addr, inb, t.elem, t.regs[r])
     em.set(op.results[0], None)
+    _access_remark(em, op, t.elem, n)
 
 
 @lowers("load_ptr_tko")

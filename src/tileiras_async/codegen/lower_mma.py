@@ -846,10 +846,25 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
 @lowers("mmaf", "mmai")
 def _mma(em: KernelEmitter, op: Operation) -> None:
     plan = plan_for(em, op)
+    _mma_remark(em, op, plan)
     if plan is None:
         _lower_fma(em, op)
     else:
         _lower_tensor_core(em, op, plan)
+
+
+def _mma_remark(em: KernelEmitter, op: Operation, plan: MmaPlan | None) -> None:
+    """Which instruction the op became (the tensorcore remark)."""
+    lhs, rhs = op.operands["lhs"].type, op.operands["rhs"].type
+    what = f"{op.name} {'x'.join(map(str, op.result.type.shape))} ({lhs.elem} x {rhs.elem} -> {op.result.type.elem})"
+    if plan is None:
+        em.remark("missed", "tensorcore", "MmaOnCudaCores",
+                  f"{what} computed with FMA on CUDA cores (no tensor-core instruction for these types or this shape)",
+                  op)
+    else:
+        i = plan.instr
+        em.remark("passed", "tensorcore", "MmaInstruction", f"{what} lowered to mma.sync m{i.m}n{i.n}k{i.k} ({i.key})",
+                  op)
 
 
 # -- loop-carried accumulators ------------------------------------------------------------------------------
@@ -1055,6 +1070,7 @@ def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
     """The mma of a pipelined loop (see above); `pipe` is a codegen.pipelining.Pipeline.  16-bit operands
     read their fragments with ldmatrix (A: .x4, one m16 x k16 fragment; B: .x4.trans, two n8 x k16 ones)."""
     plan = plan_for(em, op)
+    _mma_remark(em, op, plan)
     if plan is None:
         _lower_fma_staged(em, op, pipe)
         return

@@ -358,13 +358,7 @@ def schedule_veto(em: KernelEmitter, cand: Candidate) -> str | None:
 
 
 def remark(em: KernelEmitter, op: Operation, reason: str) -> None:
-    where = f"{em.fn.name.decode(errors='replace')}: "
-    if em.module is not None:
-        from ..ir.diagnostics import resolve_loc
-        loc = resolve_loc(em.module, op.loc)
-        if loc:
-            where = f"{loc}: "
-    em.remarks.append(f"{where}remark: {FAILED}: {reason}")
+    em.remark("missed", "pipelining", "LoopNotPipelined", f"{FAILED}: {reason}", op)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -539,6 +533,10 @@ class Pipeline:
                     lines[i] = ln.replace(self.token, str(p))
         em.reserve_shared(total)
         g = self.geom
+        em.remark("passed", "pipelining", "LoopPipelined",
+                   f"K-loop software-pipelined: {self.geom.stages} stages of cp.async copies into shared memory "
+                   f"({self.geom.chunks} K-chunk(s) of {self.geom.kc} per iteration; versions: "
+                   f"{', '.join(self.version_names)})", self.cand.loop)
         em.pipelines.append(PipelineInfo(
             kernel=em.fn.name.decode(errors="replace"), loc=self.cand.loop.loc, stages=g.stages, chunks=g.chunks,
             kc=g.kc, unit_bytes=g.unit_bytes, a_bytes=self.cand.a.nbytes, b_bytes=self.cand.b.nbytes,
