@@ -25,14 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
+from _common import DEFAULT_CORPUS
+
 GOAL = 10e6
 DEFAULT_CASES = ["softmax_rows_f32_128", "softmax_rows_f16_512", "matmul_f16_f32acc_64x64x32",
                  "matmul_tf32_64x64x32", "matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"]
-
-if str(REPO / "src") not in sys.path:
-    sys.path.append(str(REPO / "src"))
 
 
 def _problems(refs, cid: str, orig: dict, outputs: dict) -> list:

@@ -21,11 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
-if str(REPO / "src") not in sys.path:
-    sys.path.append(str(REPO / "src"))
+from _common import DEFAULT_CORPUS
 
 from tileiras_async.interp import run_kernel
 

@@ -31,26 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
-if str(REPO / "src") not in sys.path:
-    sys.path.append(str(REPO / "src"))
-
-
-def corpus_files(corpus: Path) -> list[Path]:
-    for d in (corpus / "out" / "public", corpus):
-        files = sorted(d.glob("*.tileirbc"))
-        if files:
-            return files
-    return []
-
-
-def find_real_tileiras() -> Path | None:
-    for entry in sys.path:
-        p = Path(entry) / "nvidia" / "cu13" / "bin" / "tileiras"
-        if p.is_file():
-            return p
-    return None
+from _common import DEFAULT_CORPUS, corpus_files, nvidia_bin, nvidia_env
 
 
 def serial(files: list[Path], target: str) -> tuple[float, dict[str, bytes | None], float]:
@@ -119,7 +100,7 @@ def _cpu() -> float:
 
 
 def real_serial(files: list[Path], target: str, tool: Path) -> tuple[float, int]:
-    env = dict(os.environ, CUDA_HOME=str(tool.parent.parent))
+    env = nvidia_env(tool)
     ok = 0
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
@@ -201,7 +182,7 @@ def main() -> int:
               f"(worker start-up included)")
 
     if not args.skip_real:
-        tool = find_real_tileiras()
+        tool = nvidia_bin("tileiras")
         if tool is None:
             print("\nreal tileiras: not installed (pip install nvidia-cuda-tileiras)")
         else:

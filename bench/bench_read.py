@@ -25,18 +25,14 @@ import math
 import os
 import site
 import statistics
-import subprocess
 import sys
 import sysconfig
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
-TARGET_MS = 2.0
+from _common import DEFAULT_CORPUS, corpus_files, nvidia_env, time_process
 
-if str(REPO / "src") not in sys.path:  # running from a checkout without `pip install -e`
-    sys.path.append(str(REPO / "src"))
+TARGET_MS = 2.0
 
 
 def _optional(module: str, attr: str):
@@ -45,14 +41,6 @@ def _optional(module: str, attr: str):
         return getattr(importlib.import_module(module), attr), None
     except (ImportError, AttributeError) as exc:
         return None, f"{module}.{attr} not available ({exc})"
-
-
-def corpus_files(corpus: Path) -> list[Path]:
-    for d in (corpus / "out" / "public", corpus):
-        files = sorted(d.glob("*.tileirbc"))
-        if files:
-            return files
-    return []
 
 
 def find_real_disasm() -> Path | None:
@@ -87,9 +75,7 @@ def pct(values: list[float], q: float) -> float:
 def bench_ours(files: list[Path], reps: int, stages: dict):
     """Per-file median ms for each stage and the total; plus failures per stage."""
     read = stages["read"]
-    verify = stages.get("verify")
-    print_ = stages.get("print")
-    names = ["read"] + (["verify"] if verify else []) + (["print"] if print_ else [])
+    names = ["read"] + [n for n in ("verify", "print") if stages.get(n)]
     per_file = {n: [] for n in names + ["total"]}
     failures: dict[str, list[str]] = {n: [] for n in names}
     clock = time.perf_counter_ns
@@ -106,33 +92,22 @@ def bench_ours(files: list[Path], reps: int, stages: dict):
                 failed = True
                 break
             t1 = clock()
-            t_verify = t_print = 0
-            if verify:
+            ns = {"read": t1 - t0}
+            for n in names[1:]:  # verify, print: a failure is noted on the warm-up and timed anyway
                 try:
-                    verify(module)
+                    stages[n](module)
                 except Exception as exc:  # noqa: BLE001
                     if rep == 0:
-                        failures["verify"].append(f"{path.name}: {type(exc).__name__}: {exc}")
+                        failures[n].append(f"{path.name}: {type(exc).__name__}: {exc}")
                 t2 = clock()
-                t_verify = t2 - t1
+                ns[n] = t2 - t1
                 t1 = t2
-            if print_:
-                try:
-                    print_(module)
-                except Exception as exc:  # noqa: BLE001
-                    if rep == 0:
-                        failures["print"].append(f"{path.name}: {type(exc).__name__}: {exc}")
-                t_print = clock() - t1
             del module
             if rep == 0:
                 continue
-            t_read = (t1 - t0) - t_verify if verify else t1 - t0
-            samples["read"].append(t_read / 1e6)
-            if verify:
-                samples["verify"].append(t_verify / 1e6)
-            if print_:
-                samples["print"].append(t_print / 1e6)
-            samples["total"].append((t_read + t_verify + t_print) / 1e6)
+            for n, t in ns.items():
+                samples[n].append(t / 1e6)
+            samples["total"].append(sum(ns.values()) / 1e6)
         if failed:
             continue
         for n, v in samples.items():
@@ -143,19 +118,16 @@ def bench_ours(files: list[Path], reps: int, stages: dict):
 
 def bench_real(tool: Path, files: list[Path], reps: int):
     """Per-file median wall ms of one `tileirdisasm FILE` process; failures listed apart."""
-    env = dict(os.environ)
-    env["CUDA_HOME"] = str(tool.parent.parent)
+    env = nvidia_env(tool)
     per_file: list[tuple[float, str]] = []
     failures: list[str] = []
     for path in files:
         times = []
         for _ in range(reps):
-            t0 = time.perf_counter_ns()
-            r = subprocess.run([str(tool), str(path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, timeout=120)
-            times.append((time.perf_counter_ns() - t0) / 1e6)
-            if r.returncode != 0:
-                failures.append(f"{path.name}: rc {r.returncode}")
+            seconds, rc = time_process([str(tool), str(path)], env, timeout=120)
+            times.append(seconds * 1e3)
+            if rc != 0:
+                failures.append(f"{path.name}: rc {rc}")
                 break
         else:
             per_file.append((statistics.median(times), path.name))

@@ -9,28 +9,19 @@ Python start-up and imports included).  The real tool is always a fresh process.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _common import DEFAULT_CORPUS, REPO, nvidia_bin, nvidia_env, time_process
+
 sys.path.insert(0, str(REPO / "src"))
 
 from tileiras_async import stages  # noqa: E402
 from tileiras_async.stages import (AssembleRequest, CodegenRequest, CompileOptions, LowerRequest,  # noqa: E402
                                    ParseRequest)
-
-
-def real_tileiras() -> Path | None:
-    for entry in sys.path:
-        p = Path(entry) / "nvidia" / "cu13" / "bin" / "tileiras"
-        if p.is_file():
-            return p
-    return None
 
 
 def time_stages(path: Path, opts: CompileOptions) -> dict[str, float] | None:
@@ -55,16 +46,10 @@ def time_stages(path: Path, opts: CompileOptions) -> dict[str, float] | None:
     return t if cubin.ok else None
 
 
-def time_process(argv: list[str], env: dict | None = None) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, env=env, timeout=600)
-    return time.perf_counter() - t0, proc.returncode
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpu-name", default="sm_100")
-    ap.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus" / "out" / "public")
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS / "out" / "public")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--reps", type=int, default=1)
     args = ap.parse_args()
@@ -72,10 +57,8 @@ def main() -> int:
     if args.limit:
         files = files[:args.limit]
     opts = CompileOptions(args.gpu_name, 3)
-    real = real_tileiras()
-    env = dict(os.environ)
-    if real is not None:
-        env["CUDA_HOME"] = str(real.parent.parent)
+    real = nvidia_bin("tileiras")
+    env = nvidia_env(real) if real is not None else None
     ours_cli = [sys.executable, "-m", "tileiras_async.cli.tileiras"]
     rows = []
     stage_totals: dict[str, list[float]] = {}

@@ -1,11 +1,14 @@
-"""Shared fixtures: where the corpus lives, and the --run-all switch for exhaustive sweeps."""
+"""Shared fixtures: where the corpus lives, how its cases are loaded, and the --run-all switch for
+exhaustive sweeps."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +33,50 @@ def pytest_collection_modifyitems(config, items):
 
 def corpus_files(pattern: str) -> list[Path]:
     return sorted(PUBLIC.glob(pattern)) if PUBLIC.is_dir() else []
+
+
+def manifest(root: Path = PUBLIC) -> dict:
+    """The manifest.json of a corpus folder (PUBLIC or INVALID); {} when there is none."""
+    path = root / "manifest.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def manifest_entries(root: Path = PUBLIC) -> list[dict]:
+    return manifest(root).get("entries", [])
+
+
+def load_refs():
+    """The corpus's numpy references (refs.py: make_inputs, grid, check, ...)."""
+    sys.path.insert(0, str(CORPUS))
+    try:
+        import refs as module
+    finally:
+        sys.path.remove(str(CORPUS))
+    return module
+
+
+@pytest.fixture(scope="module")
+def refs():
+    return load_refs()
+
+
+def corpus_case(refs, cid: str) -> tuple[dict, dict, tuple]:
+    """A corpus kernel's arguments (the kernel writes its outputs into them), a second, untouched set
+    to compute the reference from, and the launch grid."""
+    inputs = refs.make_inputs(cid)
+    return inputs, refs.make_inputs(cid), refs.grid(cid, inputs)
+
+
+def bf16_matmul_rounded_steps(refs, inputs: dict, tk: int) -> np.ndarray:
+    """C = A @ B (bf16 A, B) as cuTile computes `acc + a @ b` over k-steps of `tk`: each step's product
+    is a bf16 tile, rounded before it is added to the f32 accumulator (refs.py does not round it)."""
+    A = refs.bf16_to_f32(inputs["A"]).astype(np.float64)
+    B = refs.bf16_to_f32(inputs["B"]).astype(np.float64)
+    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for k0 in range(0, A.shape[1], tk):
+        part = (A[:, k0:k0 + tk] @ B[k0:k0 + tk]).astype(np.float32)
+        acc = acc + refs.bf16_to_f32(refs.f32_to_bf16(part))
+    return acc
 
 
 def nvidia_bin(name: str) -> Path | None:

@@ -2,7 +2,6 @@
 kernel); what the real tool rejects is rejected the same way."""
 from __future__ import annotations
 
-import json
 import struct
 
 import pytest
@@ -15,11 +14,10 @@ from tileiras_async.codegen.targets import target
 from tileiras_async.ir.core import Module
 from tileiras_async.stages import CompileOptions, compile_in_process
 
-from conftest import PUBLIC, corpus_files, requires_corpus
+from conftest import corpus_files, manifest_entries, requires_corpus
 
 EM_CUDA = 190
-MANIFEST = json.loads((PUBLIC / "manifest.json").read_text()) if (PUBLIC / "manifest.json").is_file() else {}
-ENTRIES = {e["file"].rsplit("/", 1)[-1]: e for e in MANIFEST.get("entries", [])}
+ENTRIES = {e["file"].rsplit("/", 1)[-1]: e for e in manifest_entries()}
 NEWEST = [p for p in corpus_files("*.v13.4.tileirbc")]
 DEFAULT_TARGETS = ("sm_80", "sm_100")      # the mma.sync family and the newest; the rest under --run-all
 ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")

@@ -4,7 +4,6 @@ checks the same cases in-process; here the installed console script runs as a su
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INVALID, requires_corpus
+from conftest import INVALID, manifest, requires_corpus
 from test_invalid_corpus import READS_PAST_END, _cli_argv, _ours
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +86,7 @@ def test_cutile_export_kernel_cubin_through_our_tileiras(tmp_path, shim, cache):
 
 # ---------------------------------------------------------------- the recorded CLI matrix, as a subprocess
 
-MANIFEST = json.loads((INVALID / "manifest.json").read_text()) if (INVALID / "manifest.json").is_file() else {}
+MANIFEST = manifest(INVALID)
 CLI_CASES = MANIFEST.get("cli", [])
 ALL_ENTRIES = MANIFEST.get("entries", [])
 # every CLI case always; a quarter of the invalid-input entries by default, all with --run-all

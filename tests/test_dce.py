@@ -1,8 +1,6 @@
 """Dead-code elimination before code generation keeps every observable effect and drops the rest."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -11,9 +9,7 @@ from tileiras_async.bytecode.writer import write_module
 from tileiras_async.interp.runner import run_kernel
 from tileiras_async.lower.dce import eliminate_dead_code_in_module
 
-from conftest import CORPUS, INVALID, corpus_files, requires_corpus
-
-sys.path.insert(0, str(CORPUS))
+from conftest import INVALID, corpus_case, corpus_files, requires_corpus
 
 
 def _names(module):
@@ -31,8 +27,7 @@ def test_self_feeding_accumulator_is_dropped_but_the_print_stays():
 
 @requires_corpus
 @pytest.mark.parametrize("path", corpus_files("*.v13.4.tileirbc")[::2], ids=lambda p: p.name.split(".")[0])
-def test_corpus_kernels_compute_the_same_after_dce(path):
-    import refs
+def test_corpus_kernels_compute_the_same_after_dce(refs, path):
     cid = path.name.split(".")[0]
     if cid.startswith("int_ops_u32"):
         pytest.skip("rejected by the verifier (as by the real tool)")
@@ -41,8 +36,7 @@ def test_corpus_kernels_compute_the_same_after_dce(path):
     eliminate_dead_code_in_module(reduced)
     stores = [n for n in _names(original) if n.startswith(("store", "atomic"))]
     assert [n for n in _names(reduced) if n.startswith(("store", "atomic"))] == stores
-    inputs = refs.make_inputs(cid)
-    grid = refs.grid(cid, inputs)
+    inputs, _, grid = corpus_case(refs, cid)
     a = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in inputs.values()]
     b = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in inputs.values()]
     run_kernel(original, grid, a)

@@ -37,6 +37,15 @@ def out_array(mem, addr, n, dt):
     return mem.read_array(addr, dt, n)
 
 
+def run_out(ptx: str, nthreads: int, words: int = 1, dtype=np.uint32) -> np.ndarray:
+    """Run `ptx` as one CTA of `nthreads` threads whose one parameter `out` has room for `words` 32-bit
+    words per thread; returns what they wrote there."""
+    mem = DeviceMemory()
+    out = mem.alloc(4 * words * nthreads)
+    run(ptx, (1, 1, 1), (nthreads, 1, 1), [out], mem)
+    return mem.read_array(out, dtype, words * nthreads)
+
+
 # a kernel prologue: %gid = global thread id, %rdo = &out[gid] (u32 elements)
 PRO = """
     .reg .pred %p<8>;
@@ -94,11 +103,8 @@ $DONE:
     st.global.u32 [%rd3], %r8;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 70)
-    run(kernel(body), (1, 1, 1), (70, 1, 1), [out], mem)
     t = np.arange(70)
-    assert mem.read_array(out, np.int32, 70).tolist() == (t * (t - 1) // 2).tolist()
+    assert run_out(kernel(body), 70, dtype=np.int32).tolist() == (t * (t - 1) // 2).tolist()
 
 
 def test_predicated_exit_and_partial_warps():
@@ -216,10 +222,7 @@ $W:
     st.global.u32 [%rd3], %r6;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 64)
-    run(kernel(body), (1, 1, 1), (64, 1, 1), [out], mem)
-    got = mem.read_array(out, np.uint32, 64)
+    got = run_out(kernel(body), 64)
     assert got[:16].tolist() == [77] * 16 and got[16:].tolist() == [0] * 48
 
 
@@ -257,10 +260,7 @@ $OTHER:
     st.global.u32 [%rd3], %r1;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 96)
-    run(kernel(body), (1, 1, 1), (96, 1, 1), [out], mem)
-    got = mem.read_array(out, np.uint32, 96)
+    got = run_out(kernel(body), 96)
     assert got[:64].tolist() == [5] * 64 and got[64:].tolist() == list(range(64, 96))
 
 
@@ -405,11 +405,8 @@ def test_generic_addressing_and_isspacep():
     st.u32 [%rd3], %r8;                       // generic store into global
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 64)
-    run(kernel(body), (1, 1, 1), (64, 1, 1), [out], mem)
     t = np.arange(64)
-    assert mem.read_array(out, np.uint32, 64).tolist() == (2 + t + 100 + 1100000).tolist()
+    assert run_out(kernel(body), 64).tolist() == (2 + t + 100 + 1100000).tolist()
 
 
 FUNC = """
@@ -440,10 +437,7 @@ def test_device_function_calls_are_inlined_per_call_site():
     st.global.u32 [%rd3], %r6;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 32)
-    run(kernel(body, extra=FUNC), (1, 1, 1), (32, 1, 1), [out], mem)
-    assert mem.read_array(out, np.uint32, 32).tolist() == (4 * np.arange(32)).tolist()
+    assert run_out(kernel(body, extra=FUNC), 32).tolist() == (4 * np.arange(32)).tolist()
 
 
 def test_recursion_is_unsupported():
@@ -473,10 +467,7 @@ def test_module_global_constant_table():
     st.global.u32 [%rd3], %r6;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 32)
-    run(kernel(body, extra=extra), (1, 1, 1), (32, 1, 1), [out], mem)
-    assert mem.read_array(out, np.uint32, 32).tolist() == [1, 2, 3, 4] * 8
+    assert run_out(kernel(body, extra=extra), 32).tolist() == [1, 2, 3, 4] * 8
 
 
 def test_trap_is_reported():
@@ -502,10 +493,7 @@ def test_shfl_modes_and_clamp():
     st.global.v2.u32 [%rd5+16], {%r9, %r10};
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(24 * 64)
-    run(kernel(body), (1, 1, 1), (64, 1, 1), [out], mem)
-    g = mem.read_array(out, np.uint32, 6 * 64).reshape(64, 6)
+    g = run_out(kernel(body), 64, words=6).reshape(64, 6)
     t = np.arange(64)
     lane = t % 32
     base = t - lane
@@ -535,10 +523,7 @@ $X:
 $X:
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 32)
-    run(kernel(body), (1, 1, 1), (32, 1, 1), [out], mem)
-    assert mem.read_array(out, np.uint32, 32)[16:].tolist() == [x ^ 1 for x in range(16, 32)]
+    assert run_out(kernel(body), 32)[16:].tolist() == [x ^ 1 for x in range(16, 32)]
 
 
 def test_vote_redux_match_activemask_elect():
@@ -563,10 +548,7 @@ def test_vote_redux_match_activemask_elect():
     st.global.u32 [%rd5+32], %r14;
     ret;
 """
-    mem = DeviceMemory()
-    out = mem.alloc(48 * 32)
-    run(kernel(body), (1, 1, 1), (32, 1, 1), [out], mem)
-    g = mem.read_array(out, np.uint32, 12 * 32).reshape(32, 12)
+    g = run_out(kernel(body), 32, words=12).reshape(32, 12)
     assert set(g[:, 0].tolist()) == {0x11111111}
     assert set(g[:, 1].tolist()) == {1} and set(g[:, 2].tolist()) == {0}
     assert set(g[:, 3].tolist()) == {sum(range(32))} and set(g[:, 4].tolist()) == {3}

@@ -22,44 +22,22 @@ bf16-semantics reference within the manifest tolerance.
 """
 from __future__ import annotations
 
-import json
-import sys
-
 import numpy as np
 import pytest
-from conftest import CORPUS, PUBLIC, requires_corpus
+from conftest import (
+    CORPUS,
+    bf16_matmul_rounded_steps,
+    corpus_case,
+    manifest_entries,
+    requires_corpus,
+)
 
-MANIFEST = PUBLIC / "manifest.json"
-
-
-def _entries():
-    if not MANIFEST.is_file():
-        return []
-    return json.loads(MANIFEST.read_text())["entries"]
-
-
-ENTRIES = _entries()
+ENTRIES = manifest_entries()
 TARGETS = ("sm_80", "sm_90", "sm_100")
 
 
-@pytest.fixture(scope="module")
-def refs():
-    sys.path.insert(0, str(CORPUS))
-    try:
-        import refs as r
-    finally:
-        sys.path.remove(str(CORPUS))
-    return r
-
-
 def _bf16_matmul_semantics(refs, cid: str, inputs: dict, tk: int) -> dict:
-    A = refs.bf16_to_f32(inputs["A"]).astype(np.float64)
-    B = refs.bf16_to_f32(inputs["B"]).astype(np.float64)
-    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k0 in range(0, A.shape[1], tk):
-        part = (A[:, k0:k0 + tk] @ B[k0:k0 + tk]).astype(np.float32)
-        acc = acc + refs.bf16_to_f32(refs.f32_to_bf16(part))
-    return {"C": refs.cast_to(acc, refs.REFS[cid].dtypes["C"])}
+    return {"C": refs.cast_to(bf16_matmul_rounded_steps(refs, inputs, tk), refs.REFS[cid].dtypes["C"])}
 
 
 SEMANTIC_REFS = {
@@ -91,9 +69,7 @@ def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
     from tileiras_async.frontend import InputError
 
     cid = entry["id"]
-    inputs = refs.make_inputs(cid)
-    orig = refs.make_inputs(cid)
-    grid = refs.grid(cid, inputs)
+    inputs, orig, grid = corpus_case(refs, cid)
     path = CORPUS / entry["file"]
     nvidia = entry["tileiras"].get(gpu) or entry["tileiras"].get("sm_100") or {}
     if nvidia.get("rc", 0) != 0:

@@ -17,10 +17,8 @@ Default run: a sample covering each instruction family; `--run-all`: every file.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
-from conftest import CORPUS, PUBLIC, requires_corpus
+from conftest import PUBLIC, corpus_case, requires_corpus
 
 from tileiras_async.emu import (
     DeviceMemory,
@@ -55,29 +53,18 @@ def _case(path):
 CASES = [(p, *_case(p)) for p in FILES]
 
 
-@pytest.fixture(scope="module")
-def refs():
-    sys.path.insert(0, str(CORPUS))
-    try:
-        import refs as r
-    finally:
-        sys.path.remove(str(CORPUS))
-    return r
-
-
 def run_nvidia(refs, path, cid, gpu):
     from test_emu_manifest import _check
 
     ptx = path.read_text()
     prog = load_program(ptx)
-    inputs = refs.make_inputs(cid)
-    orig = refs.make_inputs(cid)
+    inputs, orig, grid = corpus_case(refs, cid)
     mem = DeviceMemory()
     params, arrays = map_arguments(prog, list(inputs.values()), mem)
     block = prog.reqntid or (128, 1, 1)
     args = list(inputs.values())
     try:
-        emulate_ptx(ptx, None, refs.grid(cid, inputs), block, params, mem)
+        emulate_ptx(ptx, None, grid, block, params, mem)
     except UnsupportedInstruction as e:
         if "wgmma" in str(e) or "tcgen05" in str(e):
             pytest.skip(f"{cid} ({gpu}) uses {'wgmma' if 'wgmma' in str(e) else 'tcgen05'}, which is not emulated")

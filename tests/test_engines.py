@@ -1,8 +1,6 @@
 """run_kernel and `tileiras-async run` with every engine: interpret, emulate (our PTX) and both compared."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -10,25 +8,17 @@ import tileiras_async
 from tileiras_async import engines
 from tileiras_async.interp.runner import RunReport
 
-from conftest import CORPUS, PUBLIC, requires_corpus
-
-sys.path.insert(0, str(CORPUS))
-
-
-def _case(cid: str):
-    import refs
-    inputs = refs.make_inputs(cid)
-    return refs, inputs, refs.grid(cid, inputs)
+from conftest import PUBLIC, corpus_case, requires_corpus
 
 
 @requires_corpus
 @pytest.mark.parametrize("engine", ["interpret", "emulate", "both"])
 @pytest.mark.parametrize("cid", ["softmax_rows_f16_512", "matmul_f16_f32acc_64x64x32", "transpose2d_f32_32x32", "row_bcast_f16_32x32"])
-def test_engines_match_reference(cid, engine):
+def test_engines_match_reference(refs, cid, engine):
     path = PUBLIC / f"{cid}.v13.4.tileirbc"
     if not path.exists():
         pytest.skip(f"{cid} not in this corpus")
-    refs, inputs, grid = _case(cid)
+    inputs, _, grid = corpus_case(refs, cid)
     args = list(inputs.values())
     report = tileiras_async.run_kernel(str(path), grid, args, engine=engine)
     assert report.engine == engine
@@ -37,10 +27,10 @@ def test_engines_match_reference(cid, engine):
 
 
 @requires_corpus
-def test_both_reports_the_first_mismatch(monkeypatch):
+def test_both_reports_the_first_mismatch(refs, monkeypatch):
     cid = "softmax_rows_f16_512"
     path = PUBLIC / f"{cid}.v13.4.tileirbc"
-    _, inputs, grid = _case(cid)
+    inputs, _, grid = corpus_case(refs, cid)
     real = engines._interpret
 
     def corrupted(module, grid, args, **kw):  # an interpreter that gets one element wrong
@@ -60,10 +50,10 @@ def test_unknown_engine_is_an_argument_error():
 
 
 @requires_corpus
-def test_run_cli_engines(tmp_path, monkeypatch):
+def test_run_cli_engines(refs, tmp_path, monkeypatch):
     from tileiras_async.cli import batch
     cid = "softmax_rows_f16_512"
-    _, inputs, grid = _case(cid)
+    inputs, _, grid = corpus_case(refs, cid)
     np.savez(tmp_path / "in.npz", **{str(i): np.asarray(v) for i, v in enumerate(inputs.values())})
     results = {}
     for engine in ("interpret", "emulate", "both"):

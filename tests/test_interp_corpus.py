@@ -2,17 +2,20 @@
 with the numpy references of the corpus (refs.py) within the listed tolerances."""
 from __future__ import annotations
 
-import json
-import sys
-
 import numpy as np
 import pytest
-from conftest import CORPUS, PUBLIC, requires_corpus
+from conftest import (
+    CORPUS,
+    PUBLIC,
+    bf16_matmul_rounded_steps,
+    corpus_case,
+    manifest_entries,
+    requires_corpus,
+)
 
 from tileiras_async.interp import InvalidModule, UndefinedBehavior, run_kernel
 
-MANIFEST = PUBLIC / "manifest.json"
-ENTRIES = json.loads(MANIFEST.read_text())["entries"] if MANIFEST.is_file() else []
+ENTRIES = manifest_entries()
 
 
 def _rejected_by_nvidia(e) -> str | None:
@@ -23,26 +26,10 @@ def _rejected_by_nvidia(e) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def refs():
-    sys.path.insert(0, str(CORPUS))
-    try:
-        import refs as module
-    finally:
-        sys.path.remove(str(CORPUS))
-    return module
-
-
 def _bf16_matmul_as_compiled(refs, inputs, consts, out_dtype):
     """What the module computes for `acc + a @ b` on bf16 tiles: the frontend rounds each tile product
     to bf16 before adding it (mmaf -> ftof bf16 -> ftof f32 -> addf), which refs.py does not model."""
-    A = refs.bf16_to_f32(inputs["A"]).astype(np.float64)
-    B = refs.bf16_to_f32(inputs["B"]).astype(np.float64)
-    TK = consts["TK"]
-    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k in range(0, A.shape[1], TK):
-        p = (A[:, k:k + TK] @ B[k:k + TK, :]).astype(np.float32)
-        acc = acc + refs.bf16_to_f32(refs.f32_to_bf16(p))
+    acc = bf16_matmul_rounded_steps(refs, inputs, consts["TK"])
     return refs.f32_to_bf16(acc) if out_dtype == "bfloat16" else acc
 
 
@@ -51,17 +38,11 @@ REF_MODELS = {"matmul_bf16_64x64x64": _bf16_matmul_as_compiled,
               "matmul_bf16_f32out_32x64x32": _bf16_matmul_as_compiled}
 
 
-def _copy(inputs):
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
-
-
 @requires_corpus
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"].rsplit("/", 1)[-1] for e in ENTRIES])
 def test_corpus_kernel(entry, refs):
     cid = entry["id"]
-    inputs = refs.make_inputs(cid)
-    original = _copy(inputs)
-    grid = refs.grid(cid, inputs)
+    inputs, original, grid = corpus_case(refs, cid)
     assert list(grid) == list(entry["grid"])
     path = CORPUS / entry["file"]
     rejected = _rejected_by_nvidia(entry)

@@ -1,16 +1,14 @@
 """Bad inputs and CLI misuse: exit codes (and messages, where recorded) as NVIDIA's tools give them."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tileiras_async.cli import disasm, tileiras
 from tileiras_async.frontend import SUPPORTED_VERSIONS
 
-from conftest import INVALID, requires_corpus
+from conftest import INVALID, manifest, requires_corpus
 
-MANIFEST = json.loads((INVALID / "manifest.json").read_text()) if (INVALID / "manifest.json").is_file() else {}
+MANIFEST = manifest(INVALID)
 ENTRIES = MANIFEST.get("entries", [])
 CLI_CASES = MANIFEST.get("cli", [])
 

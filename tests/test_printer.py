@@ -1,13 +1,12 @@
 """The printer reproduces NVIDIA tileirdisasm 13.5 stdout byte for byte."""
 from __future__ import annotations
 
-import json
 import struct
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import nvidia_bin, nvidia_env
+from conftest import manifest_entries, nvidia_bin, nvidia_env
 
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.ir import attrs as A
@@ -37,11 +36,8 @@ def _goldens(folder: Path) -> list[Path]:
 
 def _rejected() -> dict[str, str]:
     """Corpus files tileirdisasm refuses (its verifier runs before printing, so stdout is empty)."""
-    manifest = PUBLIC / "manifest.json"
-    if not manifest.is_file():
-        return {}
     out = {}
-    for entry in json.loads(manifest.read_text())["entries"]:
+    for entry in manifest_entries(PUBLIC):
         disasm = entry.get("disasm") or {}
         if disasm.get("rc", 0) != 0:
             reason = (disasm.get("stderr") or "").strip().splitlines()

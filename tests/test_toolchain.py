@@ -103,27 +103,28 @@ ORDER = [
 ]
 
 
-@pytest.mark.parametrize("drop", range(len(ORDER)))
-def test_tool_search_order(installs, drop):
-    """Removing the winners one by one reveals the next place in the documented order."""
+def _without_winners(installs, drop: int) -> tuple[dict, list]:
+    """The fake environment and sys.path with the first `drop` places of ORDER removed."""
     env, sys_path = dict(installs["env"]), list(installs["sys_path"])
     for place, _ in ORDER[:drop]:
         if place == "wheel":
             sys_path = []
         else:
             del env[place]
+    return env, sys_path
+
+
+@pytest.mark.parametrize("drop", range(len(ORDER)))
+def test_tool_search_order(installs, drop):
+    """Removing the winners one by one reveals the next place in the documented order."""
+    env, sys_path = _without_winners(installs, drop)
     found = find_tool("ptxas", env=env, sys_path=sys_path)
     assert label_of(found) == ORDER[drop][1]
 
 
 @pytest.mark.parametrize("drop", range(len(ORDER)))
 def test_libdevice_search_order(installs, drop):
-    env, sys_path = dict(installs["env"]), list(installs["sys_path"])
-    for place, _ in ORDER[:drop]:
-        if place == "wheel":
-            sys_path = []
-        else:
-            del env[place]
+    env, sys_path = _without_winners(installs, drop)
     found = find_libdevice(env=env, sys_path=sys_path)
     assert found.read_bytes() == b"BC" + ORDER[drop][1].encode()
 

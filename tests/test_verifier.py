@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INVALID, PUBLIC, corpus_files, requires_corpus
+from conftest import INVALID, PUBLIC, corpus_files, manifest, manifest_entries, requires_corpus
 from tileiras_async.bytecode.errors import BytecodeError
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.bytecode.writer import write_module
@@ -30,11 +30,7 @@ DIVI_UNSIGNED = "error: 'cuda_tile.divi' op rounding mode 'negative_inf' is not 
 
 
 def _manifest_rejected() -> set[str]:
-    path = PUBLIC / "manifest.json"
-    if not path.is_file():
-        return set()
-    entries = json.loads(path.read_text())["entries"]
-    return {Path(e["file"]).name for e in entries if e.get("disasm", {}).get("rc", 0) != 0}
+    return {Path(e["file"]).name for e in manifest_entries() if e.get("disasm", {}).get("rc", 0) != 0}
 
 
 def _first_line(diags) -> str:
@@ -64,7 +60,7 @@ def test_manifest_rejects_only_int_ops_u32():
 @requires_corpus
 def test_frontend_unsigned_floordiv():
     path = INVALID / "frontend_unsigned_floordiv.tileirbc"
-    expected = json.loads((INVALID / "manifest.json").read_text())
+    expected = manifest(INVALID)
     entry = next(e for e in expected["entries"] if e["file"].endswith(path.name))
     module = read_module(path.read_bytes())
     diags = verify_module(module)

@@ -247,6 +247,14 @@ def dst(mc, o, t: str, li):
     raise _err(li, f"register {o} is too narrow for .{t}")
 
 
+def _dst_pair(mc, li, ta: str, tb: str):
+    """The rows of a destination `a|b` (first operand) as .{ta} and .{tb}; (row, None) without `|b`."""
+    d0 = li.ops[0]
+    if isinstance(d0, Pair):
+        return dst(mc, d0.a, ta, li), dst(mc, d0.b, tb, li)
+    return dst(mc, d0, ta, li), None
+
+
 def put(d, m, v):
     """Write v into destination row d for the lanes in mask m."""
     if d is None:
@@ -306,6 +314,11 @@ def ufunc2(mc, li, t, uf):
         else:
             np.putmask(d, m, uf(a, b))
     return f
+
+
+def _has_float_type(mods) -> bool:
+    """Whether any type modifier is a float type (the float builder of a mixed int/float opcode)."""
+    return any(p in TYPE_SIZES and p in FLOAT_TYPES for p in mods.parts)
 
 
 def check_nops(li, n, *alts):
@@ -543,8 +556,7 @@ def _itype(mods, allowed=("u16", "u32", "u64", "s16", "s32", "s64", "b16", "b32"
 @op("add", "sub")
 def _addsub(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_arith(mc, li, mods)
     cc = mods.has("cc")
     sat = mods.has("sat")
@@ -635,8 +647,7 @@ def _mul_parts(a, b, t):
 @op("mul")
 def _mul(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_arith(mc, li, mods)
     mode = mods.take("lo", "hi", "wide")
     t = _itype(mods, ("u16", "u32", "u64", "s16", "s32", "s64"))
@@ -682,8 +693,7 @@ def _mul(mc, li):
 @op("mad")
 def _mad(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_arith(mc, li, mods)
     mode = mods.take("lo", "hi", "wide")
     cc = mods.has("cc")
@@ -787,8 +797,7 @@ def _mul24(mc, li):
 @op("div", "rem")
 def _divrem(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_arith(mc, li, mods)
     t = _itype(mods, ("u16", "u32", "u64", "s16", "s32", "s64"))
     mods.done()
@@ -827,8 +836,7 @@ def _divrem(mc, li):
 @op("abs", "neg")
 def _absneg(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_absneg(mc, li, mods)
     t = _itype(mods, ("s16", "s32", "s64"))
     mods.done()
@@ -839,8 +847,7 @@ def _absneg(mc, li):
 @op("min", "max")
 def _minmax(mc, li):
     mods = Mods(li)
-    ts = [p for p in mods.parts if p in TYPE_SIZES]
-    if any(t in FLOAT_TYPES for t in ts):
+    if _has_float_type(mods):
         return _float_minmax(mc, li, mods)
     relu = mods.has("relu")
     t = _itype(mods, ("u16", "u32", "u64", "s16", "s32", "s64", "u16x2", "s16x2"))
@@ -1271,11 +1278,7 @@ def _setp(mc, li):
     ftz = mods.has("ftz")
     mods.type1()
     mods.done()
-    d0 = li.ops[0]
-    if isinstance(d0, Pair):
-        p, q = dst(mc, d0.a, "pred", li), dst(mc, d0.b, "pred", li)
-    else:
-        p, q = dst(mc, d0, "pred", li), None
+    p, q = _dst_pair(mc, li, "pred", "pred")
     if t in ("f16x2", "bf16x2"):
         return _setp_x2(mc, li, t, cmp, boolop, ftz, p, q)
     nexp = 4 if boolop else 3
@@ -1398,20 +1401,19 @@ def _store_fmt(r, fmt, mc_canon=True):
     raise ValueError(fmt)
 
 
-def _canon_f32(d, m):
-    bad = np.isnan(d)
-    if m is not True:
-        bad &= m
-    if bad.any():
-        d.view(u32)[bad] = u32(0x7FFFFFFF)
+def _canon_nan(bits_dt, qnan):
+    """A writer replacing every NaN of destination row `d` (lanes in mask `m`) by the canonical NaN."""
+    def canon(d, m):
+        bad = np.isnan(d)
+        if m is not True:
+            bad &= m
+        if bad.any():
+            d.view(bits_dt)[bad] = bits_dt(qnan)
+    return canon
 
 
-def _canon_f16(d, m):
-    bad = np.isnan(d)
-    if m is not True:
-        bad &= m
-    if bad.any():
-        d.view(u16)[bad] = u16(0x7FFF)
+_canon_f32 = _canon_nan(u32, 0x7FFFFFFF)
+_canon_f16 = _canon_nan(u16, 0x7FFF)
 
 
 def _exact_op(kind, vals, fmt, mode):
@@ -1511,6 +1513,11 @@ def _exact_op_raw(kind, vals, fmt, mode):
     else:
         raise ValueError(kind)
     return fp.round_fmt(ro, fmt, mode)
+
+
+def _relu(r):
+    """max(r, 0) with NaN passed through unchanged (cvt/min/max .relu)."""
+    return np.where(np.isnan(r), r, np.maximum(r, 0.0))
 
 
 def _post(r, fmt, ftz, sat, relu):
@@ -1821,7 +1828,7 @@ def _float_minmax(mc, li, mods):
         for v in vals[1:]:
             r = _minmax_vals(r, v, is_max, nan, absm)
         if relu:
-            r = np.where(np.isnan(r), r, np.maximum(r, 0.0))
+            r = _relu(r)
         if xorsign:
             s = np.signbit(vals[0]) ^ np.signbit(vals[1])
             r = np.where(np.isnan(r), r, np.copysign(r, np.where(s, -1.0, 1.0)))
@@ -2088,7 +2095,7 @@ def _cvt_ff(mc, li, dt_, st, frnd, irnd, ftz, sat, satfinite, relu):
         if ftz:
             r = fp.flush_subnormal(r, "f32" if dt_ in ("f32", "tf32") else dt_)
         if relu:
-            r = np.where(np.isnan(r), r, np.maximum(r, 0.0))
+            r = _relu(r)
         if sat:
             r = np.where(np.isnan(r), 0.0, np.clip(r, 0.0, 1.0))
         if dt_ == "tf32":
@@ -2116,8 +2123,7 @@ def _cvt_packed(mc, li, dt_, st, frnd, relu, satfinite, ftz, sat):
             hi = fp.round_fmt(np.asarray(ga()).astype(f64), fmt, mode, satfinite=satfinite)
             lo = fp.round_fmt(np.asarray(gb()).astype(f64), fmt, mode, satfinite=satfinite)
             if relu:
-                hi = np.where(np.isnan(hi), hi, np.maximum(hi, 0.0))
-                lo = np.where(np.isnan(lo), lo, np.maximum(lo, 0.0))
+                hi, lo = _relu(hi), _relu(lo)
             r = (fp.encode(hi, fmt).astype(u32) << u32(16)) | fp.encode(lo, fmt).astype(u32)
             put(d, m, bl(r, mc.L))
         return f
@@ -2153,8 +2159,7 @@ def _cvt_packed(mc, li, dt_, st, frnd, relu, satfinite, ftz, sat):
             hi = fp.round_fmt(a, fmt, "rn", satfinite=True)
             lo = fp.round_fmt(b, fmt, "rn", satfinite=True)
             if relu:
-                hi = np.where(np.isnan(hi), hi, np.maximum(hi, 0.0))
-                lo = np.where(np.isnan(lo), lo, np.maximum(lo, 0.0))
+                hi, lo = _relu(hi), _relu(lo)
             eh = fp.encode(hi, fmt).astype(u32)
             el = fp.encode(lo, fmt).astype(u32)
             r = (eh << u32(nbits)) | el
@@ -2172,8 +2177,7 @@ def _cvt_packed(mc, li, dt_, st, frnd, relu, satfinite, ftz, sat):
             hi = fp.decode(v >> u32(8), fmt)
             lo = fp.decode(v & u32(0xFF), fmt)
             if relu:
-                hi = np.where(np.isnan(hi), hi, np.maximum(hi, 0.0))
-                lo = np.where(np.isnan(lo), lo, np.maximum(lo, 0.0))
+                hi, lo = _relu(hi), _relu(lo)
             r = (fp.encode(hi, of).astype(u32) << u32(16)) | fp.encode(lo, of).astype(u32)
             put(d, m, bl(r, mc.L))
         return f3
@@ -2298,8 +2302,8 @@ def _lanes(mc, m):
     return idx, False
 
 
-@op("ld", "ldu")
-def _ld(mc, li):
+def _ldst_mods(li, name: str):
+    """ld/st modifiers: (state space, type, vector length, element size); checks the operand count."""
     mods = Mods(li)
     space = _space(mods)
     mods.ignore(*_CACHE_MODS)
@@ -2310,9 +2314,14 @@ def _ld(mc, li):
     nvec = int(vec[1:]) if vec else 1
     esize = TYPE_SIZES[t]
     if esize > 8:
-        raise _err(li, f"ld.{t} (128-bit registers) is not supported")
-    nops = 2 + (1 if hint else 0)
-    check_nops(li, nops)
+        raise _err(li, f"{name}.{t} (128-bit registers) is not supported")
+    check_nops(li, 2 + (1 if hint else 0))
+    return space, t, nvec, esize
+
+
+@op("ld", "ldu")
+def _ld(mc, li):
+    space, t, nvec, esize = _ldst_mods(li, "ld")
     d, a = li.ops[0], li.ops[1]
     dsts = list(d.items) if isinstance(d, Vec) else [d]
     if len(dsts) != nvec:
@@ -2371,18 +2380,7 @@ def _ld(mc, li):
 
 @op("st")
 def _st(mc, li):
-    mods = Mods(li)
-    space = _space(mods)
-    mods.ignore(*_CACHE_MODS)
-    hint = mods.has("L2::cache_hint")
-    vec = mods.take("v2", "v4", "v8")
-    t = mods.type1()
-    mods.done()
-    nvec = int(vec[1:]) if vec else 1
-    esize = TYPE_SIZES[t]
-    if esize > 8:
-        raise _err(li, f"st.{t} (128-bit registers) is not supported")
-    check_nops(li, 2 + (1 if hint else 0))
+    space, _t, nvec, esize = _ldst_mods(li, "st")
     a, s = li.ops[0], li.ops[1]
     srcs = list(s.items) if isinstance(s, Vec) else [s]
     if len(srcs) != nvec:
@@ -2639,11 +2637,18 @@ def _control_in_body(mc, li):  # pragma: no cover - control instructions end blo
 # ============================================================================ warp-level
 
 
+_LANE_BITS = np.uint64(1) << np.arange(32, dtype=np.uint64)
+
+
+def _ballot(lanes):
+    """Per warp, the 32-bit mask of the lanes set in the boolean lane array `lanes` (as uint64)."""
+    return (lanes.reshape(-1, 32).astype(np.uint64) * _LANE_BITS).sum(1).astype(np.uint64)
+
+
 def _warp_check(mc, li, mm, membermask):
     """Every lane named in the member mask of a warp with active lanes must be active; returns warp ballots."""
     W = mm.reshape(-1, 32)
-    bits = (np.uint64(1) << np.arange(32, dtype=np.uint64))
-    ballot = (W.astype(np.uint64) * bits).sum(1).astype(np.uint64)
+    ballot = _ballot(W)
     active_w = W.any(1)
     mask = np.asarray(membermask)
     if mask.ndim == 0:
@@ -2703,11 +2708,7 @@ def _shfl(mc, li):
     if mode is None:
         raise _err(li, "shfl needs a mode")
     check_nops(li, 5)
-    d0 = li.ops[0]
-    if isinstance(d0, Pair):
-        d, p = dst(mc, d0.a, "b32", li), dst(mc, d0.b, "pred", li)
-    else:
-        d, p = dst(mc, d0, "b32", li), None
+    d, p = _dst_pair(mc, li, "b32", "pred")
     ga = getter(mc, li.ops[1], "b32", li)
     gb = getter(mc, li.ops[2], "b32", li)
     gc = getter(mc, li.ops[3], "b32", li)
@@ -2776,8 +2777,7 @@ def _vote(mc, li):
             return
         _w, ballot, _mw = _warp_check(mc, li, mm, gm())
         pv = bl(np.asarray(gp()), L) & mm
-        bits = (np.uint64(1) << np.arange(32, dtype=np.uint64))
-        pb = (pv.reshape(-1, 32).astype(np.uint64) * bits).sum(1).astype(np.uint64)
+        pb = _ballot(pv)
         if mode == "ballot":
             r = np.repeat(pb.astype(u32), 32)
         elif mode == "all":
@@ -2796,11 +2796,10 @@ def _activemask(mc, li):
     mods.type1({"b32"})
     mods.done()
     d = dst(mc, li.ops[0], "b32", li)
-    bits = (np.uint64(1) << np.arange(32, dtype=np.uint64))
 
     def f(m):
         mm = full_mask(mc, m)
-        b = (mm.reshape(-1, 32).astype(np.uint64) * bits).sum(1).astype(u32)
+        b = _ballot(mm).astype(u32)
         put(d, m, np.repeat(b, 32))
     return f
 
@@ -2812,15 +2811,10 @@ def _match(mc, li):
     mode = mods.take("any", "all")
     t = mods.type1({"b32", "b64"})
     mods.done()
-    d0 = li.ops[0]
-    if isinstance(d0, Pair):
-        d, p = dst(mc, d0.a, "b32", li), dst(mc, d0.b, "pred", li)
-    else:
-        d, p = dst(mc, d0, "b32", li), None
+    d, p = _dst_pair(mc, li, "b32", "pred")
     ga = getter(mc, li.ops[1], t, li)
     gm = getter(mc, li.ops[2], "b32", li)
     L = mc.L
-    bits = (np.uint64(1) << np.arange(32, dtype=np.uint64))
 
     def f(m):
         mm = full_mask(mc, m)
@@ -2829,7 +2823,7 @@ def _match(mc, li):
         W, ballot, _mw = _warp_check(mc, li, mm, gm())
         a = bl(np.asarray(ga()), L).reshape(-1, 32)
         eq = (a[:, :, None] == a[:, None, :]) & W[:, None, :]
-        same = (eq.astype(np.uint64) * bits[None, None, :]).sum(2).astype(np.uint64)
+        same = (eq.astype(np.uint64) * _LANE_BITS[None, None, :]).sum(2).astype(np.uint64)
         if mode == "any":
             r = same.reshape(-1).astype(u32)
             put(d, m, r)
@@ -2897,11 +2891,7 @@ def _elect(mc, li):
     mods = Mods(li)
     mods.has("sync")
     mods.done()
-    d0 = li.ops[0]
-    if isinstance(d0, Pair):
-        d, p = dst(mc, d0.a, "b32", li), dst(mc, d0.b, "pred", li)
-    else:
-        d, p = dst(mc, d0, "b32", li), None
+    d, p = _dst_pair(mc, li, "b32", "pred")
     gm = getter(mc, li.ops[1], "b32", li)
 
 
@@ -3202,11 +3192,11 @@ def _mma(mc, li):
     return f
 
 
-@op("ldmatrix")
-def _ldmatrix(mc, li):
+def _matrix_mods(li, name: str, unsupported: str):
+    """ldmatrix/stmatrix modifiers: (number of 8x8 matrices, .trans, state space)."""
     mods = Mods(li)
     if not (mods.has("sync") and mods.has("aligned")):
-        raise _err(li, "ldmatrix requires .sync.aligned")
+        raise _err(li, f"{name} requires .sync.aligned")
     shape = mods.take("m8n8")
     num = mods.take("x1", "x2", "x4")
     trans = mods.has("trans")
@@ -3214,17 +3204,28 @@ def _ldmatrix(mc, li):
     mods.type1({"b16"})
     mods.done()
     if shape is None or num is None:
-        raise _err(li, f"{li.opcode} is not supported (only .m8n8.x1/.x2/.x4 .b16)")
-    n = int(num[1:])
+        raise _err(li, f"{li.opcode} is not supported{unsupported}")
+    return int(num[1:]), trans, space
+
+
+def _matrix_address(mc, li, space: str, operand):
+    """The address function of a matrix operand and its state space (a generic access through a named
+    variable uses the variable's space)."""
+    sym_space, afn = address_fn(mc, operand, li)
+    if space == "generic" and sym_space is not None:
+        space = sym_space
+    return space, afn
+
+
+@op("ldmatrix")
+def _ldmatrix(mc, li):
+    n, trans, space = _matrix_mods(li, "ldmatrix", " (only .m8n8.x1/.x2/.x4 .b16)")
     d = li.ops[0]
     items = list(d.items) if isinstance(d, Vec) else [d]
     if len(items) != n:
         raise _err(li, f"ldmatrix .x{n} needs {n} destination registers")
     rows = [dst(mc, x, "b32", li) for x in items]
-    sym_space, afn = address_fn(mc, li.ops[1], li)
-    if space == "generic" and sym_space is not None:
-        space = sym_space
-
+    space, afn = _matrix_address(mc, li, space, li.ops[1])
     lane = np.arange(32)
 
     def f(m):
@@ -3256,24 +3257,11 @@ def _ldmatrix(mc, li):
 
 @op("stmatrix")
 def _stmatrix(mc, li):
-    mods = Mods(li)
-    if not (mods.has("sync") and mods.has("aligned")):
-        raise _err(li, "stmatrix requires .sync.aligned")
-    shape = mods.take("m8n8")
-    num = mods.take("x1", "x2", "x4")
-    trans = mods.has("trans")
-    space = _space(mods)
-    mods.type1({"b16"})
-    mods.done()
-    if shape is None or num is None:
-        raise _err(li, f"{li.opcode} is not supported")
-    n = int(num[1:])
+    n, trans, space = _matrix_mods(li, "stmatrix", "")
     s = li.ops[1]
     items = list(s.items) if isinstance(s, Vec) else [s]
     gs = [getter(mc, x, "b32", li) for x in items]
-    sym_space, afn = address_fn(mc, li.ops[0], li)
-    if space == "generic" and sym_space is not None:
-        space = sym_space
+    space, afn = _matrix_address(mc, li, space, li.ops[0])
     lane = np.arange(32)
 
     def f(m):

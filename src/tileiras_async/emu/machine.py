@@ -54,6 +54,12 @@ _NP = {"16": np.uint16, "32": np.uint32, "64": np.uint64, "p": np.bool_}
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
 
 
+def _elements(off, sh: int, vec: int):
+    """Element indices into a buffer viewed as the access's dtype: [n] for scalars, [n, vec] for vectors."""
+    e = off >> sh
+    return e if vec == 1 else e.astype(np.intp)[:, None] + np.arange(vec)
+
+
 class Machine:
     """One kernel launch: builds the closures for a batch layout and runs every CTA."""
 
@@ -415,24 +421,14 @@ class Machine:
         fast = self._fast(space, addr, idx, nbytes, False)
         if fast is not None:
             buf, off = fast
-            v = buf.view(dt)
-            e = off >> sh
-            if vec == 1:
-                return v[e]
-            return v[e.astype(np.intp)[:, None] + np.arange(vec)]
+            return buf.view(dt)[_elements(off, sh, vec)]
         groups = self.resolve(space, addr, idx, nbytes, False, li)
         if len(groups) == 1 and groups[0][2] is None:
             buf, off, _ = groups[0]
-            v = buf.view(dt)
-            e = off >> sh
-            if vec == 1:
-                return v[e]
-            return v[e[:, None] + np.arange(vec)]
+            return buf.view(dt)[_elements(off, sh, vec)]
         out = np.empty((len(addr), vec) if vec > 1 else len(addr), dtype=dt)
         for buf, off, sel in groups:
-            v = buf.view(dt)
-            e = off >> sh
-            out[sel] = v[e] if vec == 1 else v[e[:, None] + np.arange(vec)]
+            out[sel] = buf.view(dt)[_elements(off, sh, vec)]
         return out
 
     def store(self, space, addr, idx, esize: int, dt, vec: int, vals, li) -> None:
@@ -441,22 +437,11 @@ class Machine:
         fast = self._fast(space, addr, idx, nbytes, True)
         if fast is not None:
             buf, off = fast
-            v = buf.view(dt)
-            e = off >> sh
-            if vec == 1:
-                v[e] = vals
-            else:
-                v[e.astype(np.intp)[:, None] + np.arange(vec)] = vals
+            buf.view(dt)[_elements(off, sh, vec)] = vals
             return
         groups = self.resolve(space, addr, idx, nbytes, True, li)
         for buf, off, sel in groups:
-            v = buf.view(dt)
-            e = off >> sh
-            x = vals if sel is None else vals[sel]
-            if vec == 1:
-                v[e] = x
-            else:
-                v[e[:, None] + np.arange(vec)] = x
+            buf.view(dt)[_elements(off, sh, vec)] = vals if sel is None else vals[sel]
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:

@@ -367,21 +367,15 @@ def parse_address(inner: str, line: int) -> Addr:
     if v is not None:
         return Addr(None, v)
     base, off = inner, 0
-    k = inner.find("+", 1)
-    if k > 0:
-        base, o = inner[:k], inner[k + 1:]
-        v = parse_int(o)
-        if v is None:
-            raise PtxSyntaxError(f"bad address offset in '[{inner}]'", line=line)
-        off = v
-    else:
-        k = inner.find("-", 1)
+    for sign_char, sign in (("+", 1), ("-", -1)):
+        k = inner.find(sign_char, 1)
         if k > 0:
             base, o = inner[:k], inner[k + 1:]
             v = parse_int(o)
             if v is None:
                 raise PtxSyntaxError(f"bad address offset in '[{inner}]'", line=line)
-            off = -v
+            off = sign * v
+            break
     if base.startswith("%"):
         b = Reg(base)
     elif re.match(r"^[A-Za-z_$][\w$]*$", base):
@@ -418,6 +412,11 @@ class _Scanner:
         j = self.text.find("\n", i)
         return self.n if j < 0 else j
 
+    def past_string(self, j: int) -> int:
+        """Index just past the string literal whose opening '"' is at j (the end of text if unclosed)."""
+        k = self.text.find('"', j + 1)
+        return self.n if k < 0 else k + 1
+
     def find_stmt_end(self, i: int, stop_at_brace: bool) -> tuple[int, str]:
         """Index of the ';' (or '{' at nesting depth 0 when `stop_at_brace`) ending a statement."""
         t, n = self.text, self.n
@@ -426,8 +425,7 @@ class _Scanner:
         while j < n:
             ch = t[j]
             if ch == '"':
-                k = t.find('"', j + 1)
-                j = n if k < 0 else k + 1
+                j = self.past_string(j)
                 continue
             if ch in "([":
                 depth += 1
@@ -452,8 +450,7 @@ class _Scanner:
         while j < n:
             ch = t[j]
             if ch == '"':
-                k = t.find('"', j + 1)
-                j = n if k < 0 else k + 1
+                j = self.past_string(j)
                 continue
             if ch == "{":
                 depth += 1

@@ -161,24 +161,10 @@ def preflight(module: Module, fn: Function) -> None:
 
 
 # ============================================================================ control flow
-@handler("yield")
-def _yield(it, op, env):
-    return Signal("yield", [env[v] for v in op.operands.get("operands") or []])
-
-
-@handler("continue")
-def _continue(it, op, env):
-    return Signal("continue", [env[v] for v in op.operands.get("operands") or []])
-
-
-@handler("break")
-def _break(it, op, env):
-    return Signal("break", [env[v] for v in op.operands.get("operands") or []])
-
-
-@handler("return")
-def _return(it, op, env):
-    return Signal("return", [env[v] for v in op.operands.get("operands") or []])
+@handler("yield", "continue", "break", "return")
+def _terminator(it, op, env):
+    """End the block: a Signal of the op's kind carrying its operands' values."""
+    return Signal(op.spec.name, [env[v] for v in op.operands.get("operands") or []])
 
 
 @handler("if")

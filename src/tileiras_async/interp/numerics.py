@@ -74,6 +74,8 @@ FORMATS: dict[str, FloatFormat] = {
 }
 
 _COMPUTE_FLOAT = {"f16": np.float16, "f64": np.float64}
+# the numpy IEEE formats: element name -> (float dtype, unsigned dtype of its bits)
+_IEEE = {"f16": (np.float16, np.uint16), "f32": (np.float32, np.uint32), "f64": (np.float64, np.uint64)}
 _INT_DTYPES = {1: np.bool_, 4: np.int8, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 _UINT_DTYPES = {1: np.uint8, 4: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -111,8 +113,8 @@ def storage_dtype(t: T.Type) -> np.dtype:
         return np.dtype(_INT_DTYPES[t.width])
     if isinstance(t, T.FloatType):
         n = t.name
-        if n in ("f16", "f32", "f64"):
-            return np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[n])
+        if n in _IEEE:
+            return np.dtype(_IEEE[n][0])
         if n == "bf16":
             return np.dtype(np.uint16)
         if n == "tf32":
@@ -257,18 +259,20 @@ def round_to_format(x, fmt: FloatFormat, mode=RNE, resid=None) -> np.ndarray:
     return out
 
 
-def _f32_to_bf16_rne(x32: np.ndarray) -> np.ndarray:
+def _f32_rne_drop_bits(x32: np.ndarray, k: int) -> np.ndarray:
+    """float32 values rounded to nearest even with the low `k` significand bits cleared (NaN stays NaN)."""
     u = np.ascontiguousarray(x32, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32) << 16
+    r = ((u + ((1 << (k - 1)) - 1) + ((u >> k) & 1)) & ~np.uint64((1 << k) - 1)).astype(np.uint32)
     out = r.view(np.float32)
     return np.where(np.isnan(x32), np.float32(np.nan), out)
+
+
+def _f32_to_bf16_rne(x32: np.ndarray) -> np.ndarray:
+    return _f32_rne_drop_bits(x32, 16)
 
 
 def _f32_to_tf32_rne(x32: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(x32, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    r = ((u + 0xFFF + ((u >> 13) & 1)) & ~np.uint64(0x1FFF)).astype(np.uint32)
-    out = r.view(np.float32)
-    return np.where(np.isnan(x32), np.float32(np.nan), out)
+    return _f32_rne_drop_bits(x32, 13)
 
 
 def to_float(x64, t: T.Type, mode=RNE, resid=None) -> np.ndarray:
@@ -433,12 +437,9 @@ def bits_to_compute(bits: np.ndarray, t: T.Type) -> np.ndarray:
         return wrap_int(bits.astype(np.uint64).astype(np.int64) if t.width < 64
                         else bits.astype(np.uint64).view(np.int64), t.width)
     name = t.name  # type: ignore[attr-defined]
-    if name == "f16":
-        return bits.astype(np.uint16).view(np.float16)
-    if name == "f32":
-        return bits.astype(np.uint32).view(np.float32)
-    if name == "f64":
-        return bits.astype(np.uint64).view(np.float64)
+    if name in _IEEE:
+        ft, ut = _IEEE[name]
+        return bits.astype(ut).view(ft)
     if name == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32)
     if name == "tf32":  # a 19-bit pattern: sign, 8 exponent bits, 10 mantissa bits
@@ -455,12 +456,9 @@ def compute_to_bits(x: np.ndarray, t: T.Type) -> np.ndarray:
     if isinstance(t, T.IntType):
         return as_unsigned(x, t.width)
     name = t.name  # type: ignore[attr-defined]
-    if name == "f16":
-        return x.astype(np.float16).view(np.uint16)
-    if name == "f32":
-        return x.astype(np.float32).view(np.uint32)
-    if name == "f64":
-        return x.astype(np.float64).view(np.uint64)
+    if name in _IEEE:
+        ft, ut = _IEEE[name]
+        return x.astype(ft).view(ut)
     if name == "bf16":
         u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
         r = (u >> 16).astype(np.uint16)

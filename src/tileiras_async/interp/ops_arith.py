@@ -164,30 +164,34 @@ def _mulhii(it, op, env):
     _set(env, op, N.wrap_int(hi.view(np.int64) if w == 64 else hi.astype(np.int64), w), t)
 
 
-@handler("shli")
-def _shli(it, op, env):
+def _shift_operands(op, env):
+    """(value, result type, width, shift amount as uint64, amount >= width) of shli/shri."""
     a, b = env[op.operands["lhs"]], env[op.operands["rhs"]]
     t = elem(op.results[0])
     w = t.width
     amt = N.as_unsigned(b, w).astype(np.uint64)
-    big = amt >= np.uint64(w)
+    return a, t, w, amt, amt >= np.uint64(w)
+
+
+def _unsigned_shift(fn, a, w, amt, big):
+    """`fn` (np.left_shift / np.right_shift) on the unsigned value; 0 where the amount is >= the width."""
     x = N.as_unsigned(a, w).astype(np.uint64)
-    r = np.left_shift(x, np.where(big, np.uint64(0), amt))
-    r = np.where(big, np.uint64(0), r)
+    r = fn(x, np.where(big, np.uint64(0), amt))
+    return np.where(big, np.uint64(0), r)
+
+
+@handler("shli")
+def _shli(it, op, env):
+    a, t, w, amt, big = _shift_operands(op, env)
+    r = _unsigned_shift(np.left_shift, a, w, amt, big)
     _set(env, op, N.wrap_int(r.view(np.int64) if w == 64 else (r & np.uint64((1 << w) - 1)).astype(np.int64), w), t)
 
 
 @handler("shri")
 def _shri(it, op, env):
-    a, b = env[op.operands["lhs"]], env[op.operands["rhs"]]
-    t = elem(op.results[0])
-    w = t.width
-    amt = N.as_unsigned(b, w).astype(np.uint64)
-    big = amt >= np.uint64(w)
+    a, t, w, amt, big = _shift_operands(op, env)
     if op.attrs["signedness"] == Signedness.unsigned:
-        x = N.as_unsigned(a, w).astype(np.uint64)
-        r = np.right_shift(x, np.where(big, np.uint64(0), amt))
-        r = np.where(big, np.uint64(0), r)
+        r = _unsigned_shift(np.right_shift, a, w, amt, big)
         r = r.view(np.int64) if w == 64 else r.astype(np.int64)
     else:
         x = N.as_signed(a, w).astype(np.int64)
@@ -210,20 +214,26 @@ def _cmpi(it, op, env):
 
 
 # ============================================================================ floats
+def _float_modifiers(op):
+    """(rounding mode, flush_to_zero) of a float op."""
+    return op.attrs.get("rounding_mode", RoundingMode.nearest_even), op.attrs.get("flush_to_zero", False)
+
+
 def _float_inputs(vals, t, ftz_flag):
     if ftz_flag and t.name == "f32":
         return [N.ftz(v) for v in vals]
     return vals
 
 
-def _f32_op(name, a, b):
-    if name == "addf":
-        return np.add(a, b)
-    if name == "subf":
-        return np.subtract(a, b)
-    if name == "mulf":
-        return np.multiply(a, b)
-    return np.divide(a, b)
+def _float_result(r, t, ftz_flag):
+    """flush_to_zero applies to f32 results too."""
+    if ftz_flag and t.name == "f32":
+        return N.ftz(r)
+    return r
+
+
+# the binary ops in a native numpy float type (f16/f32/f64: round to nearest even)
+_NATIVE_BINARY = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
 
 
 def _directed_overflow(x64, mode, inputs_finite, t):
@@ -248,9 +258,9 @@ def float_binary(name: str, a, b, t: T.Type, mode, ftz_flag: bool) -> np.ndarray
         if name == "divf" and mode == RoundingMode.approx and t.name == "f32":
             r = np.multiply(a, np.divide(np.float32(1), b))
         elif t.name in ("f32", "f64", "f16"):
-            r = _f32_op(name, a, b)
+            r = _NATIVE_BINARY[name](a, b)
         else:
-            r = N.from_f32_rne(_f32_op(name, np.asarray(a, np.float32), np.asarray(b, np.float32)), t)
+            r = N.from_f32_rne(_NATIVE_BINARY[name](np.asarray(a, np.float32), np.asarray(b, np.float32)), t)
     else:
         a64, b64 = np.asarray(a, F64), np.asarray(b, F64)
         if name in ("addf", "subf"):
@@ -272,25 +282,20 @@ def float_binary(name: str, a, b, t: T.Type, mode, ftz_flag: bool) -> np.ndarray
             bb = b64 if name == "addf" else -b64
             both_pos_zero = (a64 == 0) & (bb == 0) & ~np.signbit(a64) & ~np.signbit(bb)
             r = np.where((r == 0) & ~both_pos_zero, -np.zeros((), r.dtype), r)
-    if ftz_flag and t.name == "f32":
-        r = N.ftz(r)
-    return r
+    return _float_result(r, t, ftz_flag)
 
 
 @handler("addf", "subf", "mulf", "divf")
 def _float_arith(it, op, env):
     t = elem(op.results[0])
-    r = float_binary(op.spec.name, env[op.operands["lhs"]], env[op.operands["rhs"]], t,
-                     op.attrs.get("rounding_mode", RoundingMode.nearest_even),
-                     op.attrs.get("flush_to_zero", False))
+    r = float_binary(op.spec.name, env[op.operands["lhs"]], env[op.operands["rhs"]], t, *_float_modifiers(op))
     _set(env, op, r, t)
 
 
 @handler("fma")
 def _fma(it, op, env):
     t = elem(op.results[0])
-    mode = op.attrs.get("rounding_mode", RoundingMode.nearest_even)
-    ftz_flag = op.attrs.get("flush_to_zero", False)
+    mode, ftz_flag = _float_modifiers(op)
     a, b, c = _float_inputs([env[op.operands[k]] for k in ("lhs", "rhs", "acc")], t, ftz_flag)
     a64, b64, c64 = (np.asarray(v, F64) for v in (a, b, c))
     if t.name == "f64":
@@ -305,16 +310,13 @@ def _fma(it, op, env):
     if t.name == "f64" and mode not in _NEAREST:
         x64 = _directed_overflow(x64, mode, np.isfinite(a64) & np.isfinite(b64) & np.isfinite(c64), t)
     r = N.to_float(x64, t, mode if mode not in _NEAREST else RoundingMode.nearest_even, resid)
-    if ftz_flag and t.name == "f32":
-        r = N.ftz(r)
-    _set(env, op, r, t)
+    _set(env, op, _float_result(r, t, ftz_flag), t)
 
 
 @handler("sqrt")
 def _sqrt(it, op, env):
     t = elem(op.results[0])
-    mode = op.attrs.get("rounding_mode", RoundingMode.nearest_even)
-    ftz_flag = op.attrs.get("flush_to_zero", False)
+    mode, ftz_flag = _float_modifiers(op)
     (a,) = _float_inputs([env[op.operands["source"]]], t, ftz_flag)
     with np.errstate(invalid="ignore"):
         if mode in _NEAREST:
@@ -327,20 +329,17 @@ def _sqrt(it, op, env):
             x64 = np.sqrt(a64)
             p, pe = N.two_prod(x64, x64)
             r = N.to_float(x64, t, mode, (a64 - p) - pe)
-    if ftz_flag and t.name == "f32":
-        r = N.ftz(r)
-    _set(env, op, r, t)
+    _set(env, op, _float_result(r, t, ftz_flag), t)
 
 
 def _math(fn):
     def h(it, op, env):
         t = elem(op.results[0])
         names = [o.name for o in op.spec.operands]
-        vals = _float_inputs([env[op.operands[n]] for n in names], t, op.attrs.get("flush_to_zero", False))
+        ftz_flag = op.attrs.get("flush_to_zero", False)
+        vals = _float_inputs([env[op.operands[n]] for n in names], t, ftz_flag)
         r = N.to_float(fn(*[np.asarray(v, F64) for v in vals]), t)
-        if op.attrs.get("flush_to_zero", False) and t.name == "f32":
-            r = N.ftz(r)
-        _set(env, op, r, t)
+        _set(env, op, _float_result(r, t, ftz_flag), t)
     return h
 
 
@@ -364,20 +363,15 @@ def _fpowi(it, op, env):
     _set(env, op, N.to_float(np.power(x, n), t), t)
 
 
-@handler("absf")
-def _absf(it, op, env):
-    _set(env, op, np.abs(env[op.operands["source"]]), elem(op.results[0]))
+def _exact_unary(fn):
+    """A float op computed by one numpy function, exact in the source format (no rounding)."""
+    def h(it, op, env):
+        _set(env, op, fn(env[op.operands["source"]]), elem(op.results[0]))
+    return h
 
 
-@handler("negf")
-def _negf(it, op, env):
-    _set(env, op, np.negative(env[op.operands["source"]]), elem(op.results[0]))
-
-
-@handler("ceil", "floor")
-def _ceil_floor(it, op, env):
-    fn = np.ceil if op.spec.name == "ceil" else np.floor
-    _set(env, op, fn(env[op.operands["source"]]), elem(op.results[0]))
+for _name, _fn in {"absf": np.abs, "negf": np.negative, "ceil": np.ceil, "floor": np.floor}.items():
+    handler(_name)(_exact_unary(_fn))
 
 
 @handler("remf")

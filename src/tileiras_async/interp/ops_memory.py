@@ -21,26 +21,26 @@ _M64 = (1 << 64) - 1
 
 
 # ============================================================================ views
+def _view_dims(static, dynamic, env) -> tuple[int, ...]:
+    """A view type's sizes or strides: the static ones, and the dynamic operands (in order) for `?`."""
+    dyn = iter(dynamic or [])
+    out = []
+    for s in static:
+        if s == T.DYNAMIC:
+            v = next(dyn)
+            out.append(uint_scalar(env[v], elem(v).width))
+        else:
+            out.append(int(s))
+    return tuple(out)
+
+
 @handler("make_tensor_view")
 def _make_tensor_view(it, op, env):
     vt = op.results[0].type
     base = int(np.asarray(env[op.operands["base"]]).reshape(()))
-    dyn_shape = iter(op.operands.get("dynamicShape") or [])
-    dyn_strides = iter(op.operands.get("dynamicStrides") or [])
-    shape, strides = [], []
-    for s in vt.shape:
-        if s == T.DYNAMIC:
-            v = next(dyn_shape)
-            shape.append(uint_scalar(env[v], elem(v).width))
-        else:
-            shape.append(int(s))
-    for s in vt.strides:
-        if s == T.DYNAMIC:
-            v = next(dyn_strides)
-            strides.append(uint_scalar(env[v], elem(v).width))
-        else:
-            strides.append(int(s))
-    env[op.results[0]] = TensorView(base, vt.elem, tuple(shape), tuple(strides))
+    shape = _view_dims(vt.shape, op.operands.get("dynamicShape"), env)
+    strides = _view_dims(vt.strides, op.operands.get("dynamicStrides"), env)
+    env[op.results[0]] = TensorView(base, vt.elem, shape, strides)
 
 
 @handler("make_partition_view", "make_strided_view", "make_gather_scatter_view")

@@ -99,12 +99,11 @@ def div_sqrt_modifiers(ctx, op):
     mode = op.attrs.get("rounding_mode")
     approx, full = mode == RM.approx, mode == RM.full
     ty = _elem(_result_type(op))
-    if op.attrs.get("flush_to_zero") and not _is_f32(ty):
-        return f"flush_to_zero modifier only supported for f32 data type, but got: {q(ty)}"
-    if approx and not _is_f32(ty):
-        return f"approx modifier only supported for f32 data type, but got: {q(ty)}"
-    if full and not _is_f32(ty):
-        return f"full modifier only supported for f32 data type, but got: {q(ty)}"
+    if _is_f32(ty):
+        return None
+    for modifier, used in (("flush_to_zero", op.attrs.get("flush_to_zero")), ("approx", approx), ("full", full)):
+        if used:
+            return f"{modifier} modifier only supported for f32 data type, but got: {q(ty)}"
     return None
 
 
@@ -375,29 +374,27 @@ def _paren(shape) -> str:
     return shape_str(shape)
 
 
-def mma_shapes(ctx, op):
-    lhs, rhs, acc = (op.operands[n].type.shape for n in ("lhs", "rhs", "acc"))
-    if len(lhs) not in (2, 3):
-        return "operands must be 2D or 3D tiles"
-    b = int(len(lhs) == 3)
-    if b:
-        if lhs[0] != rhs[0]:
-            return (f"shape error: dim 0 of lhs ({lhs[0]}) and dim 0 of rhs ({rhs[0]}) must match, but got "
-                    f"lhs shape ({_paren(lhs)}) and rhs shape ({_paren(rhs)})")
-        if lhs[0] != acc[0]:
-            return (f"shape error: dim 0 of lhs ({lhs[0]}) and dim 0 of acc ({acc[0]}) must match, but got "
-                    f"lhs shape ({_paren(lhs)}) and acc shape ({_paren(acc)})")
-    row, col = b, b + 1
-    if lhs[col] != rhs[row]:
-        return (f" shape error: dim {col} of lhs ({lhs[col]}) and dim {row} of rhs ({rhs[row]}) must match, "
-                f"but got lhs shape ({_paren(lhs)}) and rhs shape ({_paren(rhs)})")
-    if lhs[row] != acc[row]:
-        return (f" shape error: dim {row} of lhs ({lhs[row]}) and dim {row} of acc ({acc[row]}) must match, "
-                f"but got lhs shape ({_paren(lhs)}) and acc shape ({_paren(acc)})")
-    if rhs[col] != acc[col]:
-        return (f" shape error: dim {col} of rhs ({rhs[col]}) and dim {col} of acc ({acc[col]}) must match, "
-                f"but got rhs shape ({_paren(rhs)}) and acc shape ({_paren(acc)})")
+def _dim_mismatch(shapes: dict, pairs, lead: str = "") -> str | None:
+    """The first (a, i, b, j) of `pairs` where dim i of operand a differs from dim j of operand b, as
+    NVIDIA's tool words it (`lead`: its message for the matrix dims starts with a space)."""
+    for a, i, b, j in pairs:
+        sa, sb = shapes[a], shapes[b]
+        if sa[i] != sb[j]:
+            return (f"{lead}shape error: dim {i} of {a} ({sa[i]}) and dim {j} of {b} ({sb[j]}) must match, "
+                    f"but got {a} shape ({_paren(sa)}) and {b} shape ({_paren(sb)})")
     return None
+
+
+def mma_shapes(ctx, op):
+    shapes = {n: op.operands[n].type.shape for n in ("lhs", "rhs", "acc")}
+    if len(shapes["lhs"]) not in (2, 3):
+        return "operands must be 2D or 3D tiles"
+    b = int(len(shapes["lhs"]) == 3)
+    row, col = b, b + 1
+    batch = [("lhs", 0, "rhs", 0), ("lhs", 0, "acc", 0)] if b else []
+    return (_dim_mismatch(shapes, batch)
+            or _dim_mismatch(shapes, [("lhs", col, "rhs", row), ("lhs", row, "acc", row), ("rhs", col, "acc", col)],
+                             lead=" "))
 
 
 # input element type -> allowed accumulator/result element types (MmaFOp::verify)
@@ -433,22 +430,12 @@ def mmaf_scaled_checks(ctx, op):
     b = int(lhs.rank == 3)
     row, col = b, b + 1
     L, R, LS, RS = lhs.shape, rhs.shape, ls.shape, rs.shape
-    if b:
-        if L[0] != LS[0]:
-            return (f"shape error: dim 0 of lhs ({L[0]}) and dim 0 of lhs_scale ({LS[0]}) must match, but got "
-                    f"lhs shape ({_paren(L)}) and lhs_scale shape ({_paren(LS)})")
-        if R[0] != RS[0]:
-            return (f"shape error: dim 0 of rhs ({R[0]}) and dim 0 of rhs_scale ({RS[0]}) must match, but got "
-                    f"rhs shape ({_paren(R)}) and rhs_scale shape ({_paren(RS)})")
-    if L[row] != LS[row]:
-        return (f"shape error: dim {row} of lhs ({L[row]}) and dim {row} of lhs_scale ({LS[row]}) must match, "
-                f"but got lhs shape ({_paren(L)}) and lhs_scale shape ({_paren(LS)})")
-    if R[col] != RS[col]:
-        return (f"shape error: dim {col} of rhs ({R[col]}) and dim {col} of rhs_scale ({RS[col]}) must match, "
-                f"but got rhs shape ({_paren(R)}) and rhs_scale shape ({_paren(RS)})")
-    if LS[col] != RS[row]:
-        return (f"shape error: dim {col} of lhs_scale ({LS[col]}) and dim {row} of rhs_scale ({RS[row]}) must "
-                f"match, but got lhs_scale shape ({_paren(LS)}) and rhs_scale shape ({_paren(RS)})")
+    batch = [("lhs", 0, "lhs_scale", 0), ("rhs", 0, "rhs_scale", 0)] if b else []
+    err = _dim_mismatch({"lhs": L, "rhs": R, "lhs_scale": LS, "rhs_scale": RS},
+                        batch + [("lhs", row, "lhs_scale", row), ("rhs", col, "rhs_scale", col),
+                                 ("lhs_scale", col, "rhs_scale", row)])
+    if err:
+        return err
     le, se = str(lhs.elem), str(ls.elem)
     if se == "f8E4M3FN" and le != "f4E2M1FN":
         return (f"unsupported combination of element types. Scale type {q(ls.elem)} expects lhs and rhs "
@@ -666,18 +653,13 @@ def make_tensor_view_checks(ctx, op):
     if nstride != len(strd):
         return f"expected {nstride} dynamic stride operands, got {len(strd)}"
     base = None
-    if shp:
-        base = shp[0].type
-        for i, v in enumerate(shp):
-            if v.type != base:
-                return (f"expected dynamic shape index {i} to be of the same type as the other dynamic values "
-                        f"({q(base)}), got {q(v.type)}")
-    if strd:
-        base = base or strd[0].type
-        for i, v in enumerate(strd):
-            if v.type != base:
-                return (f"expected dynamic stride index {i} to be of the same type as the other dynamic values "
-                        f"({q(base)}), got {q(v.type)}")
+    for what, values in (("shape", shp), ("stride", strd)):
+        if values:
+            base = base or values[0].type
+            for i, v in enumerate(values):
+                if v.type != base:
+                    return (f"expected dynamic {what} index {i} to be of the same type as the other dynamic values "
+                            f"({q(base)}), got {q(v.type)}")
     return None
 
 
@@ -691,18 +673,18 @@ def view_of_tensor_view(ctx, op):
     return None
 
 
-def get_index_space_shape_count(ctx, op):
-    rank = view_index_rank(op.operands["src"].type)
-    if len(op.results) != rank:
-        return f"expected {rank} results due to view index space rank, but got {len(op.results)}"
-    return None
+def results_per_dim(rank_of: Callable, what: str) -> Rule:
+    """One result per dimension of the `src` operand (`rank_of` its type, `what` names that rank)."""
+    def result_count(ctx, op):
+        rank = rank_of(op.operands["src"].type)
+        if len(op.results) != rank:
+            return f"expected {rank} results due to {what}, but got {len(op.results)}"
+        return None
+    return result_count
 
 
-def get_tensor_shape_count(ctx, op):
-    rank = len(op.operands["src"].type.shape)
-    if len(op.results) != rank:
-        return f"expected {rank} results due to tensor rank, but got {len(op.results)}"
-    return None
+get_index_space_shape_count = results_per_dim(view_index_rank, "view index space rank")
+get_tensor_shape_count = results_per_dim(lambda t: len(t.shape), "tensor rank")
 
 
 # ---------------------------------------------------------------------------

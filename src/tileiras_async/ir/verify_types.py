@@ -41,6 +41,12 @@ def _dim_map(dim_map) -> str:
     return ", dim_map=[" + ", ".join(str(d) for d in dim_map) + "]"
 
 
+def _view_str(p: str, kind: str, t, params: str, tail: str) -> str:
+    """A tile view type: its tile, `params` (text ending in ", "), padding, tensor_view, then `tail`."""
+    tile = "x".join(str(d) for d in t.tile_shape)
+    return f"{p}{kind}<tile=({tile}), {params}{_pad(t.padding)}{type_str(t.tensor_view, True)}{tail}>"
+
+
 def type_str(t: T.Type, nested: bool = False) -> str:
     """The MLIR spelling of `t`; cuda_tile types get the `!cuda_tile.` prefix unless nested."""
     p = "" if nested else "!cuda_tile."
@@ -60,18 +66,12 @@ def type_str(t: T.Type, nested: bool = False) -> str:
             body += ", strides=[" + ",".join("?" if s == T.DYNAMIC else str(s) for s in t.strides) + "]"
         return f"{p}tensor_view<{body}>"
     if isinstance(t, T.PartitionViewType):
-        tile = "x".join(str(d) for d in t.tile_shape)
-        return (f"{p}partition_view<tile=({tile}), {_pad(t.padding)}"
-                f"{type_str(t.tensor_view, True)}{_dim_map(t.dim_map)}>")
+        return _view_str(p, "partition_view", t, "", _dim_map(t.dim_map))
     if isinstance(t, T.StridedViewType):
-        tile = "x".join(str(d) for d in t.tile_shape)
         strides = ",".join(str(s) for s in t.traversal_strides)
-        return (f"{p}strided_view<tile=({tile}), traversal_strides=[{strides}], {_pad(t.padding)}"
-                f"{type_str(t.tensor_view, True)}{_dim_map(t.dim_map)}>")
+        return _view_str(p, "strided_view", t, f"traversal_strides=[{strides}], ", _dim_map(t.dim_map))
     if isinstance(t, T.GatherScatterViewType):
-        tile = "x".join(str(d) for d in t.tile_shape)
-        return (f"{p}gather_scatter_view<tile=({tile}), {_pad(t.padding)}"
-                f"{type_str(t.tensor_view, True)}, sparse_dim={t.sparse_dim}>")
+        return _view_str(p, "gather_scatter_view", t, "", f", sparse_dim={t.sparse_dim}")
     if isinstance(t, T.FunctionType):
         ins = ", ".join(type_str(x) for x in t.inputs)
         outs = ", ".join(type_str(x) for x in t.results)
