@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_interp.py
 	$(PY) bench/bench_emu.py
+	$(PY) bench/bench_pipelining.py
 	$(PY) bench/bench_tui.py
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
