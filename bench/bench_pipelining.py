@@ -27,8 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from _common import REPO, nvidia_bin  # noqa: E402  (also puts src/ on sys.path)
 
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.codegen.driver import link_kernels_ptx, module_globals_ir
@@ -38,14 +37,6 @@ from tileiras_async.codegen.targets import target
 from tileiras_async.toolchain.ptxas import arch_for_target
 
 CORPUS = Path(os.environ.get("TILEIRAS_CORPUS", REPO.parent / "shared" / "corpus")) / "out" / "public"
-
-
-def nvidia_bin(name: str) -> Path | None:
-    for entry in sys.path:
-        p = Path(entry) / "nvidia" / "cu13" / "bin" / name
-        if p.is_file():
-            return p
-    return None
 
 
 def kloop_kernels() -> list[Path]:
