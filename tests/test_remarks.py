@@ -72,3 +72,13 @@ def test_remarks_report_real_decisions(tmp_path, monkeypatch, capsys):
     assert any("registers" in ln and "[-Rpass-analysis=resources]" in ln for ln in lines)
     assert len(lines) == len(set(lines))  # each decision once
     assert lines[0].startswith("kernels_public.py:")  # with the op's source location
+
+
+@requires_corpus
+def test_remarks_do_not_change_the_cubin(tmp_path, monkeypatch):
+    src = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+    monkeypatch.chdir(tmp_path)
+    base = ["--gpu-name", "sm_100", "-O3", "--lineinfo"]
+    assert tileiras.main(base + ["-o", "plain.cubin", str(src)]) == 0
+    assert tileiras.main(base + ["--remarks=all", "--remarks-output-file=r.yaml", "-o", "r.cubin", str(src)]) == 0
+    assert (tmp_path / "plain.cubin").read_bytes() == (tmp_path / "r.cubin").read_bytes()

@@ -83,12 +83,17 @@ def terminal():
 
 def test_dashboard_in_a_real_terminal(terminal, tmp_path, request):
     files = corpus_files("*.tileirbc") if request.config.getoption("--run-all") else corpus_files("*.v13.4.tileirbc")
-    broken = tmp_path / "broken_input.tileirbc"
+    # the inputs go in one directory (a command line naming all 224 files is too long for tmux)
+    in_dir = tmp_path / "inputs"
+    in_dir.mkdir()
+    for p in files:
+        (in_dir / p.name).symlink_to(p)
+    broken = in_dir / "broken_input.tileirbc"
     broken.write_bytes(files[0].read_bytes()[:100])       # a truncated module: fails to parse
     inputs = [str(p) for p in files] + [str(broken)]
     exit_file = tmp_path / "exit"
     command = (f"cd {shlex.quote(str(REPO))} && {shlex.quote(str(BIN / 'tileiras-async'))} tui "
-               + " ".join(shlex.quote(p) for p in inputs)
+               + shlex.quote(str(in_dir))
                + f" --out-dir {shlex.quote(str(tmp_path / 'out'))} -j 2 --gpu-name sm_100;"
                f" echo TUI-EXIT=$? > {shlex.quote(str(exit_file))}; sleep 30")
     terminal.start(command, {"TERM": "xterm-256color", "PYTHONPATH": str(REPO)})

@@ -183,11 +183,14 @@ def assemble(req: AssembleRequest) -> CubinModule:
     from .toolchain.ptxas import assemble_with_report
     t0 = time.perf_counter()
     tgt = target(req.options.gpu_name)
-    extra = ("-v",) if req.resource_report else ()
+    opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
     try:
-        cubin, report = assemble_with_report(
-            req.ptx, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level, extra=extra),
-            timeout=req.timeout_s)
+        cubin, _ = assemble_with_report(req.ptx, opts, timeout=req.timeout_s)
+        report = ""
+        if req.resource_report:
+            # a second, verbose run: -v changes what ptxas embeds, and the cubin must not depend on remarks
+            report = assemble_with_report(req.ptx, PtxasOptions(opts.arch, opts.opt_level, ("-v",)),
+                                          timeout=req.timeout_s)[1]
     except PtxasError as e:
         return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program")],
                            tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0)
