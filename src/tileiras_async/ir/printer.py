@@ -1212,6 +1212,34 @@ class _DebugAttrs:
             return f"#cuda_tile.di_lexical_block<scope = {r(p[0])}, file = {r(p[1])}, line = {p[2]}{column}>"
         raise AssertionError(kind)
 
+    def inline(self, attr: tuple, stripped: bool = False) -> str:
+        """The attribute spelled out in full, as diagnostics print an op's location; a parameter of a
+        specific attribute type (a file, a compile unit) is printed `stripped`, without its mnemonic."""
+        kind, p = attr[0], attr[1:]
+        q = lambda data: '"' + escape_string(data) + '"'
+        name = "" if stripped else f"#cuda_tile.{kind}"
+        if kind == "unknown":
+            return "loc(unknown)"
+        if kind == "file_line_col":
+            return f"loc({q(p[0])}:{p[1]}:{p[2]})"
+        if kind == "callsite":
+            return f"callsite({self.inline(p[0])} at {self.inline(p[1])})"
+        if kind == "di_loc":
+            return f"#cuda_tile.di_loc<{self.inline(p[0])} in {self.inline(p[1])}>"
+        if kind == "di_file":
+            return f"{name}<{q(p[0])} in {q(p[1])}>"
+        if kind == "di_compile_unit":
+            return f"{name}<file = {self.inline(p[0], True)}>"
+        if kind == "di_subprogram":
+            scope_line = f", scopeLine = {p[5]}" if p[5] else ""
+            return (f"{name}<file = {self.inline(p[0], True)}, line = {p[1]}, name = {q(p[2])}, linkageName = "
+                    f"{q(p[3])}, compileUnit = {self.inline(p[4], True)}{scope_line}>")
+        if kind == "di_lexical_block":
+            column = f", column = {p[3]}" if p[3] else ""
+            return (f"{name}<scope = {self.inline(p[0])}, file = {self.inline(p[1], True)}, "
+                    f"line = {p[2]}{column}>")
+        return "<<NULL ATTRIBUTE>>"
+
     def definitions(self) -> str:
         assert self.names is not None
         return "".join(f"{name} = {self.definition(a)}\n" for a, name in self.names.items())
@@ -1281,6 +1309,12 @@ def print_op(op: Operation) -> str:
 
 def print_function(fn: Function) -> str:
     return print_op(_entry_op(fn))
+
+
+def render_location(module: Module, debug_id: int) -> str | None:
+    """An op's debug location spelled out (the prefix of a located diagnostic), or None if unknown."""
+    attr = _DebugAttrs(module).attr(debug_id, True)
+    return None if attr == _UNKNOWN_LOC else _DebugAttrs(module).inline(attr)
 
 
 def print_module(module: Module, debug_info: bool = False) -> str:
