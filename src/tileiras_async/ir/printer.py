@@ -1311,6 +1311,16 @@ def print_function(fn: Function) -> str:
     return print_op(_entry_op(fn))
 
 
+def render_attribute(module: Module, debug_id: int, stripped: bool = False) -> str:
+    """A debug scope attribute (subprogram, lexical block, file, compile unit) spelled out, as diagnostics do."""
+    return _DebugAttrs(module).inline(_DebugAttrs(module).attr(debug_id, False), stripped)
+
+
+def debug_attribute_key(module: Module, debug_id: int) -> tuple:
+    """The structural identity of a debug attribute: ids with equal content are the same attribute."""
+    return _DebugAttrs(module).attr(debug_id, False)
+
+
 def render_location(module: Module, debug_id: int) -> str | None:
     """An op's debug location spelled out (the prefix of a located diagnostic), or None if unknown."""
     attr = _DebugAttrs(module).attr(debug_id, True)

@@ -11,9 +11,9 @@ NVIDIA's tool prints them in these diagnostics.
 from __future__ import annotations
 
 from .core import Function, Module
-from .diagnostics import DEBUG_CALLSITE, DEBUG_DIFILE, DEBUG_DILOC
+from .diagnostics import DEBUG_CALLSITE, DEBUG_DILOC
 
-DEBUG_COMPILE_UNIT, DEBUG_LEXICAL_BLOCK, DEBUG_SUBPROGRAM = 1, 3, 5
+from .debuginfo import TAG_LEXICAL_BLOCK as DEBUG_LEXICAL_BLOCK, TAG_SUBPROGRAM as DEBUG_SUBPROGRAM
 
 
 def _entry(module: Module, debug_id: int):
@@ -36,49 +36,16 @@ def _string(module: Module, i: int) -> str:
     return '"' + "".join(out) + '"'
 
 
-def attr_str(module: Module, debug_id: int, nested: bool = False, _depth: int = 0) -> str:
+def attr_str(module: Module, debug_id: int, nested: bool = False) -> str:
     """MLIR spelling of a debug scope attribute (nested struct params drop the `#cuda_tile.x` prefix)."""
-    e = _entry(module, debug_id)
-    if e is None or _depth > 16:
-        return "<<NULL ATTRIBUTE>>"
-    f = e.fields
-    if e.tag == DEBUG_DIFILE and len(f) == 2:
-        body = f"<{_string(module, f[0])} in {_string(module, f[1])}>"
-        return body if nested else "#cuda_tile.di_file" + body
-    if e.tag == DEBUG_COMPILE_UNIT and len(f) == 1:
-        body = f"<file = {attr_str(module, f[0], True, _depth + 1)}>"
-        return body if nested else "#cuda_tile.di_compile_unit" + body
-    if e.tag == DEBUG_SUBPROGRAM and len(f) >= 5:
-        body = (f"<file = {attr_str(module, f[0], True, _depth + 1)}, line = {f[1]}, "
-                f"name = {_string(module, f[2])}, linkageName = {_string(module, f[3])}, "
-                f"compileUnit = {attr_str(module, f[4], True, _depth + 1)}")
-        if len(f) > 5:
-            body += f", scopeLine = {f[5]}"
-        body += ">"
-        return body if nested else "#cuda_tile.di_subprogram" + body
-    if e.tag == DEBUG_LEXICAL_BLOCK and len(f) == 4:
-        body = (f"<scope = {attr_str(module, f[0], False, _depth + 1)}, "
-                f"file = {attr_str(module, f[1], True, _depth + 1)}, line = {f[2]}, column = {f[3]}>")
-        return body if nested else "#cuda_tile.di_lexical_block" + body
-    return "<<UNKNOWN ATTRIBUTE>>"
+    from .printer import render_attribute
+    return render_attribute(module, debug_id, stripped=nested)
 
 
-def _key(module: Module, debug_id: int, _depth: int = 0):
+def _key(module: Module, debug_id: int):
     """Structural identity of a debug attribute (ids with equal content are the same attribute)."""
-    e = _entry(module, debug_id)
-    if e is None or _depth > 16:
-        return None
-    refs = {DEBUG_DIFILE: (), DEBUG_COMPILE_UNIT: (0,), DEBUG_SUBPROGRAM: (0, 4), DEBUG_LEXICAL_BLOCK: (0, 1)}
-    strs = {DEBUG_DIFILE: (0, 1), DEBUG_SUBPROGRAM: (2, 3)}
-    parts = []
-    for i, v in enumerate(e.fields):
-        if i in refs.get(e.tag, ()):
-            parts.append(_key(module, v, _depth + 1))
-        elif i in strs.get(e.tag, ()):
-            parts.append(module.strings[v] if 0 <= v < len(module.strings) else None)
-        else:
-            parts.append(v)
-    return (e.tag, tuple(parts))
+    from .printer import debug_attribute_key
+    return debug_attribute_key(module, debug_id)
 
 
 def _di_loc(module: Module, debug_id: int, _depth: int = 0):
