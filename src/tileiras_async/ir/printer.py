@@ -1188,33 +1188,21 @@ class _DebugAttrs:
         return self.names.get(attr, "") if self.names is not None else ""
 
     def definition(self, attr: tuple) -> str:
-        """The right-hand side of `#alias = ...`."""
-        kind, p, r = attr[0], attr[1:], self.ref
-        q = lambda data: '"' + escape_string(data) + '"'
-        if kind == "unknown":
-            return "loc(unknown)"
-        if kind == "file_line_col":
-            return f"loc({q(p[0])}:{p[1]}:{p[2]})"
-        if kind == "callsite":
-            return f"loc(callsite({r(p[0])} at {r(p[1])}))"
-        if kind == "di_loc":
-            return f"#cuda_tile.di_loc<{r(p[0])} in {r(p[1])}>"
-        if kind == "di_file":
-            return f"#cuda_tile.di_file<{q(p[0])} in {q(p[1])}>"
-        if kind == "di_compile_unit":
-            return f"#cuda_tile.di_compile_unit<file = {r(p[0])}>"
-        if kind == "di_subprogram":
-            scope_line = f", scopeLine = {p[5]}" if p[5] else ""   # optional parameters equal to 0 are elided
-            return (f"#cuda_tile.di_subprogram<file = {r(p[0])}, line = {p[1]}, name = {q(p[2])}, "
-                    f"linkageName = {q(p[3])}, compileUnit = {r(p[4])}{scope_line}>")
-        if kind == "di_lexical_block":
-            column = f", column = {p[3]}" if p[3] else ""
-            return f"#cuda_tile.di_lexical_block<scope = {r(p[0])}, file = {r(p[1])}, line = {p[2]}{column}>"
-        raise AssertionError(kind)
+        """The right-hand side of `#alias = ...`: nested attributes by their alias names."""
+        if attr[0] == "callsite":
+            return f"loc(callsite({self.ref(attr[1])} at {self.ref(attr[2])}))"
+        return self._spell(attr, lambda child, stripped: self.ref(child), stripped=False)
 
     def inline(self, attr: tuple, stripped: bool = False) -> str:
         """The attribute spelled out in full, as diagnostics print an op's location; a parameter of a
         specific attribute type (a file, a compile unit) is printed `stripped`, without its mnemonic."""
+        if attr[0] == "callsite":
+            return f"callsite({self.inline(attr[1])} at {self.inline(attr[2])})"
+        return self._spell(attr, self.inline, stripped)
+
+    @staticmethod
+    def _spell(attr: tuple, nested, stripped: bool) -> str:
+        """One spelling for both forms; `nested(child, stripped)` prints a parameter that is an attribute."""
         kind, p = attr[0], attr[1:]
         q = lambda data: '"' + escape_string(data) + '"'
         name = "" if stripped else f"#cuda_tile.{kind}"
@@ -1222,21 +1210,19 @@ class _DebugAttrs:
             return "loc(unknown)"
         if kind == "file_line_col":
             return f"loc({q(p[0])}:{p[1]}:{p[2]})"
-        if kind == "callsite":
-            return f"callsite({self.inline(p[0])} at {self.inline(p[1])})"
         if kind == "di_loc":
-            return f"#cuda_tile.di_loc<{self.inline(p[0])} in {self.inline(p[1])}>"
+            return f"#cuda_tile.di_loc<{nested(p[0], False)} in {nested(p[1], False)}>"
         if kind == "di_file":
             return f"{name}<{q(p[0])} in {q(p[1])}>"
         if kind == "di_compile_unit":
-            return f"{name}<file = {self.inline(p[0], True)}>"
+            return f"{name}<file = {nested(p[0], True)}>"
         if kind == "di_subprogram":
-            scope_line = f", scopeLine = {p[5]}" if p[5] else ""
-            return (f"{name}<file = {self.inline(p[0], True)}, line = {p[1]}, name = {q(p[2])}, linkageName = "
-                    f"{q(p[3])}, compileUnit = {self.inline(p[4], True)}{scope_line}>")
+            scope_line = f", scopeLine = {p[5]}" if p[5] else ""   # optional parameters equal to 0 are elided
+            return (f"{name}<file = {nested(p[0], True)}, line = {p[1]}, name = {q(p[2])}, linkageName = "
+                    f"{q(p[3])}, compileUnit = {nested(p[4], True)}{scope_line}>")
         if kind == "di_lexical_block":
             column = f", column = {p[3]}" if p[3] else ""
-            return (f"{name}<scope = {self.inline(p[0])}, file = {self.inline(p[1], True)}, "
+            return (f"{name}<scope = {nested(p[0], False)}, file = {nested(p[1], True)}, "
                     f"line = {p[2]}{column}>")
         return "<<NULL ATTRIBUTE>>"
 
