@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
@@ -757,6 +758,33 @@ def fma_plan_for(op: Operation, lhs_elem: T.Type, rhs_elem: T.Type) -> FmaPlan:
     return FmaPlan(batched, bsz, m, n, k, elem_bytes(lhs_elem), elem_bytes(rhs_elem))
 
 
+def _load_shared(em: KernelEmitter, llvm: str, align: int, fns: tuple, elem: T.Type, lt: str, signed: bool,
+                 ptr: str, offset) -> str:
+    """One operand element from its shared-memory staging, converted and widened to the accumulator type."""
+    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {offset}", "sp")
+    x = em.b.value(f"load {llvm}, {SHARED_PTR} {p}, align {align}")
+    for f in fns:
+        x = f(x)
+    return _widen(em, x, elem, lt, signed)
+
+
+def _fma_step(em: KernelEmitter, lt: str, ptrs, a_k: int, b_k: int, load_a, load_b, kk,
+              current: list[str]) -> list[str]:
+    """One k of an FMA matmul: current[i] += A[i's row, kk] * B[kk, i's column] (kk an int or an i32 value)."""
+    if isinstance(kk, int):
+        ao, bo = kk * a_k, kk * b_k
+    else:
+        ao = em.b.value(f"mul i32 {kk}, {a_k}")
+        bo = em.b.value(f"mul i32 {kk}, {b_k}")
+    out = []
+    a_vals: dict[str, str] = {}
+    for (pa, pb), cur in zip(ptrs, current):
+        if pa not in a_vals:  # one A element serves every accumulator of its row
+            a_vals[pa] = load_a(pa, ao)
+        out.append(_fma(em, lt, a_vals[pa], load_b(pb, bo), cur))
+    return out
+
+
 def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     res_ty: T.TileType = op.result.type
     layout = em.default_layout(res_ty.shape)
@@ -806,24 +834,9 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
                 a_ptrs[a_key] = _smem_ptr(em, a_off)
             ptrs.append((a_ptrs[a_key], _smem_ptr(em, b_off)))
 
-        def step(kk, current: list[str], ptrs=ptrs) -> list[str]:
-            """One k: current[i] is the accumulator of reps[i]; kk is an int or an i32 value."""
-            if isinstance(kk, int):
-                ao, bo = kk * plan.a_k, kk * plan.b_k
-            else:
-                ao = em.b.value(f"mul i32 {kk}, {plan.a_k}")
-                bo = em.b.value(f"mul i32 {kk}, {plan.b_k}")
-            out = []
-            a_vals: dict[str, str] = {}
-            for (pa, pb), cur in zip(ptrs, current):
-                if pa not in a_vals:
-                    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pa}, i32 {ao}", "sp")
-                    x = em.b.value(f"load {lhs.llvm}, {SHARED_PTR} {p}, align {plan.ea}")
-                    a_vals[pa] = _widen(em, x, lhs.elem, lt, sa)
-                p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pb}, i32 {bo}", "sp")
-                y = em.b.value(f"load {rhs.llvm}, {SHARED_PTR} {p}, align {plan.eb}")
-                out.append(_fma(em, lt, a_vals[pa], _widen(em, y, rhs.elem, lt, sb), cur))
-            return out
+        load_a = partial(_load_shared, em, lhs.llvm, plan.ea, (), lhs.elem, lt, sa)
+        load_b = partial(_load_shared, em, rhs.llvm, plan.eb, (), rhs.elem, lt, sb)
+        step = partial(_fma_step, em, lt, ptrs, plan.a_k, plan.b_k, load_a, load_b)
 
         cur = [regs[r] for r in reps]
         if len(reps) * plan.kc <= FMA_UNROLL_LIMIT:
@@ -1189,27 +1202,9 @@ def _lower_fma_staged(em: KernelEmitter, op: Operation, pipe) -> None:
                 b_ptr = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {b_off}"))
             ptrs.append((a_ptrs[a_key], b_ptr))
 
-        def step(kk, current: list[str], ptrs=ptrs) -> list[str]:
-            if isinstance(kk, int):
-                ao, bo = kk * a_k, kk * b_k
-            else:
-                ao = em.b.value(f"mul i32 {kk}, {a_k}")
-                bo = em.b.value(f"mul i32 {kk}, {b_k}")
-            out = []
-            a_vals: dict[str, str] = {}
-            for (pa, pb), cur in zip(ptrs, current):
-                if pa not in a_vals:
-                    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pa}, i32 {ao}", "sp")
-                    x = em.b.value(f"load {a.llvm}, {SHARED_PTR} {p}, align {a.eb}")
-                    for f in fa:
-                        x = f(x)
-                    a_vals[pa] = _widen(em, x, elem_a, lt, sa)
-                p = em.b.value(f"getelementptr i8, {SHARED_PTR} {pb}, i32 {bo}", "sp")
-                y = em.b.value(f"load {b.llvm}, {SHARED_PTR} {p}, align {b.eb}")
-                for f in fb:
-                    y = f(y)
-                out.append(_fma(em, lt, a_vals[pa], _widen(em, y, elem_b, lt, sb), cur))
-            return out
+        load_a = partial(_load_shared, em, a.llvm, a.eb, tuple(fa), elem_a, lt, sa)
+        load_b = partial(_load_shared, em, b.llvm, b.eb, tuple(fb), elem_b, lt, sb)
+        step = partial(_fma_step, em, lt, ptrs, a_k, b_k, load_a, load_b)
 
         cur = [regs[r] for r in reps]
         if len(reps) * kc <= FMA_UNROLL_LIMIT:
