@@ -103,27 +103,25 @@ def _bits(elem: T.Type) -> int:
     return 8 * elem_bytes(elem)
 
 
+def _reg_cast(lt: str) -> tuple[str, str]:
+    """(into the template's integer register, back out of it) casts for an element of LLVM type lt."""
+    if lt == "i1" or (lt.startswith("i") and "ptr" not in lt):
+        return "zext", "trunc"
+    if "ptr" in lt:
+        return "ptrtoint", "inttoptr"
+    return "bitcast", "bitcast"
+
+
 def _to_reg(em: KernelEmitter, value: str, lt: str, bits: int) -> str:
     """An element as the integer register the PTX template takes."""
-    _, rt = _REG[bits]
-    if lt == "i1":
-        return em.b.value(f"zext i1 {value} to {rt}")
-    if "ptr" in lt:
-        return em.b.value(f"ptrtoint {lt} {value} to i64")
-    if lt.startswith("i"):
-        return value if lt == rt else em.b.value(f"zext {lt} {value} to {rt}")
-    return em.b.value(f"bitcast {lt} {value} to {rt}")
+    rt = "i64" if "ptr" in lt else _REG[bits][1]
+    return value if lt == rt else em.b.value(f"{_reg_cast(lt)[0]} {lt} {value} to {rt}")
 
 
 def _from_reg(em: KernelEmitter, value: str, lt: str, bits: int) -> str:
-    _, rt = _REG[bits]
-    if lt == "i1":
-        return em.b.value(f"trunc {rt} {value} to i1")
-    if "ptr" in lt:
-        return em.b.value(f"inttoptr i64 {value} to {lt}")
-    if lt.startswith("i"):
-        return value if lt == rt else em.b.value(f"trunc {rt} {value} to {lt}")
-    return em.b.value(f"bitcast {rt} {value} to {lt}")
+    """The inverse of _to_reg."""
+    rt = "i64" if "ptr" in lt else _REG[bits][1]
+    return value if lt == rt else em.b.value(f"{_reg_cast(lt)[1]} {rt} {value} to {lt}")
 
 
 def predicated_load(em: KernelEmitter, op: Operation, addr: str, pred: str | None, elem: T.Type,
