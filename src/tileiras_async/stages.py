@@ -151,11 +151,14 @@ def lower(req: LowerRequest) -> LoweredKernel:
 
 def schedule(req: LowerRequest) -> KernelSchedule:
     """The modulo-scheduling analysis of one kernel's loops (what --schedule-trace-file and the dashboard show)."""
+    from dataclasses import replace
+
     from .bytecode.reader import read_module
     from .schedule.analyze import schedule_module
     t0 = time.perf_counter()
     module = read_module(req.data)
-    reports = [r for r in schedule_module(module, req.options.gpu_name, name=req.path) if r.kernel == req.kernel]
+    only = replace(module, functions=[module.kernel(req.kernel)])  # this kernel's loops, not every kernel's
+    reports = schedule_module(only, req.options.gpu_name, name=req.path)
     return KernelSchedule(req.kernel, reports, time.perf_counter() - t0)
 
 
