@@ -67,18 +67,6 @@ def corpus_case(refs, cid: str) -> tuple[dict, dict, tuple]:
     return inputs, refs.make_inputs(cid), refs.grid(cid, inputs)
 
 
-def bf16_matmul_rounded_steps(refs, inputs: dict, tk: int) -> np.ndarray:
-    """C = A @ B (bf16 A, B) as cuTile computes `acc + a @ b` over k-steps of `tk`: each step's product
-    is a bf16 tile, rounded before it is added to the f32 accumulator (refs.py does not round it)."""
-    A = refs.bf16_to_f32(inputs["A"]).astype(np.float64)
-    B = refs.bf16_to_f32(inputs["B"]).astype(np.float64)
-    acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k0 in range(0, A.shape[1], tk):
-        part = (A[:, k0:k0 + tk] @ B[k0:k0 + tk]).astype(np.float32)
-        acc = acc + refs.bf16_to_f32(refs.f32_to_bf16(part))
-    return acc
-
-
 def nvidia_bin(name: str) -> Path | None:
     """A tool from NVIDIA's wheels in this environment (test oracles only)."""
     for entry in sys.path:

@@ -12,21 +12,12 @@ A module our compiler cannot lower yet is skipped with the compile error as the
 reason.  A module NVIDIA's tileiras rejects (the manifest records its rc) must
 be rejected by our pipeline too.
 
-Two bf16 matmuls are checked against cuTile's dtype semantics instead of
-`refs.reference`: with bf16 operands ``a @ b`` is a bf16 tile, so each k-step's
-product is rounded to bf16 before ``acc + a @ b`` promotes it to f32.  NVIDIA's
-own PTX for these kernels (corpus `.ptx`, sm_90/sm_100) rounds exactly there and
-our compiler does the same; the corpus reference accumulates in f32 without
-that rounding and is off by up to ~1%.  The emulated result must equal the
-bf16-semantics reference within the manifest tolerance.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from conftest import (
     CORPUS,
-    bf16_matmul_rounded_steps,
     corpus_case,
     manifest_entries,
     requires_corpus,
@@ -34,33 +25,6 @@ from conftest import (
 
 ENTRIES = manifest_entries()
 TARGETS = ("sm_80", "sm_90", "sm_100")
-
-
-def _bf16_matmul_semantics(refs, cid: str, inputs: dict, tk: int) -> dict:
-    return {"C": refs.cast_to(bf16_matmul_rounded_steps(refs, inputs, tk), refs.REFS[cid].dtypes["C"])}
-
-
-SEMANTIC_REFS = {
-    "matmul_bf16_f32out_32x64x32": lambda refs, cid, d: _bf16_matmul_semantics(refs, cid, d, 32),
-    "matmul_bf16_64x64x64": lambda refs, cid, d: _bf16_matmul_semantics(refs, cid, d, 64),
-}
-
-
-def _check(refs, cid: str, orig: dict, outputs: dict) -> list:
-    if cid not in SEMANTIC_REFS:
-        return refs.check(cid, orig, outputs)
-    expected = SEMANTIC_REFS[cid](refs, cid, orig)
-    problems = []
-    for name, exp in expected.items():
-        dt = refs.REFS[cid].dtypes.get(name, "float32")
-        rtol, atol = refs.tolerance(cid, name)
-        e, g = refs.to_f64(exp, dt), refs.to_f64(outputs[name], dt)
-        bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
-        if bad.any():
-            idx = tuple(np.argwhere(bad)[0])
-            problems.append(f"{name}: {int(bad.sum())} mismatches, first at {idx}: got {g[idx]!r} "
-                            f"expected {e[idx]!r} (bf16 matmul semantics)")
-    return problems
 
 
 def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
@@ -81,7 +45,7 @@ def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
     except CodegenUnavailable as e:
         pytest.skip(f"our compiler cannot compile {cid} yet: {e}")
     assert run.cubin, "ptxas produced no cubin"
-    problems = _check(refs, cid, orig, inputs)
+    problems = refs.check(cid, orig, inputs)
     assert not problems, f"{cid} ({entry['file']}, {gpu}, -O{opt_level}): " + "; ".join(problems)
     assert run.report.thread_instructions > 0
 

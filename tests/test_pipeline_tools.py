@@ -167,8 +167,16 @@ def test_priority_slots_serve_lowest_first():
     assert order == ["first", "assemble-early", "assemble", "lower", "parse"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _alive(pid: int, grace_s: float = 5.0) -> bool:
+    """Whether `pid` is still running after `grace_s`: SIGKILL is delivered asynchronously, so a
+    process killed a moment ago may not have exited yet on a loaded machine."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
