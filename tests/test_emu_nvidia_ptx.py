@@ -10,8 +10,6 @@ Known outcomes, asserted as such:
   padding leaves out-of-bounds elements undefined), reading past the end of the
   array in the last block -- the memory checker reports it.
 * kernels using wgmma (sm_90) or tcgen05 (sm_100) are not emulated: skipped.
-* the bf16 matmuls are checked against cuTile's bf16 product semantics (see
-  test_emu_manifest.py).
 
 Default run: a sample covering each instruction family; `--run-all`: every file.
 """
@@ -54,8 +52,6 @@ CASES = [(p, *_case(p)) for p in FILES]
 
 
 def run_nvidia(refs, path, cid, gpu):
-    from test_emu_manifest import _check
-
     ptx = path.read_text()
     prog = load_program(ptx)
     inputs, orig, grid = corpus_case(refs, cid)
@@ -71,7 +67,7 @@ def run_nvidia(refs, path, cid, gpu):
         raise
     for i, addr in arrays:
         mem.copy_back(addr, args[i])
-    problems = _check(refs, cid, orig, inputs)
+    problems = refs.check(cid, orig, inputs)
     assert not problems, f"NVIDIA {cid} {gpu}: " + "; ".join(problems)
 
 
