@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
     from tileiras_async.bytecode.reader import read_module
     from tileiras_async.codegen.driver import module_ptx
-    from tileiras_async.codegen.targets import target
+    from tileiras_async.targets import target
 
     public = args.corpus / "out" / "public"
     man = json.loads((public / "manifest.json").read_text())

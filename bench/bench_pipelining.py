@@ -30,10 +30,9 @@ from pathlib import Path
 from _common import REPO, nvidia_bin  # noqa: E402  (also puts src/ on sys.path)
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.driver import link_kernels_ptx, module_globals_ir
-from tileiras_async.codegen.emitter import CodegenOptions, KernelEmitter
-from tileiras_async.codegen.llvmir import ModuleIR
-from tileiras_async.codegen.targets import target
+from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.codegen.emitter import CodegenOptions
+from tileiras_async.targets import target
 from tileiras_async.toolchain.ptxas import arch_for_target
 
 CORPUS = Path(os.environ.get("TILEIRAS_CORPUS", REPO.parent / "shared" / "corpus")) / "out" / "public"
@@ -249,11 +248,8 @@ def ours(path: Path, gpu: str, stages: int) -> tuple[Build, str]:
     irs, names, shared, pipes, remarks = [], [], 0, [], []
     plans = []
     for fn in module.functions:
-        ir = ModuleIR()
-        em = KernelEmitter(ir, fn, opts, module)
-        em.emit_block(fn.body)
-        em.finish()
-        irs.append(ir.render())
+        em = emit_kernel(module, fn, opts)
+        irs.append(em.module_ir.render())
         names.append(fn.name.decode())
         shared = max(shared, em.shared_bytes)
         pipes += em.pipelines

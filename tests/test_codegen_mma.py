@@ -24,6 +24,7 @@ import pytest
 from conftest import REPO, corpus_files, requires_corpus
 
 from tileiras_async.codegen import lower_mma as L
+from tileiras_async.tilegpu import mma as P
 from tileiras_async.codegen.driver import (
     compile_module,
     link_kernels_ptx,
@@ -31,7 +32,7 @@ from tileiras_async.codegen.driver import (
     module_ptx,
 )
 from tileiras_async.codegen.emitter import CodegenOptions
-from tileiras_async.codegen.targets import target
+from tileiras_async.targets import target
 from tileiras_async.ir import types as T
 from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
@@ -44,7 +45,7 @@ from tileiras_async.toolchain.ptxas import PtxasOptions, assemble
 # ---------------------------------------------------------------------------------------------------------
 
 
-def isa_a(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
+def isa_a(instr: P.Instr, lane: int, i: int) -> tuple[int, int]:
     g, t = lane >> 2, lane % 4
     if instr.key.startswith(("f16", "bf16")):  # m16n8k16 .f16/.bf16, a0..a7
         row = g if (0 <= i < 2 or 4 <= i < 6) else g + 8
@@ -60,7 +61,7 @@ def isa_a(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
     return row, col
 
 
-def isa_b(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
+def isa_b(instr: P.Instr, lane: int, i: int) -> tuple[int, int]:
     g, t = lane >> 2, lane % 4
     if instr.key.startswith(("f16", "bf16")):  # b0..b3
         row = t * 2 + (i & 1) if i < 2 else t * 2 + (i & 1) + 8
@@ -73,7 +74,7 @@ def isa_b(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
     return row, g
 
 
-def isa_c(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
+def isa_c(instr: P.Instr, lane: int, i: int) -> tuple[int, int]:
     g, t = lane >> 2, lane % 4
     if instr.m == 8:  # m8n8k4 .f64: c0, c1
         return g, t * 2 + (i & 1)
@@ -83,14 +84,14 @@ def isa_c(instr: L.Instr, lane: int, i: int) -> tuple[int, int]:
 ISA = {"a": isa_a, "b": isa_b, "c": isa_c}
 
 
-def _elems(instr: L.Instr, role: str) -> int:
+def _elems(instr: P.Instr, role: str) -> int:
     return {"a": instr.a_regs * instr.pack, "b": instr.b_regs * instr.pack, "c": instr.c_elems}[role]
 
 
-@pytest.mark.parametrize("instr", L.INSTRS, ids=lambda i: i.key)
+@pytest.mark.parametrize("instr", P.INSTRS, ids=lambda i: i.key)
 @pytest.mark.parametrize("role", ["a", "b", "c"])
 def test_fragment_layout_is_the_isa_table(instr, role):
-    lay = L.fragment_layout(instr, role)
+    lay = P.fragment_layout(instr, role)
     n = _elems(instr, role)
     assert lay.num_registers == n
     seen = set()
@@ -104,7 +105,7 @@ def test_fragment_layout_is_the_isa_table(instr, role):
     assert len(seen) == rows * cols == WARP_SIZE * n
 
 
-@pytest.mark.parametrize("instr", L.INSTRS, ids=lambda i: i.key)
+@pytest.mark.parametrize("instr", P.INSTRS, ids=lambda i: i.key)
 def test_fragment_registers_pack_consecutive_k(instr):
     """Elements i*pack .. i*pack+pack-1 of A and B share a 32-bit register: consecutive k, same row/col, so
     one aligned 32-bit load of a row-major A / transposed B row fetches them (lowest k in the low bits)."""
@@ -123,15 +124,15 @@ def test_fragment_registers_pack_consecutive_k(instr):
 @pytest.mark.parametrize("m,n,nw,wm", [(16, 8, 1, 1), (16, 8, 4, 1), (64, 64, 4, 4), (64, 64, 4, 2),
                                        (64, 64, 4, 1), (128, 128, 4, 2), (32, 64, 8, 2), (16, 256, 4, 1)])
 def test_plan_accumulator_is_mma_accumulator(m, n, nw, wm):
-    plan = L.MmaPlan(L.F16_F32, False, 1, m, n, 16, nw, warps_m=wm)
+    plan = P.MmaPlan(P.F16_F32, False, 1, m, n, 16, nw, warps_m=wm)
     assert plan.c == mma_accumulator(m, n, nw, wm)
 
 
 def test_choose_warps():
-    assert L.choose_warps(4, 1, 8, 16, 4, 2) == (1, 2, 2)   # 128x128: 2x2 warps, 32 fragment registers
-    assert L.choose_warps(4, 1, 1, 1, 4, 2) == (1, 1, 1)    # one tile: three warps replicate
-    assert L.choose_warps(4, 2, 2, 4, 4, 2) == (2, 2, 1)    # batch first; ties go to M
-    assert L.choose_warps(8, 1, 4, 1, 4, 2) == (1, 4, 1)
+    assert P.choose_warps(4, 1, 8, 16, 4, 2) == (1, 2, 2)   # 128x128: 2x2 warps, 32 fragment registers
+    assert P.choose_warps(4, 1, 1, 1, 4, 2) == (1, 1, 1)    # one tile: three warps replicate
+    assert P.choose_warps(4, 2, 2, 4, 4, 2) == (2, 2, 1)    # batch first; ties go to M
+    assert P.choose_warps(8, 1, 4, 1, 4, 2) == (1, 4, 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def _thread_part(layout, contrib, lane: int, warp: int) -> int:
     return off
 
 
-def _sim_stage(mem: dict, layout, values: np.ndarray, st: L.Staging, chunk: int, num_warps: int) -> None:
+def _sim_stage(mem: dict, layout, values: np.ndarray, st: P.Staging, chunk: int, num_warps: int) -> None:
     """Every thread performs `_stage`'s stores (single-bit layouts), as the emitted code does."""
     assert L._single_bit(layout)
     _, entries = L.stage_entries(layout, st, chunk, values.shape[st.kdim])
@@ -164,7 +165,7 @@ def _sim_stage(mem: dict, layout, values: np.ndarray, st: L.Staging, chunk: int,
                 mem[addr] = values[layout.apply(r, lane, warp)]
 
 
-def simulate_plan(plan: L.MmaPlan, a: np.ndarray, b: np.ndarray, c: np.ndarray, vector: int = 4,
+def simulate_plan(plan: P.MmaPlan, a: np.ndarray, b: np.ndarray, c: np.ndarray, vector: int = 4,
                   a_layout=None, b_layout=None) -> None:
     """Run the tensor-core data flow of `_lower_tensor_core`; assert the result registers = c + a @ b."""
     i = plan.instr
@@ -227,31 +228,31 @@ def _rand(shape, seed):
 
 PLAN_CASES = [
     # instr, B (None: 2-D), M, N, K, num_warps
-    (L.F16_F32, None, 16, 8, 16, 1),
-    (L.F16_F32, None, 16, 8, 16, 4),      # one tile, three replicating warps
-    (L.F16_F32, None, 64, 64, 32, 4),
-    (L.F16_F16, None, 32, 32, 32, 4),
-    (L.BF16_F32, None, 32, 64, 32, 4),
-    (L.F16_F32, None, 128, 128, 32, 4),
-    (L.F16_F32, None, 16, 64, 16, 8),
-    (L.F16_F32, None, 32, 32, 8, 4),      # K padding (K = instruction K / 2)
-    (L.F16_F32, None, 8, 8, 16, 4),       # M < 16: wrap-around rows
-    (L.F16_F32, None, 4, 2, 16, 4),       # M and N tiny
-    (L.F16_F32, None, 1, 1, 16, 2),
-    (L.F16_F32, 2, 16, 8, 32, 4),         # batched
-    (L.F16_F32, 4, 32, 16, 16, 2),
-    (L.F16_F32, 8, 16, 16, 16, 4),
-    (L.TF32_F32, None, 32, 32, 16, 4),
-    (L.TF32_F32, None, 16, 16, 4, 4),     # tf32 K padding
-    (L.I8_I32, None, 16, 16, 32, 4),
-    (L.I8_I32, 2, 8, 8, 32, 4),
-    (L.I8_I32, None, 32, 16, 16, 4),      # i8 K padding
-    (L.I8_I32, None, 64, 32, 64, 4),
-    (L.F8_F32, None, 32, 32, 64, 4),
-    (L.F64_F64, None, 16, 16, 16, 4),
-    (L.F64_F64, None, 8, 8, 4, 1),
-    (L.F64_F64, None, 4, 8, 4, 4),
-    (L.F64_F64, 2, 16, 8, 8, 4),
+    (P.F16_F32, None, 16, 8, 16, 1),
+    (P.F16_F32, None, 16, 8, 16, 4),      # one tile, three replicating warps
+    (P.F16_F32, None, 64, 64, 32, 4),
+    (P.F16_F16, None, 32, 32, 32, 4),
+    (P.BF16_F32, None, 32, 64, 32, 4),
+    (P.F16_F32, None, 128, 128, 32, 4),
+    (P.F16_F32, None, 16, 64, 16, 8),
+    (P.F16_F32, None, 32, 32, 8, 4),      # K padding (K = instruction K / 2)
+    (P.F16_F32, None, 8, 8, 16, 4),       # M < 16: wrap-around rows
+    (P.F16_F32, None, 4, 2, 16, 4),       # M and N tiny
+    (P.F16_F32, None, 1, 1, 16, 2),
+    (P.F16_F32, 2, 16, 8, 32, 4),         # batched
+    (P.F16_F32, 4, 32, 16, 16, 2),
+    (P.F16_F32, 8, 16, 16, 16, 4),
+    (P.TF32_F32, None, 32, 32, 16, 4),
+    (P.TF32_F32, None, 16, 16, 4, 4),     # tf32 K padding
+    (P.I8_I32, None, 16, 16, 32, 4),
+    (P.I8_I32, 2, 8, 8, 32, 4),
+    (P.I8_I32, None, 32, 16, 16, 4),      # i8 K padding
+    (P.I8_I32, None, 64, 32, 64, 4),
+    (P.F8_F32, None, 32, 32, 64, 4),
+    (P.F64_F64, None, 16, 16, 16, 4),
+    (P.F64_F64, None, 8, 8, 4, 1),
+    (P.F64_F64, None, 4, 8, 4, 4),
+    (P.F64_F64, 2, 16, 8, 8, 4),
 ]
 
 
@@ -259,7 +260,7 @@ PLAN_CASES = [
                          ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in PLAN_CASES])
 def test_plan_computes_the_matmul(instr, bsz, m, n, k, nw):
     lead = (bsz,) if bsz else ()
-    plan = L.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
     for lay in (plan.a, plan.b, plan.c):
         assert L._single_bit(lay)
     a, b, c = _rand(lead + (m, k), 1), _rand(lead + (k, n), 2), _rand(lead + (m, n), 3)
@@ -268,7 +269,7 @@ def test_plan_computes_the_matmul(instr, bsz, m, n, k, nw):
 
 @pytest.mark.parametrize("vector", [1, 2, 8])
 def test_plan_with_other_operand_layouts(vector):
-    plan = L.MmaPlan(L.F16_F32, False, 1, 32, 32, 32, 4)
+    plan = P.MmaPlan(P.F16_F32, False, 1, 32, 32, 32, 4)
     a, b, c = _rand((32, 32), 4), _rand((32, 32), 5), _rand((32, 32), 6)
     simulate_plan(plan, a, b, c, vector=vector)
     # a transposed operand layout (what `permute` produces)
@@ -276,14 +277,14 @@ def test_plan_with_other_operand_layouts(vector):
                   b_layout=blocked((32, 32), 4, 2).transpose((1, 0)))
 
 
-@pytest.mark.parametrize("instr,bsz,m,n,k", [(L.F16_F32, None, 64, 32, 64), (L.I8_I32, None, 32, 32, 128),
-                                             (L.F16_F32, 2, 32, 16, 64), (L.TF32_F32, None, 32, 32, 32)])
+@pytest.mark.parametrize("instr,bsz,m,n,k", [(P.F16_F32, None, 64, 32, 64), (P.I8_I32, None, 32, 32, 128),
+                                             (P.F16_F32, 2, 32, 16, 64), (P.TF32_F32, None, 32, 32, 32)])
 def test_plan_in_k_chunks(monkeypatch, instr, bsz, m, n, k):
     """Operands too big for the shared-memory budget are staged in K chunks (some chunk tests depend on the
     thread: those stores go to the trash slot)."""
-    monkeypatch.setattr(L, "STAGE_BUDGET", 6144)
+    monkeypatch.setattr(P, "STAGE_BUDGET", 6144)
     lead = (bsz,) if bsz else ()
-    plan = L.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, 4)
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, 4)
     assert len(plan.chunks()) > 1 and plan.smem_bytes <= 6144
     a, b, c = _rand(lead + (m, k), 7), _rand(lead + (k, n), 8), _rand(lead + (m, n), 9)
     simulate_plan(plan, a, b, c)
@@ -292,12 +293,12 @@ def test_plan_in_k_chunks(monkeypatch, instr, bsz, m, n, k):
 
 
 def test_plan_too_big_for_shared_memory(monkeypatch):
-    monkeypatch.setattr(L, "STAGE_BUDGET", 1024)
+    monkeypatch.setattr(P, "STAGE_BUDGET", 1024)
     with pytest.raises(L.LoweringError, match="shared memory"):
-        L.MmaPlan(L.F16_F32, False, 1, 128, 128, 64, 4)
+        P.MmaPlan(P.F16_F32, False, 1, 128, 128, 64, 4)
 
 
-def simulate_fma(plan: L.FmaPlan, layout, a, b, c, nw, vector=4) -> None:
+def simulate_fma(plan: P.FmaPlan, layout, a, b, c, nw, vector=4) -> None:
     """The FMA chain of `_lower_fma`: staging, then per result register acc + sum_k A[row k] * B[k col]."""
     a_layout, b_layout = blocked(a.shape, nw, vector), blocked(b.shape, nw, vector)
     regs = {(w, lane): [c[layout.apply(r, lane, w)] for r in range(layout.num_registers)]
@@ -325,9 +326,9 @@ def simulate_fma(plan: L.FmaPlan, layout, a, b, c, nw, vector=4) -> None:
                                                  (None, 16, 8, 4, 2, None), (None, 32, 32, 64, 4, 4096)])
 def test_fma_plan_computes_the_matmul(monkeypatch, bsz, m, n, k, ea, budget):
     if budget:
-        monkeypatch.setattr(L, "STAGE_BUDGET", budget)
+        monkeypatch.setattr(P, "STAGE_BUDGET", budget)
     lead = (bsz,) if bsz else ()
-    plan = L.FmaPlan(bsz is not None, bsz or 1, m, n, k, ea, ea)
+    plan = P.FmaPlan(bsz is not None, bsz or 1, m, n, k, ea, ea)
     if budget:
         assert plan.chunks() > 1
     shape = lead + (m, n)
@@ -341,7 +342,7 @@ def test_fma_plan_computes_the_matmul(monkeypatch, bsz, m, n, k, ea, budget):
 def test_thread_plus_constant_offsets_are_exact():
     """The emitter adds a per-thread offset and a per-register constant: exact because every basis of the
     layouts involved is a distinct single bit (sum = xor)."""
-    plan = L.MmaPlan(L.I8_I32, True, 2, 32, 16, 64, 4)
+    plan = P.MmaPlan(P.I8_I32, True, 2, 32, 16, 64, 4)
     for lay, st in ((plan.a, plan.a_stage), (plan.b, plan.b_stage)):
         for w, lane in itertools.product(range(4), range(WARP_SIZE)):
             t = _thread_part(lay, st.contrib, lane, w)
@@ -667,7 +668,7 @@ def test_loop_carried_accumulator_stays_in_registers(m, n, k):
     loop = ptx[ptx.index("$L__BB0_"):]
     assert loop.count("bar.sync") == 2
     smem = int(re.search(r"\.shared \.align \d+ \.b8 \S+\[(\d+)\]", ptx).group(1))
-    plan = L.MmaPlan(L.F16_F32, False, 1, m, n, k, 4)
+    plan = P.MmaPlan(P.F16_F32, False, 1, m, n, k, 4)
     assert smem == plan.smem_bytes
 
 
@@ -677,12 +678,8 @@ def test_carried_layouts_finds_the_accumulator():
     loop = next(op for op in fn.walk() if op.name == "for")
     mma = next(op for op in fn.walk() if op.name == "mmaf")
 
-    class _Em:
-        options = CodegenOptions()
-
-    em = _Em()
-    em.default_layout = lambda shape: blocked(shape, 4, 4)
-    assert L.carried_layouts(em, loop) == [L.plan_for(em, mma).c]
+    options = CodegenOptions()
+    assert P.carried_layouts(options, loop) == [P.plan_for(options, mma).c]
 
 
 def test_huge_mma_is_refused_quickly():

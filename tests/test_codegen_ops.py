@@ -21,7 +21,7 @@ from tileiras_async.codegen.driver import link_kernels_ptx, module_llvm_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.codegen.llvmir import ModuleIR
 from tileiras_async.codegen.lower_misc import globals_llvm_ir
-from tileiras_async.codegen.targets import target
+from tileiras_async.targets import target
 from tileiras_async.ir import types as T
 from tileiras_async.ir.attrs import DenseElements
 from tileiras_async.ir.builder import ModuleBuilder, encode_dense, tile

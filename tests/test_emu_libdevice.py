@@ -44,7 +44,7 @@ done:
 
 def _ptx(fn: str, t: str, opt: int) -> str:
     from tileiras_async.codegen.nvptx import llvm_to_ptx
-    from tileiras_async.codegen.targets import target
+    from tileiras_async.targets import target
     return llvm_to_ptx(IR.format(fn=fn, t=t), target("sm_90"), opt, kernels=("k",))
 
 

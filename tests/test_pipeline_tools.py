@@ -2,7 +2,6 @@
 signal semantics, stderr verbatim; and the priority slot limiter."""
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path

@@ -24,10 +24,9 @@ import pytest
 from conftest import corpus_files, requires_corpus
 
 from tileiras_async.codegen import pipelining as P
-from tileiras_async.codegen.driver import link_kernels_ptx, module_globals_ir
-from tileiras_async.codegen.emitter import CodegenOptions, KernelEmitter
-from tileiras_async.codegen.llvmir import ModuleIR
-from tileiras_async.codegen.targets import target
+from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.codegen.emitter import CodegenOptions
+from tileiras_async.targets import target
 from tileiras_async.ir import types as T
 from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
@@ -70,11 +69,8 @@ def compile_ptx(module, gpu: str, stages: int | None = None, opt_level: int = 3)
         opts.pipeline_stages = stages
     irs, names, ems = [], [], []
     for fn in module.functions:
-        ir = ModuleIR()
-        em = KernelEmitter(ir, fn, opts, module)
-        em.emit_block(fn.body)
-        em.finish()
-        irs.append(ir.render())
+        em = emit_kernel(module, fn, opts)
+        irs.append(em.module_ir.render())
         names.append(fn.name.decode())
         ems.append(em)
     return link_kernels_ptx(irs, names, target(gpu), opt_level, module_globals_ir(module)), ems
@@ -96,11 +92,6 @@ def emulate(module, ptx: str, grid, args) -> None:
 
 def _bits(a: np.ndarray) -> bytes:
     return np.ascontiguousarray(a).tobytes()
-
-
-def _check(refs, cid, orig, outputs):
-    import test_emu_manifest as manifest  # the bf16 matmuls are checked against cuTile's bf16 semantics
-    return manifest._check(refs, cid, orig, outputs)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -198,7 +189,7 @@ def _corpus_identical(refs, path, gpu):
     piped, orig = _run_corpus(refs, path, gpu, None)
     for name in sync:
         assert _bits(sync[name]) == _bits(piped[name]), f"{name} differs from the synchronous build"
-    problems = _check(refs, _kid(path), orig, piped)
+    problems = refs.check(_kid(path), orig, piped)
     assert not problems, problems
 
 

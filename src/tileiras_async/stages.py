@@ -165,7 +165,7 @@ def schedule(req: LowerRequest) -> KernelSchedule:
 def codegen(req: CodegenRequest) -> PtxModule:
     from .codegen.driver import empty_module_ptx, link_kernels_ptx
     from .codegen.nvptx import PtxCheckError
-    from .codegen.targets import target
+    from .targets import target
     t0 = time.perf_counter()
     tgt = target(req.options.gpu_name)
     failed = [d for k in req.kernels if not k.ok for d in k.diagnostics]
@@ -181,7 +181,7 @@ def codegen(req: CodegenRequest) -> PtxModule:
 
 def assemble(req: AssembleRequest) -> CubinModule:
     from .codegen.remarks import from_ptxas_report
-    from .codegen.targets import target
+    from .targets import target
     from .toolchain import PtxasError, PtxasOptions, ToolchainError
     from .toolchain.ptxas import assemble_with_report
     t0 = time.perf_counter()

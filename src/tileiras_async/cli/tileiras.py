@@ -5,7 +5,7 @@ import os
 import sys
 
 from .. import __version__
-from ..codegen.targets import GPU_NAMES
+from ..targets import GPU_NAMES
 from ..frontend import (EXIT_CONFIG, EXIT_USAGE, SUPPORTED_VERSIONS, InputError, check_version_like_driver,
                         read_input_file)
 from .common import guarded_main, print_lines

@@ -1,50 +1,67 @@
-"""Compile a verified cuda_tile module: LLVM IR per kernel -> PTX (llvmlite NVPTX) -> cubin (ptxas)."""
+"""Compile a verified cuda_tile module: the tile-GPU passes, then LLVM IR per kernel -> PTX (llvmlite NVPTX)
+-> cubin (ptxas)."""
 from __future__ import annotations
 
 from copy import deepcopy
 
 from ..ir.core import Function, Module
-from ..lower.dce import eliminate_dead_code
 from ..ir.diagnostics import resolve_loc
+from ..targets import Target
+from ..tilegpu.ir import KernelIR
+from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
                lower_memory, lower_misc, lower_mma, lower_reduce, lower_shape)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx
-from .targets import Target
 
 
 class CodegenUnavailable(Exception):
     """The module is valid, but this build cannot generate code for part of it."""
 
 
-def _optimizable_copy(module: Module, fn: Function) -> tuple[Module, Function]:
-    """A private copy of the module to transform (the caller's IR is never changed)."""
+def _private_copy(module: Module, fn: Function) -> tuple[Module, Function]:
+    """A private copy of the module for the passes to rewrite (the caller's IR is never changed)."""
     index = module.functions.index(fn)
     copy = deepcopy(module)
-    kernel = copy.functions[index]
-    eliminate_dead_code(kernel)
-    return copy, kernel
+    return copy, copy.functions[index]
 
 
-def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None, *,
-                   remarks: list | None = None) -> tuple[str, int]:
-    """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes).
-    The lowerings' remarks are appended to `remarks` when a list is given."""
+def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
+                printing: IRPrinting | None = None, snapshots: list[IRSnapshot] | None = None,
+                module_ir: ModuleIR | None = None) -> KernelEmitter:
+    """One kernel through the tile-GPU passes and code generation (into `module_ir`, a fresh LLVM module by
+    default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
+    for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
-    module, fn = _optimizable_copy(module, fn)
-    ir = ModuleIR()
-    em = KernelEmitter(ir, fn, options, module)
+    module, fn = _private_copy(module, fn)
+    k = KernelIR(module, fn, options)
+    try:
+        run = run_pipeline(k, printing)
+    except LoweringError as e:
+        raise CodegenUnavailable(_describe(module, fn, e)) from None
+    if snapshots is not None:
+        snapshots.extend(run.snapshots)
+    em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, options, module)
     try:
         em.emit_block(fn.body)
     except LoweringError as e:
         raise CodegenUnavailable(_describe(module, fn, e)) from None
     em.finish()
+    return em
+
+
+def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None, *,
+                   remarks: list | None = None, printing: IRPrinting | None = None,
+                   snapshots: list[IRSnapshot] | None = None) -> tuple[str, int]:
+    """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes).  Remarks are appended
+    to `remarks`, the IR snapshots `printing` asks for to `snapshots`."""
+    em = emit_kernel(module, fn, options, printing=printing, snapshots=snapshots)
     if remarks is not None:
         # a loop emitted in several versions reports the same decision once
-        remarks.extend(dict.fromkeys(_as_remark(r, fn) for r in em.remarks))
-    return ir.render(), em.shared_bytes
+        remarks.extend(dict.fromkeys(_as_remark(r, em.fn) for r in em.remarks))
+    return em.module_ir.render(), em.shared_bytes
 
 
 def _describe(module: Module, fn: Function, e: LoweringError) -> str:
@@ -52,7 +69,8 @@ def _describe(module: Module, fn: Function, e: LoweringError) -> str:
     text = f"{fn.name.decode(errors='replace')}: {e}"
     if e.op is not None:
         loc = resolve_loc(module, e.op.loc)
-        text += f" (op 'cuda_tile.{e.op.name}'" + (f" at {loc})" if loc else ")")
+        name = e.op.name if "." in e.op.name else f"cuda_tile.{e.op.name}"
+        text += f" (op '{name}'" + (f" at {loc})" if loc else ")")
     return text
 
 

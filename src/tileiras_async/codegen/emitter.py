@@ -1,27 +1,27 @@
-"""Walks a cuda_tile kernel and emits LLVM IR through per-op lowering patterns.
+"""Walks a tile-GPU kernel and emits LLVM IR through per-op patterns.
 
-Each op's lowering is registered once in `LOWERINGS` (see the lower_*.py
-modules); this file holds only what every pattern shares: the value map,
-thread coordinates of layouts, layout conversion through shared memory and
-structured control flow.
+Each op's pattern is registered once in `LOWERINGS` (see the lower_*.py modules); this file holds only what
+every pattern shares: the value map, thread coordinates of layouts, shared-memory access and structured
+control flow.  Layouts are not chosen here: every tile's layout is in its type (tilegpu assign-layouts).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
 from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
-from ..lower.layout import WARP_SIZE, LinearLayout, blocked
+from ..lower.layout import WARP_SIZE, LinearLayout
+from ..tilegpu.errors import LoweringError
+from ..tilegpu.mma import SHARED_LIMIT
+from ..tilegpu.options import CodegenOptions
+from ..tilegpu.types import layout_of
 from .llvmir import IRBuilder, ModuleIR
 from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
 
+__all__ = ["CodegenOptions", "KernelEmitter", "LoweringError", "LOWERINGS", "SHARED_LIMIT", "lowers"]
+
 LOWERINGS: dict[str, Callable[["KernelEmitter", Operation], None]] = {}
-# Lowerings that prefer a layout for values carried around a loop (e.g. mma accumulators kept in
-# registers) register a function (emitter, loop op, initial tiles) -> tiles here.
-LOOP_CARRY_ADVISORS: list[Callable[["KernelEmitter", Operation, list], list]] = []
-SHARED_LIMIT = 48 * 1024  # static shared memory a kernel may declare without opt-in
 
 
 def lowers(*names: str):
@@ -32,26 +32,6 @@ def lowers(*names: str):
             LOWERINGS[n] = fn
         return fn
     return register
-
-
-class LoweringError(Exception):
-    """The compiler cannot lower an op; carries the op for the diagnostic."""
-
-    def __init__(self, message: str, op: Operation | None = None):
-        super().__init__(message)
-        self.op = op
-
-
-@dataclass
-class CodegenOptions:
-    num_warps: int = 4
-    opt_level: int = 3
-    vector_width: int = 4
-    target: str = "sm_100"  # --gpu-name: picks instructions that exist on that architecture
-    debug: str = "none"     # "none", "lineinfo" (--lineinfo) or "full" (-g): source lines in the PTX
-    # software pipelining of K-loops (codegen/pipelining.py): shared-memory buffers per pipelined operand;
-    # 1 (or 0) keeps every loop synchronous.  4 is the real tool's `unspecialized-pipeline-num-stages` default.
-    pipeline_stages: int = 4
 
 
 @dataclass
@@ -138,10 +118,13 @@ class KernelEmitter:
         return None if v is None else self.get(v)
 
     # -- layouts ------------------------------------------------------------
-    def default_layout(self, shape: tuple[int, ...]) -> LinearLayout:
-        # widen per-thread vectors only once every thread has an element, so small tiles are not replicated
-        per_thread = max(1, prod(shape) // self.num_threads)
-        return blocked(shape, self.options.num_warps, min(self.options.vector_width, per_thread))
+    def expect(self, v: Value) -> Tile:
+        """The lowered operand `v`, checked to be in the layout its type says (a pass bug otherwise)."""
+        t = self.get(v)
+        want = layout_of(v.type)
+        if isinstance(t, Tile) and want is not None and t.layout != want:
+            raise LoweringError("internal: an operand is not in the layout its type says")
+        return t
 
     def thread_coords(self, layout: LinearLayout) -> list[str]:
         """Per dimension, this thread's coordinate part (i32), computed once in the entry block."""
@@ -240,6 +223,8 @@ class KernelEmitter:
             return t if t.layout == layout else self.broadcast_scalar(t, layout)
         if layout is not None and same_placement(t.layout, layout):
             return Tile(t.type, layout, t.regs)
+        if layout is not None and _is_splat_literal(t):  # a constant: every register is the same literal
+            return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
         self.barrier()
         self.store_to_shared(t)
         self.barrier()
@@ -254,12 +239,6 @@ class KernelEmitter:
         return Tile(ty, None if not ty.shape else layout, regs)
 
     # -- loops and inline regions ---------------------------------------------------
-    def loop_initial_values(self, op: Operation, inits: list) -> list:
-        """A loop's initial values in the layouts the body wants to carry them in."""
-        for advise in LOOP_CARRY_ADVISORS:
-            inits = advise(self, op, inits)
-        return inits
-
     def counted_loop(self, start: str, stop: str, carried: list[tuple[str, str]],
                      body: Callable[[str, list[str]], list[str]], step: int = 1) -> list[str]:
         """for (k = start; k != stop; k += step) over i32 k, carrying (llvm type, initial) values."""
@@ -336,6 +315,10 @@ class KernelEmitter:
                                       f"[{self.shared_bytes} x i8] undef, align 16")
         else:
             self.module_ir.add_global(f"{self.scratch} = internal addrspace(3) global [16 x i8] undef, align 16")
+
+
+def _is_splat_literal(t: Tile) -> bool:
+    return bool(t.regs) and all(r == t.regs[0] for r in t.regs) and not t.regs[0].startswith("%")
 
 
 def same_placement(a: LinearLayout, b: LinearLayout) -> bool:

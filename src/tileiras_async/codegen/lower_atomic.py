@@ -164,11 +164,7 @@ def per_element(em: KernelEmitter, ptrs: Tile, others: list[Tile | None], res_ty
         primary = em.b.value(f"icmp eq i32 {em.tid}, 0")
     else:
         layout = ptrs.layout
-        if em.is_primary(layout) is not None and ptrs.type.num_elements() >= em.num_threads:
-            layout = em.default_layout(ptrs.type.shape)
-            ptrs = em.convert(ptrs, layout)
         primary = em.is_primary(layout)
-    others = [None if t is None else em.convert(t, layout) for t in others]
     n = 1 if layout is None else layout.num_registers
     dup_mask = 0 if layout is None else _zero_register_mask(layout)
     results: list[str | None] = [None] * n
@@ -261,13 +257,7 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
         raise LoweringError("atomic_red_view_tko does not support mode 'xchg'")
     index = [em.get(v) for v in op.operands["index"]]
     value: Tile = em.get(op.operands["value"])
-    if value.is_scalar:
-        layout = None
-    else:
-        layout = value.layout
-        if em.is_primary(layout) is not None and value.type.num_elements() >= em.num_threads:
-            layout = em.default_layout(value.type.shape)
-            value = em.convert(value, layout)
+    layout = value.layout
     primary = em.b.value(f"icmp eq i32 {em.tid}, 0") if layout is None else em.is_primary(layout)
     lt = value.llvm
     n = 1 if layout is None else layout.num_registers

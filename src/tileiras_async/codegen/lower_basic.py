@@ -5,6 +5,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
+from ..tilegpu.types import is_splat, layout_of
 from .values import TOKEN, Tile, llvm_type
 
 
@@ -30,6 +31,12 @@ def _token(em: KernelEmitter, op: Operation) -> None:
     em.set(op.result, TOKEN)
 
 
+@lowers("tilegpu.convert_layout")
+def _convert_layout(em: KernelEmitter, op: Operation) -> None:
+    t = em.convert(em.get(op.operands["source"]), layout_of(op.result.type))
+    em.set(op.result, Tile(op.result.type, t.layout, t.regs))
+
+
 @lowers("assume")
 def _assume(em: KernelEmitter, op: Operation) -> None:
     # facts (div_by, bounded, same_elements) refine code generation later; the value is unchanged
@@ -53,14 +60,12 @@ def element_literal(elem: T.Type, raw: bytes) -> str:
 
 def dense_elements(elem: T.Type, raw: bytes, count: int) -> list[bytes]:
     """Split a dense buffer into per-element byte strings (one entry if it is a splat)."""
+    if is_splat(raw, elem):
+        return [raw]
     if isinstance(elem, T.IntType) and elem.width == 1:
-        if len(raw) == 1 and raw[0] in (0, 0xFF):  # a splat (also what an all-equal packed byte means)
-            return [raw]
         bits = [raw[i // 8] >> (i % 8) & 1 for i in range(min(count, 8 * len(raw)))]  # LSB first
         return [b"\xff" if b else b"\x00" for b in bits]
     size = 3 if elem == T.TF32 else max(1, elem.width // 8)
-    if len(raw) == size:
-        return [raw]
     if len(raw) != size * count:
         raise LoweringError(f"constant has {len(raw)} bytes, expected {size} or {size * count}")
     return [raw[i * size:(i + 1) * size] for i in range(count)]
@@ -74,7 +79,7 @@ def _constant(em: KernelEmitter, op: Operation) -> None:
     if not ty.shape:
         em.set(op.result, Tile(ty, None, [element_literal(ty.elem, parts[0])]))
         return
-    layout = em.default_layout(ty.shape)
+    layout = layout_of(ty)
     if len(parts) == 1:
         em.set(op.result, Tile(ty, layout, [element_literal(ty.elem, parts[0])] * layout.num_registers))
         return
@@ -94,7 +99,7 @@ def _constant(em: KernelEmitter, op: Operation) -> None:
 @lowers("iota")
 def _iota(em: KernelEmitter, op: Operation) -> None:
     ty: T.TileType = op.result.type
-    layout = em.default_layout(ty.shape)
+    layout = layout_of(ty)
     lt = llvm_type(ty.elem)
     regs = []
     for r in range(layout.num_registers):

@@ -2,8 +2,8 @@
 
 Conditions and loop bounds are rank-0 tiles, which every thread holds with the
 same value, so all threads take the same path and barriers inside stay legal.
-Values carried around loops and out of ifs keep one layout (the layout they
-enter with); terminators convert what they pass to it.
+Values carried around loops and out of ifs keep one layout: assign-layouts made
+every terminator pass its values in the layouts of the join they reach.
 """
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ class _Edges:
 
     def add(self, em: KernelEmitter, tiles: list[Tile]) -> None:
         if self.layouts is None:  # the first arrival fixes the layouts
-            self.layouts = [t.layout for t in tiles]
-        converted = [em.convert(t, lay) for t, lay in zip(tiles, self.layouts)]
-        self.incoming.append((em.b.block_label, converted))
+            self.layouts = [getattr(t, "layout", None) for t in tiles]
+        if any(getattr(t, "layout", None) != lay for t, lay in zip(tiles, self.layouts)):
+            raise LoweringError("internal: a value reaches a join in another layout than the join's")
+        self.incoming.append((em.b.block_label, list(tiles)))
 
     def join(self, em: KernelEmitter, types) -> list[Tile]:
         """At the start of the join block: phis (or the single incoming value) per register."""
@@ -88,7 +89,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
 
 def _emit_for(em: KernelEmitter, op: Operation, pipe) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
-    inits = em.loop_initial_values(op, [em.get(v) for v in op.operands["initValues"]])
+    inits = [em.get(v) for v in op.operands["initValues"]]
     it = lb.llvm
     if pipe is not None:  # barrier, copy paths, the first S-1 units' copies
         pipe.prologue(lb, ub, step, bool(op.attrs.get("unsignedCmp")))
@@ -136,7 +137,7 @@ def _emit_for(em: KernelEmitter, op: Operation, pipe) -> None:
 
 @lowers("loop")
 def _loop(em: KernelEmitter, op: Operation) -> None:
-    inits = em.loop_initial_values(op, [em.get(v) for v in op.operands["initValues"]])
+    inits = [em.get(v) for v in op.operands["initValues"]]
     pre = em.b.block_label
     header, latch, exit_ = (em.b.reserve_block(h) for h in ("loop.head", "loop.next", "loop.exit"))
     em.b.br(header)

@@ -1,8 +1,8 @@
 """Elementwise ops: one function per op computing one element; the tile plumbing is shared.
 
 The element functions get the emitter, the op, the LLVM element types and the
-operand registers, and return the result register.  Layouts: every operand is
-converted to the layout of the first non-scalar operand.
+operand registers, and return the result register.  Every operand arrives in the
+result's layout (assign-layouts converted it).
 """
 from __future__ import annotations
 
@@ -15,18 +15,16 @@ from ..ir.enums import ComparisonPredicate as P
 from ..ir.enums import RoundingMode as RM
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import float_literal
+from ..tilegpu.types import layout_of
 from .values import Tile, llvm_type
 
 ElementFn = Callable[[KernelEmitter, Operation, str, list[str]], str]
 
 
 def elementwise(em: KernelEmitter, op: Operation, operand_names: list[str], fn: ElementFn) -> None:
-    tiles: list[Tile] = [em.get(op.operands[n]) for n in operand_names]
     res_ty: T.TileType = op.result.type
-    layout = next((t.layout for t in tiles if not t.is_scalar), None)
-    if layout is None and res_ty.shape:
-        layout = em.default_layout(res_ty.shape)
-    tiles = [em.convert(t, layout) for t in tiles]
+    layout = layout_of(res_ty)
+    tiles: list[Tile] = [em.expect(op.operands[n]) for n in operand_names]
     lt = tiles[0].llvm if tiles else llvm_type(res_ty.elem)
     n = 1 if layout is None else layout.num_registers
     regs = [fn(em, op, lt, [t.regs[r] for t in tiles]) for r in range(n)]

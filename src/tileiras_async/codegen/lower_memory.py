@@ -9,6 +9,7 @@ from ..ir.core import Operation
 from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
+from ..tilegpu.types import layout_of
 from .values import GLOBAL_PTR, PartitionView, TensorView, Tile, elem_bytes, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: ".cta", MemoryScope.device: ".gpu", MemoryScope.sys: ".sys"}
@@ -194,7 +195,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
         raise LoweringError("loads through this view kind are not supported yet")
     index = [em.get(v) for v in op.operands["index"]]
     ty: T.TileType = op.results[0].type
-    layout = em.default_layout(ty.shape) if ty.shape else None
+    layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
     regs = []
     for r in range(1 if layout is None else layout.num_registers):
@@ -236,8 +237,6 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     layout = ptrs.layout
     mask = em.tile(op.operands.get("mask"))
     pad = em.tile(op.operands.get("paddingValue"))
-    mask = em.convert(mask, layout) if mask is not None else None
-    pad = em.convert(pad, layout) if pad is not None else None
     fill_default = padding_constant(ty.elem, None)
     regs = []
     for r, addr in enumerate(ptrs.regs):
@@ -251,9 +250,8 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
 @lowers("store_ptr_tko")
 def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     ptrs: Tile = em.get(op.operands["destination"])
-    value = em.convert(em.get(op.operands["value"]), ptrs.layout)
+    value = em.expect(op.operands["value"])
     mask = em.tile(op.operands.get("mask"))
-    mask = em.convert(mask, ptrs.layout) if mask is not None else None
     for r, addr in enumerate(ptrs.regs):
         predicated_store(em, op, addr, mask.regs[r] if mask is not None else None, value.elem, value.regs[r])
     em.set(op.results[0], None)

@@ -19,6 +19,7 @@ import re
 
 from ..ir import types as T
 from ..ir.core import Module, Operation
+from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_atomic import target_sm
 from .lower_basic import dense_elements, element_literal
@@ -404,7 +405,7 @@ def _bytes_view(em: KernelEmitter, op: Operation) -> None:
     em.barrier()
     em.store_to_shared(src)
     em.barrier()
-    layout = em.default_layout(ty.shape)
+    layout = layout_of(ty)
     em.set(op.result, em.load_from_shared(ty, layout, lambda c: em.linear_index(c, ty.shape)))
 
 

@@ -1,464 +1,34 @@
-"""mmaf and mmai on the tensor cores with `mma.sync`.
+"""mmaf and mmai on the tensor cores with `mma.sync` (and the FMA chain), following a `tilegpu.mma.MmaPlan`.
 
-What runs where
----------------
-| operands                  | accumulator | instruction                                   | notes                        |
-|---------------------------|-------------|-----------------------------------------------|------------------------------|
-| f16                       | f32 / f16   | mma.sync m16n8k16 .f16 (llvm.nvvm.mma…f32.f32 / …f16.f16) |                  |
-| bf16                      | f32         | mma.sync m16n8k16 .bf16 (llvm.nvvm.mma…bf16)  |                              |
-| tf32                      | f32         | mma.sync m16n8k8 .tf32 (llvm.nvvm.mma…tf32)   |                              |
-| i8 (s8/u8 per signedness) | i32         | mma.sync m16n8k32 .s8/.u8 (llvm.nvvm.mma…)    |                              |
-| f64                       | f64         | mma.sync m8n8k4 .f64 (llvm.nvvm.mma…f64)      |                              |
-| f8E4M3FN / f8E5M2         | f32 / f16   | inline PTX mma.sync m16n8k32 .e4m3/.e5m2      | only when the target (`options.target`) is sm_89+ and the module's PTX ISA is >= 8.4 (f32) / 8.7 (f16 acc) |
-| f8E4M3FN / f8E5M2         | f32 / f16   | otherwise: exact conversion to f16, then m16n8k16 .f16 |                     |
-| f32                       | f32         | FMA chain (fma.rn.f32, k ascending)           | what NVIDIA's tileiras emits for f32 x f32 (see bmm_f32/matmul_ragged_f32 PTX in the corpus): exact fp32 products, not TF32 |
+The plan (tilegpu/mma.py: instruction, warp split, fragment layouts, staging offsets) was decided by the
+passes; this module only emits it:
 
-Shapes too small for the instruction in K (K below half the instruction's K) also use the FMA chain, in the
-accumulator type (fp8 / bf16 / f16 operands widened exactly first; integers widened per signedness).  M and N
-smaller than the instruction tile are handled by *wrapping*: the padded rows/columns of the fragment re-read
-rows/columns modulo M/N, so they compute exact replicas; the result layout has zero bases for those bits
-(replication), which is what a LinearLayout expresses.  K smaller than the instruction K is padded with zero
-fragment registers (both A and B, so 0 * inf cannot appear).  `fast_acc` has no mma.sync counterpart and is
-ignored (the result is the fully accurate one).
-
-Data flow of one op (`_lower_tensor_core`)
-------------------------------------------
-1. The accumulator is brought to the plan's C layout: the m16n8 (m8n8 for f64) accumulator fragment tiled over
-   the warps (batch first, then M, then N) and the remaining tiles in registers (N, then M, then batch) -- for a
-   2-D tile this is `layout.mma_accumulator(m, n, num_warps, warps_m)`.  A splat constant converts for free;
-   a `for`/`loop` whose carried value feeds an mma accumulator starts in this layout (`_loop_with_mma_layouts`),
-   so a loop-carried accumulator never leaves the registers.
+1. The accumulator arrives in the plan's C layout (assign-layouts converted it; a loop-carried accumulator
+   starts there, so it never leaves the registers).
 2. barrier; A (B x M x K) is written to shared memory row-major and B transposed (B x N x K), rows padded by 16
    bytes so the fragment loads of a warp hit 32 different banks; barrier.  Tiles larger than the 48 KB budget are
    staged in K-chunks.
 3. For each K step each warp loads its A and B fragment registers (32-bit words, 64-bit for f64) at
-   thread offset + constant offset, the offsets following the PTX ISA fragment tables (expressed as linear
-   layouts: `fragment_bases`), and issues one mma per (m tile, n tile), accumulating in the accumulator type.
-
-Everything that decides *which element goes where* is pure Python (`Instr`, `fragment_bases`, `MmaPlan`) and is
-unit-tested against the PTX ISA tables in tests/test_codegen_mma.py, including a numpy simulation of a whole
-tile through the plan.
+   thread offset + constant offset (the plan's fragment layouts), and issues one mma per (m tile, n tile),
+   accumulating in the accumulator type.  `fast_acc` has no mma.sync counterpart and is ignored (the result is
+   the fully accurate one).
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from functools import partial
 
 from ..ir import types as T
-from ..ir.core import Block, Operation, Value
+from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import WARP_SIZE, LinearLayout
-from .emitter import LOOP_CARRY_ADVISORS, SHARED_LIMIT, KernelEmitter, LoweringError, lowers
-from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
+from ..lower.layout import LinearLayout
+from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
+                           I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
+                           plan_for)
+from ..tilegpu.types import layout_of
+from .emitter import KernelEmitter, LoweringError, lowers
+from .values import SHARED_PTR, Tile, llvm_type
 
-Coord = tuple[int, ...]
-
-ROW_PAD_BYTES = 16          # per staged row: keeps the 8 rows a fragment load touches in distinct banks
-STAGE_BUDGET = SHARED_LIMIT  # the scratch buffer may grow up to the static shared-memory limit
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
-MMA_UNROLL_LIMIT = 4096     # mma instructions per warp the fully unrolled lowering accepts (LLVM time)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# instructions and their fragments (pure Python)
-# ---------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Instr:
-    """One mma.sync shape/type.  `elem_bits`: A/B element size as staged; `word`: LLVM type of one A/B
-    fragment register; `acc`: LLVM type of an accumulator element."""
-    key: str
-    m: int
-    n: int
-    k: int
-    elem_bits: int
-    word: str
-    acc: str
-
-    @property
-    def pack(self) -> int:
-        """A/B elements per fragment register."""
-        return max(1, 32 // self.elem_bits)
-
-    @property
-    def elem_bytes(self) -> int:
-        return self.elem_bits // 8
-
-    @property
-    def word_bytes(self) -> int:
-        return self.pack * self.elem_bytes
-
-    @property
-    def a_regs(self) -> int:
-        return self.m * self.k // WARP_SIZE // self.pack
-
-    @property
-    def b_regs(self) -> int:
-        return self.k * self.n // WARP_SIZE // self.pack
-
-    @property
-    def c_elems(self) -> int:
-        return self.m * self.n // WARP_SIZE
-
-
-F16_F32 = Instr("f16.f32", 16, 8, 16, 16, "<2 x half>", "float")
-F16_F16 = Instr("f16.f16", 16, 8, 16, 16, "<2 x half>", "half")
-BF16_F32 = Instr("bf16.f32", 16, 8, 16, 16, "i32", "float")
-TF32_F32 = Instr("tf32.f32", 16, 8, 8, 32, "i32", "float")
-I8_I32 = Instr("i8.i32", 16, 8, 32, 8, "i32", "i32")
-F8_F32 = Instr("f8.f32", 16, 8, 32, 8, "i32", "float")
-F8_F16 = Instr("f8.f16", 16, 8, 32, 8, "i32", "half")
-F64_F64 = Instr("f64.f64", 8, 8, 4, 64, "double", "double")
-INSTRS = (F16_F32, F16_F16, BF16_F32, TF32_F32, I8_I32, F8_F32, F8_F16, F64_F64)
-
-
-def _log2(n: int) -> int:
-    if n <= 0 or n & (n - 1):
-        raise ValueError(f"{n} is not a power of two")
-    return n.bit_length() - 1
-
-
-def fragment_bases(instr: Instr, role: str) -> tuple[tuple[Coord, ...], tuple[Coord, ...]]:
-    """(register bases, lane bases) of one instruction's fragment, as in the PTX ISA tables.
-
-    role "a": coordinates (row, k) of the M x K operand; register bits: the elements packed in one 32-bit
-    register (k + 1, 2, ...), then the register index (row + 8, k + K/2).  role "b": (k, col) of the K x N
-    operand; element bits (k), then register bits (k + K/2).  role "c": (row, col) of the accumulator; element
-    bits col + 1, row + 8.  Lanes: groupID = lane >> 2 (rows of A and C, columns of B),
-    threadID_in_group = lane % 4 (k of A and B in units of `pack`, columns of C in pairs).
-    """
-    p = instr.pack
-    pack_k = [1 << i for i in range(_log2(p))]
-    if instr.m == 16:
-        if role == "a":
-            return (tuple((0, k) for k in pack_k) + ((8, 0), (0, instr.k // 2)),
-                    ((0, p), (0, 2 * p), (1, 0), (2, 0), (4, 0)))
-        if role == "b":
-            return (tuple((k, 0) for k in pack_k) + ((instr.k // 2, 0),),
-                    ((p, 0), (2 * p, 0), (0, 1), (0, 2), (0, 4)))
-        if role == "c":
-            return ((0, 1), (8, 0)), ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
-    elif instr.m == 8:  # m8n8k4 .f64: one element per register for A and B, two for C
-        if role == "a":
-            return (), ((0, 1), (0, 2), (1, 0), (2, 0), (4, 0))
-        if role == "b":
-            return (), ((1, 0), (2, 0), (0, 1), (0, 2), (0, 4))
-        if role == "c":
-            return ((0, 1),), ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
-    raise ValueError(f"no fragment {role!r} for {instr.key}")
-
-
-def fragment_layout(instr: Instr, role: str) -> LinearLayout:
-    """One warp's fragment of one instruction as a LinearLayout (0 warp bits)."""
-    shape = {"a": (instr.m, instr.k), "b": (instr.k, instr.n), "c": (instr.m, instr.n)}[role]
-    reg, lane = fragment_bases(instr, role)
-    return LinearLayout(shape, (reg, lane, ()))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the plan of one op: layouts of A, B and C over the CTA, and which registers feed which instruction
-# ---------------------------------------------------------------------------------------------------------
-
-def _fit(coord: Coord, shape: tuple[int, ...]) -> Coord:
-    """A single-bit basis outside the tile becomes zero: that bit wraps around (replicates)."""
-    return coord if all(c < s for c, s in zip(coord, shape)) else (0,) * len(shape)
-
-
-def choose_warps(num_warps: int, batch: int, tiles_m: int, tiles_n: int,
-                 a_regs: int, b_regs: int) -> tuple[int, int, int]:
-    """(warps over batch, over m tiles, over n tiles); leftover warps replicate.  Batch first; then the M x N
-    split with the least replication and, among those, the fewest fragment registers per warp and k step."""
-    wb = min(num_warps, batch)
-    rest = num_warps // wb
-    best = None
-    wm = 1
-    while wm <= rest:
-        wn = min(rest // wm, tiles_n)
-        if wm <= tiles_m:
-            used = wm * wn
-            load = (tiles_m // wm) * a_regs + (tiles_n // wn) * b_regs
-            key = (-used, load, -wm)
-            if best is None or key < best[0]:
-                best = (key, wm, wn)
-        wm *= 2
-    return wb, best[1], best[2]
-
-
-@dataclass(frozen=True)
-class Staging:
-    """Where an operand tile lives in shared memory: the element at `coord` is at
-    base + sum(coord[d] * strides[d]) bytes, with k (dimension `kdim`) taken modulo the chunk size kc;
-    `hi(coord)` (k rounded down to a chunk) says which chunk holds it."""
-    base: int
-    strides: tuple[int, ...]
-    kdim: int
-    kc: int
-
-    def contrib(self, coord: Coord) -> int:
-        """Byte offset of a coordinate (or of one basis vector) relative to `base`."""
-        c = list(coord)
-        c[self.kdim] &= self.kc - 1
-        return sum(x * s for x, s in zip(c, self.strides))
-
-    def hi(self, coord: Coord) -> int:
-        return coord[self.kdim] & ~(self.kc - 1)
-
-
-def _chunk_k(row_bytes_per_k: int, k: int, pad_bytes: int, min_kc: int) -> tuple[int, int]:
-    """(k per chunk, staging bytes): the largest power-of-two chunk whose staging fits the budget.
-    `row_bytes_per_k`: bytes per unit of k summed over all staged rows; `pad_bytes`: fixed padding."""
-    kc = k
-    while row_bytes_per_k * kc + pad_bytes + 16 > STAGE_BUDGET and kc > min_kc:
-        kc //= 2
-    need = row_bytes_per_k * kc + pad_bytes + 16  # + a 16-byte trash slot for thread-dependent chunking
-    if need > STAGE_BUDGET:
-        raise LoweringError(f"mma operands need {need} bytes of shared memory per K chunk (limit {STAGE_BUDGET})")
-    return kc, need
-
-
-@dataclass
-class MmaPlan:
-    """How one mma op runs on the tensor cores: the A, B and C layouts over the CTA, the shared-memory
-    staging of A (row-major, B x M x K) and B (transposed, B x N x K), and which registers feed which mma."""
-    instr: Instr
-    batched: bool
-    B: int
-    M: int
-    N: int
-    K: int
-    num_warps: int
-    warps_m: int | None = None   # force the M x N warp split (defaults to `choose_warps`)
-
-    def __post_init__(self):
-        i = self.instr
-        self.Kp = max(self.K, i.k)
-        self.tk = self.Kp // i.k
-        self.tiles_m = max(1, self.M // i.m)
-        self.tiles_n = max(1, self.N // i.n)
-        if self.warps_m is None:
-            self.wb, self.wm, self.wn = choose_warps(self.num_warps, self.B, self.tiles_m, self.tiles_n,
-                                                     i.a_regs, i.b_regs)
-        else:
-            self.wb = min(self.num_warps, self.B)
-            self.wm = self.warps_m
-            self.wn = self.num_warps // self.wb // self.wm
-        # tiles each warp does in registers
-        self.rb = max(1, self.B // self.wb)
-        self.rm = max(1, self.tiles_m // self.wm)
-        self.rn = max(1, self.tiles_n // self.wn)
-        self.a = self._layout("a")
-        self.b = self._layout("b")
-        self.c = self._layout("c")
-        # shared memory: rows of kc elements plus ROW_PAD_BYTES; A rows first, then B rows, then a trash slot
-        e = i.elem_bytes
-        rows_a, rows_b = self.B * self.M, self.B * self.N
-        self.kc, self.smem_bytes = _chunk_k((rows_a + rows_b) * e, self.K, (rows_a + rows_b) * ROW_PAD_BYTES,
-                                            min(self.K, i.k))
-        self.row_bytes = self.kc * e + ROW_PAD_BYTES
-        rb = self.row_bytes
-        lead_a = (self.M * rb,) if self.batched else ()
-        lead_b = (self.N * rb,) if self.batched else ()
-        self.a_stage = Staging(0, lead_a + (rb, e), self.a.rank - 1, self.kc)          # (b, m, k)
-        self.b_stage = Staging(rows_a * rb, lead_b + (e, rb), self.b.rank - 2, self.kc)  # (b, k, n)
-        self.trash = (rows_a + rows_b) * rb
-
-    # -- layouts ----------------------------------------------------------------------------------
-    def _shape(self, role: str) -> tuple[int, ...]:
-        rc = {"a": (self.M, self.Kp), "b": (self.Kp, self.N), "c": (self.M, self.N)}[role]
-        return ((self.B,) + rc) if self.batched else rc
-
-    def _embed(self, rc: Coord, b: int = 0) -> Coord:
-        return ((b,) + tuple(rc)) if self.batched else tuple(rc)
-
-    def _layout(self, role: str) -> LinearLayout:
-        i = self.instr
-        shape = self._shape(role)
-        frag_reg, frag_lane = fragment_bases(i, role)
-
-        def rowcol(row=0, col=0, k=0):
-            return {"a": (row, k), "b": (k, col), "c": (row, col)}[role]
-
-        uses_m, uses_n = role in ("a", "c"), role in ("b", "c")
-        # warp bits: batch, then m tiles, then n tiles (zero where the operand does not depend on them)
-        warp = []
-        for j in range(_log2(self.wb)):
-            warp.append(self._embed(rowcol(), 1 << j))
-        for j in range(_log2(self.wm)):
-            warp.append(self._embed(rowcol(row=i.m << j) if uses_m else rowcol()))
-        for j in range(_log2(self.wn)):
-            warp.append(self._embed(rowcol(col=i.n << j) if uses_n else rowcol()))
-        while len(warp) < _log2(self.num_warps):
-            warp.append(self._embed(rowcol()))
-        # register bits: the fragment, then (a, b) k steps, then n tiles (c, b), m tiles (c, a), batch
-        reg = [self._embed(r) for r in frag_reg]
-        if role in ("a", "b"):
-            reg += [self._embed(rowcol(k=i.k << j)) for j in range(_log2(self.tk))]
-        if role in ("b", "c"):
-            reg += [self._embed(rowcol(col=(i.n * self.wn) << j)) for j in range(_log2(self.rn))]
-        if role in ("a", "c"):
-            reg += [self._embed(rowcol(row=(i.m * self.wm) << j)) for j in range(_log2(self.rm))]
-        reg += [self._embed(rowcol(), self.wb << j) for j in range(_log2(self.rb))]
-        lane = [self._embed(r) for r in frag_lane]
-        return LinearLayout(shape, tuple(tuple(_fit(c, shape) for c in bases) for bases in (reg, lane, warp)))
-
-    # -- register indices -------------------------------------------------------------------------------
-    def a_reg(self, word: int, ks: int, mt: int, bt: int) -> int:
-        """Register (of layout `a`) holding the first element of A fragment register `word` of k step ks,
-        m tile mt and batch tile bt (tile indices count this warp's tiles)."""
-        p = self.instr.pack
-        return p * (word + self.instr.a_regs * (ks + self.tk * (mt + self.rm * bt)))
-
-    def b_reg(self, word: int, ks: int, nt: int, bt: int) -> int:
-        p = self.instr.pack
-        return p * (word + self.instr.b_regs * (ks + self.tk * (nt + self.rn * bt)))
-
-    def c_reg(self, elem: int, mt: int, nt: int, bt: int) -> int:
-        return elem + self.instr.c_elems * (nt + self.rn * (mt + self.rm * bt))
-
-    # -- the program -------------------------------------------------------------------------------------
-    def chunks(self) -> list[range]:
-        """Per K chunk staged in shared memory, the k steps it feeds."""
-        per = max(1, self.kc // self.instr.k)
-        return [range(c * per, min(self.tk, (c + 1) * per)) for c in range(max(1, self.K // self.kc))]
-
-    def word_offset(self, role: str, reg: int) -> int | None:
-        """Constant part (relative to the staging base) of the address of the fragment register that starts
-        at register `reg` of layout a/b; None when it lies in the K padding (the register is zero)."""
-        layout, st = (self.a, self.a_stage) if role == "a" else (self.b, self.b_stage)
-        coord = layout.register_coord(reg)
-        if coord[st.kdim] >= self.K:
-            return None
-        return st.contrib(coord)
-
-    def kstep(self, ks: int):
-        """A and B fragment registers to load for k step ks, keyed (bt, mt|nt, word) -> register index, and
-        the mmas: (A keys, B keys, C register indices)."""
-        i = self.instr
-        a_words = {(bt, mt, w): self.a_reg(w, ks, mt, bt)
-                   for bt in range(self.rb) for mt in range(self.rm) for w in range(i.a_regs)}
-        b_words = {(bt, nt, w): self.b_reg(w, ks, nt, bt)
-                   for bt in range(self.rb) for nt in range(self.rn) for w in range(i.b_regs)}
-        mmas = [([(bt, mt, w) for w in range(i.a_regs)], [(bt, nt, w) for w in range(i.b_regs)],
-                 [self.c_reg(j, mt, nt, bt) for j in range(i.c_elems)])
-                for bt in range(self.rb) for mt in range(self.rm) for nt in range(self.rn)]
-        return a_words, b_words, mmas
-
-
-@dataclass
-class FmaPlan:
-    """The FMA chain: A (B x M x K) and B (B x K x N) row-major in shared memory (in K chunks); result
-    register at (b, m, n) = acc + sum_k A[b, m, k] * B[b, k, n], k ascending."""
-    batched: bool
-    B: int
-    M: int
-    N: int
-    K: int
-    ea: int   # staged element bytes of A and B
-    eb: int
-
-    def __post_init__(self):
-        self.kc, self.smem_bytes = _chunk_k(self.B * (self.M * self.ea + self.N * self.eb), self.K, 0, 1)
-        kc, lead = self.kc, self.batched
-        self.a_stage = Staging(0, ((self.M * kc * self.ea,) if lead else ()) + (kc * self.ea, self.ea),
-                               2 if lead else 1, kc)
-        b_base = self.B * self.M * kc * self.ea
-        self.b_stage = Staging(b_base, ((kc * self.N * self.eb,) if lead else ()) + (self.N * self.eb, self.eb),
-                               1 if lead else 0, kc)
-        self.trash = self.smem_bytes - 16
-        # per result coordinate (b, m, n): where its A row and B column start; then k strides
-        self.a_row = ((self.M * kc * self.ea,) if lead else ()) + (kc * self.ea, 0)
-        self.b_col = ((kc * self.N * self.eb,) if lead else ()) + (0, self.eb)
-        self.a_k, self.b_k = self.ea, self.N * self.eb
-
-    def chunks(self) -> int:
-        return max(1, self.K // self.kc)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# choosing the lowering
-# ---------------------------------------------------------------------------------------------------------
-
-_FP8 = ("f8E4M3FN", "f8E5M2")
-_PTX_FEATURE = re.compile(r"\+ptx(\d)(\d+)")
-
-
-def _target_caps(em: KernelEmitter) -> tuple[int, tuple[int, int]] | None:
-    """(sm number, PTX ISA of the emitted module) when the emitter knows its target, else None."""
-    tgt = getattr(em.options, "target", None)
-    if tgt is None:
-        return None
-    from .nvptx import ptx_feature
-    from .targets import target
-    if isinstance(tgt, str):
-        tgt = target(tgt)
-    m = _PTX_FEATURE.fullmatch(ptx_feature(tgt))
-    isa = (int(m.group(1)), int(m.group(2))) if m else tuple(tgt.ptx_isa)
-    sm = int(re.match(r"sm_(\d+)", tgt.name).group(1))
-    return sm, isa
-
-
-def native_fp8(em: KernelEmitter, acc_elem: T.Type) -> bool:
-    """mma.sync with .e4m3/.e5m2 needs sm_89+ and PTX ISA 8.4 (8.7 with an f16 accumulator)."""
-    caps = _target_caps(em)
-    if caps is None:
-        return False
-    sm, isa = caps
-    return sm >= 89 and isa >= ((8, 7) if acc_elem == T.F16 else (8, 4))
-
-
-def _dims(ty: T.TileType) -> tuple[bool, int, int, int]:
-    if len(ty.shape) == 3:
-        return True, ty.shape[0], ty.shape[1], ty.shape[2]
-    if len(ty.shape) == 2:
-        return False, 1, ty.shape[0], ty.shape[1]
-    raise LoweringError(f"mma operands must be 2-D or 3-D, got {ty}")
-
-
-def _name(t: T.Type) -> str:
-    return getattr(t, "name", "") or ""
-
-
-def select_instr(em: KernelEmitter, op: Operation) -> Instr | None:
-    """The tensor-core instruction for this op, or None for the FMA chain."""
-    lhs: T.TileType = op.operands["lhs"].type
-    acc: T.TileType = op.operands["acc"].type
-    a, c = lhs.elem, acc.elem
-    _, _, _, k = _dims(lhs)
-    if op.name == "mmai":
-        instr = I8_I32
-    elif a == T.F16 or _name(a) in _FP8:
-        if _name(a) in _FP8 and native_fp8(em, c):
-            instr = F8_F16 if c == T.F16 else F8_F32
-        else:
-            instr = F16_F16 if c == T.F16 else F16_F32
-    elif a == T.BF16:
-        instr = BF16_F32
-    elif a == T.TF32:
-        instr = TF32_F32
-    elif a == T.F64:
-        instr = F64_F64
-    else:
-        return None  # f32 x f32: exact FMA chain, as NVIDIA's tileiras does
-    if instr.acc != llvm_type(c):
-        raise LoweringError(f"no mma for {a} x {a} -> {c}")
-    if k < max(4, instr.k // 2):  # below this the thread's k range of a fragment register leaves the tile
-        return None
-    return instr
-
-
-def plan_for(em: KernelEmitter, op: Operation) -> MmaPlan | None:
-    instr = select_instr(em, op)
-    if instr is None:
-        return None
-    batched, bsz, m, k = _dims(op.operands["lhs"].type)
-    _, _, _, n = _dims(op.operands["rhs"].type)
-    return MmaPlan(instr, batched, bsz, m, n, k, em.options.num_warps)
-
-
-def result_layout(em: KernelEmitter, op: Operation) -> LinearLayout:
-    plan = plan_for(em, op)
-    return plan.c if plan is not None else em.default_layout(op.result.type.shape)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -509,19 +79,6 @@ def _add(em: KernelEmitter, a: str, k: int) -> str:
     if a == "0":
         return str(k)
     return em.b.value(f"add i32 {a}, {k}")
-
-
-def _is_splat_literal(t: Tile) -> bool:
-    return bool(t.regs) and all(r == t.regs[0] for r in t.regs) and not t.regs[0].startswith("%")
-
-
-def to_layout(em: KernelEmitter, t: Tile, layout: LinearLayout) -> Tile:
-    """em.convert, but free for splat constants."""
-    if t.layout == layout:
-        return t
-    if _is_splat_literal(t):
-        return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
-    return em.convert(t, layout)
 
 
 def _map_regs(em: KernelEmitter, t: Tile, ty: T.TileType, fn) -> Tile:
@@ -692,13 +249,8 @@ def _load_word(em: KernelEmitter, instr: Instr, base_ptr: str, off: int | None) 
 
 def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan) -> None:
     instr = plan.instr
-    count = plan.tk * plan.rb * plan.rm * plan.rn
-    if count > MMA_UNROLL_LIMIT:
-        raise LoweringError(f"mma of {plan.B}x{plan.M}x{plan.N}x{plan.K} needs {count} mma.sync per warp and "
-                            f"{plan.c.num_registers} accumulator registers per thread; tiles this large are "
-                            f"not supported (limit {MMA_UNROLL_LIMIT} per warp)")
     lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
-    acc = to_layout(em, em.get(op.operands["acc"]), plan.c)
+    acc = em.expect(op.operands["acc"])
     if instr in (F16_F32, F16_F16):
         if _name(lhs.elem) in _FP8:
             lhs = _fp8_tile_to_f16(em, lhs)
@@ -752,12 +304,6 @@ def _fma(em: KernelEmitter, lt: str, a: str, b: str, c: str) -> str:
     return em.b.call(lt, f"llvm.fma.{suffix}", [(lt, a), (lt, b), (lt, c)], hint="fma")
 
 
-def fma_plan_for(op: Operation, lhs_elem: T.Type, rhs_elem: T.Type) -> FmaPlan:
-    batched, bsz, m, k = _dims(op.operands["lhs"].type)
-    n = op.operands["rhs"].type.shape[-1]
-    return FmaPlan(batched, bsz, m, n, k, elem_bytes(lhs_elem), elem_bytes(rhs_elem))
-
-
 def _load_shared(em: KernelEmitter, llvm: str, align: int, fns: tuple, elem: T.Type, lt: str, signed: bool,
                  ptr: str, offset) -> str:
     """One operand element from its shared-memory staging, converted and widened to the accumulator type."""
@@ -787,8 +333,8 @@ def _fma_step(em: KernelEmitter, lt: str, ptrs, a_k: int, b_k: int, load_a, load
 
 def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     res_ty: T.TileType = op.result.type
-    layout = em.default_layout(res_ty.shape)
-    acc = to_layout(em, em.get(op.operands["acc"]), layout)
+    layout = layout_of(res_ty)
+    acc = em.expect(op.operands["acc"])
     lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
     if _name(lhs.elem) in _FP8:
         lhs = _fp8_tile_to_f16(em, lhs)
@@ -858,7 +404,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("mmaf", "mmai")
 def _mma(em: KernelEmitter, op: Operation) -> None:
-    plan = plan_for(em, op)
+    plan = plan_for(em.options, op)
     _mma_remark(em, op, plan)
     if plan is None:
         _lower_fma(em, op)
@@ -879,91 +425,6 @@ def _mma_remark(em: KernelEmitter, op: Operation, plan: MmaPlan | None) -> None:
         em.remark("passed", "tensorcore", "MmaInstruction", f"{what} lowered to mma.sync m{i.m}n{i.n}k{i.k} ({i.key})",
                   op)
 
-
-# -- loop-carried accumulators ------------------------------------------------------------------------------
-#
-# The `for` / `loop` lowerings give a carried value the layout of its initial value -- usually a splat constant
-# in the default blocked layout.  An accumulator would then go through shared memory twice per iteration (and a
-# 128x128 f32 one does not fit at all).  `carried_layouts` finds carried values that feed an mma accumulator
-# (or that the body computes from an mma result); the loop lowerings ask LOOP_CARRY_ADVISORS, where
-# `_advise_loop_layouts` starts them in the mma layout.
-
-
-def _defining_mma(v: Value, body: Block, shape) -> Operation | None:
-    """The mma op whose result `v` is computed from by same-shape single-result ops inside the loop body."""
-    seen = 0
-    frontier = [v]
-    while frontier and seen < 64:
-        x = frontier.pop()
-        seen += 1
-        owner = x.owner
-        if not isinstance(owner, Operation) or len(owner.results) != 1:
-            continue
-        if owner.name in ("mmaf", "mmai"):
-            return owner
-        if getattr(owner.results[0].type, "shape", None) != shape or owner.regions:
-            continue
-        for operand in owner.operands.values():
-            if isinstance(operand, Value) and getattr(operand.type, "shape", None) == shape:
-                frontier.append(operand)
-    return None
-
-
-def _own_ops(block: Block):
-    """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
-    for op in block.ops:
-        yield op
-        if op.name not in ("for", "loop"):
-            for region in op.regions:
-                for b in region.blocks:
-                    yield from _own_ops(b)
-
-
-def carried_layouts(em: KernelEmitter, op: Operation) -> list[LinearLayout | None]:
-    """Per carried value of a `for` or `loop`, the mma accumulator layout it should be carried in
-    (None: no opinion)."""
-    block = op.regions[0].block
-    args = block.args[1:] if op.name == "for" else block.args  # a `for` block starts with its induction variable
-    out: list[LinearLayout | None] = [None] * len(args)
-    index = {id(a): i for i, a in enumerate(args)}
-    for inner in block.walk():
-        if inner.name in ("mmaf", "mmai"):
-            acc = inner.operands["acc"]
-            i = index.get(id(acc))
-            if i is not None and out[i] is None:
-                out[i] = result_layout(em, inner)
-    for term in _own_ops(block):
-        if term.name != "continue":
-            continue
-        for i, v in enumerate(term.operands.get("operands") or []):
-            if i < len(args) and out[i] is None:
-                mma = _defining_mma(v, block, getattr(args[i].type, "shape", None))
-                if mma is not None:
-                    out[i] = result_layout(em, mma)
-    return out
-
-
-def initial_layouts(em: KernelEmitter, op: Operation, inits: list[Tile]) -> list[Tile]:
-    """The initial values of a `for`, those that carry mma accumulators moved to the mma layout."""
-    out = []
-    for t, lay in zip(inits, carried_layouts(em, op)):
-        if lay is None or not isinstance(t, Tile) or t.is_scalar or t.layout == lay or t.type.shape != lay.shape:
-            out.append(t)
-        elif not _is_splat_literal(t) and t.type.num_elements() * elem_bytes(t.elem) > SHARED_LIMIT:
-            out.append(t)  # too big to convert through shared memory: let the mma op report it
-        else:
-            out.append(to_layout(em, t, lay))
-    return out
-
-
-def _advise_loop_layouts(em: KernelEmitter, op: Operation, inits: list[Tile]) -> list[Tile]:
-    """Loops whose body runs an mma carry their accumulators in the mma layout, in registers."""
-    if not any(i.name in ("mmaf", "mmai") for i in op.regions[0].block.walk()):
-        return inits
-    return initial_layouts(em, op, inits)
-
-
-LOOP_CARRY_ADVISORS.append(_advise_loop_layouts)
 
 
 # -- software-pipelined K-loops ------------------------------------------------------------------------------
@@ -1082,16 +543,12 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
 def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
     """The mma of a pipelined loop (see above); `pipe` is a codegen.pipelining.Pipeline.  16-bit operands
     read their fragments with ldmatrix (A: .x4, one m16 x k16 fragment; B: .x4.trans, two n8 x k16 ones)."""
-    plan = plan_for(em, op)
+    plan = plan_for(em.options, op)
     _mma_remark(em, op, plan)
     if plan is None:
         _lower_fma_staged(em, op, pipe)
         return
     instr = plan.instr
-    count = plan.tk * plan.rb * plan.rm * plan.rn
-    if count > MMA_UNROLL_LIMIT:
-        raise LoweringError(f"mma of {plan.B}x{plan.M}x{plan.N}x{plan.K} needs {count} mma.sync per warp "
-                            f"(limit {MMA_UNROLL_LIMIT} per warp)")
     a, b = pipe.cand.a, pipe.cand.b
     kc = pipe.geom.kc
     plan.kc = kc
@@ -1100,7 +557,7 @@ def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
     to_half = instr in (F16_F32, F16_F16)
     fa, lta, _ = _operand_element_fns(em, a, op.operands["lhs"].type.elem, to_half)
     fb, ltb, _ = _operand_element_fns(em, b, op.operands["rhs"].type.elem, to_half)
-    acc = to_layout(em, em.get(op.operands["acc"]), plan.c)
+    acc = em.expect(op.operands["acc"])
     # ldmatrix where the fragment is 8x8 blocks of 16-bit elements with 16-byte rows in the buffer
     m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
     ldm_a = m16 and a.eb == 2 and not fa
@@ -1154,8 +611,8 @@ def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
 def _lower_fma_staged(em: KernelEmitter, op: Operation, pipe) -> None:
     """The FMA chain of a pipelined loop: as `_lower_fma`, reading A and B from the stage buffers."""
     res_ty: T.TileType = op.result.type
-    layout = em.default_layout(res_ty.shape)
-    acc = to_layout(em, em.get(op.operands["acc"]), layout)
+    layout = layout_of(res_ty)
+    acc = em.expect(op.operands["acc"])
     a, b = pipe.cand.a, pipe.cand.b
     fa, _, elem_a = _operand_element_fns(em, a, op.operands["lhs"].type.elem, True)
     fb, _, elem_b = _operand_element_fns(em, b, op.operands["rhs"].type.elem, True)

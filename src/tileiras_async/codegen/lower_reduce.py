@@ -7,6 +7,7 @@ from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
+from ..tilegpu.types import layout_of
 from .values import Tile, elem_bytes, llvm_type, SHARED_PTR
 
 
@@ -66,7 +67,7 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
     dim = op.attrs["dim"]
     ids = op.attrs["identities"]
     res_ty: T.TileType = op.results[0].type
-    layout = em.default_layout(res_ty.shape) if res_ty.shape else None
+    layout = layout_of(res_ty)
     bases = _stage_operands(em, tiles)
     n = 1 if layout is None else layout.num_registers
     extent = tiles[0].type.shape[dim]
@@ -98,7 +99,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     reverse = op.attrs.get("reverse", False)
     ids = op.attrs["identities"]
     shape = tiles[0].type.shape
-    layout = em.default_layout(shape)
+    layout = layout_of(op.results[0].type)
     bases = _stage_operands(em, tiles)
     extent = shape[dim]
     outs = [[] for _ in tiles]

@@ -7,11 +7,12 @@ from typing import Callable
 from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, lowers, same_placement
+from ..tilegpu.types import layout_of
 from .values import Tile
 
 
 def _gather(em: KernelEmitter, src: Tile, res_ty: T.TileType, src_index: Callable[[list[str]], str]) -> Tile:
-    layout = em.default_layout(res_ty.shape) if res_ty.shape else None
+    layout = layout_of(res_ty)
     em.barrier()
     em.store_to_shared(src)
     em.barrier()
@@ -22,7 +23,7 @@ def _gather(em: KernelEmitter, src: Tile, res_ty: T.TileType, src_index: Callabl
 def _reshape(em: KernelEmitter, op: Operation) -> None:
     src: Tile = em.get(op.operands["source"])
     ty: T.TileType = op.result.type
-    layout = em.default_layout(ty.shape) if ty.shape else None
+    layout = layout_of(ty)
     if src.is_scalar:
         em.set(op.result, em.broadcast_scalar(Tile(ty, None, src.regs), layout))
     elif layout is None:  # a one-element tile becomes a scalar: every thread reads element 0
@@ -38,7 +39,7 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
     src: Tile = em.get(op.operands["source"])
     ty: T.TileType = op.result.type
     if src.is_scalar:
-        em.set(op.result, em.broadcast_scalar(Tile(ty, None, src.regs), em.default_layout(ty.shape)))
+        em.set(op.result, em.broadcast_scalar(Tile(ty, None, src.regs), layout_of(ty)))
         return
     sshape = src.type.shape
 
@@ -51,10 +52,9 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 @lowers("permute")
 def _permute(em: KernelEmitter, op: Operation) -> None:
     src: Tile = em.get(op.operands["source"])
-    perm = tuple(op.attrs["permutation"])
     ty: T.TileType = op.result.type
-    # result dim i is source dim perm[i]: the same registers under the transposed layout
-    em.set(op.result, Tile(ty, src.layout.transpose(perm), src.regs))
+    # the same registers under the transposed layout (assign-layouts permuted it)
+    em.set(op.result, Tile(ty, layout_of(ty), src.regs))
 
 
 def _offset_coords(em: KernelEmitter, coords: list[str], starts: list[str]) -> list[str]:
@@ -91,7 +91,7 @@ def _cat(em: KernelEmitter, op: Operation) -> None:
     ty: T.TileType = op.result.type
     shift = ["0"] * len(ty.shape)
     shift[dim] = str(a.type.shape[dim])
-    layout = em.default_layout(ty.shape)
+    layout = layout_of(ty)
     em.barrier()
     em.store_to_shared(a, dst_index=lambda c: em.linear_index(c, ty.shape), capacity=ty.num_elements())
     em.store_to_shared(b, dst_index=lambda c: em.linear_index(_offset_coords(em, c, shift), ty.shape),
@@ -106,7 +106,7 @@ def _insert(em: KernelEmitter, op: Operation) -> None:
     dst: Tile = em.get(op.operands["destination"])
     ty: T.TileType = op.result.type
     starts = _scaled_indices(em, op, "indices", src.type.shape)
-    layout = em.default_layout(ty.shape) if ty.shape else None
+    layout = layout_of(ty)
     em.barrier()
     em.store_to_shared(dst)
     em.barrier()

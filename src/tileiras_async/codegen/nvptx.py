@@ -7,12 +7,10 @@ import threading
 from functools import lru_cache
 
 from ..toolchain.discovery import find_libdevice
-from .targets import Target
+from ..targets import Target
 
 _INIT_LOCK = threading.Lock()
 _initialized = False
-# PTX ISA versions LLVM 22 can emit (feature +ptxNN); ptxas 13.x reads all of them
-_MAX_LLVM_PTX = (9, 0)
 
 
 class PtxCheckError(Exception):
@@ -35,9 +33,7 @@ def _init() -> None:
 
 
 def ptx_feature(tgt: Target) -> str:
-    major, minor = max(tgt.ptx_isa, (8, 1))
-    if (major, minor) > _MAX_LLVM_PTX:
-        major, minor = _MAX_LLVM_PTX
+    major, minor = tgt.emitted_ptx_isa
     return f"+ptx{major}{minor}"
 
 
@@ -56,7 +52,7 @@ def _libdevice_bytes() -> bytes:
 def warm_up(targets: tuple[str, ...] = (), opt_level: int = 3) -> None:
     """Fill the back end's caches (LLVM initialisation, libdevice, target machines) ahead of the first compile,
     as long-lived workers do; failures surface later, on the compile that needs the missing piece."""
-    from .targets import target
+    from ..targets import target
     _init()
     with contextlib.suppress(Exception):
         _libdevice_bytes()

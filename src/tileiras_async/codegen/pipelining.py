@@ -830,9 +830,9 @@ def plan(em: KernelEmitter, op: Operation, reserve: int = 0) -> Pipeline | None:
     if veto:
         remark(em, op, veto)
         return None
-    from .lower_mma import _dims, plan_for
+    from ..tilegpu.mma import _dims, plan_for
     try:
-        mplan = plan_for(em, r.mma)
+        mplan = plan_for(em.options, r.mma)
     except LoweringError as e:
         remark(em, op, str(e))
         return None

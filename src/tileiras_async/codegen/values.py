@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..ir import types as T
 from ..lower.layout import LinearLayout
+from ..tilegpu.types import elem_bytes  # noqa: F401  (re-exported for the patterns)
 
 _FLOAT_LLVM = {"f16": "half", "bf16": "bfloat", "f32": "float", "tf32": "float", "f64": "double"}
 GLOBAL_PTR = "ptr addrspace(1)"
@@ -22,16 +23,6 @@ def llvm_type(t: T.Type) -> str:
     if isinstance(t, T.PointerType):
         return GLOBAL_PTR
     raise TypeError(f"no LLVM element type for {t}")
-
-
-def elem_bytes(t: T.Type) -> int:
-    if isinstance(t, T.TileType):
-        t = t.elem
-    if isinstance(t, T.PointerType):
-        return 8
-    if t == T.TF32:
-        return 4
-    return max(1, t.width // 8)
 
 
 @dataclass

@@ -222,7 +222,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     from ..codegen.driver import module_ptx
     from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
-    from ..codegen.targets import target
+    from ..targets import target
     mod = _load_module(module_bytes_or_path)
     if verify:
         from ..frontend import verify as _verify

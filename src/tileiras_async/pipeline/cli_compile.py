@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from ..codegen.targets import GPU_NAMES
+from ..targets import GPU_NAMES
 from .config import DEFAULT_MEMORY_LIMIT, DEFAULT_STAGE_TIMEOUT_S, BatchConfig, default_jobs, expand_inputs
 
 FAULT_ENV = "TILEIRAS_ASYNC_FAULT"

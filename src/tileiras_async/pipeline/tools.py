@@ -80,7 +80,7 @@ def _error(message: str) -> StageDiagnostic:
 
 async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None) -> CubinModule:
     """The assemble stage (AssembleRequest -> CubinModule), run with the async harness."""
-    from ..codegen.targets import target
+    from ..targets import target
     t0 = time.monotonic()
     try:
         tgt = target(req.options.gpu_name)

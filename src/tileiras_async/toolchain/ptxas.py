@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..targets import ARCH_FOR_TARGET
 from .discovery import Toolchain, default_toolchain
 from .errors import ToolchainError
 from .harness import StrPath, ToolResult, run_tool, run_tool_async
@@ -24,22 +25,7 @@ DEFAULT_TIMEOUT_S = 120.0
 # Opt-in copy of the flag the real tool always passes; see the module docstring.
 EXTENDED_SMEM_FLAG = "--enable-extended-smem=true"
 
-# The real tool's --gpu-name choices and the -arch it hands ptxas for each: from sm_90 on, the
-# arch-specific ("a") variant, so wgmma/tcgen05-style instructions are allowed.
-PTXAS_ARCH_FOR_TARGET: dict[str, str] = {
-    "sm_80": "sm_80",
-    "sm_86": "sm_86",
-    "sm_87": "sm_87",
-    "sm_88": "sm_88",
-    "sm_89": "sm_89",
-    "sm_90": "sm_90a",
-    "sm_100": "sm_100a",
-    "sm_103": "sm_103a",
-    "sm_107": "sm_107a",
-    "sm_110": "sm_110a",
-    "sm_120": "sm_120a",
-    "sm_121": "sm_121a",
-}
+PTXAS_ARCH_FOR_TARGET = ARCH_FOR_TARGET  # --gpu-name -> -arch (see tileiras_async.targets)
 
 _PTX_NAME = "kernel.ptx"
 _CUBIN_NAME = "kernel.cubin"

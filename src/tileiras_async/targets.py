@@ -1,0 +1,57 @@
+"""GPU targets: the --gpu-name values the real tool offers, the architecture each is compiled for, and the
+PTX ISA our PTX declares.  A leaf module: the passes, code generation and the toolchain all read it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --gpu-name -> the PTX `.target` / ptxas -arch: from sm_90 on the arch-specific ("a") variant, so
+# wgmma/tcgen05-style instructions are allowed (traced from the real tool)
+ARCH_FOR_TARGET: dict[str, str] = {
+    "sm_80": "sm_80", "sm_86": "sm_86", "sm_87": "sm_87", "sm_88": "sm_88", "sm_89": "sm_89",
+    "sm_90": "sm_90a", "sm_100": "sm_100a", "sm_103": "sm_103a", "sm_107": "sm_107a", "sm_110": "sm_110a",
+    "sm_120": "sm_120a", "sm_121": "sm_121a",
+}
+
+# The lowest PTX ISA version that knows each target (code generation asks for at least 8.1, which
+# every ptxas from CUDA 12.1 on reads, so fp8 conversions are available on sm_89).
+_MIN_PTX_ISA: dict[str, tuple[int, int]] = {
+    "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4), "sm_88": (9, 0), "sm_89": (7, 8),
+    "sm_90": (8, 0), "sm_100": (8, 6), "sm_103": (8, 8), "sm_107": (9, 0), "sm_110": (9, 0),
+    "sm_120": (8, 7), "sm_121": (8, 8),
+}
+GPU_NAMES = tuple(ARCH_FOR_TARGET)
+# PTX ISA versions LLVM 22 can emit (feature +ptxNN); ptxas 13.x reads all of them
+MAX_LLVM_PTX = (9, 0)
+MIN_EMITTED_PTX = (8, 1)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str           # sm_100
+    ptx_target: str     # sm_100a
+    ptx_isa: tuple[int, int]
+
+    @property
+    def ptx_version(self) -> str:
+        return f"{self.ptx_isa[0]}.{self.ptx_isa[1]}"
+
+    @property
+    def sm(self) -> int:
+        return sm_number(self.name) or 0
+
+    @property
+    def emitted_ptx_isa(self) -> tuple[int, int]:
+        """The PTX ISA version the emitted PTX declares (LLVM's +ptxNN feature)."""
+        return min(max(self.ptx_isa, MIN_EMITTED_PTX), MAX_LLVM_PTX)
+
+
+def target(name: str) -> Target:
+    return Target(name, ARCH_FOR_TARGET[name], _MIN_PTX_ISA[name])
+
+
+def sm_number(name) -> int | None:
+    """sm_90 / sm_90a / a Target -> 90 (None when it names no SM)."""
+    name = getattr(name, "name", name)
+    m = re.match(r"sm_(\d+)", name) if isinstance(name, str) else None
+    return int(m.group(1)) if m else None

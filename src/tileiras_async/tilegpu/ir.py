@@ -1,0 +1,86 @@
+"""Walking and editing the tile-GPU IR (the cuda_tile object model: Operation, Block, Region, Value).
+
+Everything here is iterative: the input's nesting depth is not bounded by the Python stack.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..ir.core import Block, Function, Module, Operation, Value
+
+
+def walk_ops(block: Block) -> Iterator[Operation]:
+    """Every op under `block`, pre-order (an op before the ops of its regions), program order."""
+    stack: list[Iterator[Operation]] = [iter(block.ops)]
+    while stack:
+        op = next(stack[-1], None)
+        if op is None:
+            stack.pop()
+            continue
+        yield op
+        if op.regions:
+            stack.append(_region_ops(op))
+
+
+def _region_ops(op: Operation) -> Iterator[Operation]:
+    for region in op.regions:
+        for b in region.blocks:
+            yield from b.ops
+
+
+def walk_blocks(block: Block) -> Iterator[Block]:
+    """`block` and every block nested in it, pre-order."""
+    stack = [block]
+    while stack:
+        b = stack.pop()
+        yield b
+        for op in reversed(b.ops):
+            for region in reversed(op.regions):
+                stack.extend(reversed(region.blocks))
+
+
+def parents(fn: Function) -> dict[int, Operation]:
+    """id(op) -> the region op it is nested in (absent at the top level)."""
+    out: dict[int, Operation] = {}
+    for b in walk_blocks(fn.body):
+        for op in b.ops:
+            for region in op.regions:
+                for inner in region.blocks:
+                    for o in inner.ops:
+                        out[id(o)] = op
+    return out
+
+
+def insert_before(block: Block, anchor: Operation, new: list[Operation]) -> None:
+    i = next(k for k, o in enumerate(block.ops) if o is anchor)
+    block.ops[i:i] = new
+
+
+def replace_values(block: Block, mapping: dict[int, Value]) -> None:
+    """Every operand use under `block` of a value whose id is in `mapping` reads the mapped value instead
+    (one walk for any number of replacements)."""
+    if not mapping:
+        return
+    for op in walk_ops(block):
+        for name, v in op.operands.items():
+            if isinstance(v, Value):
+                if id(v) in mapping:
+                    op.operands[name] = mapping[id(v)]
+            elif isinstance(v, list) and any(id(x) in mapping for x in v):
+                op.operands[name] = [mapping.get(id(x), x) for x in v]
+
+
+@dataclass
+class KernelIR:
+    """One kernel on its way through the passes: the module (locations, globals), the function being
+    rewritten (a private copy) and what the passes record for later stages."""
+    module: Module
+    fn: Function
+    options: object                      # CompileSettings
+    remarks: list = field(default_factory=list)
+    notes: dict = field(default_factory=dict)   # per-pass records (e.g. schedules) for reports
+
+    @property
+    def name(self) -> str:
+        return self.fn.name.decode(errors="replace")

@@ -1,0 +1,29 @@
+"""What the passes and code generation are told about the compile: target, warps, stages, debug info."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from ..lower.layout import WARP_SIZE, LinearLayout, blocked
+
+
+@dataclass
+class CodegenOptions:
+    num_warps: int = 4
+    opt_level: int = 3
+    vector_width: int = 4
+    target: str = "sm_100"  # --gpu-name: picks instructions that exist on that architecture
+    debug: str = "none"     # "none", "lineinfo" (--lineinfo) or "full" (-g): source lines in the PTX
+    # software pipelining of K-loops: shared-memory stage buffers per pipelined operand; 1 (or 0) keeps every
+    # loop synchronous.  4 is the real tool's `unspecialized-pipeline-num-stages` default (--num-stages).
+    pipeline_stages: int = 4
+
+    @property
+    def num_threads(self) -> int:
+        return self.num_warps * WARP_SIZE
+
+    def default_layout(self, shape: tuple[int, ...]) -> LinearLayout:
+        """The blocked layout of elementwise work and memory: per-thread vectors are widened only once every
+        thread has an element, so small tiles are not replicated."""
+        per_thread = max(1, prod(shape) // self.num_threads)
+        return blocked(shape, self.num_warps, min(self.vector_width, per_thread))

@@ -1,0 +1,72 @@
+"""The tile-GPU pass pipeline: an ordered list of named passes per target (Triton's `make_ttgir` list).
+
+Every pass is a small module in this package with a module docstring stating its contract and a `run(k)`
+function over a `KernelIR`.  `PIPELINES` says which run for which target, in which order; the driver only
+sequences them (and prints the IR between them on request: --print-ir-before/-after/-after-all).
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..ir import KernelIR
+
+# (pass name, module in this package); the order of this list is the order of every pipeline
+_ALL = [
+    ("convert-to-tilegpu", "to_tilegpu"),
+    ("dce", "dce"),
+    ("assign-layouts", "assign_layouts"),
+    ("remove-layout-conversions", "remove_conversions"),
+]
+
+
+def pipeline_for(target: str) -> list[str]:
+    """The passes that run for `target` (sm_XX), in order."""
+    return [name for name, _ in _ALL]
+
+
+PASS_NAMES = tuple(name for name, _ in _ALL)
+
+
+def _load(name: str) -> Callable[[KernelIR], None]:
+    module = dict(_ALL)[name]
+    return importlib.import_module(f"{__name__}.{module}").run
+
+
+@dataclass
+class IRPrinting:
+    """--print-ir-before=P, --print-ir-after=P, --print-ir-after-all: which snapshots to take."""
+    before: frozenset[str] = frozenset()
+    after: frozenset[str] = frozenset()
+    after_all: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.before or self.after or self.after_all)
+
+
+@dataclass
+class IRSnapshot:
+    when: str           # "before" | "after"
+    pass_name: str
+    text: str
+
+
+@dataclass
+class PassRun:
+    snapshots: list[IRSnapshot] = field(default_factory=list)
+
+
+def run_pipeline(k: KernelIR, printing: IRPrinting | None = None) -> PassRun:
+    """Run the target's passes over `k` in place; return the requested IR snapshots."""
+    from ..printer import print_kernel
+    out = PassRun()
+    target = getattr(k.options, "target", "sm_100")
+    for name in pipeline_for(getattr(target, "name", target)):
+        if printing is not None and name in printing.before:
+            out.snapshots.append(IRSnapshot("before", name, print_kernel(k)))
+        _load(name)(k)
+        if printing is not None and (printing.after_all or name in printing.after):
+            out.snapshots.append(IRSnapshot("after", name, print_kernel(k)))
+    return out

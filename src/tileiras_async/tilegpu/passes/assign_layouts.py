@@ -1,0 +1,297 @@
+"""assign-layouts: give every ranked tile value a layout, and make every layout change an explicit op.
+
+Contract: in: tile-GPU IR whose ranked tiles have no layout yet. out: every ranked tile value (op results,
+block arguments) is a `LayoutTile` with a layout; wherever an op needs an operand in another layout than the
+operand's, a `tilegpu.convert_layout` sits right before the op and feeds it. Code generation then never
+chooses a layout: it reads them from the types.
+
+The rules, per op (first match):
+- elementwise ops (one tile result, operands of the result's shape or uniform): the layout of the first
+  operand that has one, else the default blocked layout of the result; every operand is converted to it
+  (a uniform operand converts for free: it is broadcast in registers);
+- loads, constants, iota, shape changes through shared memory (reshape, broadcast, extract, cat, insert,
+  pack/unpack), reductions and scans: the default blocked layout (`CodegenOptions.default_layout`);
+- permute: the operand's layout with its dimensions permuted (nothing moves);
+- `load_ptr_tko` / `store_ptr_tko`: the pointer tile's layout, to which mask, padding and value convert;
+- atomics: the pointer (or value) tile's layout, unless it replicates elements and the tile has at least as
+  many elements as the CTA has threads (then the default layout, so every thread does its share);
+- `mmaf` / `mmai`: the plan's accumulator layout (tilegpu.mma), the accumulator converts to it;
+- `for` / `loop`: a carried value keeps its initial value's layout, except a value that feeds an mma
+  accumulator (or is computed from an mma result), which starts in the mma layout; `continue` and `break`
+  convert to the loop's layouts; a `loop`'s results take the layouts of its first `break`;
+- `if`: the results take the layouts of the first `yield` reached in program order; the other converts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir import types as T
+from ...ir.core import Block, Operation, Value
+from ...lower.layout import LinearLayout
+from ..errors import LoweringError
+from ..ir import KernelIR
+from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
+from ..ops import CONVERT_LAYOUT, build
+from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
+
+DEFAULT_RESULT = frozenset({"constant", "iota", "load_view_tko", "reshape", "broadcast", "extract", "cat",
+                            "insert", "reduce", "scan", "pack", "unpack"})
+ATOMICS = {"atomic_rmw_tko": ("pointers", ("arg", "mask")), "atomic_cas_tko": ("pointers", ("cmp", "val", "mask")),
+           "atomic_red_view_tko": ("value", ())}
+NO_LAYOUT_RULE = frozenset({"store_view_tko", "print_tko", "assert", "return", "make_token", "join_tokens",
+                            "make_tensor_view", "make_partition_view", "get_index_space_shape",
+                            "get_tensor_shape", "get_tile_block_id", "get_num_tile_blocks", "global",
+                            "gdc_wait_tko", "gdc_launch_dependents_tko", "memory_fence_alias_tko"})
+
+
+def run(k: KernelIR) -> None:
+    _Assign(k).run()
+    _check_complete(k)
+
+
+@dataclass
+class _LoopCtx:
+    op: Operation
+    carried: list           # layout per carried value
+    exit: list | None       # layouts of the results (None: not known yet -- a `loop` before its first break)
+
+
+@dataclass
+class _IfCtx:
+    op: Operation
+    join: list | None = None
+
+
+@dataclass
+class _Frame:
+    block: Block
+    index: int = 0
+    on_done: list = field(default_factory=list)   # callbacks when the block is finished
+
+
+class _Assign:
+    def __init__(self, k: KernelIR):
+        self.k = k
+        self.options = k.options
+        self.regions: list = []      # innermost last: _LoopCtx | _IfCtx | None (a combiner region)
+
+    # -- the walk (iterative: nesting depth is unbounded) -------------------------------------------------
+    def run(self) -> None:
+        frames = [_Frame(self.k.fn.body)]
+        while frames:
+            f = frames[-1]
+            if f.index >= len(f.block.ops):
+                frames.pop()
+                for cb in f.on_done:
+                    cb()
+                continue
+            op = f.block.ops[f.index]
+            inserted = self.visit(f.block, op)
+            f.index += inserted + 1
+            children = self.enter(op) if op.regions else []
+            frames.extend(reversed(children))
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def default(self, ty: T.Type) -> LinearLayout | None:
+        return self.options.default_layout(ty.shape) if getattr(ty, "shape", None) else None
+
+    def set_layout(self, v: Value, layout: LinearLayout | None) -> None:
+        if isinstance(v.type, T.TileType):
+            v.type = with_layout(bare(v.type), layout)
+
+    def convert(self, v: Value, layout: LinearLayout | None, new: list[Operation], loc: int) -> Value:
+        """`v` in `layout` (a convert_layout op appended to `new` when it is not already)."""
+        if not isinstance(v.type, T.TileType) or layout_of(v.type) == layout or layout is None:
+            return v
+        op = build(CONVERT_LAYOUT, {"source": v}, [with_layout(bare(v.type), layout)], loc=loc)
+        new.append(op)
+        return op.result
+
+    def require(self, op: Operation, names, layout, new: list[Operation]) -> None:
+        for name in names:
+            v = op.operands.get(name)
+            if isinstance(v, Value):
+                op.operands[name] = self.convert(v, layout, new, op.loc)
+
+    def require_list(self, op: Operation, name: str, layouts: list, new: list[Operation]) -> None:
+        vals = op.operands.get(name) or []
+        op.operands[name] = [self.convert(v, lay, new, op.loc) for v, lay in zip(vals, layouts)] + vals[len(layouts):]
+
+    # -- one op ------------------------------------------------------------------------------------------
+    def visit(self, block: Block, op: Operation) -> int:
+        """Set the op's result layouts, insert the conversions it needs before it; returns how many."""
+        new: list[Operation] = []
+        self.rule(op, new)
+        if new:
+            i = next(j for j, o in enumerate(block.ops) if o is op)
+            block.ops[i:i] = new
+        return len(new)
+
+    def rule(self, op: Operation, new: list[Operation]) -> None:
+        name = op.name
+        if name in ("for", "loop", "if", "reduce", "scan") and op.regions:
+            self.region_op(op, new)
+            return
+        if name in ("yield", "continue", "break"):
+            self.terminator(op, new)
+            return
+        if name in NO_LAYOUT_RULE:
+            return
+        if name in DEFAULT_RESULT:
+            for r in op.results:
+                self.set_layout(r, self.default(r.type))
+            return
+        if name == "permute":
+            src = layout_of(op.operands["source"].type)
+            self.set_layout(op.result, src.transpose(tuple(op.attrs["permutation"])) if src else None)
+            return
+        if name in ("load_ptr_tko", "store_ptr_tko"):
+            ptrs = op.operands["source" if name == "load_ptr_tko" else "destination"]
+            layout = layout_of(ptrs.type)
+            self.require(op, ("mask", "paddingValue", "value"), layout, new)
+            if name == "load_ptr_tko":
+                self.set_layout(op.results[0], layout)
+            return
+        if name in ATOMICS:
+            self.atomic(op, new)
+            return
+        if name in ("mmaf", "mmai"):
+            plan = plan_for(self.options, op)
+            if plan is not None:
+                check_size(plan, op)
+            layout = result_layout(self.options, op)
+            self.require(op, ("acc",), layout, new)
+            self.set_layout(op.result, layout)
+            return
+        self.elementwise(op, new)
+
+    def elementwise(self, op: Operation, new: list[Operation]) -> None:
+        tiles = [r for r in op.results if isinstance(r.type, T.TileType)]
+        if len(op.results) != 1 or not tiles:
+            raise LoweringError(f"assign-layouts has no rule for '{op.name}'", op)
+        res = op.result
+        layout = next((layout_of(v.type) for v in op.operand_values() if layout_of(v.type) is not None), None)
+        if layout is None and res.type.shape:
+            layout = self.default(res.type)
+        if layout is not None:
+            for name, v in list(op.operands.items()):
+                if isinstance(v, Value):
+                    op.operands[name] = self.convert(v, layout, new, op.loc)
+        self.set_layout(res, layout if res.type.shape else None)
+
+    def atomic(self, op: Operation, new: list[Operation]) -> None:
+        lead, others = ATOMICS[op.name]
+        v = op.operands[lead]
+        layout = layout_of(v.type)
+        if layout is not None and _replicated(layout) and v.type.num_elements() >= self.options.num_threads:
+            layout = self.default(v.type)
+        self.require(op, (lead,) + others, layout, new)
+        if op.results and isinstance(op.results[0].type, T.TileType):
+            self.set_layout(op.results[0], layout)
+
+    # -- regions -------------------------------------------------------------------------------------------
+    def region_op(self, op: Operation, new: list[Operation]) -> None:
+        if op.name in ("reduce", "scan"):
+            for r in op.results:
+                self.set_layout(r, self.default(r.type))
+            return
+        if op.name == "if":
+            return
+        inits = list(op.operands["initValues"])
+        wanted = carried_layouts(self.options, op)
+        layouts = []
+        for v, lay in zip(inits, wanted):
+            cur = layout_of(v.type)
+            if lay is None or cur is None or cur == lay or v.type.shape != lay.shape:
+                layouts.append(cur)
+            elif not _splat_constant(v) and v.type.num_elements() * elem_bytes(v.type.elem) > SHARED_LIMIT:
+                layouts.append(cur)   # too big to convert through shared memory: let the mma op report it
+            else:
+                layouts.append(lay)
+        self.require_list(op, "initValues", layouts, new)
+        block = op.regions[0].block
+        args = block.args[1:] if op.name == "for" else block.args
+        for a, lay in zip(args, layouts):
+            self.set_layout(a, lay)
+
+    def enter(self, op: Operation) -> list[_Frame]:
+        """Frames for the op's region blocks (first region first), with what to do when they are done."""
+        if op.name in ("for", "loop"):
+            block = op.regions[0].block
+            args = block.args[1:] if op.name == "for" else block.args
+            carried = [layout_of(a.type) for a in args]
+            ctx = _LoopCtx(op, carried, list(carried) if op.name == "for" else None)
+            self.regions.append(ctx)
+
+            def done():
+                self.regions.pop()
+                exits = ctx.exit if ctx.exit is not None else carried
+                for r, lay in zip(op.results, exits):
+                    self.set_layout(r, lay)
+            return [_Frame(block, on_done=[done])]
+        if op.name == "if":
+            ctx = _IfCtx(op)
+            self.regions.append(ctx)
+            blocks = [b for r in op.regions for b in r.blocks]
+
+            def done():
+                self.regions.pop()
+                for r, lay in zip(op.results, ctx.join or []):
+                    self.set_layout(r, lay)
+            frames = [_Frame(b) for b in blocks]
+            frames[-1].on_done.append(done)
+            return frames
+        # combiner regions of reduce/scan: uniform scalars only
+        self.regions.append(None)
+        blocks = [b for r in op.regions for b in r.blocks]
+        frames = [_Frame(b) for b in blocks]
+        frames[-1].on_done.append(self.regions.pop)
+        return frames
+
+    def terminator(self, op: Operation, new: list[Operation]) -> None:
+        vals = op.operands.get("operands") or []
+        if op.name == "yield":
+            ctx = self.regions[-1] if self.regions else None
+            if not isinstance(ctx, _IfCtx):
+                return      # a combiner's yield
+            if ctx.join is None:
+                ctx.join = [layout_of(v.type) for v in vals]
+            self.require_list(op, "operands", ctx.join, new)
+            return
+        loop = next((c for c in reversed(self.regions) if isinstance(c, _LoopCtx)), None)
+        if loop is None:
+            raise LoweringError(f"'{op.name}' outside of a loop", op)
+        if op.name == "continue":
+            self.require_list(op, "operands", loop.carried, new)
+            return
+        if loop.exit is None:
+            loop.exit = [layout_of(v.type) for v in vals]
+        self.require_list(op, "operands", loop.exit, new)
+
+
+def _replicated(layout: LinearLayout) -> bool:
+    """Some lane or warp bit does not move the element: several threads hold each element."""
+    return any(not any(b) for bases in layout.bases[1:] for b in bases)
+
+
+def _splat_constant(v: Value) -> bool:
+    """A constant whose dense value is one element repeated (held in registers as a literal: converting it
+    to any layout is free)."""
+    owner = v.owner
+    return isinstance(owner, Operation) and owner.name == "constant" and is_splat(owner.attrs["value"].raw, v.type.elem)
+
+
+def _check_complete(k: KernelIR) -> None:
+    from ..ir import walk_blocks
+    for block in walk_blocks(k.fn.body):
+        for v in block.args:
+            _check_value(v, None)
+        for op in block.ops:
+            for r in op.results:
+                _check_value(r, op)
+
+
+def _check_value(v: Value, op: Operation | None) -> None:
+    t = v.type
+    if isinstance(t, T.TileType) and t.shape and not (isinstance(t, LayoutTile) and t.layout is not None):
+        raise LoweringError("assign-layouts left a tile without a layout", op)
