@@ -28,6 +28,52 @@ class CompileOptions(msgspec.Struct, frozen=True):
     num_warps: int = 4
     lineinfo: bool = False
     device_debug: bool = False
+    num_stages: int = 0               # software-pipeline stages of K-loops (0: the default, 4; 1: none)
+
+
+class PrintIR(msgspec.Struct, frozen=True):
+    """Which tile-GPU IR snapshots to take (--print-ir-before=P, --print-ir-after=P, --print-ir-after-all)."""
+    before: list[str] = []
+    after: list[str] = []
+    after_all: bool = False
+
+
+class IRDump(msgspec.Struct, frozen=True):
+    kernel: str
+    when: str                         # before | after
+    pass_name: str
+    text: str
+
+    def banner(self) -> str:
+        """MLIR's dump header: `// -----// IR Dump After assign-layouts (kernel) //----- //`."""
+        return f"// -----// IR Dump {self.when.title()} {self.pass_name} ({self.kernel}) //----- //"
+
+    def file_name(self, stem: str, seq: int) -> str:
+        """Its file under --print-ir-dir: ordered by `seq` (the dump's position in the kernel's run)."""
+        return f"{stem}.{self.kernel}.{seq:02d}-{self.when}-{self.pass_name}.tilegpu"
+
+
+def check_print_ir(print_ir: PrintIR) -> str | None:
+    """An error message when --print-ir-before/-after names a pass that does not exist."""
+    from .tilegpu.passes import PASS_NAMES
+    for flag, names in (("--print-ir-before", print_ir.before), ("--print-ir-after", print_ir.after)):
+        for name in names:
+            if name not in PASS_NAMES:
+                return f"unknown pass '{name}' for {flag} (passes: {', '.join(PASS_NAMES)})"
+    return None
+
+
+def write_ir_dumps(dumps: list[IRDump], stem: str, directory: str | None, stream) -> None:
+    """IR snapshots to `stream` (banner + text each) or, with a directory, one file each."""
+    import os
+    seqs: dict[str, int] = {}
+    for d in dumps:
+        if directory is None:
+            stream.write(d.banner() + "\n" + d.text)
+            continue
+        seq = seqs[d.kernel] = seqs.get(d.kernel, 0) + 1
+        with open(os.path.join(directory, d.file_name(stem, seq)), "w", encoding="utf-8") as f:
+            f.write(d.text)
 
 
 class StageDiagnostic(msgspec.Struct, frozen=True):
@@ -58,6 +104,7 @@ class LowerRequest(msgspec.Struct, frozen=True):
     data: bytes
     kernel: str
     options: CompileOptions
+    print_ir: PrintIR | None = None
 
 
 class LoweredKernel(msgspec.Struct, frozen=True):
@@ -68,6 +115,7 @@ class LoweredKernel(msgspec.Struct, frozen=True):
     remarks: list[Remark] = []
     diagnostics: list[StageDiagnostic] = []
     elapsed_s: float = 0.0
+    ir_dumps: list[IRDump] = []
 
 
 class KernelSchedule(msgspec.Struct, frozen=True):
@@ -134,19 +182,36 @@ def parse(req: ParseRequest) -> ParsedModule:
 def lower(req: LowerRequest) -> LoweredKernel:
     from .bytecode.reader import read_module
     from .codegen.driver import CodegenUnavailable, kernel_llvm_ir
-    from .codegen.emitter import CodegenOptions
     t0 = time.perf_counter()
     module = read_module(req.data)
     fn = module.kernel(req.kernel)
-    debug = "full" if req.options.device_debug else ("lineinfo" if req.options.lineinfo else "none")
-    opts = CodegenOptions(num_warps=req.options.num_warps, opt_level=req.options.opt_level,
-                          target=req.options.gpu_name, debug=debug)
     remarks: list[Remark] = []
+    snapshots: list = []
     try:
-        ir, shared = kernel_llvm_ir(module, fn, opts, remarks=remarks)
+        ir, shared = kernel_llvm_ir(module, fn, codegen_options(req.options), remarks=remarks,
+                                    printing=_printing(req.print_ir), snapshots=snapshots)
     except CodegenUnavailable as e:
         return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
-    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0)
+    dumps = [IRDump(req.kernel, s.when, s.pass_name, s.text) for s in snapshots]
+    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps)
+
+
+def codegen_options(options: CompileOptions):
+    """What the passes and code generation are told, from the stage message's options."""
+    from .tilegpu.options import CodegenOptions
+    debug = "full" if options.device_debug else ("lineinfo" if options.lineinfo else "none")
+    out = CodegenOptions(num_warps=options.num_warps, opt_level=options.opt_level, target=options.gpu_name,
+                         debug=debug)
+    if options.num_stages:
+        out.pipeline_stages = options.num_stages
+    return out
+
+
+def _printing(print_ir: PrintIR | None):
+    if print_ir is None:
+        return None
+    from .tilegpu.passes import IRPrinting
+    return IRPrinting(frozenset(print_ir.before), frozenset(print_ir.after), print_ir.after_all)
 
 
 def schedule(req: LowerRequest) -> KernelSchedule:
@@ -216,24 +281,26 @@ class CompileResult(msgspec.Struct, frozen=True):
     diagnostics: list[StageDiagnostic] = []
     tool_stderr: str = ""
     exit_code: int = 0
+    ir_dumps: list[IRDump] = []
 
 
 def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False,
-                       with_remarks: bool = False) -> CompileResult:
+                       with_remarks: bool = False, print_ir: PrintIR | None = None) -> CompileResult:
     """All stages one after another in this process (what the drop-in does for one file)."""
     from .frontend import EXIT_CODEGEN
     parsed = parse(ParseRequest(path, data))
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
-    requests = [LowerRequest(path, data, k, options) for k in parsed.kernels]
+    requests = [LowerRequest(path, data, k, options, print_ir) for k in parsed.kernels]
     schedules = [r for req in requests for r in schedule(req).reports] if with_schedules else []
     lowered = [lower(req) for req in requests]
+    dumps = [d for k in lowered for d in k.ir_dumps]
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
-        return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN)
+        return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN, ir_dumps=dumps)
     cubin = assemble(AssembleRequest(ptx.ptx, options, resource_report=with_remarks))
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
                              exit_code=cubin.exit_code)
     remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
-    return CompileResult(True, cubin.cubin, ptx.ptx, schedules, remarks)
+    return CompileResult(True, cubin.cubin, ptx.ptx, schedules, remarks, ir_dumps=dumps)

@@ -48,6 +48,13 @@ OPTIONS = [
     Option("remarks-output-file", "Write remarks to this file", kind="value", meta="file"),
     Option("schedule-trace-file", "Write each loop's modulo schedule as Chrome-trace JSON (Perfetto) to this file",
            kind="value", meta="file"),
+    Option("num-stages", "Software-pipeline stages of K-loops (1: no pipelining). Default Value: 4.", kind="value",
+           meta="N"),
+    Option("print-ir-after-all", "Print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)"),
+    Option("print-ir-after", "Print the tile-GPU IR after the named passes", kind="list", meta="pass[,pass...]"),
+    Option("print-ir-before", "Print the tile-GPU IR before the named passes", kind="list", meta="pass[,pass...]"),
+    Option("print-ir-dir", "Write the IR snapshots to files in this directory instead of stderr", kind="value",
+           meta="dir"),
     Option("sanitize", "Instrument generated code (memcheck)", kind="enum",
            values=(("memcheck", "Check global memory accesses"),)),
     Option("version", "Display the version of this program"),
@@ -71,6 +78,34 @@ def _opt_level(opts) -> int:
     if level is None or not 0 <= level <= 3:
         raise InputError([f"error: invalid optimization level: {raw}"], EXIT_CONFIG)
     return level
+
+
+def _num_stages(opts) -> int:
+    raw = opts.get("num-stages")
+    if raw is None:
+        return 0
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if not 1 <= n <= 8:
+        raise InputError([f"error: invalid number of pipeline stages: {raw} (expected 1 to 8)"], EXIT_CONFIG)
+    return n
+
+
+def _print_ir(opts):
+    from ..stages import PrintIR, check_print_ir
+    if not (opts.get("print-ir-after-all") or opts.get("print-ir-after") or opts.get("print-ir-before")):
+        return None
+    spec = PrintIR(list(opts.get("print-ir-before", [])), list(opts.get("print-ir-after", [])),
+                   bool(opts.get("print-ir-after-all")))
+    problem = check_print_ir(spec)
+    if problem:
+        raise InputError([f"error: {problem}"], EXIT_CONFIG)
+    directory = opts.get("print-ir-dir")
+    if directory is not None and not os.path.isdir(directory):
+        raise InputError([f"error: --print-ir-dir '{directory}' is not a directory"], EXIT_CONFIG)
+    return spec
 
 
 def _check_unsupported(opts) -> None:
@@ -128,11 +163,16 @@ def _compile(opts) -> int:
                           f"{shown})."], EXIT_CONFIG)
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
     options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
-                             device_debug=bool(opts.get("device-debug")))
+                             device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts))
+    print_ir = _print_ir(opts)
     trace_file = opts.get("schedule-trace-file")
     remark_filter = _remark_filter(opts)
     result = compile_in_process(path, data, options, with_schedules=trace_file is not None,
-                                with_remarks=bool(remark_filter))
+                                with_remarks=bool(remark_filter), print_ir=print_ir)
+    if print_ir is not None:
+        from ..stages import write_ir_dumps
+        write_ir_dumps(result.ir_dumps, os.path.basename(path).removesuffix(".tileirbc") + f".{gpu}",
+                       opts.get("print-ir-dir"), sys.stderr)
     if not result.ok:
         if result.tool_stderr:
             sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")

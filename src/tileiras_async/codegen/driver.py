@@ -2,12 +2,10 @@
 -> cubin (ptxas)."""
 from __future__ import annotations
 
-from copy import deepcopy
-
 from ..ir.core import Function, Module
 from ..ir.diagnostics import resolve_loc
 from ..targets import Target
-from ..tilegpu.ir import KernelIR
+from ..tilegpu.ir import KernelIR, clone_function
 from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
@@ -21,11 +19,6 @@ class CodegenUnavailable(Exception):
     """The module is valid, but this build cannot generate code for part of it."""
 
 
-def _private_copy(module: Module, fn: Function) -> tuple[Module, Function]:
-    """A private copy of the module for the passes to rewrite (the caller's IR is never changed)."""
-    index = module.functions.index(fn)
-    copy = deepcopy(module)
-    return copy, copy.functions[index]
 
 
 def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
@@ -35,7 +28,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
     for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
-    module, fn = _private_copy(module, fn)
+    fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
     k = KernelIR(module, fn, options)
     try:
         run = run_pipeline(k, printing)

@@ -27,7 +27,7 @@ def elementwise(em: KernelEmitter, op: Operation, operand_names: list[str], fn: 
     tiles: list[Tile] = [em.expect(op.operands[n]) for n in operand_names]
     lt = tiles[0].llvm if tiles else llvm_type(res_ty.elem)
     n = 1 if layout is None else layout.num_registers
-    regs = [fn(em, op, lt, [t.regs[r] for t in tiles]) for r in range(n)]
+    regs = [fn(em, op, lt, [t.regs[0] if t.is_scalar else t.regs[r] for t in tiles]) for r in range(n)]
     em.set(op.result, Tile(res_ty, layout, regs))
 
 

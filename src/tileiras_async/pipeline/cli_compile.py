@@ -53,6 +53,16 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--schedule-trace-file", metavar="F", default=None,
                    help="write every loop's modulo schedule of the batch as one Chrome-trace JSON file (Perfetto); "
                         "implies --schedules")
+    c.add_argument("--num-stages", type=int, default=0, metavar="N",
+                   help="software-pipeline stages of K-loops (1: no pipelining; default: 4)")
+    c.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)")
+    c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
+                   help="print the tile-GPU IR after this pass (repeat or comma-separate)")
+    c.add_argument("--print-ir-before", action="append", default=[], metavar="PASS",
+                   help="print the tile-GPU IR before this pass (repeat or comma-separate)")
+    c.add_argument("--print-ir-dir", metavar="D", default=None,
+                   help="write the IR snapshots to files in this directory instead of stderr")
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
@@ -93,6 +103,33 @@ def _targets(values: list[str]) -> list[str]:
     return out
 
 
+class _IRDumps:
+    """Writes the kernels' IR snapshots as they arrive (to stderr, or one file each in a directory)."""
+
+    def __init__(self, directory: str | None):
+        self.directory = directory
+
+    def __call__(self, event) -> None:
+        from ..stages import write_ir_dumps
+        from .config import output_stem
+        from .events import KernelIRDumped
+        if isinstance(event, KernelIRDumped):
+            write_ir_dumps(event.dumps, f"{output_stem(event.module)}.{event.target}", self.directory, sys.stderr)
+
+
+def _print_ir(args):
+    """(PrintIR or None, error message or None) from the --print-ir-* options."""
+    from ..stages import PrintIR, check_print_ir
+    before, after = _targets(args.print_ir_before), _targets(args.print_ir_after)
+    if not (before or after or args.print_ir_after_all):
+        return None, None
+    spec = PrintIR(before, after, args.print_ir_after_all)
+    problem = check_print_ir(spec)
+    if problem is None and args.print_ir_dir is not None and not os.path.isdir(args.print_ir_dir):
+        problem = f"--print-ir-dir '{args.print_ir_dir}' is not a directory"
+    return spec, problem
+
+
 class _ScheduleTrace:
     """Collects the kernels' schedule reports; written as one trace in a fixed order (any -j, any completion)."""
 
@@ -128,6 +165,11 @@ def cmd_compile(args) -> int:
         return _error(f"unsupported --gpu-name '{bad[0]}' (choose from: {', '.join(GPU_NAMES)})", EXIT_CONFIG)
     if not 0 <= args.opt_level <= 3:
         return _error(f"invalid optimization level: {args.opt_level}", EXIT_CONFIG)
+    if not 0 <= args.num_stages <= 8:
+        return _error(f"invalid number of pipeline stages: {args.num_stages} (expected 1 to 8)", EXIT_CONFIG)
+    print_ir, problem = _print_ir(args)
+    if problem:
+        return _error(problem, EXIT_CONFIG)
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         return _error(f"-j must be at least 1, not {jobs}", EXIT_CONFIG)
@@ -152,7 +194,7 @@ def cmd_compile(args) -> int:
         config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
                              stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
                              keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules,
-                             fault=fault, handle_signals=False)
+                             fault=fault, handle_signals=False, num_stages=args.num_stages, print_ir=print_ir)
         return _import_tui().cli.run_live(config, exit_when_done=getattr(args, "exit_when_done", False))
     summary = Summary()
     sinks = [summary]
@@ -160,13 +202,16 @@ def cmd_compile(args) -> int:
     if trace is not None:
         args.schedules = True
         sinks.append(trace)
+    if print_ir is not None and not args.json:
+        sinks.append(_IRDumps(args.print_ir_dir))
     if args.json:
         sinks.append(JsonLines(sys.stdout.buffer))
     else:
         sinks.append(DiagnosticPrinter(sys.stderr))
     config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
                          stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
-                         keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault)
+                         keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
+                         num_stages=args.num_stages, print_ir=print_ir)
     finished = compile_batch(config, sinks)
     if trace is not None:
         try:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..stages import PrintIR
     from ..toolchain import Toolchain
     from .messages import FaultSpec
 
@@ -37,6 +38,8 @@ class BatchConfig:
     keep_ptx: bool = False
     keep_sass: bool = False
     schedules: bool = False                # run the schedule stage; events + <name>.<gpu>.schedule.json
+    num_stages: int = 0                    # software-pipeline stages of K-loops (0: the compiler's default)
+    print_ir: "PrintIR | None" = None      # tile-GPU IR snapshots to take (KernelIRDumped events)
     fault: "FaultSpec | None" = None
     toolchain: "Toolchain | None" = None   # None: the default search (tests point it at fake tools)
     handle_signals: bool = True            # SIGINT/SIGTERM/SIGHUP cancel the run (main thread only)

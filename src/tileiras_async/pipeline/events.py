@@ -15,6 +15,7 @@ from typing import Union
 import msgspec
 
 from ..schedule.report import ScheduleReport
+from ..stages import IRDump
 
 
 class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
@@ -114,6 +115,14 @@ class KernelScheduled(_Event, tag="kernel_scheduled"):
     reports: list[ScheduleReport] = []
 
 
+class KernelIRDumped(_Event, tag="kernel_ir"):
+    """Tile-GPU IR snapshots of a kernel (with --print-ir-*; for the dashboard's IR tab)."""
+    module: str
+    target: str
+    kernel: str
+    dumps: list[IRDump] = []
+
+
 class StageStarted(_Event, tag="stage_started"):
     job: int
     stage: str                        # parse | schedule | lower | codegen | assemble | disasm
@@ -154,7 +163,7 @@ Event = Union[
     WorkerStarted, WorkerExited, WorkerSample,
     ModuleStarted, ModuleFinished,
     TargetStarted, TargetFinished,
-    KernelStarted, KernelFinished, KernelScheduled,
+    KernelStarted, KernelFinished, KernelScheduled, KernelIRDumped,
     StageStarted, StageFinished,
     Diagnostic,
 ]

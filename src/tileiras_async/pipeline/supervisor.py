@@ -33,7 +33,7 @@ from ..stages import (AssembleRequest, CodegenRequest, CompileOptions, LoweredKe
 from ..toolchain import OutputWriteError, write_atomic
 from . import tools
 from .config import BatchConfig, expand_inputs, output_stem  # noqa: F401  (re-exported)
-from .events import (Diagnostic, KernelFinished, KernelScheduled, KernelStarted, ModuleFinished, ModuleStarted,
+from .events import (Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted, ModuleFinished, ModuleStarted,
                      RunFinished, RunStarted, StageFinished, StageStarted, TargetFinished, TargetStarted)
 from .pool import PrioritySlots, StageRaised, WorkerFault, WorkerPool
 
@@ -378,7 +378,7 @@ class Batch:
 
     async def _compile_target(self, index: int, path: str, parsed: ParsedModule, target: str) -> tuple[int, list[str]]:
         cfg = self.config
-        options = CompileOptions(target, cfg.opt_level)
+        options = CompileOptions(target, cfg.opt_level, num_stages=cfg.num_stages)
         data = self._data[index]
         state = self.modules[index]
         lowered: list[LoweredKernel | None] = [None] * len(parsed.kernels)
@@ -386,9 +386,12 @@ class Batch:
         async def lower_one(i: int, kernel: str) -> None:
             t0 = time.monotonic()
             self.emit(KernelStarted, module=path, target=target, kernel=kernel)
-            result = await self._in_worker(index, path, "lower", LowerRequest(path, data, kernel, options),
+            result = await self._in_worker(index, path, "lower",
+                                           LowerRequest(path, data, kernel, options, cfg.print_ir),
                                            target=target, kernel=kernel)
             lowered[i] = result
+            if result is not None and result.ir_dumps:
+                self.emit(KernelIRDumped, module=path, target=target, kernel=kernel, dumps=list(result.ir_dumps))
             ok = result is not None and result.ok
             self.kernels += 1
             self.kernels_failed += not ok

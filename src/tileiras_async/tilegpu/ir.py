@@ -5,9 +5,9 @@ Everything here is iterative: the input's nesting depth is not bounded by the Py
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..ir.core import Block, Function, Module, Operation, Value
+from ..ir.core import Block, Function, Module, Operation, Region, Value
 
 
 def walk_ops(block: Block) -> Iterator[Operation]:
@@ -38,6 +38,42 @@ def walk_blocks(block: Block) -> Iterator[Block]:
         for op in reversed(b.ops):
             for region in reversed(op.regions):
                 stack.extend(reversed(region.blocks))
+
+
+def clone_function(fn: Function) -> Function:
+    """A private copy of a function's IR (ops, blocks, values; attribute values are shared, they are never
+    mutated), made without recursion and without copying the rest of the module."""
+    vmap: dict[int, Value] = {}
+
+    def new_block(b: Block) -> Block:
+        nb = Block([a.type for a in b.args])
+        for old, new in zip(b.args, nb.args):
+            vmap[id(old)] = new
+        return nb
+
+    def mapped(v):
+        if isinstance(v, Value):
+            return vmap.get(id(v), v)
+        if isinstance(v, list):
+            return [vmap.get(id(x), x) for x in v]
+        return v
+
+    body = new_block(fn.body)
+    stack: list[tuple[Block, Block]] = [(fn.body, body)]
+    while stack:
+        src, dst = stack.pop()
+        for op in src.ops:
+            regions = []
+            for r in op.regions:
+                blocks = [new_block(b) for b in r.blocks]
+                regions.append(Region(blocks))
+                stack.extend(zip(r.blocks, blocks))
+            new = Operation(op.spec, {k: mapped(v) for k, v in op.operands.items()}, dict(op.attrs),
+                            [r.type for r in op.results], regions, op.loc)
+            for old, nv in zip(op.results, new.results):
+                vmap[id(old)] = nv
+            dst.ops.append(new)
+    return replace(fn, body=body)
 
 
 def parents(fn: Function) -> dict[int, Operation]:

@@ -100,8 +100,9 @@ class _Assign:
             v.type = with_layout(bare(v.type), layout)
 
     def convert(self, v: Value, layout: LinearLayout | None, new: list[Operation], loc: int) -> Value:
-        """`v` in `layout` (a convert_layout op appended to `new` when it is not already)."""
-        if not isinstance(v.type, T.TileType) or layout_of(v.type) == layout or layout is None:
+        """`v` in `layout` (a convert_layout op appended to `new` when it is not already).  A uniform value
+        stays as it is: every thread holds it, whatever layout the op works in."""
+        if not isinstance(v.type, T.TileType) or not v.type.shape or layout_of(v.type) == layout or layout is None:
             return v
         op = build(CONVERT_LAYOUT, {"source": v}, [with_layout(bare(v.type), layout)], loc=loc)
         new.append(op)

@@ -1,0 +1,224 @@
+"""The tile-GPU layer: the pass list, each pass's contract checked on IR text, the printer, and the
+--print-ir-* / --num-stages options of both command lines."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PUBLIC, requires_corpus
+
+from tileiras_async.ir import types as T
+from tileiras_async.ir.builder import ModuleBuilder, tile
+from tileiras_async.ir.core import Block, Region
+from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
+from tileiras_async.ir.enums import RoundingMode
+from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+from tileiras_async.tilegpu.options import CodegenOptions
+from tileiras_async.tilegpu.passes import PASS_NAMES, IRPrinting, pipeline_for, run_pipeline
+from tileiras_async.tilegpu.printer import print_kernel
+from tileiras_async.tilegpu.types import LayoutTile, layout_of
+
+BIN = Path(sys.executable).parent
+MATMUL = PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc"
+
+
+def _kernel(module, **opts) -> KernelIR:
+    return KernelIR(module, clone_function(module.functions[0]), CodegenOptions(**opts))
+
+
+def _passes(k: KernelIR, until: str) -> None:
+    """Run the target's pipeline up to and including `until`."""
+    from tileiras_async.tilegpu.passes import _load
+    for name in pipeline_for("sm_80"):
+        _load(name)(k)
+        if name == until:
+            return
+    raise AssertionError(f"no pass {until}")
+
+
+def _views(kb, elem, shape, tile_shape):
+    tv = T.TensorViewType(elem, shape, (shape[1], 1))
+    v = kb.op("make_tensor_view", [tv], base=kb.args[0], dynamicShape=[], dynamicStrides=[]).result
+    return kb.op("make_partition_view", [T.PartitionViewType(tile_shape, tv, (0, 1))], tensor_view=v).result
+
+
+def transpose_add_module():
+    """y = x^T + x, twice: the transposed tile fixes the layout, x converts to it (once per use)."""
+    mb = ModuleBuilder((13, 4, 0))
+    i32, t32 = tile(T.I32), tile(T.F32, 32, 32)
+    with mb.kernel("transpose_add", [tile(T.PointerType(T.F32)), tile(T.F32)]) as kb:
+        pv = _views(kb, T.F32, (64, 64), (32, 32))
+        zero = kb.constant(np.int32(0), i32)
+        x = kb.op("load_view_tko", [t32, T.TOKEN], view=pv, index=[zero, zero],
+                  memory_ordering_semantics=MO.weak).results[0]
+        xt = kb.op("permute", [t32], source=x, permutation=[1, 0]).result
+        y = kb.op("addf", [t32], lhs=xt, rhs=x, rounding_mode=RoundingMode.nearest_even).result
+        y2 = kb.op("addf", [t32], lhs=xt, rhs=x, rounding_mode=RoundingMode.nearest_even).result
+        y3 = kb.op("addf", [t32], lhs=y, rhs=y2, rounding_mode=RoundingMode.nearest_even).result
+        kb.op("store_view_tko", [T.TOKEN], tile=y3, view=pv, index=[zero, zero], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    return mb.module
+
+
+def test_every_pass_is_a_documented_module():
+    from tileiras_async.tilegpu.passes import _ALL
+    import importlib
+    assert len(set(PASS_NAMES)) == len(PASS_NAMES)
+    for name, module in _ALL:
+        mod = importlib.import_module(f"tileiras_async.tilegpu.passes.{module}")
+        assert mod.__doc__.startswith(name + ":"), f"{module}: the docstring states the pass's name and contract"
+        assert "Contract" in mod.__doc__
+    for gpu in ("sm_80", "sm_90", "sm_100", "sm_120"):
+        assert pipeline_for(gpu)[0] == "convert-to-tilegpu"
+
+
+def test_convert_to_tilegpu_makes_scalars_uniform():
+    k = _kernel(transpose_add_module())
+    _passes(k, "convert-to-tilegpu")
+    param = k.fn.body.args[1]
+    assert isinstance(param.type, LayoutTile) and param.type.layout is None
+    text = print_kernel(k)
+    assert "%1: tile<f32>" in text and "#L0" not in text
+
+
+def test_assign_layouts_types_every_tile_and_makes_conversions_explicit():
+    k = _kernel(transpose_add_module(), num_warps=4)
+    _passes(k, "assign-layouts")
+    ops = list(walk_ops(k.fn.body))
+    load = next(o for o in ops if o.name == "load_view_tko")
+    blocked = CodegenOptions(num_warps=4).default_layout((32, 32))
+    assert layout_of(load.results[0].type) == blocked
+    transposed = blocked.transpose((1, 0))
+    converts = [o for o in ops if o.name == "tilegpu.convert_layout"]
+    # each addf takes the transposed tile's layout: x converts to it, once per use
+    assert len(converts) == 2 and all(layout_of(c.result.type) == transposed for c in converts)
+    assert all(layout_of(o.result.type) == transposed for o in ops if o.name == "addf")
+    text = print_kernel(k)
+    assert re.search(r'= "tilegpu.convert_layout"\(%5\) : \(tile<32x32xf32, #L0>\) -> \(tile<32x32xf32, #L1>\)',
+                     text), text
+    # the next pass merges the two conversions of the same value in the same block
+    _passes(k, "remove-layout-conversions")
+    assert sum(o.name == "tilegpu.convert_layout" for o in walk_ops(k.fn.body)) == 1
+
+
+def test_assign_layouts_carries_mma_accumulators_in_the_mma_layout():
+    from test_codegen_mma import build_mma_loop
+    from tileiras_async.tilegpu.mma import plan_for
+    k = _kernel(build_mma_loop(T.F16, T.F32, 32, 32, 16), target="sm_80")
+    _passes(k, "assign-layouts")
+    loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
+    mma = next(o for o in walk_ops(k.fn.body) if o.name == "mmaf")
+    c = plan_for(k.options, mma).c
+    acc_arg = loop.regions[0].block.args[1]
+    assert layout_of(acc_arg.type) == c and layout_of(loop.results[0].type) == c
+    assert layout_of(mma.result.type) == c
+    # the zero splat converts once, before the loop (free in registers), not every iteration
+    init = loop.operands["initValues"][0]
+    assert init.owner.name == "tilegpu.convert_layout" and layout_of(init.type) == c
+
+
+def test_if_results_take_the_first_yield_layout_and_the_other_branch_converts():
+    mb = ModuleBuilder((13, 4, 0))
+    i32, f32t = tile(T.I32), tile(T.F32, 16, 16)
+    with mb.kernel("pick", [tile(T.PointerType(T.F32)), tile(T.I1)]) as kb:
+        pv = _views(kb, T.F32, (16, 16), (16, 16))
+        zero = kb.constant(np.int32(0), i32)
+        x = kb.op("load_view_tko", [f32t, T.TOKEN], view=pv, index=[zero, zero],
+                  memory_ordering_semantics=MO.weak).results[0]
+        xt = kb.op("permute", [f32t], source=x, permutation=[1, 0]).result
+        with kb.region() as then:
+            then.op("yield", operands=[xt])
+        with kb.region() as other:
+            other.op("yield", operands=[x])
+        r = kb.op("if", [f32t], regions=[then.built_region, other.built_region], condition=kb.args[1]).result
+        kb.op("store_view_tko", [T.TOKEN], tile=r, view=pv, index=[zero, zero], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    k = _kernel(mb.module)
+    _passes(k, "assign-layouts")
+    ifop = next(o for o in walk_ops(k.fn.body) if o.name == "if")
+    xt_layout = layout_of(ifop.regions[0].block.ops[-1].operands["operands"][0].type)
+    assert layout_of(ifop.result.type) == xt_layout
+    else_ops = ifop.regions[1].block.ops
+    assert [o.name for o in else_ops] == ["tilegpu.convert_layout", "yield"]
+    assert layout_of(else_ops[-1].operands["operands"][0].type) == xt_layout
+
+
+def test_printer_handles_deep_nesting():
+    """2,000 nested ifs print without touching the Python recursion limit."""
+    mb = ModuleBuilder((13, 4, 0))
+    with mb.kernel("deep", [tile(T.I1)]) as kb:
+        inner = Block()
+        inner.ops.append(kb.op("yield"))
+        kb.block.ops.pop()
+        for _ in range(2000):
+            from tileiras_async.bytecode.opspec import OPS_BY_NAME
+            from tileiras_async.ir.core import Operation
+            ifop = Operation(OPS_BY_NAME["if"], {"condition": kb.args[0]}, {}, [], [Region([inner]), Region([])])
+            inner = Block()
+            inner.ops = [ifop, Operation(OPS_BY_NAME["yield"], {"operands": []})]
+        kb.block.ops.extend(inner.ops[:1])
+        kb.op("return")
+    k = _kernel(mb.module)
+    text = print_kernel(k)
+    assert text.count('"cuda_tile.if"') == 2000
+
+
+def test_print_ir_snapshots_are_deterministic_and_selectable():
+    module = transpose_add_module()
+    k1, k2 = _kernel(module), _kernel(module)
+    r1 = run_pipeline(k1, IRPrinting(after_all=True))
+    r2 = run_pipeline(k2, IRPrinting(after_all=True))
+    assert [s.pass_name for s in r1.snapshots] == list(pipeline_for("sm_100"))
+    assert [s.text for s in r1.snapshots] == [s.text for s in r2.snapshots]
+    k3 = _kernel(module)
+    r3 = run_pipeline(k3, IRPrinting(before=frozenset({"assign-layouts"})))
+    assert [(s.when, s.pass_name) for s in r3.snapshots] == [("before", "assign-layouts")]
+    assert "#L0" not in r3.snapshots[0].text  # no layouts before the pass that assigns them
+
+
+# -- the command lines --------------------------------------------------------------------------------------
+
+@requires_corpus
+def test_dropin_prints_every_pass_for_a_matmul(tmp_path):
+    proc = subprocess.run([str(BIN / "tileiras"), "--gpu-name", "sm_90", str(MATMUL), "-o", str(tmp_path / "k.cubin"),
+                           "--print-ir-after-all"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    banners = re.findall(r"// -----// IR Dump After (\S+) \((\w+)\) //----- //", proc.stderr)
+    assert [b[0] for b in banners] == list(pipeline_for("sm_90"))
+    assert "tilegpu.kernel @matmul_f16" in proc.stderr and (tmp_path / "k.cubin").is_file()
+
+
+@requires_corpus
+def test_dropin_rejects_unknown_pass_names(tmp_path):
+    proc = subprocess.run([str(BIN / "tileiras"), "--gpu-name", "sm_90", str(MATMUL), "-o", str(tmp_path / "k.cubin"),
+                           "--print-ir-before=no-such-pass"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown pass 'no-such-pass' for --print-ir-before")
+    assert not (tmp_path / "k.cubin").exists()
+
+
+@requires_corpus
+def test_batch_writes_snapshots_to_a_directory(tmp_path):
+    irdir = tmp_path / "ir"
+    irdir.mkdir()
+    proc = subprocess.run([str(BIN / "tileiras-async"), "compile", str(MATMUL), "--gpu-name", "sm_90", "-j", "1",
+                           "--out-dir", str(tmp_path / "out"), "--print-ir-after", "assign-layouts,dce",
+                           "--print-ir-dir", str(irdir)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in irdir.iterdir())
+    assert [n.split(".")[-2] for n in names] == ["01-after-dce", "02-after-assign-layouts"]
+    assert all(n.startswith("matmul_f16_f32acc_64x64x32.v13.4.sm_90.matmul_f16") for n in names)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cli", ["tileiras", "tileiras-async"])
+def test_num_stages_is_validated(tmp_path, cli):
+    argv = ([str(BIN / "tileiras"), str(MATMUL), "-o", str(tmp_path / "k.cubin")] if cli == "tileiras" else
+            [str(BIN / "tileiras-async"), "compile", str(MATMUL), "--out-dir", str(tmp_path)])
+    proc = subprocess.run(argv + ["--gpu-name", "sm_90", "--num-stages", "9"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2 and "invalid number of pipeline stages: 9" in proc.stderr
