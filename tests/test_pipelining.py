@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import corpus_files, requires_corpus
+from conftest import PUBLIC, corpus_files, requires_corpus
 
 from tileiras_async.codegen import pipelining as P
 from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
@@ -198,6 +198,28 @@ def _corpus_identical(refs, path, gpu):
 @pytest.mark.parametrize("path", KLOOPS, ids=_kid)
 def test_corpus_emulated_identical(refs, path, gpu):
     _corpus_identical(refs, path, gpu)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", ["matmul_f16_f32acc_64x64x32", "matmul_tf32_32x32x16"])
+def test_num_stages_changes_the_loop_and_both_compute_the_reference(refs, cid):
+    """--num-stages 2 and 4: different pipelined loops (buffers in flight, wait depth), the same values."""
+    from tileiras_async import stages
+    path = PUBLIC / f"{cid}.v13.4.tileirbc"
+    data = path.read_bytes()
+    out = {}
+    for n in (2, 4):
+        opts = stages.CompileOptions("sm_80", num_stages=n)
+        parsed = stages.parse(stages.ParseRequest(str(path), data))
+        lowered = [stages.lower(stages.LowerRequest(str(path), data, k, opts)) for k in parsed.kernels]
+        ptx = stages.codegen(stages.CodegenRequest(str(path), lowered, opts, parsed.globals_ir)).ptx
+        inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+        emulate(_read(path), ptx, refs.grid(cid, inputs), list(inputs.values()))
+        assert not refs.check(cid, orig, inputs), f"--num-stages {n}"
+        out[n] = ptx
+    assert out[2] != out[4]
+    assert "cp.async.wait_group 0;" in out[2] and "cp.async.wait_group 2;" in out[4]
+    assert "cp.async.wait_group 2;" not in out[2]
 
 
 @requires_corpus
