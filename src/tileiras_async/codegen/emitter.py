@@ -221,8 +221,9 @@ class KernelEmitter:
         """The same tile in another layout (through shared memory unless nothing moves)."""
         if t.layout == layout or t.is_scalar:
             return t if t.layout == layout else self.broadcast_scalar(t, layout)
-        if layout is not None and same_placement(t.layout, layout):
-            return Tile(t.type, layout, t.regs)
+        moved = layout.register_map_from(t.layout) if layout is not None else None
+        if moved is not None:  # every thread already holds what it needs: registers are relabelled
+            return Tile(t.type, layout, [t.regs[r] for r in moved])
         if layout is not None and _is_splat_literal(t):  # a constant: every register is the same literal
             return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
         self.barrier()
@@ -319,24 +320,3 @@ class KernelEmitter:
 
 def _is_splat_literal(t: Tile) -> bool:
     return bool(t.regs) and all(r == t.regs[0] for r in t.regs) and not t.regs[0].startswith("%")
-
-
-def same_placement(a: LinearLayout, b: LinearLayout) -> bool:
-    """True when both layouts put the same element (by row-major position) in the same register of
-    the same thread, so a reshape between them needs no data movement."""
-    if len(a.bases[0]) != len(b.bases[0]) or len(a.bases[2]) != len(b.bases[2]):
-        return False
-    if a.num_elements != b.num_elements:
-        return False
-    for which in range(3):
-        for ba, bb in zip(a.bases[which], b.bases[which]):
-            if _flat(ba, a.shape) != _flat(bb, b.shape):
-                return False
-    return True
-
-
-def _flat(coord, shape) -> int:
-    idx = 0
-    for c, s in zip(coord, shape):
-        idx = idx * s + c
-    return idx

@@ -197,14 +197,23 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     ty: T.TileType = op.results[0].type
     layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
-    regs = []
+    dup = _duplicate_registers(layout)
+    regs: list[str] = []
     for r in range(1 if layout is None else layout.num_registers):
+        if r & dup:  # a register that holds the same element as one already loaded
+            regs.append(regs[r & ~dup])
+            continue
         coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = _view_access(em, pv, index, coords)
         regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
     em.set(op.results[1], None)
     _access_remark(em, op, ty.elem, len(regs))
+
+
+def _duplicate_registers(layout) -> int:
+    """Register bits that do not move the element (the layout holds copies in several registers)."""
+    return 0 if layout is None else sum(1 << bit for bit, b in enumerate(layout.bases[0]) if not any(b))
 
 
 def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int) -> None:
@@ -238,8 +247,12 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     mask = em.tile(op.operands.get("mask"))
     pad = em.tile(op.operands.get("paddingValue"))
     fill_default = padding_constant(ty.elem, None)
-    regs = []
+    dup = _duplicate_registers(layout)
+    regs: list[str] = []
     for r, addr in enumerate(ptrs.regs):
+        if r & dup:
+            regs.append(regs[r & ~dup])
+            continue
         pred = mask.regs[r] if mask is not None else None
         fill = pad.regs[r] if pad is not None else fill_default
         regs.append(predicated_load(em, op, addr, pred, ty.elem, fill))

@@ -1,14 +1,34 @@
-"""reduce and scan: operands go to shared memory; each thread folds the elements of the results it holds
-with the op's combiner region, inlined in a counted loop."""
+"""reduce and scan over the layout the operands arrive in: registers first, then lanes, then warps.
+
+A tile's layout says which bits of the reduced dimension's coordinate are register bits (the thread holds
+both elements), lane bits (a shuffle partner in the warp) or warp bits (another warp: one shared-memory
+round).  assign-layouts gave the result the operand layout with that dimension sliced away, so every thread
+that held part of a row ends up holding the row's result: nothing is broadcast afterwards.
+
+reduce:  fold the registers along the dimension; a butterfly of `shfl.sync.bfly` over the lane bits (or one
+         `redux.sync` when the whole warp reduces one 32-bit integer with add/min/max/and/or/xor); when warps
+         share the dimension, each warp writes its partial to shared memory and every thread folds the warps'
+         partials in order.
+scan:    inclusive, forward or reverse.  The low register bits are scanned serially in each thread; then each
+         higher bit of the dimension (registers, then lanes with `shfl.sync.bfly`) combines block totals as on
+         a hypercube, carrying each element's exclusive prefix; warps exchange their totals through shared
+         memory once.  The combiner gets (later element, earlier prefix), as the interpreter calls it.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..ir import types as T
 from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
+from ..ir.enums import Signedness
+from ..lower.layout import LinearLayout
+from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
-from ..tilegpu.types import layout_of
-from .values import Tile, elem_bytes, llvm_type, SHARED_PTR
+from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
+
+FULL_MASK = "-1"
 
 
 def identity_literal(attr, elem: T.Type) -> str:
@@ -26,101 +46,318 @@ def identity_literal(attr, elem: T.Type) -> str:
     raise LoweringError(f"unsupported identity attribute {attr!r}")
 
 
-def _stage_operands(em: KernelEmitter, tiles: list[Tile]) -> list[int]:
-    """Write every operand to its own shared-memory array; returns their byte offsets."""
-    em.barrier()
+# -- where the reduced dimension lives ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DimBits:
+    """The bits of one dimension's coordinate in a layout, by kind: (bit index, weight) pairs."""
+    regs: tuple[tuple[int, int], ...]
+    lanes: tuple[tuple[int, int], ...]
+    warps: tuple[tuple[int, int], ...]
+
+    @property
+    def reg_mask(self) -> int:
+        return sum(1 << b for b, _ in self.regs)
+
+
+def dim_bits(layout: LinearLayout, dim: int) -> DimBits:
+    out: list[list[tuple[int, int]]] = [[], [], []]
+    for kind, bases in enumerate(layout.bases):
+        for bit, basis in enumerate(bases):
+            if not basis[dim]:
+                continue
+            if any(c for d, c in enumerate(basis) if d != dim) or basis[dim] & (basis[dim] - 1):
+                raise LoweringError("a layout basis moves along several dimensions at once")
+            out[kind].append((bit, basis[dim]))
+    return DimBits(*(tuple(x) for x in out))
+
+
+def zero_register_mask(layout: LinearLayout) -> int:
+    """Register bits that do not move the element (duplicates)."""
+    return sum(1 << bit for bit, b in enumerate(layout.bases[0]) if not any(b))
+
+
+# -- moving values between lanes ---------------------------------------------------------------------------
+
+def shuffle_xor(em: KernelEmitter, value: str, lt: str, lane_mask: int) -> str:
+    """`shfl.sync.bfly` of one element of any type (split into 32-bit words, widened when narrower)."""
+    def shfl(word: str) -> str:
+        return em.b.call("i32", "llvm.nvvm.shfl.sync.bfly.i32",
+                         [("i32", FULL_MASK), ("i32", word), ("i32", str(lane_mask)), ("i32", "31")], hint="shfl")
+    if lt in ("i32", "float"):
+        w = value if lt == "i32" else em.b.value(f"bitcast float {value} to i32")
+        r = shfl(w)
+        return r if lt == "i32" else em.b.value(f"bitcast i32 {r} to float")
+    if lt in ("i64", "double") or "ptr" in lt:
+        w = (em.b.value(f"ptrtoint {lt} {value} to i64") if "ptr" in lt else
+             value if lt == "i64" else em.b.value(f"bitcast double {value} to i64"))
+        lo = shfl(em.b.value(f"trunc i64 {w} to i32"))
+        hi = shfl(em.b.value(f"trunc i64 {em.b.value(f'lshr i64 {w}, 32')} to i32"))
+        lo64 = em.b.value(f"zext i32 {lo} to i64")
+        hi64 = em.b.value(f"shl i64 {em.b.value(f'zext i32 {hi} to i64')}, 32")
+        r = em.b.value(f"or i64 {lo64}, {hi64}")
+        if "ptr" in lt:
+            return em.b.value(f"inttoptr i64 {r} to {lt}")
+        return r if lt == "i64" else em.b.value(f"bitcast i64 {r} to double")
+    bits = {"half": 16, "bfloat": 16, "i16": 16, "i8": 8, "i1": 1}.get(lt)
+    if bits is None:
+        raise LoweringError(f"cannot shuffle values of type {lt}")
+    ity = f"i{bits}"
+    w = value if lt == ity else em.b.value(f"bitcast {lt} {value} to {ity}")
+    r = em.b.value(f"trunc i32 {shfl(em.b.value(f'zext {ity} {w} to i32'))} to {ity}")
+    return r if lt == ity else em.b.value(f"bitcast {ity} {r} to {lt}")
+
+
+# `redux.sync` reductions: the combiner's single op -> the PTX operation (32-bit integers, sm_80+)
+_REDUX = {"addi": "add", "andi": "and", "ori": "or", "xori": "xor", "maxi": "max", "mini": "min"}
+
+
+def redux_kind(op: Operation, elem: T.Type) -> str | None:
+    """'add.s32' etc. when the combiner is one 32-bit integer op of its two arguments that redux.sync does."""
+    if elem != T.I32 or len(op.operands["operands"]) != 1:
+        return None
+    block = op.regions[0].block
+    ops = block.ops
+    if len(ops) != 2 or ops[1].name != "yield" or ops[0].name not in _REDUX:
+        return None
+    inner = ops[0]
+    if {id(v) for v in inner.operand_values()} != {id(a) for a in block.args}:
+        return None
+    if list(ops[1].operands.get("operands") or []) != [inner.result]:
+        return None
+    kind = _REDUX[inner.name]
+    if kind in ("max", "min"):
+        signed = inner.attrs.get("signedness", Signedness.signed) == Signedness.signed
+        return f"{kind}.{'s32' if signed else 'u32'}"
+    return f"{kind}.{'s32' if kind == 'add' else 'b32'}"
+
+
+def redux(em: KernelEmitter, kind: str, value: str) -> str:
+    return em.b.asm("i32", f"redux.sync.{kind} $0, $1, $2;", "=r,r,r", [("i32", value), ("i32", FULL_MASK)],
+                    sideeffect=False, hint="redux")
+
+
+# -- the combiner ----------------------------------------------------------------------------------------
+
+def combine(em: KernelEmitter, op: Operation, later: list[str], earlier: list[str]) -> list[str]:
+    """The op's region on one element per operand: (later element, earlier one) interleaved per operand."""
+    block = op.regions[0].block
+    args = []
+    for v, a, b in zip(op.operands["operands"], later, earlier):
+        s = T.TileType((), v.type.elem)
+        args += [Tile(s, None, [a]), Tile(s, None, [b])]
+    return [t.regs[0] for t in em.inline_region(block, args)]
+
+
+def _warp_dim_index(em: KernelEmitter, bits: DimBits) -> str:
+    """This thread's position among the warps that share the dimension (the dim's warp bits of the warp id,
+    packed in order of weight)."""
+    acc = "0"
+    for j, (bit, _) in enumerate(sorted(bits.warps, key=lambda bw: bw[1])):
+        one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.warp}, {bit}')}, 1")
+        term = em.b.entry_value(f"shl i32 {one}, {j}") if j else one
+        acc = term if acc == "0" else em.b.entry_value(f"or i32 {acc}, {term}")
+    return acc
+
+
+def _slot(em: KernelEmitter, base: int, index: str, elem: T.Type) -> str:
+    return em.shared_slot(index, elem, base)
+
+
+# -- reduce ----------------------------------------------------------------------------------------------
+
+@lowers("reduce")
+def _reduce(em: KernelEmitter, op: Operation) -> None:
+    tiles = [em.expect(v) for v in op.operands["operands"]]
+    layout = tiles[0].layout
+    dim = op.attrs["dim"]
+    out_layout = layout_of(op.results[0].type)
+    bits = dim_bits(layout, dim)
+    lts = [t.llvm for t in tiles]
+    dup = zero_register_mask(layout)
+    # 1. registers: fold the registers along the dimension into the one with those bits clear
+    reps = [r for r in range(layout.num_registers) if not r & (bits.reg_mask | dup)]
+    order = sorted(bits.regs, key=lambda bw: bw[1])
+    vals: dict[int, list[str]] = {}
+    for r in reps:
+        acc = [t.regs[r] for t in tiles]
+        for k in range(1, 1 << len(order)):
+            other = r
+            for j, (bit, _) in enumerate(order):
+                if k >> j & 1:
+                    other |= 1 << bit
+            acc = combine(em, op, [t.regs[other] for t in tiles], acc)
+        vals[r] = acc
+    # 2. lanes: one redux.sync for a whole-warp 32-bit integer reduction, else a shuffle butterfly
+    kind = redux_kind(op, tiles[0].elem) if len(bits.lanes) == 5 else None
+    for r in reps:
+        if kind is not None:
+            vals[r] = [redux(em, kind, vals[r][0])]
+            continue
+        for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1]):
+            partner = [shuffle_xor(em, v, lt, 1 << bit) for v, lt in zip(vals[r], lts)]
+            vals[r] = combine(em, op, partner, vals[r])
+    # 3. warps: partials through shared memory, folded in warp order by every thread
+    if bits.warps:
+        _across_warps(em, op, tiles, out_layout, bits, reps, vals)
+    out = [[None] * layout.num_registers for _ in tiles]
+    for r in range(layout.num_registers):
+        rep = r & ~(bits.reg_mask | dup)
+        for i in range(len(tiles)):
+            out[i][r] = vals[rep][i]
+    for res, regs in zip(op.results, out):
+        n = 1 if out_layout is None else out_layout.num_registers
+        em.set(res, Tile(res.type, out_layout, regs[:n] if out_layout is None else regs))
+
+
+def _across_warps(em: KernelEmitter, op: Operation, tiles: list[Tile], out_layout: LinearLayout | None,
+                  bits: DimBits, reps: list[int], vals: dict[int, list[str]]) -> None:
+    nw = 1 << len(bits.warps)
+    count = 1 if out_layout is None else out_layout.num_elements
     bases, offset = [], 0
     for t in tiles:
         offset = (offset + 15) // 16 * 16
         bases.append(offset)
-        em.store_to_shared(t, byte_base=offset)
-        offset += t.type.num_elements() * elem_bytes(t.elem)
+        offset += count * nw * elem_bytes(t.elem)
+    em.reserve_shared(offset)
+    me = _warp_dim_index(em, bits)
     em.barrier()
-    return bases
+    index_of = {}
+    for r in reps:
+        idx = "0" if out_layout is None else em.linear_index(em.coords(out_layout, r), out_layout.shape)
+        index_of[r] = idx
+        slot = em.b.value(f"add i32 {em.b.value(f'mul i32 {idx}, {nw}')}, {me}")
+        for t, base, v in zip(tiles, bases, vals[r]):
+            em.b.emit(f"store {t.llvm} {v}, {SHARED_PTR} {_slot(em, base, slot, t.elem)}")
+    em.barrier()
+    for r in reps:
+        first = em.b.value(f"mul i32 {index_of[r]}, {nw}")
+        acc = None
+        for j in range(nw):
+            slot = em.b.value(f"add i32 {first}, {j}") if j else first
+            x = [em.b.value(f"load {t.llvm}, {SHARED_PTR} {_slot(em, base, slot, t.elem)}", "rv")
+                 for t, base in zip(tiles, bases)]
+            acc = x if acc is None else combine(em, op, x, acc)
+        vals[r] = acc
 
 
-def _combine(em: KernelEmitter, op: Operation, acc: list[str], xs: list[str], tiles: list[Tile],
-             reverse_args: bool = False) -> list[str]:
-    block = op.regions[0].block
-    scalars = [T.TileType((), t.elem) for t in tiles]
-    lhs = [Tile(s, None, [a]) for s, a in zip(scalars, acc)]
-    rhs = [Tile(s, None, [x]) for s, x in zip(scalars, xs)]
-    args = []
-    for a, b in zip(lhs, rhs):  # block arguments interleave: lhs0, rhs0, lhs1, rhs1, ...
-        args += [b, a] if reverse_args else [a, b]
-    return [t.regs[0] for t in em.inline_region(block, args)]
+# -- scan ------------------------------------------------------------------------------------------------
 
-
-def _load_elem(em: KernelEmitter, t: Tile, base: int, coords: list[str]) -> str:
-    idx = em.linear_index(coords, t.type.shape)
-    p = em.shared_slot(idx, t.elem, base)
-    return em.b.value(f"load {t.llvm}, {SHARED_PTR} {p}", "rv")
-
-
-def _insert_dim(coords: list[str], dim: int, k: str) -> list[str]:
-    return coords[:dim] + [k] + coords[dim:]
-
-
-@lowers("reduce")
-def _reduce(em: KernelEmitter, op: Operation) -> None:
-    tiles = [em.get(v) for v in op.operands["operands"]]
+@lowers("scan")
+def _scan(em: KernelEmitter, op: Operation) -> None:
+    tiles = [em.expect(v) for v in op.operands["operands"]]
+    layout = tiles[0].layout
     dim = op.attrs["dim"]
-    ids = op.attrs["identities"]
-    res_ty: T.TileType = op.results[0].type
-    layout = layout_of(res_ty)
-    bases = _stage_operands(em, tiles)
-    n = 1 if layout is None else layout.num_registers
-    extent = tiles[0].type.shape[dim]
+    reverse = bool(op.attrs.get("reverse", False))
+    ids = [identity_literal(a, t.elem) for a, t in zip(op.attrs["identities"], tiles)]
+    bits = dim_bits(layout, dim)
+    lts = [t.llvm for t in tiles]
+    dup = zero_register_mask(layout)
+    n = layout.num_registers
+
+    def later_first(bit_set: bool) -> bool:
+        """Whether the element with this bit set comes later in scan order."""
+        return bit_set != reverse
+
+    # the low register bits (weights 1, 2, 4, ...): a serial scan inside the thread
+    serial, w = [], 1
+    for bit, weight in sorted(bits.regs, key=lambda bw: bw[1]):
+        if weight != w:
+            break
+        serial.append(bit)
+        w <<= 1
+    serial_mask = sum(1 << b for b in serial)
+    rest_regs = [(b, wt) for b, wt in bits.regs if b not in serial]
+    p: dict[int, list[str]] = {}          # inclusive prefix per register (within the serial group)
+    totals: dict[int, list[str]] = {}     # per group (register with serial bits clear): the group's total
+    for g in range(n):
+        if g & (serial_mask | dup):
+            continue
+        members = []
+        for k in range(1 << len(serial)):
+            r = g
+            for j, bit in enumerate(serial):
+                if k >> j & 1:
+                    r |= 1 << bit
+            members.append(r)
+        if reverse:
+            members.reverse()
+        acc = None
+        for r in members:
+            x = [t.regs[r] for t in tiles]
+            acc = x if acc is None else combine(em, op, x, acc)
+            p[r] = acc
+        totals[g] = acc
+    # higher bits: (exclusive carry, block total) per group, combined bit by bit
+    groups = sorted(totals)
+    carry = {g: list(ids) for g in groups}
+    for bit, _ in sorted(rest_regs, key=lambda bw: bw[1]):
+        new_t = {}
+        for g in groups:
+            partner = g ^ (1 << bit)
+            mine, theirs = totals[g], totals[partner]
+            if later_first(bool(g >> bit & 1)):
+                carry[g] = combine(em, op, carry[g], theirs)
+                new_t[g] = combine(em, op, mine, theirs)
+            else:
+                new_t[g] = combine(em, op, theirs, mine)
+        totals = new_t
+    for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1]):
+        upper = em.b.value(f"icmp ne i32 {em.b.value(f'and i32 {em.lane}, {1 << bit}')}, 0")
+        later = em.b.value(f"xor i1 {upper}, true") if reverse else upper
+        for g in groups:
+            theirs = [shuffle_xor(em, v, lt, 1 << bit) for v, lt in zip(totals[g], lts)]
+            mine = totals[g]
+            with_theirs = combine(em, op, carry[g], theirs)
+            carry[g] = _select(em, later, with_theirs, carry[g], lts)
+            totals[g] = combine(em, op, _select(em, later, mine, theirs, lts), _select(em, later, theirs, mine, lts))
+    if bits.warps:
+        _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse)
     out = [[None] * n for _ in tiles]
-    init = [(t.llvm, identity_literal(a, t.elem)) for t, a in zip(tiles, ids)]
-    coords_per_reg = [em.coords(layout, r) if layout else [] for r in range(n)]
-
-    def body(k: str, carried: list[str]) -> list[str]:
-        new = []
-        for r in range(n):
-            acc = carried[r * len(tiles):(r + 1) * len(tiles)]
-            full = _insert_dim(coords_per_reg[r], dim, k)
-            xs = [_load_elem(em, t, b, full) for t, b in zip(tiles, bases)]
-            new += _combine(em, op, acc, xs, tiles)
-        return new
-
-    final = em.counted_loop("0", str(extent), init * n, body)
     for r in range(n):
+        base = r & ~dup
+        g = base & ~serial_mask
+        vals = combine(em, op, p[base], carry[g])
         for i in range(len(tiles)):
-            out[i][r] = final[r * len(tiles) + i]
+            out[i][r] = vals[i]
     for res, regs in zip(op.results, out):
         em.set(res, Tile(res.type, layout, regs))
 
 
-@lowers("scan")
-def _scan(em: KernelEmitter, op: Operation) -> None:
-    tiles = [em.get(v) for v in op.operands["operands"]]
+def _select(em: KernelEmitter, cond: str, a: list[str], b: list[str], lts: list[str]) -> list[str]:
+    return [x if x == y else em.b.value(f"select i1 {cond}, {lt} {x}, {lt} {y}") for x, y, lt in zip(a, b, lts)]
+
+
+def _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse) -> None:
+    """Each warp's block totals to shared memory, at the slot of the thread's own element; every thread then
+    folds the totals of the warps before its own (in scan order, nearest first) into its carry."""
     dim = op.attrs["dim"]
-    reverse = op.attrs.get("reverse", False)
-    ids = op.attrs["identities"]
-    shape = tiles[0].type.shape
-    layout = layout_of(op.results[0].type)
-    bases = _stage_operands(em, tiles)
-    extent = shape[dim]
-    outs = [[] for _ in tiles]
-    for r in range(layout.num_registers):
-        coords = em.coords(layout, r)
-        pos = coords[dim]
-        init = [(t.llvm, identity_literal(a, t.elem)) for t, a in zip(tiles, ids)]
-
-        def body(k: str, carried: list[str], coords=coords) -> list[str]:
-            full = coords[:dim] + [k] + coords[dim + 1:]
-            xs = [_load_elem(em, t, b, full) for t, b in zip(tiles, bases)]
-            return _combine(em, op, carried, xs, tiles)
-
-        if reverse:  # fold from the end down to this position: k = extent-1 .. pos
-            start = str(extent - 1)
-            stop = em.b.value(f"sub i32 {pos}, 1")
-            vals = em.counted_loop(start, stop, init, body, step=-1)
-        else:
-            stop = em.b.value(f"add i32 {pos}, 1")
-            vals = em.counted_loop("0", stop, init, body)
-        for i, v in enumerate(vals):
-            outs[i].append(v)
-    for res, regs in zip(op.results, outs):
-        em.set(res, Tile(res.type, layout, regs))
+    nw = 1 << len(bits.warps)
+    weights = [w for _, w in sorted(bits.warps, key=lambda bw: bw[1])]
+    bases, offset = [], 0
+    for t in tiles:
+        offset = (offset + 15) // 16 * 16
+        bases.append(offset)
+        offset += layout.num_elements * elem_bytes(t.elem)
+    em.reserve_shared(offset)
+    me = _warp_dim_index(em, bits)
+    lts = [t.llvm for t in tiles]
+    em.barrier()
+    for g in groups:
+        idx = em.linear_index(em.coords(layout, g), layout.shape)
+        for t, base, v in zip(tiles, bases, totals[g]):
+            em.b.emit(f"store {t.llvm} {v}, {SHARED_PTR} {em.shared_slot(idx, t.elem, base)}")
+    em.barrier()
+    positions = range(nw) if reverse else range(nw - 1, -1, -1)
+    for g in groups:
+        coords = em.coords(layout, g)
+        own = em.b.value(f"and i32 {coords[dim]}, {~sum(weights)}")
+        for j in positions:
+            shift = sum(w for k, w in enumerate(weights) if j >> k & 1)
+            cc = list(coords)
+            cc[dim] = em.b.value(f"or i32 {own}, {shift}") if shift else own
+            idx = em.linear_index(cc, layout.shape)
+            x = [em.b.value(f"load {t.llvm}, {SHARED_PTR} {em.shared_slot(idx, t.elem, base)}", "sv")
+                 for t, base in zip(tiles, bases)]
+            before = em.b.value(f"icmp {'ugt' if reverse else 'ult'} i32 {j}, {me}")
+            carry[g] = _select(em, before, combine(em, op, carry[g], x), carry[g], lts)

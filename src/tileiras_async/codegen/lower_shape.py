@@ -6,7 +6,7 @@ from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Operation
-from .emitter import KernelEmitter, lowers, same_placement
+from .emitter import KernelEmitter, LoweringError, lowers
 from ..tilegpu.types import layout_of
 from .values import Tile
 
@@ -21,32 +21,35 @@ def _gather(em: KernelEmitter, src: Tile, res_ty: T.TileType, src_index: Callabl
 
 @lowers("reshape")
 def _reshape(em: KernelEmitter, op: Operation) -> None:
+    """Nothing moves: assign-layouts gave the result the source's placement over the new shape (a scalar
+    result comes from a one-element tile every thread holds)."""
     src: Tile = em.get(op.operands["source"])
     ty: T.TileType = op.result.type
     layout = layout_of(ty)
     if src.is_scalar:
         em.set(op.result, em.broadcast_scalar(Tile(ty, None, src.regs), layout))
-    elif layout is None:  # a one-element tile becomes a scalar: every thread reads element 0
-        em.set(op.result, _gather(em, src, ty, lambda c: "0"))
-    elif same_placement(src.layout, layout):  # row-major order already matches: nothing moves
-        em.set(op.result, Tile(ty, layout, src.regs))
+    elif layout is None:
+        em.set(op.result, Tile(ty, None, [_held_everywhere(src)]))
     else:
-        em.set(op.result, _gather(em, src, ty, lambda c: em.linear_index(c, ty.shape)))
+        em.set(op.result, Tile(ty, layout, src.regs))
+
+
+def _held_everywhere(t: Tile) -> str:
+    if t.type.num_elements() != 1:
+        raise LoweringError("internal: a reshape to a scalar from a tile of several elements")
+    return t.regs[0]
 
 
 @lowers("broadcast")
 def _broadcast(em: KernelEmitter, op: Operation) -> None:
+    """Nothing moves: the source arrives in the result's layout collapsed along the broadcast dimensions, so
+    register r of the result is register r of the source."""
     src: Tile = em.get(op.operands["source"])
     ty: T.TileType = op.result.type
     if src.is_scalar:
         em.set(op.result, em.broadcast_scalar(Tile(ty, None, src.regs), layout_of(ty)))
-        return
-    sshape = src.type.shape
-
-    def index(c):
-        kept = [x if s != 1 else "0" for x, s in zip(c, sshape)]
-        return em.linear_index(kept, sshape)
-    em.set(op.result, _gather(em, src, ty, index))
+    else:
+        em.set(op.result, Tile(ty, layout_of(ty), src.regs))
 
 
 @lowers("permute")

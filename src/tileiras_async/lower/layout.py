@@ -136,6 +136,79 @@ class LinearLayout:
         bases = tuple(tuple(b[:dim] + b[dim + 1:] for b in dims) for dims in self.bases)
         return LinearLayout(shape, bases)
 
+    def reshape(self, shape: tuple[int, ...]) -> "LinearLayout":
+        """The same placement of elements (by row-major position) over another shape of the same size.
+        Every dimension is a power of two, so a row-major position's bits are the coordinates' bits
+        concatenated: each basis maps to exactly one basis of the new shape, and nothing moves."""
+        if prod(shape) != self.num_elements:
+            raise ValueError(f"cannot reshape {self.shape} to {shape}")
+        bases = tuple(tuple(_unflatten(self.linear_index(b), shape) for b in dims) for dims in self.bases)
+        return LinearLayout(tuple(shape), bases)
+
+    def collapse(self, shape: tuple[int, ...]) -> "LinearLayout":
+        """The layout a broadcast's source must have for the broadcast to move nothing: `shape` is this
+        layout's shape with some dimensions 1; each thread's register r holds the source element that
+        register r of this layout is a copy of."""
+        bases = tuple(tuple(tuple(c if n != 1 else 0 for c, n in zip(b, shape)) for b in dims)
+                      for dims in self.bases)
+        return LinearLayout(tuple(shape), bases)
+
+    def replicated(self) -> bool:
+        """Some lane or warp bit does not move the element: several threads hold each element."""
+        return any(not any(b) for bases in self.bases[1:] for b in bases)
+
+    def register_map_from(self, src: "LinearLayout") -> list[int] | None:
+        """For a conversion src -> self that moves nothing between threads: per register r of this layout,
+        the register of `src` that holds the same element in every thread; None when data would have to move
+        (the lane and warp bases differ, or a register's element is not among the thread's src registers)."""
+        if src.shape != self.shape or src.bases[1] != self.bases[1] or src.bases[2] != self.bases[2]:
+            return None
+        solve = _Gf2Solver([self.linear_index(b) for b in src.bases[0]])
+        per_bit = []
+        for b in self.bases[0]:
+            combo = solve(self.linear_index(b))
+            if combo is None:
+                return None
+            per_bit.append(combo)
+        out = []
+        for r in range(self.num_registers):
+            x = 0
+            for bit, combo in enumerate(per_bit):
+                if r >> bit & 1:
+                    x ^= combo
+            out.append(x)
+        return out
+
+
+def _unflatten(index: int, shape: tuple[int, ...]) -> Coord:
+    out = []
+    for s in reversed(shape):
+        out.append(index % s)
+        index //= s
+    return tuple(reversed(out))
+
+
+class _Gf2Solver:
+    """Solve x . basis = target over GF(2) for bit-vector bases (x as a bit mask of basis indices)."""
+
+    def __init__(self, basis: list[int]):
+        self.rows: list[tuple[int, int]] = []   # (reduced vector, combination of original bases), pivots distinct
+        for i, v in enumerate(basis):
+            combo = 1 << i
+            for r, c in self.rows:
+                if v ^ r < v:
+                    v, combo = v ^ r, combo ^ c
+            if v:
+                self.rows.append((v, combo))
+                self.rows.sort(reverse=True)
+
+    def __call__(self, target: int) -> int | None:
+        combo = 0
+        for r, c in self.rows:
+            if target ^ r < target:
+                target, combo = target ^ r, combo ^ c
+        return combo if target == 0 else None
+
 
 def _rank_gf2(vectors) -> int:
     """Rank over GF(2) of coordinate vectors, each flattened to an integer bit pattern."""

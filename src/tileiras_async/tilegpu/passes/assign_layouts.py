@@ -9,9 +9,15 @@ The rules, per op (first match):
 - elementwise ops (one tile result, operands of the result's shape or uniform): the layout of the first
   operand that has one, else the default blocked layout of the result; every operand is converted to it
   (a uniform operand converts for free: it is broadcast in registers);
-- loads, constants, iota, shape changes through shared memory (reshape, broadcast, extract, cat, insert,
-  pack/unpack), reductions and scans: the default blocked layout (`CodegenOptions.default_layout`);
-- permute: the operand's layout with its dimensions permuted (nothing moves);
+- loads, constants, iota, shape changes through shared memory (extract, cat, insert, pack/unpack): the
+  default blocked layout (`CodegenOptions.default_layout`);
+- permute: the operand's layout with its dimensions permuted; reshape: the operand's layout over the new
+  shape (nothing moves in either); a reshape to a scalar needs every thread to hold the element;
+- broadcast: the layout of the tile the result is combined with (an elementwise user's other operand), else
+  the default; the source converts to that layout collapsed along the broadcast dimensions, so the
+  broadcast itself moves nothing;
+- reduce: the operand layout with the reduced dimension sliced away (every thread that held part of a row
+  holds its result); scan: the operand layout; further operands convert to the first's;
 - `load_ptr_tko` / `store_ptr_tko`: the pointer tile's layout, to which mask, padding and value convert;
 - atomics: the pointer (or value) tile's layout, unless it replicates elements and the tile has at least as
   many elements as the CTA has threads (then the default layout, so every thread does its share);
@@ -29,15 +35,16 @@ from ...ir import types as T
 from ...ir.core import Block, Operation, Value
 from ...lower.layout import LinearLayout
 from ..errors import LoweringError
-from ..ir import KernelIR
+from ..ir import KernelIR, walk_ops
 from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
 from ..ops import CONVERT_LAYOUT, build
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
 
-DEFAULT_RESULT = frozenset({"constant", "iota", "load_view_tko", "reshape", "broadcast", "extract", "cat",
-                            "insert", "reduce", "scan", "pack", "unpack"})
+DEFAULT_RESULT = frozenset({"constant", "iota", "load_view_tko", "extract", "cat", "insert", "pack", "unpack"})
 ATOMICS = {"atomic_rmw_tko": ("pointers", ("arg", "mask")), "atomic_cas_tko": ("pointers", ("cmp", "val", "mask")),
            "atomic_red_view_tko": ("value", ())}
+SPECIAL = frozenset({"reduce", "scan", "mmaf", "mmai", "reshape", "broadcast", "permute", "load_ptr_tko",
+                     "store_ptr_tko"}) | DEFAULT_RESULT
 NO_LAYOUT_RULE = frozenset({"store_view_tko", "print_tko", "assert", "return", "make_token", "join_tokens",
                             "make_tensor_view", "make_partition_view", "get_index_space_shape",
                             "get_tensor_shape", "get_tile_block_id", "get_num_tile_blocks", "global",
@@ -74,6 +81,10 @@ class _Assign:
         self.k = k
         self.options = k.options
         self.regions: list = []      # innermost last: _LoopCtx | _IfCtx | None (a combiner region)
+        self.users: dict[int, list[Operation]] = {}
+        for op in walk_ops(k.fn.body):
+            for v in op.operand_values():
+                self.users.setdefault(id(v), []).append(op)
 
     # -- the walk (iterative: nesting depth is unbounded) -------------------------------------------------
     def run(self) -> None:
@@ -146,6 +157,12 @@ class _Assign:
             src = layout_of(op.operands["source"].type)
             self.set_layout(op.result, src.transpose(tuple(op.attrs["permutation"])) if src else None)
             return
+        if name == "reshape":
+            self.reshape(op, new)
+            return
+        if name == "broadcast":
+            self.broadcast(op, new)
+            return
         if name in ("load_ptr_tko", "store_ptr_tko"):
             ptrs = op.operands["source" if name == "load_ptr_tko" else "destination"]
             layout = layout_of(ptrs.type)
@@ -191,10 +208,50 @@ class _Assign:
             self.set_layout(op.results[0], layout)
 
     # -- regions -------------------------------------------------------------------------------------------
+    def reshape(self, op: Operation, new: list[Operation]) -> None:
+        src = op.operands["source"]
+        ty = op.result.type
+        layout = layout_of(src.type)
+        if not ty.shape:   # to a scalar: every thread must hold the (single) element
+            everywhere = replicated(layout.shape, self.options.num_warps) if layout is not None else None
+            if layout is not None and everywhere.register_map_from(layout) is None:
+                self.require(op, ("source",), everywhere, new)
+            self.set_layout(op.result, None)
+            return
+        self.set_layout(op.result, replicated(ty.shape, self.options.num_warps) if layout is None
+                        else layout.reshape(ty.shape))
+
+    def broadcast(self, op: Operation, new: list[Operation]) -> None:
+        src = op.operands["source"]
+        ty = op.result.type
+        if not src.type.shape:
+            self.set_layout(op.result, self.default(ty))
+            return
+        layout = self.consumer_layout(op.result) or self.default(ty)
+        self.require(op, ("source",), layout.collapse(src.type.shape), new)
+        self.set_layout(op.result, layout)
+
+    def consumer_layout(self, v: Value) -> LinearLayout | None:
+        """The layout of another operand, of v's shape, of an elementwise op that uses v (already assigned:
+        it is defined earlier), so that combining them needs no conversion."""
+        for user in self.users.get(id(v), ()):
+            if user.regions or len(user.results) != 1 or user.name in SPECIAL:
+                continue
+            for other in user.operand_values():
+                lay = layout_of(other.type)
+                if other is not v and lay is not None and other.type.shape == v.type.shape:
+                    return lay
+        return None
+
     def region_op(self, op: Operation, new: list[Operation]) -> None:
         if op.name in ("reduce", "scan"):
+            layout = layout_of(op.operands["operands"][0].type)
+            self.require_list(op, "operands", [layout] * len(op.operands["operands"]), new)
             for r in op.results:
-                self.set_layout(r, self.default(r.type))
+                if op.name == "scan":
+                    self.set_layout(r, layout)
+                else:
+                    self.set_layout(r, layout.slice(op.attrs["dim"]) if r.type.shape else None)
             return
         if op.name == "if":
             return
@@ -272,7 +329,13 @@ class _Assign:
 
 def _replicated(layout: LinearLayout) -> bool:
     """Some lane or warp bit does not move the element: several threads hold each element."""
-    return any(not any(b) for bases in layout.bases[1:] for b in bases)
+    return layout.replicated()
+
+
+def replicated(shape: tuple[int, ...], num_warps: int) -> LinearLayout:
+    """A one-element tile held by every thread in one register."""
+    zero = (0,) * len(shape)
+    return LinearLayout(tuple(shape), ((), (zero,) * 5, (zero,) * (num_warps.bit_length() - 1)))
 
 
 def _splat_constant(v: Value) -> bool:
