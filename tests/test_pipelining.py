@@ -308,7 +308,7 @@ def test_ragged_kernel_inputs(K, layout):
 def build_kloop(tm=32, tn=32, tk=32, *, elem=T.F16, padding=None, index_offset=0, store_in_body=False,
                 add_loaded=False, acc_elem=T.F32):
     """C[0,0 tile] = sum over k in range(lb, ub, step) of A[0, k + index_offset] @ B[k + index_offset, 0]
-    (f32 accumulator), arguments in cuTile order: A, B, C (and X when `add_loaded`: C += X[0, 0 tile] per
+    (f32 accumulator), arguments in cuTile order: A, B, C (and X when `add_loaded`: C += X + X^T (X the [0, 0] tile) per
     iteration, a tile the body converts through shared memory), then lb, ub, step."""
     from tileiras_async.ir.verifier import verify_module
     mb = ModuleBuilder((13, 4, 0))
@@ -350,10 +350,12 @@ def build_kloop(tm=32, tn=32, tk=32, *, elem=T.F16, padding=None, index_offset=0
                             signedness_rhs=Signedness.unsigned).result
             else:
                 r = body.op("mmaf", [acc_t], lhs=a, rhs=b, acc=acc).result
-            if add_loaded:
+            if add_loaded:  # r + X + X^T: X is needed in two layouts, so both go through shared memory
                 x = body.op("load_view_tko", [acc_t, T.TOKEN], view=pvs[3], index=[zero, zero],
                             memory_ordering_semantics=MO.weak).results[0]
+                xt = body.op("permute", [acc_t], source=x, permutation=[1, 0]).result
                 r = body.op("addf", [acc_t], lhs=r, rhs=x).result
+                r = body.op("addf", [acc_t], lhs=r, rhs=xt).result
             if store_in_body:
                 body.op("store_view_tko", [T.TOKEN], tile=r, view=pvs[2], index=[zero, zero],
                         memory_ordering_semantics=MO.weak)
@@ -395,7 +397,7 @@ def _kloop_ref(A, B, tk, lb, ub, step, off=0, X=None):
             b[:sb.shape[0], :] = sb
         acc = acc + a @ b
         if X is not None:
-            acc = acc + X
+            acc = acc + X + X.T
     return acc
 
 

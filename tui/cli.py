@@ -50,7 +50,10 @@ def add_tui_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--no-keep-ptx", dest="keep_ptx", action="store_false", help="do not write <name>.<gpu>.ptx")
     t.add_argument("--keep-sass", action="store_true", help="also write <name>.<gpu>.sass (nvdisasm -c)")
     t.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
-    t.set_defaults(func=cmd_tui, json=False, tui=True)
+    t.add_argument("--num-stages", type=int, default=0, metavar="N",
+                   help="software-pipeline stages of K-loops (1: no pipelining; default: 4)")
+    t.set_defaults(func=cmd_tui, json=False, tui=True, print_ir_after_all=False, print_ir_after=[],
+                   print_ir_before=[], print_ir_dir=None)
     return t
 
 

@@ -185,6 +185,14 @@ class KernelEmitter:
             off = self.b.value(f"add i32 {off}, {byte_base}")
         return self.b.value(f"getelementptr i8, {SHARED_PTR} {self.scratch}, i32 {off}", "sp")
 
+    def scratch_base(self, op: Operation) -> int:
+        """The byte offset of `op`'s scratch (allocate-shared-memory placed it); reserves it for the kernel."""
+        base = op.attrs.get("scratch_offset")
+        if base is None:
+            raise LoweringError(f"internal: '{op.name}' stages through shared memory that was not allocated")
+        self.reserve_shared(base + op.attrs["scratch_bytes"])
+        return base
+
     def reserve_shared(self, nbytes: int) -> None:
         self.shared_bytes = max(self.shared_bytes, nbytes)
         if self.shared_bytes > SHARED_LIMIT:
@@ -193,14 +201,17 @@ class KernelEmitter:
 
     def store_to_shared(self, t: Tile, byte_base: int = 0,
                         dst_index: Callable[[list[str]], str] | None = None, capacity: int | None = None) -> None:
-        """Write a tile into scratch, row-major unless `dst_index(coords)` says where each element goes
-        (replicas write the same value to the same place; harmless)."""
+        """Write a tile into shared memory at byte_base, row-major unless `dst_index(coords)` says where each
+        element goes (a register holding a copy of another's element is not stored again)."""
         shape = t.type.shape
         count = capacity if capacity is not None else t.type.num_elements()
         self.reserve_shared(byte_base + count * elem_bytes(t.elem))
         ty = t.llvm
         index = dst_index or (lambda c: self.linear_index(c, shape))
+        dup = 0 if t.is_scalar else sum(1 << b for b, v in enumerate(t.layout.bases[0]) if not any(v))
         for r, reg in enumerate(t.regs):
+            if r & dup:
+                continue
             idx = index(["0"] * len(shape)) if t.is_scalar else index(self.coords(t.layout, r))
             p = self.shared_slot(idx, t.elem, byte_base)
             self.b.emit(f"store {ty} {reg}, {SHARED_PTR} {p}")
@@ -226,11 +237,8 @@ class KernelEmitter:
             return Tile(t.type, layout, [t.regs[r] for r in moved])
         if layout is not None and _is_splat_literal(t):  # a constant: every register is the same literal
             return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
-        self.barrier()
-        self.store_to_shared(t)
-        self.barrier()
-        shape = t.type.shape
-        return self.load_from_shared(t.type, layout, lambda c: self.linear_index(c, shape))
+        raise LoweringError("internal: a layout conversion that moves data between threads was not lowered "
+                            "through shared memory")
 
     def broadcast_scalar(self, t: Tile, layout: LinearLayout | None) -> Tile:
         n = 1 if layout is None else layout.num_registers

@@ -24,7 +24,7 @@ from ..ir.enums import AtomicRMWMode as M
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import MemoryScope
 from .emitter import KernelEmitter, LoweringError, lowers
-from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, elem_bytes, llvm_type
+from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: "cta", MemoryScope.device: "gpu", MemoryScope.sys: "sys"}
 _SEM = {MO.weak: "relaxed", MO.relaxed: "relaxed", MO.acquire: "acquire", MO.release: "release",
@@ -154,7 +154,7 @@ def _and(em: KernelEmitter, a: str | None, b: str | None) -> str | None:
     return em.b.value(f"and i1 {a}, {b}")
 
 
-def per_element(em: KernelEmitter, ptrs: Tile, others: list[Tile | None], res_ty: T.TileType | None,
+def per_element(em: KernelEmitter, op: Operation, ptrs: Tile, others: list[Tile | None], res_ty: T.TileType | None,
                 one: Callable[[int, str, list[str | None], str | None], str | None]) -> Tile | None:
     """Run `one(register, address, other operand registers, predicate)` once per element of `ptrs`
     (in its primary copy) and return the results as a tile every copy holds (None if `res_ty` is
@@ -179,23 +179,22 @@ def per_element(em: KernelEmitter, ptrs: Tile, others: list[Tile | None], res_ty
             results[r] = results[r & ~dup_mask]
     if primary is None:
         return Tile(res_ty, layout, results)
-    return _broadcast_from_primary(em, res_ty, layout, primary, results)
+    return _broadcast_from_primary(em, em.scratch_base(op), res_ty, layout, primary, results)
 
 
-def _broadcast_from_primary(em: KernelEmitter, ty: T.TileType, layout, primary: str, regs: list[str]) -> Tile:
-    """Every copy gets the value the primary copy of each element computed (through shared memory;
-    the other copies write to a trash slot past the end)."""
+def _broadcast_from_primary(em: KernelEmitter, base: int, ty: T.TileType, layout, primary: str,
+                            regs: list[str]) -> Tile:
+    """Every copy gets the value the primary copy of each element computed (through the op's scratch at
+    `base`; the other copies write to a trash slot past the end)."""
     count = ty.num_elements()
     lt = llvm_type(ty.elem)
-    em.barrier()
-    em.reserve_shared((count + 1) * elem_bytes(ty.elem))
     for r, v in enumerate(regs):
         idx = "0" if layout is None else em.linear_index(em.coords(layout, r), ty.shape)
         slot = em.b.value(f"select i1 {primary}, i32 {idx}, i32 {count}")
-        em.b.emit(f"store {lt} {v}, {SHARED_PTR} {em.shared_slot(slot, ty.elem)}")
+        em.b.emit(f"store {lt} {v}, {SHARED_PTR} {em.shared_slot(slot, ty.elem, base)}")
     em.barrier()
     shape = ty.shape
-    return em.load_from_shared(ty, layout, lambda c: "0" if layout is None else em.linear_index(c, shape))
+    return em.load_from_shared(ty, layout, lambda c: "0" if layout is None else em.linear_index(c, shape), base)
 
 
 # -- the ops -------------------------------------------------------------------------------------
@@ -222,7 +221,7 @@ def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
 
     def one(r, addr, o, primary):
         return rmw_element(em, op, mode, lt, addr, o[0], _and(em, primary, o[1]))
-    em.set(op.results[0], per_element(em, ptrs, [arg, mask], op.results[0].type, one))
+    em.set(op.results[0], per_element(em, op, ptrs, [arg, mask], op.results[0].type, one))
     em.set(op.results[1], None)
 
 
@@ -240,7 +239,7 @@ def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
         # a masked-off element returns cmp (and so does a replica, until the broadcast replaces it)
         return atom(em, f"atom{ordering(op)}.global.cas.b{bits}", lt, addr, [o[0], o[1]],
                     _and(em, primary, o[2]), o[0])
-    em.set(op.results[0], per_element(em, ptrs, [cmp, val, mask], op.results[0].type, one))
+    em.set(op.results[0], per_element(em, op, ptrs, [cmp, val, mask], op.results[0].type, one))
     em.set(op.results[1], None)
 
 

@@ -19,8 +19,7 @@ import re
 
 from ..ir import types as T
 from ..ir.core import Module, Operation
-from ..tilegpu.types import layout_of
-from .emitter import KernelEmitter, LoweringError, lowers
+from .emitter import KernelEmitter, lowers
 from .lower_atomic import target_sm
 from .lower_basic import dense_elements, element_literal
 from .lower_elementwise import FP8, fp8_to_f32
@@ -161,10 +160,9 @@ def _print(em: KernelEmitter, op: Operation) -> None:
     args: list[Tile] = [em.get(v) for v in op.operands.get("args") or []]
     # stage the tile operands in shared memory (scalars are in every thread already)
     bases: dict[int, int] = {}
-    offset = 0
     staged = [(i, t) for i, t in enumerate(args) if not t.is_scalar]
     if staged:
-        em.barrier()
+        offset = em.scratch_base(op)
         for i, t in staged:
             offset = (offset + 15) // 16 * 16
             bases[i] = offset
@@ -343,7 +341,7 @@ def _alloca(em: KernelEmitter, op: Operation) -> None:
     pointee = ty.elem.pointee
     size = int(op.attrs["num_elem"]) * max(1, elem_bytes(pointee))
     align = max(1, int(op.attrs.get("alignment", 1) or 1))
-    em.barrier()
+    base = em.scratch_base(op)
     alloc, fail, share, done = (em.b.reserve_block(h) for h in
                                 ("alloca.call", "alloca.fail", "alloca.share", "alloca.done"))
     is_first = em.b.value(f"icmp eq i32 {em.tid}, 0")
@@ -356,12 +354,11 @@ def _alloca(em: KernelEmitter, op: Operation) -> None:
     em.b.call("void", "llvm.trap", [])
     em.b.emit("unreachable")
     em.b.start_block(share)
-    em.reserve_shared(8)
-    em.b.emit(f"store ptr {p}, {SHARED_PTR} {em.shared_slot('0', T.I64)}")
+    em.b.emit(f"store ptr {p}, {SHARED_PTR} {em.shared_slot('0', T.I64, base)}")
     em.b.br(done)
     em.b.start_block(done)
     em.barrier()
-    g = em.b.value(f"load ptr, {SHARED_PTR} {em.shared_slot('0', T.I64)}")
+    g = em.b.value(f"load ptr, {SHARED_PTR} {em.shared_slot('0', T.I64, base)}")
     em.set(op.result, Tile(ty, None, [em.b.value(f"addrspacecast ptr {g} to {GLOBAL_PTR}")]))
     block = _enclosing_block(em.fn.body, op)
     if block is not None:
@@ -391,25 +388,6 @@ def _enclosing_block(block, op: Operation):
                 if found is not None:
                     return found
     return None
-
-
-# -- pack / unpack -----------------------------------------------------------------------------------
-
-def _bytes_view(em: KernelEmitter, op: Operation) -> None:
-    """pack/unpack: the same bytes read as another element type, through shared memory."""
-    src: Tile = em.get(op.operands["source"])
-    ty: T.TileType = op.result.type
-    for e in (src.elem, ty.elem):
-        if isinstance(e, (T.IntType, T.FloatType)) and e.width < 8 and e != T.I1:
-            raise LoweringError(f"{op.name} of sub-byte element type {e} is not supported yet")
-    em.barrier()
-    em.store_to_shared(src)
-    em.barrier()
-    layout = layout_of(ty)
-    em.set(op.result, em.load_from_shared(ty, layout, lambda c: em.linear_index(c, ty.shape)))
-
-
-lowers("pack", "unpack")(_bytes_view)
 
 
 # -- grid dependency control, fences -------------------------------------------------------------------

@@ -174,6 +174,14 @@ def _stage(em: KernelEmitter, t: Tile, st: Staging, chunk: int, trash: int) -> N
 # the tensor-core path
 # ---------------------------------------------------------------------------------------------------------
 
+def _at_scratch(plan, base: int) -> None:
+    """Move a plan's staging (planned from offset 0) to the op's scratch at `base`."""
+    from dataclasses import replace
+    plan.a_stage = replace(plan.a_stage, base=plan.a_stage.base + base)
+    plan.b_stage = replace(plan.b_stage, base=plan.b_stage.base + base)
+    plan.trash += base
+
+
 def _mma_call(em: KernelEmitter, op: Operation, instr: Instr, a: list[str], b: list[str],
               c: list[str]) -> list[str]:
     """Issue one mma.sync; returns the D registers (c_elems accumulator elements)."""
@@ -256,14 +264,15 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan) -> None:
             lhs = _fp8_tile_to_f16(em, lhs)
         if _name(rhs.elem) in _FP8:
             rhs = _fp8_tile_to_f16(em, rhs)
-    em.reserve_shared(plan.smem_bytes)
+    _at_scratch(plan, em.scratch_base(op))
     # fragment addresses: a per-thread part (computed once) plus a constant per fragment register
     a_thread = _thread_offset(em, plan.a, plan.a_stage.contrib)
     b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
     a_ptr = b_ptr = None
     c_regs = list(acc.regs)
     for chunk, ksteps in enumerate(plan.chunks()):
-        em.barrier()
+        if chunk:   # every warp is done with the previous chunk (the first: insert-barriers decided)
+            em.barrier()
         _stage(em, lhs, plan.a_stage, chunk, plan.trash)
         _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()
@@ -344,7 +353,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     sa = op.attrs.get("signedness_lhs", Signedness.signed) == Signedness.signed
     sb = op.attrs.get("signedness_rhs", Signedness.signed) == Signedness.signed
     plan = fma_plan_for(op, lhs.elem, rhs.elem)
-    em.reserve_shared(plan.smem_bytes)
+    _at_scratch(plan, em.scratch_base(op))
     regs = list(acc.regs)
     single = _single_bit(layout)
     if single:
@@ -355,7 +364,8 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
         uniq.setdefault(layout.register_coord(r), []).append(r)
     reps = [rs[0] for rs in uniq.values()]
     for chunk in range(plan.chunks()):
-        em.barrier()
+        if chunk:
+            em.barrier()
         _stage(em, lhs, plan.a_stage, chunk, plan.trash)
         _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()

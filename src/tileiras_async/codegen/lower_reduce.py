@@ -16,13 +16,12 @@ scan:    inclusive, forward or reverse.  The low register bits are scanned seria
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir import types as T
 from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..lower.layout import LinearLayout
+from ..tilegpu.smem import DimBits, dim_bits
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
@@ -47,30 +46,6 @@ def identity_literal(attr, elem: T.Type) -> str:
 
 
 # -- where the reduced dimension lives ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DimBits:
-    """The bits of one dimension's coordinate in a layout, by kind: (bit index, weight) pairs."""
-    regs: tuple[tuple[int, int], ...]
-    lanes: tuple[tuple[int, int], ...]
-    warps: tuple[tuple[int, int], ...]
-
-    @property
-    def reg_mask(self) -> int:
-        return sum(1 << b for b, _ in self.regs)
-
-
-def dim_bits(layout: LinearLayout, dim: int) -> DimBits:
-    out: list[list[tuple[int, int]]] = [[], [], []]
-    for kind, bases in enumerate(layout.bases):
-        for bit, basis in enumerate(bases):
-            if not basis[dim]:
-                continue
-            if any(c for d, c in enumerate(basis) if d != dim) or basis[dim] & (basis[dim] - 1):
-                raise LoweringError("a layout basis moves along several dimensions at once")
-            out[kind].append((bit, basis[dim]))
-    return DimBits(*(tuple(x) for x in out))
-
 
 def zero_register_mask(layout: LinearLayout) -> int:
     """Register bits that do not move the element (duplicates)."""
@@ -214,14 +189,12 @@ def _across_warps(em: KernelEmitter, op: Operation, tiles: list[Tile], out_layou
                   bits: DimBits, reps: list[int], vals: dict[int, list[str]]) -> None:
     nw = 1 << len(bits.warps)
     count = 1 if out_layout is None else out_layout.num_elements
-    bases, offset = [], 0
+    bases, offset = [], em.scratch_base(op)
     for t in tiles:
         offset = (offset + 15) // 16 * 16
         bases.append(offset)
         offset += count * nw * elem_bytes(t.elem)
-    em.reserve_shared(offset)
     me = _warp_dim_index(em, bits)
-    em.barrier()
     index_of = {}
     for r in reps:
         idx = "0" if out_layout is None else em.linear_index(em.coords(out_layout, r), out_layout.shape)
@@ -334,15 +307,13 @@ def _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, rever
     dim = op.attrs["dim"]
     nw = 1 << len(bits.warps)
     weights = [w for _, w in sorted(bits.warps, key=lambda bw: bw[1])]
-    bases, offset = [], 0
+    bases, offset = [], em.scratch_base(op)
     for t in tiles:
         offset = (offset + 15) // 16 * 16
         bases.append(offset)
         offset += layout.num_elements * elem_bytes(t.elem)
-    em.reserve_shared(offset)
     me = _warp_dim_index(em, bits)
     lts = [t.llvm for t in tiles]
-    em.barrier()
     for g in groups:
         idx = em.linear_index(em.coords(layout, g), layout.shape)
         for t, base, v in zip(tiles, bases, totals[g]):

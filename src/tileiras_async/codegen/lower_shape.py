@@ -1,22 +1,15 @@
-"""Shape ops: one mechanism (write the source to shared memory, read each result element from where
-it comes from) covers reshape, broadcast, extract, cat and insert; permute only relabels the layout."""
+"""Shape ops and shared memory: reshape, broadcast and permute relabel registers (assign-layouts chose
+layouts for which nothing moves); `tilegpu.local_store` / `local_load` move tiles through the buffers
+materialize-shared-memory made (layout changes, extract, cat, insert, pack, unpack) at the offsets
+allocate-shared-memory chose, and `tilegpu.barrier` is where insert-barriers put one."""
 from __future__ import annotations
 
-from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
 from ..tilegpu.types import layout_of
 from .values import Tile
-
-
-def _gather(em: KernelEmitter, src: Tile, res_ty: T.TileType, src_index: Callable[[list[str]], str]) -> Tile:
-    layout = layout_of(res_ty)
-    em.barrier()
-    em.store_to_shared(src)
-    em.barrier()
-    return em.load_from_shared(res_ty, layout, src_index)
 
 
 @lowers("reshape")
@@ -64,56 +57,56 @@ def _offset_coords(em: KernelEmitter, coords: list[str], starts: list[str]) -> l
     return [c if s == "0" else em.b.value(f"add i32 {c}, {s}") for c, s in zip(coords, starts)]
 
 
-def _scaled_indices(em: KernelEmitter, op: Operation, name: str, shape) -> list[str]:
-    out = []
-    for v, extent in zip(op.operands[name], shape):
+def _starts(em: KernelEmitter, op: Operation) -> list[str]:
+    """Per dimension, the element offset a local_store/local_load adds: the static `shift` plus the
+    dynamic offsets times `scale`."""
+    shape = op.attrs["shape"]
+    shift = op.attrs.get("shift", (0,) * len(shape))
+    starts = [str(x) for x in shift]
+    offsets = op.operands.get("offsets") or []
+    for d, (v, extent) in enumerate(zip(offsets, op.attrs.get("scale", ()))):
         t = em.get(v)
         i = t.regs[0]
         if t.llvm == "i64":
             i = em.b.value(f"trunc i64 {i} to i32")
         elif t.llvm != "i32":
             i = em.b.value(f"zext {t.llvm} {i} to i32")
-        out.append(em.b.value(f"mul i32 {i}, {extent}"))
-    return out
+        scaled = em.b.value(f"mul i32 {i}, {extent}")
+        starts[d] = scaled if starts[d] == "0" else em.b.value(f"add i32 {scaled}, {starts[d]}")
+    return starts
 
 
-@lowers("extract")
-def _extract(em: KernelEmitter, op: Operation) -> None:
-    src: Tile = em.get(op.operands["source"])
+def _buffer_base(em: KernelEmitter, op: Operation) -> int:
+    return op.operands["buffer"].owner.attrs["offset"]
+
+
+@lowers("tilegpu.local_alloc")
+def _local_alloc(em: KernelEmitter, op: Operation) -> None:
+    em.reserve_shared(op.attrs["offset"] + op.result.type.nbytes)
+    em.set(op.result, None)
+
+
+@lowers("tilegpu.local_store")
+def _local_store(em: KernelEmitter, op: Operation) -> None:
+    t: Tile = em.get(op.operands["value"])
+    shape = op.attrs["shape"]
+    starts = _starts(em, op)
+    count = 1
+    for d in shape:
+        count *= d
+    em.store_to_shared(t, _buffer_base(em, op),
+                       dst_index=lambda c: em.linear_index(_offset_coords(em, c, starts), shape), capacity=count)
+
+
+@lowers("tilegpu.local_load")
+def _local_load(em: KernelEmitter, op: Operation) -> None:
     ty: T.TileType = op.result.type
-    starts = _scaled_indices(em, op, "indices", ty.shape)
-    em.set(op.result, _gather(em, src, ty,
-                              lambda c: em.linear_index(_offset_coords(em, c, starts), src.type.shape)))
+    shape = op.attrs["shape"]
+    starts = _starts(em, op)
+    em.set(op.result, em.load_from_shared(ty, layout_of(ty), lambda c: em.linear_index(
+        _offset_coords(em, c, starts) if c else starts, shape), _buffer_base(em, op)))
 
 
-@lowers("cat")
-def _cat(em: KernelEmitter, op: Operation) -> None:
-    a: Tile = em.get(op.operands["lhs"])
-    b: Tile = em.get(op.operands["rhs"])
-    dim = op.attrs["dim"]
-    ty: T.TileType = op.result.type
-    shift = ["0"] * len(ty.shape)
-    shift[dim] = str(a.type.shape[dim])
-    layout = layout_of(ty)
+@lowers("tilegpu.barrier")
+def _barrier(em: KernelEmitter, op: Operation) -> None:
     em.barrier()
-    em.store_to_shared(a, dst_index=lambda c: em.linear_index(c, ty.shape), capacity=ty.num_elements())
-    em.store_to_shared(b, dst_index=lambda c: em.linear_index(_offset_coords(em, c, shift), ty.shape),
-                       capacity=ty.num_elements())
-    em.barrier()
-    em.set(op.result, em.load_from_shared(ty, layout, lambda c: em.linear_index(c, ty.shape)))
-
-
-@lowers("insert")
-def _insert(em: KernelEmitter, op: Operation) -> None:
-    src: Tile = em.get(op.operands["source"])
-    dst: Tile = em.get(op.operands["destination"])
-    ty: T.TileType = op.result.type
-    starts = _scaled_indices(em, op, "indices", src.type.shape)
-    layout = layout_of(ty)
-    em.barrier()
-    em.store_to_shared(dst)
-    em.barrier()
-    em.store_to_shared(src, dst_index=lambda c: em.linear_index(_offset_coords(em, c, starts), ty.shape),
-                       capacity=ty.num_elements())
-    em.barrier()
-    em.set(op.result, em.load_from_shared(ty, layout, lambda c: em.linear_index(c, ty.shape)))

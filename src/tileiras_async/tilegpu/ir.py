@@ -78,8 +78,12 @@ def clone_function(fn: Function) -> Function:
 
 def parents(fn: Function) -> dict[int, Operation]:
     """id(op) -> the region op it is nested in (absent at the top level)."""
+    return parents_of(fn.body)
+
+
+def parents_of(body: Block) -> dict[int, Operation]:
     out: dict[int, Operation] = {}
-    for b in walk_blocks(fn.body):
+    for b in walk_blocks(body):
         for op in b.ops:
             for region in op.regions:
                 for inner in region.blocks:

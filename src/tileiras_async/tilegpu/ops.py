@@ -6,7 +6,15 @@ tile-GPU IR unchanged except for their types (tiles gain a layout); these ops ar
 
 | op                         | what it is                                                                 |
 |----------------------------|----------------------------------------------------------------------------|
-| `tilegpu.convert_layout`   | the same tile in another layout (free when only registers are relabelled)  |
+| `tilegpu.convert_layout`   | the same tile in another layout, moving nothing between threads            |
+| `tilegpu.local_alloc`      | a shared-memory buffer (`offset` attribute: where allocate-shared-memory put it) |
+| `tilegpu.local_store`      | a tile into a buffer, row-major over `shape`, shifted by `shift` + offsets x `scale` |
+| `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
+| `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
+
+cuda_tile ops that stage through shared memory themselves (mma operands, cross-warp reductions and scans,
+atomics whose results are broadcast, prints, allocas) carry `scratch_bytes` / `scratch_offset` attributes:
+they write the scratch first and read it last, with their own barrier in between.
 """
 from __future__ import annotations
 
@@ -50,6 +58,11 @@ def declare(name: str, operands: str = "", results: str = "", effects: str = "",
 
 CONVERT_LAYOUT = declare("convert_layout", "source", "result",
                          doc="the source tile in the result type's layout")
+LOCAL_ALLOC = declare("local_alloc", "", "buffer", doc="a shared-memory buffer")
+LOCAL_STORE = declare("local_store", "value buffer offsets*", "", effects="smem_write",
+                      doc="a tile into a buffer")
+LOCAL_LOAD = declare("local_load", "buffer offsets*", "result", effects="smem_read", doc="a tile out of a buffer")
+BARRIER = declare("barrier", "", "", effects="barrier", doc="bar.sync 0")
 
 
 def build(decl: OpDecl, operands: dict[str, Value | list[Value]], result_types: list[Type],

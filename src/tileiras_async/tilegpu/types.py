@@ -27,6 +27,15 @@ class LayoutTile(T.TileType):
         return T.TileType(self.shape, self.elem)
 
 
+@dataclass(frozen=True, slots=True)
+class SmemType(T.Type):
+    """A shared-memory buffer of `nbytes` bytes."""
+    nbytes: int
+
+    def __str__(self) -> str:
+        return f"smem<{self.nbytes}>"
+
+
 def with_layout(ty: T.TileType, layout: LinearLayout | None) -> LayoutTile:
     return LayoutTile(ty.shape, ty.elem, None if not ty.shape else layout)
 

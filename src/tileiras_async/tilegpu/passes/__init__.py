@@ -18,6 +18,9 @@ _ALL = [
     ("dce", "dce"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
+    ("materialize-shared-memory", "materialize_smem"),
+    ("allocate-shared-memory", "allocate_smem"),
+    ("insert-barriers", "insert_barriers"),
 ]
 
 

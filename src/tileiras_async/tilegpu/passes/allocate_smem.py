@@ -1,0 +1,105 @@
+"""allocate-shared-memory: give every shared-memory buffer its place in the kernel's static shared memory.
+
+Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has an `offset` attribute and
+every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
+buffer used inside a loop it was not allocated in living through the whole loop) never share bytes, others
+may. The kernel's total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically
+is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import LoweringError
+from ..ir import KernelIR
+from ..mma import SHARED_LIMIT
+from ..ops import LOCAL_ALLOC
+from ..smem import align
+
+_LOOPS = ("for", "loop")
+
+
+@dataclass
+class _Frame:
+    ops: list
+    loops: tuple          # the loops around these ops, outermost first
+    loop: object = None   # the loop whose body this is (its span closes when the frame ends)
+    i: int = 0
+
+
+@dataclass
+class _Walk:
+    position: dict = field(default_factory=dict)   # id(op) -> position in program order
+    loops: dict = field(default_factory=dict)      # id(op) -> the loops around it
+    spans: dict = field(default_factory=dict)      # id(loop) -> (first, last) position
+    uses: dict = field(default_factory=dict)       # id(value) -> [(position, loops)]
+    requests: list = field(default_factory=list)   # (op, size, attribute)
+
+
+def _walk(k: KernelIR) -> _Walk:
+    w = _Walk()
+    pos = 0
+    frames = [_Frame(k.fn.body.ops, ())]
+    while frames:
+        f = frames[-1]
+        if f.i >= len(f.ops):
+            frames.pop()
+            if f.loop is not None:
+                w.spans[id(f.loop)] = (w.spans[id(f.loop)][0], pos - 1)
+            continue
+        op = f.ops[f.i]
+        f.i += 1
+        w.position[id(op)] = pos
+        w.loops[id(op)] = f.loops
+        for v in op.operand_values():
+            w.uses.setdefault(id(v), []).append((pos, f.loops))
+        if op.name == LOCAL_ALLOC.full_name:
+            w.requests.append((op, op.result.type.nbytes, "offset"))
+        elif op.attrs.get("scratch_bytes"):
+            w.requests.append((op, op.attrs["scratch_bytes"], "scratch_offset"))
+        pos += 1
+        if op.regions:
+            inner = [o for r in op.regions for b in r.blocks for o in b.ops]
+            if op.name in _LOOPS:
+                w.spans[id(op)] = (pos - 1, pos - 1)
+                frames.append(_Frame(inner, f.loops + (op,), op))
+            else:
+                frames.append(_Frame(inner, f.loops))
+    return w
+
+
+def run(k: KernelIR) -> None:
+    w = _walk(k)
+    intervals = []
+    for op, size, attr in w.requests:
+        at = w.position[id(op)]
+        lo = hi = at
+        if attr == "offset":
+            around = set(map(id, w.loops[id(op)]))
+            for pos, loops in w.uses.get(id(op.result), []):
+                lo, hi = min(lo, pos), max(hi, pos)
+                for loop in loops:
+                    if id(loop) not in around:
+                        lo, hi = min(lo, w.spans[id(loop)][0]), max(hi, w.spans[id(loop)][1])
+        intervals.append((lo, hi, size, op, attr))
+    total = _first_fit(intervals)
+    if total > SHARED_LIMIT:
+        raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {SHARED_LIMIT})")
+    k.notes["smem_bytes"] = total
+
+
+def _first_fit(intervals) -> int:
+    """Place each buffer at the lowest 16-byte-aligned offset free of every buffer alive at the same time."""
+    placed: list[tuple[int, int, int, int]] = []   # (lo, hi, offset, end)
+    total = 0
+    for lo, hi, size, op, attr in sorted(intervals, key=lambda x: (x[0], -x[2], x[1])):
+        placed = [p for p in placed if p[1] >= lo]   # ended before this one starts: never overlaps again
+        offset = 0
+        for o, e in sorted((o, e) for plo, phi, o, e in placed if plo <= hi and lo <= phi):
+            if offset + size <= o:
+                break
+            offset = max(offset, align(e))
+        op.attrs[attr] = offset
+        placed.append((lo, hi, offset, offset + size))
+        total = max(total, offset + size)
+    return total

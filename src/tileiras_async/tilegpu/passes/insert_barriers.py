@@ -1,0 +1,108 @@
+"""insert-barriers: a `bar.sync` exactly where one thread's shared-memory access could race another's.
+
+Contract: in: IR after allocate-shared-memory (buffers have offsets). out: a `tilegpu.barrier` before every
+access that overlaps an access made since the last barrier, when one of the two writes (RAW, WAR, WAW
+across threads); none elsewhere. Every thread runs the same path (conditions and loop bounds are uniform),
+so a barrier inside an `if` or a loop is legal. Loops: what the end of an iteration left pending meets the
+start of the next; an op that stages through its own scratch writes it first and reads it last.
+"""
+from __future__ import annotations
+
+from ...ir.core import Block, Operation
+from ..ir import KernelIR, parents_of, walk_ops
+from ..ops import BARRIER, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, build
+
+Access = tuple[int, int, str]      # (first byte, end byte, "r" | "w")
+State = frozenset
+
+# ops that synchronise the CTA themselves
+_SYNCING = frozenset({BARRIER.full_name, "memory_fence_alias_tko"})
+
+
+def run(k: KernelIR) -> None:
+    _Barriers(k.fn.body).block(k.fn.body, frozenset(), insert=True)
+
+
+def _buffer(op: Operation, name: str) -> tuple[int, int]:
+    alloc = op.operands[name].owner
+    if not isinstance(alloc, Operation) or alloc.name != LOCAL_ALLOC.full_name or "offset" not in alloc.attrs:
+        raise ValueError(f"{op.name}: its buffer has no place in shared memory")
+    lo = alloc.attrs["offset"]
+    return lo, lo + alloc.result.type.nbytes
+
+
+def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
+    """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end."""
+    if op.name == LOCAL_STORE.full_name:
+        a = [(*_buffer(op, "buffer"), "w")]
+        return a, a
+    if op.name == LOCAL_LOAD.full_name:
+        a = [(*_buffer(op, "buffer"), "r")]
+        return a, a
+    if "scratch_offset" in op.attrs:
+        lo = op.attrs["scratch_offset"]
+        hi = lo + op.attrs["scratch_bytes"]
+        return [(lo, hi, "w")], [(lo, hi, "r")]
+    return [], []
+
+
+def _conflict(state: State, acc: Access) -> bool:
+    lo, hi, kind = acc
+    return any(plo < hi and lo < phi and "w" in (kind, pkind) for plo, phi, pkind in state)
+
+
+class _Barriers:
+    def __init__(self, body: Block):
+        self.touched = _ops_touching_smem(body)   # id(region op) for those with shared-memory accesses inside
+
+    def block(self, block: Block, state: State, insert: bool) -> State:
+        out = []
+        for op in block.ops:
+            if op.name in _SYNCING:
+                state = frozenset()
+                out.append(op)
+                continue
+            if op.regions:
+                if id(op) in self.touched:
+                    state = self.region_op(op, state, insert)
+                out.append(op)
+                continue
+            first, pending = accesses(op)
+            if any(_conflict(state, a) for a in first):
+                if insert:
+                    out.append(build(BARRIER, {}, [], loc=op.loc))
+                state = frozenset()
+            state = state | frozenset(pending)
+            out.append(op)
+        if insert:
+            block.ops = out
+        return state
+
+    def region_op(self, op: Operation, state: State, insert: bool) -> State:
+        blocks = [b for r in op.regions for b in r.blocks]
+        if op.name in ("for", "loop"):
+            # an iteration starts with what came before the loop or what an earlier iteration left pending
+            everything = frozenset(a for o in walk_ops(blocks[0]) for part in accesses(o) for a in part)
+            entry = state | everything
+            self.block(blocks[0], entry, insert)
+            return entry
+        ends = [self.block(b, state, insert) for b in blocks]
+        if len(blocks) < 2:
+            ends.append(state)   # an `if` without else: the condition may be false
+        out = frozenset()
+        for e in ends:
+            out |= e
+        return out
+
+
+def _ops_touching_smem(body: Block) -> set[int]:
+    """ids of the region ops whose regions (at any depth) access shared memory or synchronise."""
+    parent = parents_of(body)
+    out: set[int] = set()
+    for op in walk_ops(body):
+        if op.name in _SYNCING or any(accesses(op)):
+            p = parent.get(id(op))
+            while p is not None and id(p) not in out:
+                out.add(id(p))
+                p = parent.get(id(p))
+    return out

@@ -1,0 +1,112 @@
+"""Shared-memory facts the passes decide with and code generation follows.
+
+* which layout conversions move nothing (`free_conversion`),
+* where a dimension's coordinate bits live in a layout (`dim_bits`: registers, lanes or warps),
+* how much scratch an op that stages data through shared memory needs (`scratch_bytes`), and what it
+  does to it (`scratch_effects`): it writes the scratch first and reads it last, with its own barrier in
+  between, so the barrier pass only has to separate it from other ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..lower.layout import LinearLayout
+from .errors import LoweringError
+from .mma import fma_plan_for, plan_for
+from .options import CodegenOptions
+from .types import elem_bytes, is_splat, layout_of
+
+ALIGN = 16
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return -(-n // a) * a
+
+
+def free_conversion(v: Value, target: LinearLayout | None) -> bool:
+    """Whether converting `v` to `target` needs no data movement between threads: a uniform value, a splat
+    constant (every register is the same literal), or a layout whose threads already hold what they need."""
+    src = layout_of(v.type)
+    if target is None or src is None or src == target:
+        return True
+    owner = v.owner
+    if isinstance(owner, Operation) and owner.name == "constant" and is_splat(owner.attrs["value"].raw, v.type.elem):
+        return True
+    return target.register_map_from(src) is not None
+
+
+# -- where a dimension lives -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DimBits:
+    """The bits of one dimension's coordinate in a layout, by kind: (bit index, weight) pairs."""
+    regs: tuple[tuple[int, int], ...]
+    lanes: tuple[tuple[int, int], ...]
+    warps: tuple[tuple[int, int], ...]
+
+    @property
+    def reg_mask(self) -> int:
+        return sum(1 << b for b, _ in self.regs)
+
+
+def dim_bits(layout: LinearLayout, dim: int) -> DimBits:
+    out: list[list[tuple[int, int]]] = [[], [], []]
+    for kind, bases in enumerate(layout.bases):
+        for bit, basis in enumerate(bases):
+            if not basis[dim]:
+                continue
+            if any(c for d, c in enumerate(basis) if d != dim) or basis[dim] & (basis[dim] - 1):
+                raise LoweringError("a layout basis moves along several dimensions at once")
+            out[kind].append((bit, basis[dim]))
+    return DimBits(*(tuple(x) for x in out))
+
+
+# -- scratch of the ops that stage through shared memory -----------------------------------------------------
+
+def _staged_tiles_bytes(tiles, per_tile) -> int:
+    offset = 0
+    for t in tiles:
+        offset = align(offset) + per_tile(t)
+    return offset
+
+
+def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
+    """Bytes of shared memory `op`'s lowering stages through (0: none)."""
+    name = op.name
+    if name in ("reduce", "scan"):
+        operands = op.operands["operands"]
+        layout = layout_of(operands[0].type)
+        bits = dim_bits(layout, op.attrs["dim"])
+        if not bits.warps:
+            return 0
+        if name == "reduce":
+            count = op.results[0].type.num_elements() if op.results[0].type.shape else 1
+            nw = 1 << len(bits.warps)
+            return _staged_tiles_bytes(operands, lambda v: count * nw * elem_bytes(v.type.elem))
+        return _staged_tiles_bytes(operands, lambda v: layout.num_elements * elem_bytes(v.type.elem))
+    if name in ("mmaf", "mmai"):
+        plan = plan_for(options, op)
+        if plan is not None:
+            return plan.smem_bytes
+        lhs, rhs = op.operands["lhs"].type.elem, op.operands["rhs"].type.elem
+        return fma_plan_for(op, _staged_elem(lhs), _staged_elem(rhs)).smem_bytes
+    if name in ("atomic_rmw_tko", "atomic_cas_tko"):
+        ptrs = layout_of(op.operands["pointers"].type)
+        if ptrs is not None and not ptrs.replicated():
+            return 0   # every element's value comes back to the one thread that holds it
+        ty = op.results[0].type
+        return (ty.num_elements() + 1) * elem_bytes(ty.elem)
+    if name == "print_tko":
+        tiles = [v for v in op.operands.get("args") or [] if v.type.shape]
+        return _staged_tiles_bytes(tiles, lambda v: v.type.num_elements() * elem_bytes(v.type.elem))
+    if name == "alloca":
+        return 8
+    return 0
+
+
+def _staged_elem(e: T.Type) -> T.Type:
+    """fp8 operands of the FMA chain are widened to f16 before they are staged."""
+    return T.F16 if getattr(e, "name", "") in ("f8E4M3FN", "f8E5M2") else e
+
