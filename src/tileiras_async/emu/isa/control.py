@@ -1,0 +1,74 @@
+"""Control and synchronisation: bar/barrier (the block terminators' operands), fences and scheduling hints (no-
+ops: one consistent memory), nanosleep, trap.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..parser import Imm
+from .core import Mods, _err, getter, op, raise_trap
+
+
+def build_barrier(mc, li):
+    """(id_fn, count_fn, mode, li) for bar.sync / bar.arrive / barrier.sync."""
+    mods = Mods(li)
+    mods.ignore("aligned", "cta")
+    mode = mods.take("sync", "arrive", "red")
+    if mods.base == "bar" and mode is None and not mods.parts:
+        mode = "sync"
+    if mode is None:
+        raise _err(li, f"{li.opcode} is not supported")
+    if mode == "red":
+        raise _err(li, "bar.red is not supported")
+    mods.done()
+    if li.pred is not None:
+        raise _err(li, "predicated barriers are not supported")
+    ops = li.ops
+    if not ops:
+        if mods.base == "barrier" and mode == "sync":
+            ops = [Imm(0)]
+        else:
+            raise _err(li, "barrier without an id")
+    if len(ops) > 2:
+        raise _err(li, f"{li.opcode} takes at most 2 operands")
+
+    def val_fn(o):
+        if isinstance(o, Imm):
+            c = int(o.value)
+            return lambda mm: c
+        g = getter(mc, o, "u32", li)
+
+        def fn(mm):
+            v = np.asarray(g())
+            return v.astype(np.int64) if v.ndim == 0 else v[mm].astype(np.int64)
+        return fn
+    idf = val_fn(ops[0])
+    if isinstance(ops[0], Imm) and not 0 <= ops[0].value < 16:
+        raise _err(li, "barrier id must be in 0..15")
+    cntf = val_fn(ops[1]) if len(ops) == 2 else None
+    if mode == "arrive" and cntf is None:
+        raise _err(li, "bar.arrive requires a thread count")
+    return (idf, cntf, mode, li)
+
+
+@op("membar", "fence", "griddepcontrol", "setmaxnreg", "pmevent")
+def _nop(mc, li):
+    """Memory fences and scheduling hints: the emulator has one sequentially consistent memory."""
+    return lambda m: None
+
+
+@op("nanosleep")
+def _nanosleep(mc, li):
+    return lambda m: None
+
+
+@op("trap", "brkpt")
+def _trap(mc, li):
+    def f(m):
+        raise_trap(mc, li, m)
+    return f
+
+
+@op("exit", "ret", "bra")
+def _control_in_body(mc, li):  # pragma: no cover - control instructions end blocks
+    raise _err(li, f"{li.opcode} in straight-line code")
