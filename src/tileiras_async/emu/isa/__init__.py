@@ -24,12 +24,16 @@ imports them all.
     control     barriers, fences, nanosleep, trap
     warp        shfl, vote, match, redux, elect, activemask
     mma         mma.sync, ldmatrix, stmatrix
-    async_copy  cp.async groups, mbarrier
+    async_copy  cp.async groups
+    bulk_copy   cp.async.bulk (non-tensor TMA) copies, bulk groups
+    mbarrier    mbarrier phases, arrivals and transaction counts
 """
 from __future__ import annotations
 
-from . import async_copy, compare, control, convert, data, floating, integer, memory, mma, warp  # noqa: F401
+from . import (  # noqa: F401 - importing a family registers its builders
+    async_copy, compare, control, convert, data, floating, integer, mbarrier, memory, mma, warp,
+)
 from .control import build_barrier
-from .core import OPS, Mods, build, full_mask, raise_trap
+from .core import BATCH_END, BATCH_START, OPS, Mods, build, full_mask, raise_trap
 
-__all__ = ["OPS", "Mods", "build", "build_barrier", "full_mask", "raise_trap"]
+__all__ = ["BATCH_END", "BATCH_START", "OPS", "Mods", "build", "build_barrier", "full_mask", "raise_trap"]

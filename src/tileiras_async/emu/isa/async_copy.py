@@ -1,20 +1,25 @@
-"""Asynchronous copies and mbarriers: cp.async with commit/wait groups (copies land at the wait),
-cp.async.mbarrier.arrive, mbarrier init/arrive/expect_tx/try_wait/test_wait/inval.
+"""Asynchronous copies: cp.async with commit/wait groups (copies land at the wait) and
+cp.async.mbarrier.arrive.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedInstruction
-from ..parser import Addr, Imm
-from .core import Mods, _err, _lanes, _space, address_fn, bl, dst, full_mask, getter, op, put, u8
+from ..parser import Imm
+from .core import Mods, _err, _lanes, _space, address_fn, bl, full_mask, getter, op, u8
+from .bulk_copy import build_bulk
+from .mbarrier import mbar_arrive, mbar_keys
 
 
 @op("cp")
 def _cp(mc, li):
     mods = Mods(li)
+    if mods.has("reduce"):
+        raise _err(li, "cp.reduce.async.bulk is not supported")
     if not mods.has("async"):
         raise _err(li, f"{li.opcode} is not supported")
+    if mods.has("bulk"):
+        return build_bulk(mc, li, mods)
     if mods.has("commit_group"):
         mods.done()
 
@@ -60,13 +65,12 @@ def _cp(mc, li):
             # the arrive-on triggers when every prior cp.async of the thread completes: complete them now
             mc._finish_cp_async(mm, keep_groups=None)
             if noinc:
-                _mbar_arrive(mc, li, afn(idx, full), idx, np.ones(len(idx), dtype=np.int64))
+                mbar_arrive(mc, li, mbar_keys(mc, li, afn(idx, full), idx), idx,
+                            np.ones(len(idx), dtype=np.int64))
         return arrive
     # the copy itself: cp.async.ca|cg.shared{::cta}.global{.L2::...} [dst], [src], cp-size{, src-size}{, policy}
     mods.take("ca", "cg")
     mods.ignore("shared", "shared::cta", "global", "L2::128B", "L2::256B", "L2::64B", "L2::cache_hint")
-    if mods.has("bulk"):
-        raise _err(li, "cp.async.bulk is not supported")
     mods.done()
     if len(li.ops) < 3:
         raise _err(li, "cp.async needs destination, source and size")
@@ -115,147 +119,3 @@ def _cp(mc, li):
                 ph[sel] = off
         mc.cp_records.append((idx.copy(), ph, data, np.full(n, -1, np.int64)))
     return f
-
-
-def _mbar_key(mc, li, addr, idx):
-    groups = mc.resolve("shared", addr, idx, 8, True, li)
-    ph = np.empty(len(idx), np.int64)
-    for buf, off, sel in groups:
-        if sel is None:
-            ph[:] = off
-        else:
-            ph[sel] = off
-    return ph
-
-
-def _mbar_arrive(mc, li, addr, idx, counts, tx=None):
-    ph = _mbar_key(mc, li, addr, idx)
-    states = np.empty(len(idx), np.uint64)
-    for key in np.unique(ph):
-        sel = ph == key
-        st = mc.mbar.get(int(key))
-        if st is None:
-            e = UnsupportedInstruction("mbarrier arrive on an uninitialised mbarrier", line=li.line, text=li.text,
-                                       kernel=mc.prog.kernel)
-            e.lane = int(idx[np.flatnonzero(sel)[0]])
-            raise e
-        states[sel] = st["phase"]
-        if tx is not None:
-            st["tx"] += int(tx[sel].sum())
-        st["pending"] -= int(counts[sel].sum())
-        _mbar_maybe_complete(mc, st)
-    return states
-
-
-def _mbar_maybe_complete(mc, st):
-    if st["pending"] <= 0 and st["tx"] <= 0:
-        st["phase"] += 1
-        st["pending"] += st["expected"]
-        st["tx"] = 0
-        mc.sync_version += 1
-
-
-@op("mbarrier")
-def _mbarrier(mc, li):
-    mods = Mods(li)
-    what = mods.take("init", "arrive", "arrive_drop", "try_wait", "test_wait", "inval", "expect_tx",
-                     "complete_tx", "pending_count")
-    mods.ignore("shared", "shared::cta", "shared::cluster", "release", "acquire", "relaxed", "cta", "cluster",
-                "noComplete")
-    parity = mods.has("parity")
-    expect = mods.has("expect_tx")
-    mods.type1({"b64"})
-    mods.done()
-    if what is None:
-        raise _err(li, f"{li.opcode} is not supported")
-    ops = li.ops
-    if what == "init":
-        _, afn = address_fn(mc, ops[0], li)
-        gc = getter(mc, ops[1], "u32", li)
-
-        def init(m):
-            idx, full = _lanes(mc, m)
-            if not len(idx):
-                return
-            ph = _mbar_key(mc, li, afn(idx, full), idx)
-            cnt = bl(np.asarray(gc()), mc.L)
-            cnt = cnt[idx] if cnt.ndim else np.full(len(idx), int(cnt))
-            for k, key in enumerate(ph):
-                mc.mbar[int(key)] = {"phase": 0, "pending": int(cnt[k]), "expected": int(cnt[k]), "tx": 0}
-        return init
-    if what == "inval":
-        _, afn = address_fn(mc, ops[0], li)
-
-        def inval(m):
-            idx, full = _lanes(mc, m)
-            if len(idx):
-                for key in _mbar_key(mc, li, afn(idx, full), idx):
-                    mc.mbar.pop(int(key), None)
-        return inval
-    if what in ("arrive", "arrive_drop", "expect_tx"):
-        # mbarrier.arrive{.expect_tx}.shared.b64 state, [addr]{, count|txcount}
-        d = dst(mc, ops[0], "b64", li) if not isinstance(ops[0], Addr) else None
-        k0 = 0 if isinstance(ops[0], Addr) else 1
-        _, afn = address_fn(mc, ops[k0], li)
-        gextra = getter(mc, ops[k0 + 1], "u32", li) if len(ops) > k0 + 1 else None
-        only_tx = what == "expect_tx"
-
-        def arrive(m):
-            idx, full = _lanes(mc, m)
-            if not len(idx):
-                return
-            ex = None
-            if gextra is not None:
-                ex = bl(np.asarray(gextra()), mc.L)
-                ex = ex[idx].astype(np.int64) if ex.ndim else np.full(len(idx), int(ex), np.int64)
-            if only_tx:
-                ph = _mbar_key(mc, li, afn(idx, full), idx)
-                for key in np.unique(ph):
-                    st = mc.mbar[int(key)]
-                    st["tx"] += int(ex[ph == key].sum())
-                return
-            if expect:
-                counts = np.ones(len(idx), np.int64)
-                st = _mbar_arrive(mc, li, afn(idx, full), idx, counts, tx=ex)
-            else:
-                counts = ex if ex is not None else np.ones(len(idx), np.int64)
-                st = _mbar_arrive(mc, li, afn(idx, full), idx, counts)
-            if what == "arrive_drop":
-                for key in np.unique(_mbar_key(mc, li, afn(idx, full), idx)):
-                    mc.mbar[int(key)]["expected"] -= int((_mbar_key(mc, li, afn(idx, full), idx) == key).sum())
-            if d is not None:
-                if full:
-                    d[:] = st
-                else:
-                    d[idx] = st
-        return arrive
-    if what in ("try_wait", "test_wait"):
-        p = dst(mc, ops[0], "pred", li)
-        _, afn = address_fn(mc, ops[1], li)
-        g = getter(mc, ops[2], "u32" if parity else "b64", li) if len(ops) > 2 else None
-
-        def wait(m):
-            idx, full = _lanes(mc, m)
-            if not len(idx):
-                return
-            ph = _mbar_key(mc, li, afn(idx, full), idx)
-            cur = np.empty(len(idx), np.int64)
-            for key in np.unique(ph):
-                st = mc.mbar.get(int(key))
-                if st is None:
-                    raise UnsupportedInstruction("mbarrier wait on an uninitialised mbarrier", line=li.line,
-                                                 text=li.text, kernel=mc.prog.kernel)
-                cur[ph == key] = st["phase"]
-            v = bl(np.asarray(g()), mc.L)
-            v = v[idx].astype(np.int64) if v.ndim else np.full(len(idx), int(v), np.int64)
-            if parity:
-                ok = (cur & 1) != (v & 1)
-            else:
-                ok = cur != v
-            out = np.zeros(mc.L, bool)
-            out[idx] = ok
-            put(p, m, out)
-            if not ok.all():
-                mc.wait_failed = True
-        return wait
-    raise _err(li, f"{li.opcode} is not supported")

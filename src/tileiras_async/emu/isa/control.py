@@ -1,12 +1,13 @@
-"""Control and synchronisation: bar/barrier (the block terminators' operands), fences and scheduling hints (no-
-ops: one consistent memory), nanosleep, trap.
+"""Control and synchronisation: bar/barrier (the block terminators' operands), fences (checked no-ops: one
+consistent memory), setmaxnreg, scheduling hints, nanosleep, trap.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..parser import Imm
-from .core import Mods, _err, getter, op, raise_trap
+from .core import Mods, _err, check_nops, full_mask, getter, op, raise_trap
+from .warp import _aligned_check
 
 
 def build_barrier(mc, li):
@@ -51,10 +52,46 @@ def build_barrier(mc, li):
     return (idf, cntf, mode, li)
 
 
-@op("membar", "fence", "griddepcontrol", "setmaxnreg", "pmevent")
+@op("griddepcontrol", "pmevent")
 def _nop(mc, li):
-    """Memory fences and scheduling hints: the emulator has one sequentially consistent memory."""
+    """Scheduling hints and performance events: nothing to do."""
     return lambda m: None
+
+
+_FENCE_MODS = {"sc", "acq_rel", "acquire", "release", "cta", "cluster", "gpu", "sys", "gl", "proxy", "alias",
+               "async", "global", "shared::cta", "shared::cluster", "mbarrier_init", "tensormap::generic",
+               "op_restrict"}
+
+
+@op("membar", "fence")
+def _fence(mc, li):
+    """Memory fences (thread, proxy, mbarrier-init): the emulator has one sequentially consistent memory
+    shared by the generic and async proxies, so every fence is satisfied; the modifiers are checked."""
+    mods = Mods(li)
+    mods.ignore(*_FENCE_MODS)
+    mods.done()
+    return lambda m: None
+
+
+@op("setmaxnreg")
+def _setmaxnreg(mc, li):
+    """setmaxnreg.inc|dec.sync.aligned.u32 n: a register-allocation hint for the warpgroup (n in 24..256,
+    a multiple of 8); the emulator has no register budget, it checks the form and warp convergence."""
+    mods = Mods(li)
+    if not mods.take("inc", "dec") or not (mods.has("sync") and mods.has("aligned")):
+        raise _err(li, "setmaxnreg needs .inc or .dec and .sync.aligned")
+    mods.type1({"u32"})
+    mods.done()
+    check_nops(li, 1)
+    n = li.ops[0]
+    if not isinstance(n, Imm) or not 24 <= n.value <= 256 or n.value % 8:
+        raise _err(li, f"setmaxnreg register count {n} must be an immediate multiple of 8 in 24..256")
+
+    def f(m):
+        mm = full_mask(mc, m)
+        if mm.any():
+            _aligned_check(mc, li, mm)
+    return f
 
 
 @op("nanosleep")

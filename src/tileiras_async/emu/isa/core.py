@@ -28,6 +28,8 @@ FLOAT_TYPES = {"f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "f32x2", "tf32"}
 REGW = {"16": 2, "32": 4, "64": 8}
 
 OPS: dict = {}
+BATCH_START: list = []      # fn(machine): reset a family's per-batch state (async units, tensor memory)
+BATCH_END: list = []        # fn(machine): after a batch of CTAs ran to completion (leak checks)
 
 
 def op(*names):
@@ -36,6 +38,16 @@ def op(*names):
             OPS[n] = fn
         return fn
     return reg
+
+
+def on_batch_start(fn):
+    BATCH_START.append(fn)
+    return fn
+
+
+def on_batch_end(fn):
+    BATCH_END.append(fn)
+    return fn
 
 
 # ============================================================================ modifiers
