@@ -24,14 +24,16 @@ imports them all.
     control     barriers, fences, nanosleep, trap
     warp        shfl, vote, match, redux, elect, activemask
     mma         mma.sync, ldmatrix, stmatrix
+    wgmma       Hopper warpgroup MMA (fence, commit/wait groups, mma_async)
     async_copy  cp.async groups
     bulk_copy   cp.async.bulk (non-tensor TMA) copies, bulk groups
     mbarrier    mbarrier phases, arrivals and transaction counts
+    descriptors shared-memory matrix and tcgen05 instruction descriptors
 """
 from __future__ import annotations
 
 from . import (  # noqa: F401 - importing a family registers its builders
-    async_copy, compare, control, convert, data, floating, integer, mbarrier, memory, mma, warp,
+    async_copy, compare, control, convert, data, floating, integer, mbarrier, memory, mma, warp, wgmma,
 )
 from .control import build_barrier
 from .core import BATCH_END, BATCH_START, OPS, Mods, build, full_mask, raise_trap
