@@ -25,6 +25,7 @@ imports them all.
     warp        shfl, vote, match, redux, elect, activemask
     mma         mma.sync, ldmatrix, stmatrix
     wgmma       Hopper warpgroup MMA (fence, commit/wait groups, mma_async)
+    tcgen05     Blackwell tensor memory and MMA (alloc, ld/st, mma, commit, fences)
     async_copy  cp.async groups
     bulk_copy   cp.async.bulk (non-tensor TMA) copies, bulk groups
     mbarrier    mbarrier phases, arrivals and transaction counts
@@ -33,7 +34,7 @@ imports them all.
 from __future__ import annotations
 
 from . import (  # noqa: F401 - importing a family registers its builders
-    async_copy, compare, control, convert, data, floating, integer, mbarrier, memory, mma, warp, wgmma,
+    async_copy, compare, control, convert, data, floating, integer, mbarrier, memory, mma, tcgen05, warp, wgmma,
 )
 from .control import build_barrier
 from .core import BATCH_END, BATCH_START, OPS, Mods, build, full_mask, raise_trap
