@@ -55,8 +55,7 @@ LANES, COLUMNS = 128, 512
 
 @on_batch_start
 def _reset(mc) -> None:
-    if not getattr(mc, "tmem_used", None):
-        mc.tmem_used = any(li.opcode.startswith("tcgen05.") for li in mc.prog.code if not isinstance(li, tuple))
+    mc.tmem_used = any(o.startswith("tcgen05.") for o in mc.prog.opcodes)   # tensor memory only when used
     if not mc.tmem_used:
         return
     if getattr(mc, "tmem", None) is None:
@@ -165,13 +164,14 @@ def _alloc(mc, li, mods, what: str):
                 raise _err(li, f"tcgen05.alloc of {c} columns (must be a power of two in 32..512)")
             if mc.tmem_relinquished[slot]:
                 raise _fault(mc, li, "tcgen05.alloc after the CTA relinquished its allocation permit", lane)
-            free = [s for s in range(0, COLUMNS, c) if not mc.tmem_owner[slot, s:s + c].any()]
-            if not free:
+            free = np.flatnonzero(~mc.tmem_owner[slot].reshape(-1, c).any(1)) * c
+            if not len(free):
                 raise _fault(mc, li, f"tcgen05.alloc of {c} columns can never complete: "
                                      f"{int(mc.tmem_owner[slot].sum())} of {COLUMNS} columns are allocated", lane)
-            mc.tmem_owner[slot, free[0]:free[0] + c] = True
-            mc.tmem_blocks[slot][free[0]] = c
-            out[i] = free[0]
+            col = int(free[0])
+            mc.tmem_owner[slot, col:col + c] = True
+            mc.tmem_blocks[slot][col] = c
+            out[i] = col
         mc.store("shared", where, first, 4, np.uint32, 1, out, li)
     return alloc
 
