@@ -11,6 +11,7 @@ import pytest
 
 from tileiras_async.emu import DeviceMemory, MemoryFault, emulate_ptx
 from tileiras_async.emu.isa.descriptors import DescriptorError
+from tileiras_async.emu.testing import copy_to_shared_ptx
 
 # ---------------------------------------------------------------------------- CuTe layout evaluation
 
@@ -302,20 +303,7 @@ def mma_kernel(kind: str, n: int, commit: bool = True, a_tmem: bool = False) -> 
     shr.u32 %r2, %r1, 5;
     ld.param.u64 %rd1, [img];
     ld.param.u32 %r3, [nwords];
-    mov.u32 %r4, %r1;
-$COPY:
-    setp.ge.u32 %p1, %r4, %r3;
-    @%p1 bra $COPIED;
-    mul.wide.u32 %rd2, %r4, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    ld.global.b32 %r5, [%rd3];
-    mov.u32 %r6, smem;
-    shl.b32 %r7, %r4, 2;
-    add.s32 %r8, %r6, %r7;
-    st.shared.b32 [%r8], %r5;
-    add.s32 %r4, %r4, 128;
-    bra.uni $COPY;
-$COPIED:
+{copy_to_shared_ptx("%rd1", "%r3", "smem", 128)}
     setp.ne.u32 %p2, %r2, 0;
     @%p2 bra $ALLOCATED;
     tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 256;

@@ -14,6 +14,7 @@ import pytest
 from tileiras_async.emu import ConvergenceError, DeviceMemory, emulate_ptx
 from tileiras_async.emu import fp
 from tileiras_async.emu.isa.descriptors import DescriptorError
+from tileiras_async.emu.testing import copy_to_shared_ptx
 
 SW_BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 WIDTH = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
@@ -106,22 +107,7 @@ def kernel(instr: str, nd: int, a_regs: bool, scale_d: str = "1", extra: str = "
     mov.u32 %r1, %tid.x;
     ld.param.u64 %rd1, [img];
     ld.param.u32 %r2, [nwords];
-    mov.u32 %r3, %r1;
-$COPY:
-    setp.ge.u32 %p1, %r3, %r2;
-    @%p1 bra $COPIED;
-    mul.wide.u32 %rd2, %r3, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    ld.global.b32 %r4, [%rd3];
-    mov.u32 %r5, smem;
-    shl.b32 %r6, %r3, 2;
-    add.s32 %r7, %r5, %r6;
-    st.shared.b32 [%r7], %r4;
-    add.s32 %r3, %r3, 128;
-    bra.uni $COPY;
-$COPIED:
-    bar.sync 0;
-    fence.proxy.async.shared::cta;
+{copy_to_shared_ptx("%rd1", "%r2", "smem", 128)}    fence.proxy.async.shared::cta;
     mov.u32 %r8, smem;
     shr.u32 %r9, %r8, 4;
     cvt.u64.u32 %rd6, %r9;

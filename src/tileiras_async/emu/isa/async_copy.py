@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..parser import Imm
-from .core import Mods, _err, _lanes, _space, address_fn, bl, full_mask, getter, op, u8
+from .core import Mods, _err, _lanes, _space, address_fn, bl, commit_groups, full_mask, getter, op, u8
 from .bulk_copy import build_bulk
 from .mbarrier import mbar_arrive, mbar_keys
 
@@ -24,12 +24,7 @@ def _cp(mc, li):
         mods.done()
 
         def commit(m):
-            mm = full_mask(mc, m)
-            for k, (lanes, dsts, data, seq) in enumerate(mc.cp_records):
-                sel = mm[lanes] & (seq < 0)
-                if sel.any():
-                    seq[sel] = mc.cp_committed[lanes[sel]]
-            mc.cp_committed[mm] += 1
+            commit_groups(full_mask(mc, m), mc.cp_committed, ((r[0], r[3]) for r in mc.cp_records))
         return commit
     if mods.has("wait_group"):
         mods.done()
@@ -42,11 +37,7 @@ def _cp(mc, li):
 
         def wait_all(m):
             mm = full_mask(mc, m)
-            for (lanes, dsts, data, seq) in mc.cp_records:
-                sel = mm[lanes] & (seq < 0)
-                if sel.any():
-                    seq[sel] = mc.cp_committed[lanes[sel]]
-            mc.cp_committed[mm] += 1
+            commit_groups(mm, mc.cp_committed, ((r[0], r[3]) for r in mc.cp_records))
             mc._finish_cp_async(mm, keep_groups=0)
         return wait_all
     if mods.has("mbarrier"):

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..parser import Imm
 from .core import (
-    _err, _lanes, _space, address_fn, bl, check_nops, full_mask, getter, on_batch_end, on_batch_start, u8,
+    _err, _lanes, _space, address_fn, bl, check_nops, commit_groups, full_mask, getter, on_batch_end,
+    on_batch_start, retired, u8,
 )
 from .mbarrier import before_wait, mbar_keys, mbar_tx
 
@@ -63,8 +64,7 @@ def _retire_out(mc, mm, keep: int) -> None:
     rest = []
     for rec in mc.bulk_out:
         lanes, gdst, ssrc, size, seq, li = rec
-        done = np.ones(len(lanes), bool) if mm is None else \
-            mm[lanes] & (seq >= 0) & (seq < mc.bulk_committed[lanes] - keep)
+        done = np.ones(len(lanes), bool) if mm is None else retired(mm, mc.bulk_committed, lanes, seq, keep)
         if done.any():
             sel = np.flatnonzero(done)
             data = bulk_load(mc, "shared", ssrc[sel], lanes[sel], size, li)
@@ -111,12 +111,7 @@ def build_bulk(mc, li, mods):
         mods.done()
 
         def commit(m):
-            mm = full_mask(mc, m)
-            for lanes, _g, _s, _n, seq, _li in mc.bulk_out:
-                sel = mm[lanes] & (seq < 0)
-                if sel.any():
-                    seq[sel] = mc.bulk_committed[lanes[sel]]
-            mc.bulk_committed[mm] += 1
+            commit_groups(full_mask(mc, m), mc.bulk_committed, ((r[0], r[4]) for r in mc.bulk_out))
         return commit
     if mods.has("wait_group"):
         mods.has("read")

@@ -356,6 +356,23 @@ def build(mc, li):
     return g
 
 
+def commit_groups(mm, committed, records) -> None:
+    """`commit_group` of an asynchronous unit (cp.async, bulk copies, wgmma): the uncommitted operations
+    (group -1) of the threads in `mm` join each thread's next group.  `records`: (lanes, group) arrays per
+    recorded operation; `committed`: groups committed so far per thread."""
+    for lanes, seq in records:
+        sel = mm[lanes] & (seq < 0)
+        if sel.any():
+            seq[sel] = committed[lanes[sel]]
+    committed[mm] += 1
+
+
+def retired(mm, committed, lanes, seq, keep: int):
+    """Which of an operation's lanes `wait_group keep` by the threads in `mm` retires: those in a
+    committed group older than the thread's `keep` most recent ones."""
+    return mm[lanes] & (seq >= 0) & (seq < committed[lanes] - keep)
+
+
 def full_mask(mc, m):
     return np.ones(mc.L, bool) if m is True else m
 

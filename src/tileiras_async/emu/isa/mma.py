@@ -177,6 +177,20 @@ def _decode_elems(raw, ty):
     raise ValueError(ty)
 
 
+def encode_accumulator(values, dtype: str, satfinite: bool = False) -> np.ndarray:
+    """Exact products-plus-accumulator values (float64, or int64 for .s32) rounded once to the accumulator
+    format: the bits of .f32 (u32), .f64 (u64), .f16 (u16) or wrapped/saturated .s32 (u32) results."""
+    if dtype == "s32":
+        if satfinite:
+            values = np.clip(values, -2 ** 31, 2 ** 31 - 1)
+        return (values & 0xFFFFFFFF).astype(u32)
+    if dtype == "f32":
+        return values.astype(f32).view(u32)
+    if dtype == "f64":
+        return values.view(u64)
+    return fp.encode(fp.round_fmt(values, "f16", "rn"), "f16")
+
+
 @op("mma")
 def _mma(mc, li):
     mods = Mods(li)
@@ -260,17 +274,7 @@ def _mma(mc, li):
         a = gather("a", aty, M, K)
         b = gather("b", bty, K, N)
         c = gather("c", cty, M, N)
-        dv = np.matmul(a, b) + c
-        if is_int:
-            if satf:
-                dv = np.clip(dv, -2 ** 31, 2 ** 31 - 1)
-            enc = (dv & 0xFFFFFFFF).astype(u32)
-        elif dty == "f32":
-            enc = dv.astype(f32).view(u32)
-        elif dty == "f64":
-            enc = dv.view(u64)
-        else:
-            enc = fp.encode(fp.round_fmt(dv, "f16", "rn"), "f16")
+        enc = encode_accumulator(np.matmul(a, b) + c, dty, satf)
         out = np.empty((nw, nd * 32 * dper), dtype=dedt)
         out[:, dperm] = enc.reshape(nw, -1)
         out = out.reshape(nw, nd, 32 * dper).transpose(1, 0, 2)

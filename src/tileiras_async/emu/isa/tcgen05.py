@@ -43,11 +43,11 @@ from ..errors import ConvergenceError, MemoryFault
 from ..parser import Addr, Imm, Vec
 from .core import (
     Mods, _err, _lanes, address_fn, bl, check_nops, dst, f32, full_mask, getter, i64, on_batch_end,
-    on_batch_start, op, u32,
+    on_batch_start, op,
 )
 from .descriptors import DescriptorError, decode_idesc, decode_tcgen05_desc, load_operand
 from .mbarrier import mbar_arrive, mbar_keys
-from .mma import _decode_elems
+from .mma import _decode_elems, encode_accumulator
 from .warp import _aligned_check
 
 LANES, COLUMNS = 128, 512
@@ -452,12 +452,7 @@ def execute_mma(mc, op_: _Mma) -> None:
         r = prod + c
     else:
         r = prod
-    if is_int:
-        if idesc.saturate:
-            r = np.clip(r, -2 ** 31, 2 ** 31 - 1)
-        new = (r & 0xFFFFFFFF).astype(u32)
-    else:
-        new = r.astype(f32).view(u32)
+    new = encode_accumulator(r, idesc.dtype, idesc.saturate)
     if op_.disabled is not None:
         bits = (op_.disabled[(dl // 32)] >> (dl % 32).astype(np.uint32)) & 1
         new = np.where(bits.astype(bool), old, new)

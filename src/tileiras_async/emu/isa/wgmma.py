@@ -27,14 +27,14 @@ import re
 
 import numpy as np
 
-from .. import fp
 from ..errors import ConvergenceError
 from ..parser import FImm, Imm, Vec
 from .core import (
-    Mods, _err, bl, check_nops, dst, f16, f32, full_mask, getter, i64, on_batch_start, op, u16, u32,
+    Mods, _err, bl, check_nops, commit_groups, dst, f16, f32, full_mask, getter, i64, on_batch_start, op,
+    retired, u16, u32,
 )
 from .descriptors import DescriptorError, decode_wgmma_desc, load_operand
-from .mma import _decode_elems, _frag_a
+from .mma import _decode_elems, _frag_a, encode_accumulator
 
 WARPGROUP = 128
 ELEM_DT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -133,14 +133,6 @@ def _record(mc, lanes, rows, vals) -> None:
         sh[1][lanes] = True
 
 
-def _commit(mc, mm) -> None:
-    for lanes, _rows, _vals, seq in mc.wgmma_pending:
-        sel = mm[lanes] & (seq < 0)
-        if sel.any():
-            seq[sel] = mc.wgmma_committed[lanes[sel]]
-    mc.wgmma_committed[mm] += 1
-
-
 def _retire(mc, mm, keep: int) -> None:
     """Write the results of the groups the threads in `mm` wait for (all but the `keep` most recent)."""
     if not mc.wgmma_pending:
@@ -148,7 +140,7 @@ def _retire(mc, mm, keep: int) -> None:
     remaining = []
     for rec in mc.wgmma_pending:
         lanes, rows, vals, seq = rec
-        done = mm[lanes] & (seq >= 0) & (seq < mc.wgmma_committed[lanes] - keep)
+        done = retired(mm, mc.wgmma_committed, lanes, seq, keep)
         if done.any():
             for r, row in enumerate(rows):
                 row.view(u32)[lanes[done]] = vals[r][done]
@@ -195,7 +187,7 @@ def _wgmma(mc, li):
             mm = full_mask(mc, m)
             if mm.any():
                 warpgroups(mc, li, mm)
-                _commit(mc, mm)
+                commit_groups(mm, mc.wgmma_committed, ((r[0], r[3]) for r in mc.wgmma_pending))
         return commit
     check_nops(li, 1)
     if not isinstance(li.ops[0], Imm):
@@ -307,15 +299,7 @@ def _mma_async(mc, li, mods):
         else:
             c[:, dperm] = cur.reshape(nwg, -1).view(f32).astype(np.float64)
         c = c.reshape(nwg, 64, n) * scale_d[:, None, None]
-        r = (prod + c).reshape(nwg, -1)
-        if is_int:
-            if satf:
-                r = np.clip(r, -2 ** 31, 2 ** 31 - 1)
-            enc = (r & 0xFFFFFFFF).astype(u32)
-        elif dty == "f32":
-            enc = r.astype(f32).view(u32)
-        else:
-            enc = fp.encode(fp.round_fmt(r, "f16", "rn"), "f16")
+        enc = encode_accumulator((prod + c).reshape(nwg, -1), dty, satf)
         vals = enc[:, dperm].reshape(nwg, nregs, WARPGROUP * per).transpose(1, 0, 2)
         vals = np.ascontiguousarray(vals).view(u32).reshape(nregs, nwg * WARPGROUP)
         _record(mc, lanes, drows, vals)
