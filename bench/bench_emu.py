@@ -13,8 +13,11 @@ the goal is stated in).  Two rates per case, medians over the repetitions:
 
 The default cases are softmax and matmul; --all adds every kernel of the corpus
 (13.4 files), --nvidia also runs NVIDIA's own PTX for the same kernels (from the
-corpus, where the emulator supports it).  Results are checked against the
-references so a fast wrong answer does not count.  Always exits 0.
+corpus).  Two tensor-core lines always run NVIDIA's PTX of TENSOR_CASES (our
+compiler does not emit wgmma/tcgen05 yet): its sm_90 build (wgmma) and its
+sm_100 build (tcgen05, a warp-specialised CTA synchronised through mbarriers).
+Results are checked against the references so a fast wrong answer does not
+count.  Always exits 0.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from pathlib import Path
 from _common import DEFAULT_CORPUS
 
 GOAL = 10e6
+TENSOR_CASES = {"sm_90": ("matmul_f16_f32acc_64x64x32", "wgmma"), "sm_100": ("matmul_f16_f32acc_64x64x32", "tcgen05")}
 DEFAULT_CASES = ["softmax_rows_f32_128", "softmax_rows_f16_512", "matmul_f16_f32acc_64x64x32",
                  "matmul_tf32_64x64x32", "matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"]
 
@@ -139,7 +143,22 @@ def main(argv=None) -> int:
             results.append(r)
             print(f"  {cid:<32} {label:<14} {r['ctas']:>4} {r['lanes']:>5} {r['thread_instructions']:>10} "
                   f"{r['e2e_rate'] / 1e6:>8.1f} {r['run_rate'] / 1e6:>8.1f}  {'yes' if r['correct'] else 'NO'}")
+    for gpu, (cid, unit) in TENSOR_CASES.items():
+        p = public / f"{cid}.v13.4.{gpu}.ptx"
+        if cid in ids and p.is_file() and not (args.nvidia and cid in cases):
+            r = bench_case(refs, p.read_text(), cid, args.reps, f"nvidia {gpu}")
+            if r is not None:
+                results.append(r)
+                print(f"  {cid:<32} {r['source']:<14} {r['ctas']:>4} {r['lanes']:>5} {r['thread_instructions']:>10} "
+                      f"{r['e2e_rate'] / 1e6:>8.1f} {r['run_rate'] / 1e6:>8.1f}  {'yes' if r['correct'] else 'NO'}")
     if results:
+        for gpu, (cid, unit) in TENSOR_CASES.items():
+            sel = [r for r in results if r["case"] == cid and r["source"] == f"nvidia {gpu}"]
+            if sel:
+                r = sel[0]
+                print(f"  {unit:<8} (NVIDIA's {gpu} PTX of {cid}): e2e {r['e2e_rate'] / 1e6:.1f} M/s, "
+                      f"run {r['run_rate'] / 1e6:.1f} M/s, {r['run_s'] * 1e3:.0f} ms per launch, "
+                      f"{'correct' if r['correct'] else 'WRONG'}")
         for kind in ("softmax", "matmul"):
             sel = [r for r in results if r["case"].startswith(kind) and r["source"] == "ours"]
             if sel:

@@ -501,6 +501,8 @@ class Machine:
                 try:
                     self._run_batch()
                     self._finish_cp_async(None)
+                    for fn in isa.BATCH_END:
+                        fn(self)
                 except EmuError as e:
                     self._annotate(e)
                     raise
@@ -526,7 +528,10 @@ class Machine:
         self.cp_records = []
         self.cp_committed.fill(0)
         self.mbar = {}
+        self.stall_version, self.stall_clean, self.stall_pc, self.lone_wait = -1, False, None, None
         self.bar_arrived = np.zeros((self.B, 16), dtype=np.int64)
+        for fn in isa.BATCH_START:
+            fn(self)
 
     def lane_ids(self, lane: int):
         slot, t = divmod(int(lane), self.Tp)
@@ -557,7 +562,6 @@ class Machine:
         limit = BIG
         ti = 0
         steps = 0
-        spins = 0
         max_steps = self.max_steps
         count_nonzero = np.count_nonzero
         pick = self._pick
@@ -608,6 +612,7 @@ class Machine:
                         live[:] = False
                     else:
                         live &= ~m
+                    self.stall_clean = False
                     pc, m, nact, limit = pick(pending, blocked, yielded)
                     if pc is None:
                         break
@@ -615,6 +620,7 @@ class Machine:
             elif kind == "bar":
                 res = self._barrier(pc, m, arg, pending, blocked)
                 if res is None:
+                    self.stall_clean = False
                     pc, m, nact, limit = pick(pending, blocked, yielded)
                     if pc is None:
                         break
@@ -625,16 +631,16 @@ class Machine:
                 npc = pc + 1
                 failed = self.wait_failed
                 self.wait_failed = False
-                if failed:
-                    spins += 1
-                    if not (pending or blocked or yielded) or spins > 100000:
-                        li = spec.body[-1] if spec.body else None
-                        raise BarrierError("mbarrier wait can never complete: no other thread can arrive",
-                                           line=li.line if li else None, text=li.text if li else None,
-                                           kernel=self.prog.kernel)
-                else:
-                    spins = 0
-                if pending or blocked or yielded:
+                if failed and not (pending or blocked or yielded):
+                    # alone: failing again at the same wait with no mbarrier changed in between is forever
+                    if self.lone_wait == (pc, self.sync_version):
+                        raise self._wait_deadlock(spec, "no other thread can arrive")
+                    self.lone_wait = (pc, self.sync_version)
+                elif pending or blocked or yielded:
+                    if failed:
+                        self.stall_pc = pc
+                    else:
+                        self.stall_clean = False
                     _merge(yielded, npc, m if m is not True else np.ones(L, bool))
                     pc, m, nact, limit = pick(pending, blocked, yielded)
                     if pc is None:
@@ -655,6 +661,7 @@ class Machine:
                 pc = npc
                 continue
             _merge(pending, npc, m if m is not True else np.ones(L, bool))
+            self.stall_clean = False
             pc, m, nact, limit = pick(pending, blocked, yielded)
             if pc is None:
                 break
@@ -662,14 +669,26 @@ class Machine:
         self.instructions += steps
 
     def _pick(self, pending, blocked, yielded):
-        """Next group to run: lowest PC of the runnable groups; then yielded ones; then barriers."""
+        """Next group to run: the lowest PC of the runnable groups; else the groups a barrier releases; else
+        the groups that yielded at an mbarrier wait or nanosleep (a new round of waiters).
+
+        Barriers are released before waiters run again, so warps spinning on an mbarrier never starve the
+        warps that are through a named barrier and will arrive on it.  A round of waiters in which every
+        one failed its wait again while no mbarrier changed (`sync_version`) since the previous round can
+        never end: a deadlock, reported as such.
+        """
         while True:
+            if not pending and blocked and not self._release_barriers(pending, blocked) and not yielded:
+                self._barrier_deadlock(blocked)
             if not pending and yielded:
+                if self.stall_clean and self.sync_version == self.stall_version:
+                    pc = self.stall_pc if self.stall_pc is not None else min(yielded)
+                    raise self._wait_deadlock(self.blocks[pc][4], "every thread that could arrive is waiting"
+                                              + (" at a barrier or" if blocked else "") + " on an mbarrier")
+                self.stall_version, self.stall_clean = self.sync_version, True
                 for k, v in yielded.items():
                     _merge(pending, k, v)
                 yielded.clear()
-            if not pending and blocked and not self._release_barriers(pending, blocked):
-                self._barrier_deadlock(blocked)
             if not pending:
                 return None, None, 0, 0
             pc = min(pending)
@@ -741,6 +760,11 @@ class Machine:
                 else:
                     del blocked[pc]
         return True
+
+    def _wait_deadlock(self, spec, why: str) -> BarrierError:
+        li = spec.body[-1] if spec.body else None
+        return BarrierError(f"mbarrier wait can never complete: {why}", line=li.line if li else None,
+                            text=li.text if li else None, kernel=self.prog.kernel)
 
     def _barrier_deadlock(self, blocked) -> None:
         pc = min(blocked)

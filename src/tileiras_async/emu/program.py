@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from .errors import LaunchError, PtxSyntaxError, UnsupportedInstruction
@@ -150,6 +151,11 @@ class Program:
     globals: dict                    # name -> VarDecl (.global/.const variables to allocate)
     attrs: dict                      # entry attributes (reqntid, maxntid, ...)
     inlined: dict = field(default_factory=dict)   # callee -> number of inlined copies
+
+    @functools.cached_property
+    def opcodes(self) -> frozenset:
+        """The distinct opcodes (with their modifiers) the kernel uses."""
+        return frozenset(li.opcode for li in self.code if not isinstance(li, tuple))
 
     @property
     def reqntid(self):

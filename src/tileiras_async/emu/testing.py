@@ -117,3 +117,30 @@ def run_ptx_op(body: str, inputs: list, out_types: list, *, regs: str = "", bloc
     for a, o in zip(oaddr, outs):
         mem.copy_back(a, o)
     return [o.astype(bool) if t == "pred" else o for o, t in zip(outs, out_types)]
+
+
+def copy_to_shared_ptx(src: str, nwords: str, smem: str, nthreads: int) -> str:
+    """PTX (a brace scope with its own registers) by which the threads of a CTA copy `nwords` 32-bit words
+    from the global address in register `src` to the shared variable `smem`, word i by thread
+    i % nthreads, then meet at `bar.sync 0` -- how the tensor-core tests stage an operand image."""
+    return f"""    {{
+    .reg .pred %cpdone;
+    .reg .b32 %cpi, %cpw, %cpa, %cps;
+    .reg .b64 %cpg;
+    mov.u32 %cpi, %tid.x;
+    mov.u32 %cps, {smem};
+$CP_LOOP:
+    setp.ge.u32 %cpdone, %cpi, {nwords};
+    @%cpdone bra $CP_DONE;
+    mul.wide.u32 %cpg, %cpi, 4;
+    add.s64 %cpg, {src}, %cpg;
+    ld.global.b32 %cpw, [%cpg];
+    shl.b32 %cpa, %cpi, 2;
+    add.u32 %cpa, %cpa, %cps;
+    st.shared.b32 [%cpa], %cpw;
+    add.u32 %cpi, %cpi, {nthreads};
+    bra.uni $CP_LOOP;
+$CP_DONE:
+    bar.sync 0;
+    }}
+"""
