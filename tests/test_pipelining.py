@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from conftest import PUBLIC, corpus_files, requires_corpus
 
-from tileiras_async.codegen import pipelining as P
+from tileiras_async.tilegpu import pipeline as P
+from tileiras_async.tilegpu.passes import pipeline_loops
 from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.targets import target
@@ -115,9 +116,9 @@ def test_corpus_loops_are_candidates(path):
     module = _read(path)
     _, ems = compile_ptx(module, "sm_80")
     loop = next(op for op in module.functions[0].walk() if op.name == "for")
-    cand = P.analyze(ems[0], loop)
+    cand = P.analyze(CodegenOptions(target="sm_80"), loop)
     assert isinstance(cand, P.Candidate), cand
-    assert P.schedule_veto(ems[0], cand) is None
+    assert ems[0].pipelines and ems[0].pipelines[0].stages == 4
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,13 +233,13 @@ def test_corpus_emulated_identical_other_targets(refs, path, gpu):
 
 def _force_version(monkeypatch, which: int):
     """Only the `which`-th loop version (0 wide, 1 narrow, 2 one element at a time), unconditionally."""
-    orig = P.Pipeline.versions
+    orig = pipeline_loops.copy_versions
 
-    def only(self):
-        vs = orig(self)
-        return [(vs[min(which, len(vs) - 1)][0], None)]
+    def only(cand, geom):
+        vs = orig(cand, geom)
+        return [vs[min(which, len(vs) - 1)]]
 
-    monkeypatch.setattr(P.Pipeline, "versions", only)
+    monkeypatch.setattr(pipeline_loops, "copy_versions", only)
 
 
 @requires_corpus
@@ -262,8 +263,15 @@ def test_a_wrong_wait_is_caught(refs, monkeypatch):
     (copies land at the wait) shows it -- so the identical results above mean something."""
     path = next(p for p in KLOOPS if _kid(p) == "matmul_f16_f32acc_64x64x32")
     sync, _ = _run_corpus(refs, path, "sm_80", 1)
-    orig_wait = P.Pipeline._wait
-    monkeypatch.setattr(P.Pipeline, "_wait", lambda self, n: orig_wait(self, n + 1 if n else n))
+    from tileiras_async.codegen import lower_pipeline
+    orig_wait = lower_pipeline.LOWERINGS["tilegpu.async_wait"]
+
+    def one_too_few(em, op):
+        if op.attrs["pending"]:
+            em.b.asm("void", f"cp.async.wait_group {op.attrs['pending'] + 1};", "~{memory}", [])
+        else:
+            orig_wait(em, op)
+    monkeypatch.setitem(lower_pipeline.LOWERINGS, "tilegpu.async_wait", one_too_few)
     piped, _ = _run_corpus(refs, path, "sm_80", None)
     assert _bits(sync["C"]) != _bits(piped["C"])
 
@@ -429,9 +437,10 @@ def test_stage_counts(stages):
     assert _bits(sync) == _bits(piped)
 
 
-def test_body_scratch_sits_below_the_buffers():
-    """The body converts a loaded tile through shared memory every iteration: the stage buffers start
-    above that scratch, so the conversion never overwrites copies in flight."""
+def test_body_scratch_and_the_buffers_never_share_bytes():
+    """The body converts a loaded tile through shared memory every iteration: the stage buffers live
+    through the whole loop, so allocate-shared-memory keeps that scratch apart from them and the conversion
+    never overwrites copies in flight."""
     module = build_kloop(add_loaded=True)
     rng = np.random.default_rng(7)
     A = rng.standard_normal((32, 32 * 5)).astype(np.float16)
@@ -439,7 +448,8 @@ def test_body_scratch_sits_below_the_buffers():
     X = rng.standard_normal((32, 32)).astype(np.float32)
     sync, _, _ = _run_kloop(module, 1, A, B, 0, 5, 1, X)
     piped, _, em = _run_kloop(module, None, A, B, 0, 5, 1, X)
-    assert em.pipelines[0].offset >= 32 * 32 * 4
+    info = em.pipelines[0]
+    assert em.shared_bytes >= info.stages * info.unit_bytes + 32 * 32 * 4
     assert _bits(sync) == _bits(piped)
     np.testing.assert_allclose(piped, _kloop_ref(A, B, 32, 0, 5, 1, X=X), rtol=1e-4, atol=1e-4)
 
@@ -455,7 +465,8 @@ def test_large_body_scratch_shrinks_the_plan():
     sync, _, _ = _run_kloop(module, 1, A, B, 0, 3, 1, X)
     piped, _, em = _run_kloop(module, None, A, B, 0, 3, 1, X)
     info = em.pipelines[0]
-    assert info.offset >= 64 * 64 * 4 and info.offset + info.stages * info.unit_bytes <= 48 * 1024
+    assert (info.stages, info.chunks) != (4, 1)     # 4 whole-K buffers would not fit beside the scratch
+    assert info.stages * info.unit_bytes + 64 * 64 * 4 <= em.shared_bytes <= 48 * 1024
     assert _bits(sync) == _bits(piped)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tileiras_async.cli import tileiras
-from tileiras_async.codegen.remarks import Remark, RemarkFilter, from_ptxas_report, to_command_line, to_yaml
+from tileiras_async.remarks import Remark, RemarkFilter, from_ptxas_report, to_command_line, to_yaml
 
 from conftest import PUBLIC, requires_corpus
 

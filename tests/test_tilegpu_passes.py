@@ -222,3 +222,58 @@ def test_num_stages_is_validated(tmp_path, cli):
     proc = subprocess.run(argv + ["--gpu-name", "sm_90", "--num-stages", "9"], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 2 and "invalid number of pipeline stages: 9" in proc.stderr
+
+
+# -- the schedule drives the pipeliner --------------------------------------------------------------------
+
+def _pipelined(cid: str, gpu: str, stages: int = 4):
+    from tileiras_async.bytecode.reader import read_module
+    module = read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes())
+    k = _kernel(module, target=gpu, pipeline_stages=stages)
+    run_pipeline(k)
+    return k
+
+
+def _in_order(block):
+    """The ops of `block` and of the regions nested in it, in program order."""
+    return list(walk_ops(block))
+
+
+@requires_corpus
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_pipelined_loop_follows_the_schedule_report(stages):
+    """The loop the pipeline pass emits is the one schedule-loops reported: the mma consumes what the copies
+    fetched (mma stage - load stage) iterations earlier, through that many + 1 stage buffers."""
+    k = _pipelined("matmul_f16_f32acc_64x64x32", "sm_90", stages)
+    (cand, report, geom, ring), = k.notes["pipelined"]
+    assert k.notes["schedules"][cand.loop.attrs["schedule"]] is report      # what the dashboard/trace show
+    by_name = {}
+    for o in report.ops:
+        by_name.setdefault(o.name, []).append(o.stage)
+    load_stage, mma_stage = max(by_name["load_view_tko"]), by_name["mmaf"][0]
+    assert report.strategy == "modulo" and report.stage_count == stages == geom.stages
+    assert mma_stage - load_stage + 1 == geom.stages
+    assert [cand.a.load.attrs["stage"], cand.mma.attrs["stage"]] == [by_name["load_view_tko"][0], mma_stage]
+    # the expanded IR: the first version's loop, with S - 1 units committed before it
+    ops = _in_order(k.fn.body)
+    loop = next(o for o in ops if o.name == "for" and o.attrs.get("pipelined"))
+    block = next(b for o in ops for r in o.regions for b in r.blocks if loop in b.ops) \
+        if loop not in k.fn.body.ops else k.fn.body
+    before = block.ops[:block.ops.index(loop)]
+    assert sum(o.name == "tilegpu.async_commit" for o in before) == geom.stages - 1
+    body = _in_order(loop.regions[0].block)
+    assert [o.attrs["pending"] for o in body if o.name == "tilegpu.async_wait"] == [geom.stages - 2] * geom.chunks
+    assert sum(o.name == "tilegpu.mma_staged" for o in body) == geom.chunks
+    assert not any(o.name in ("load_view_tko", "mmaf") for o in body)      # the loop reads the stage buffers
+    assert ring.result.type.nbytes == geom.stages * geom.unit_bytes
+
+
+@requires_corpus
+def test_schedule_report_marks_loops_kept_serial():
+    """A loop that is not a K-loop keeps the scheduler's own choice, and its report says why."""
+    k = _pipelined("cumsum_carry_f32_t512", "sm_90") if (PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc").exists() \
+        else None
+    if k is None or not k.notes["schedules"]:
+        k = _pipelined("first_exceed_f32_64", "sm_90")
+    for r in k.notes["schedules"]:
+        assert r.strategy == "serial" and r.rule.startswith("kept serial: not a K-loop")

@@ -18,7 +18,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
-from .codegen.remarks import Remark
+from .remarks import Remark
 from .schedule.report import ScheduleReport
 
 
@@ -116,6 +116,7 @@ class LoweredKernel(msgspec.Struct, frozen=True):
     diagnostics: list[StageDiagnostic] = []
     elapsed_s: float = 0.0
     ir_dumps: list[IRDump] = []
+    schedules: list[ScheduleReport] = []   # every loop's schedule, the one the code follows
 
 
 class KernelSchedule(msgspec.Struct, frozen=True):
@@ -187,13 +188,16 @@ def lower(req: LowerRequest) -> LoweredKernel:
     fn = module.kernel(req.kernel)
     remarks: list[Remark] = []
     snapshots: list = []
+    schedules: list = []
     try:
         ir, shared = kernel_llvm_ir(module, fn, codegen_options(req.options), remarks=remarks,
-                                    printing=_printing(req.print_ir), snapshots=snapshots)
+                                    printing=_printing(req.print_ir), snapshots=snapshots, schedules=schedules,
+                                    source=req.path)
     except CodegenUnavailable as e:
         return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.kernel, s.when, s.pass_name, s.text) for s in snapshots]
-    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps)
+    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
+                         schedules=schedules)
 
 
 def codegen_options(options: CompileOptions):
@@ -215,15 +219,16 @@ def _printing(print_ir: PrintIR | None):
 
 
 def schedule(req: LowerRequest) -> KernelSchedule:
-    """The modulo-scheduling analysis of one kernel's loops (what --schedule-trace-file and the dashboard show)."""
-    from dataclasses import replace
-
+    """Every loop's schedule in one kernel, as the pass pipeline makes it (what --schedule-trace-file and the
+    dashboard show: the schedule the emitted code follows)."""
     from .bytecode.reader import read_module
-    from .schedule.analyze import schedule_module
+    from .codegen.driver import CodegenUnavailable, kernel_schedules
     t0 = time.perf_counter()
     module = read_module(req.data)
-    only = replace(module, functions=[module.kernel(req.kernel)])  # this kernel's loops, not every kernel's
-    reports = schedule_module(only, req.options.gpu_name, name=req.path)
+    try:
+        reports = kernel_schedules(module, module.kernel(req.kernel), codegen_options(req.options), source=req.path)
+    except CodegenUnavailable:
+        reports = []
     return KernelSchedule(req.kernel, reports, time.perf_counter() - t0)
 
 
@@ -245,7 +250,7 @@ def codegen(req: CodegenRequest) -> PtxModule:
 
 
 def assemble(req: AssembleRequest) -> CubinModule:
-    from .codegen.remarks import from_ptxas_report
+    from .remarks import from_ptxas_report
     from .targets import target
     from .toolchain import PtxasError, PtxasOptions, ToolchainError
     from .toolchain.ptxas import assemble_with_report
@@ -292,8 +297,8 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
     requests = [LowerRequest(path, data, k, options, print_ir) for k in parsed.kernels]
-    schedules = [r for req in requests for r in schedule(req).reports] if with_schedules else []
     lowered = [lower(req) for req in requests]
+    schedules = [r for k in lowered for r in k.schedules] if with_schedules else []
     dumps = [d for k in lowered for d in k.ir_dumps]
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:

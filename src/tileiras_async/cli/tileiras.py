@@ -195,7 +195,7 @@ def _compile(opts) -> int:
 
 
 def _remark_filter(opts):
-    from ..codegen.remarks import RemarkFilter
+    from ..remarks import RemarkFilter
     return RemarkFilter.from_options(opts.get("remarks"), passed=opts.get("remarks-passed"),
                                      missed=opts.get("remarks-missed"), failed=opts.get("remarks-failed"),
                                      analysis=opts.get("remarks-analysis"))
@@ -203,7 +203,7 @@ def _remark_filter(opts):
 
 def _emit_remarks(opts, remarks) -> None:
     """YAML to --remarks-output-file (the default format there), else one line per remark on stderr."""
-    from ..codegen.remarks import to_command_line, to_yaml
+    from ..remarks import to_command_line, to_yaml
     from ..toolchain import OutputWriteError, write_atomic
     out_file = opts.get("remarks-output-file")
     fmt = opts.get("remark-format") or ("yaml" if out_file else "command-line")

@@ -6,10 +6,12 @@ from ..ir.core import Function, Module
 from ..ir.diagnostics import resolve_loc
 from ..targets import Target
 from ..tilegpu.ir import KernelIR, clone_function
+from ..tilegpu.pipeline import pipeline_info
 from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
-               lower_memory, lower_misc, lower_mma, lower_reduce, lower_shape)  # (importing registers the lowerings)
+               lower_memory, lower_misc, lower_mma, lower_pipeline, lower_reduce,
+               lower_shape)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx
@@ -23,13 +25,13 @@ class CodegenUnavailable(Exception):
 
 def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
                 printing: IRPrinting | None = None, snapshots: list[IRSnapshot] | None = None,
-                module_ir: ModuleIR | None = None) -> KernelEmitter:
+                module_ir: ModuleIR | None = None, source: str = "") -> KernelEmitter:
     """One kernel through the tile-GPU passes and code generation (into `module_ir`, a fresh LLVM module by
     default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
     for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
     fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
-    k = KernelIR(module, fn, options)
+    k = KernelIR(module, fn, options, source=source)
     try:
         run = run_pipeline(k, printing)
     except LoweringError as e:
@@ -37,6 +39,9 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     if snapshots is not None:
         snapshots.extend(run.snapshots)
     em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, options, module)
+    em.remarks.extend(k.remarks)
+    em.schedules = k.notes.get("schedules", [])
+    em.pipelines = [pipeline_info(k.name, *p) for p in k.notes.get("pipelined", [])]
     try:
         em.emit_block(fn.body)
     except LoweringError as e:
@@ -45,12 +50,27 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     return em
 
 
+def kernel_schedules(module: Module, fn: Function, options: CodegenOptions | None = None, *,
+                     source: str = "") -> list:
+    """The schedule of every loop of a kernel, as schedule-loops makes it (the passes up to it only)."""
+    k = KernelIR(module, clone_function(fn), options or CodegenOptions(), source=source)
+    try:
+        run_pipeline(k, until="schedule-loops")
+    except LoweringError as e:
+        raise CodegenUnavailable(_describe(module, fn, e)) from None
+    return k.notes.get("schedules", [])
+
+
 def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None, *,
                    remarks: list | None = None, printing: IRPrinting | None = None,
-                   snapshots: list[IRSnapshot] | None = None) -> tuple[str, int]:
+                   snapshots: list[IRSnapshot] | None = None, schedules: list | None = None,
+                   source: str = "") -> tuple[str, int]:
     """One kernel as a standalone LLVM module; returns (IR text, shared memory bytes).  Remarks are appended
-    to `remarks`, the IR snapshots `printing` asks for to `snapshots`."""
-    em = emit_kernel(module, fn, options, printing=printing, snapshots=snapshots)
+    to `remarks`, the IR snapshots `printing` asks for to `snapshots`, the loops' schedules (the ones the
+    code follows) to `schedules`."""
+    em = emit_kernel(module, fn, options, printing=printing, snapshots=snapshots, source=source)
+    if schedules is not None:
+        schedules.extend(em.schedules)
     if remarks is not None:
         # a loop emitted in several versions reports the same decision once
         remarks.extend(dict.fromkeys(_as_remark(r, em.fn) for r in em.remarks))
@@ -69,7 +89,7 @@ def _describe(module: Module, fn: Function, e: LoweringError) -> str:
 
 def _as_remark(r, fn: Function):
     """Lowerings record Remark objects; a plain string is a loop-pipelining note."""
-    from .remarks import Remark
+    from ..remarks import Remark
     if isinstance(r, Remark):
         return r
     return Remark("missed", "pipelining", "LoopNotPipelined", fn.name.decode(errors="replace"), str(r))

@@ -61,10 +61,8 @@ class KernelEmitter:
         self.shared_bytes = 0
         self._globals = 0
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
-        # per-op lowerings that replace the registered one for this op (id(op) -> lowering); codegen/pipelining.py
-        # installs them for the loads and the mma of a software-pipelined loop
-        self.op_overrides: dict[int, Callable[["KernelEmitter", Operation], None]] = {}
-        self.pipelines: list = []     # pipelining.PipelineInfo of every software-pipelined loop
+        self.pipelines: list = []     # tilegpu.pipeline.PipelineInfo of every software-pipelined loop
+        self.schedules: list = []     # the ScheduleReport of every loop (schedule-loops)
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):
@@ -90,7 +88,7 @@ class KernelEmitter:
     def remark(self, kind: str, category: str, name: str, message: str, op: Operation | None = None) -> None:
         """Record an optimization remark (kind: passed | missed | failed | analysis) at `op`'s source location."""
         from ..ir.diagnostics import resolve_loc
-        from .remarks import Remark
+        from ..remarks import Remark
         loc = resolve_loc(self.module, op.loc) if op is not None and self.module is not None else None
         self.remarks.append(Remark(kind, category, name, self.fn.name.decode(errors="replace"), message,
                                    loc.file if loc else "", loc.line if loc else 0, loc.col if loc else 0))
@@ -302,7 +300,7 @@ class KernelEmitter:
             self.emit_op(block.ops[-1])
 
     def emit_op(self, op: Operation) -> None:
-        lowering = self.op_overrides.get(id(op)) or LOWERINGS.get(op.name)
+        lowering = LOWERINGS.get(op.name)
         if lowering is None:
             raise LoweringError(f"cannot lower '{op.name}' yet", op)
         saved = self.b.dbg

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.core import Operation
-from . import pipelining
 from .emitter import KernelEmitter, LoweringError, lowers
 from .values import Tile
 
@@ -81,18 +80,9 @@ def _close_back_edge(carried, next_values: list[Tile], label: str) -> None:
 
 @lowers("for")
 def _for(em: KernelEmitter, op: Operation) -> None:
-    # K-loops (an mma fed by loads of the body) are software-pipelined when possible (codegen/pipelining.py)
-    if pipelining.lower_pipelined(em, op, lambda pipe: _emit_for(em, op, pipe)):
-        return
-    _emit_for(em, op, None)
-
-
-def _emit_for(em: KernelEmitter, op: Operation, pipe) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
     inits = [em.get(v) for v in op.operands["initValues"]]
     it = lb.llvm
-    if pipe is not None:  # barrier, copy paths, the first S-1 units' copies
-        pipe.prologue(lb, ub, step, bool(op.attrs.get("unsignedCmp")))
     pre = em.b.block_label
     header, body, latch, exit_ = (em.b.reserve_block(h) for h in ("for.head", "for.body", "for.next", "for.exit"))
     em.b.br(header)
@@ -100,8 +90,6 @@ def _emit_for(em: KernelEmitter, op: Operation, pipe) -> None:
     iv = em.b.phi(it, "iv")
     iv.add(lb.regs[0], pre)
     carried = _carried_phis(em, inits, pre)
-    if pipe is not None:
-        pipe.header(pre)
     cmp = "ult" if op.attrs.get("unsignedCmp") else "slt"
     cond = em.b.value(f"icmp {cmp} {it} {iv.name}, {ub.regs[0]}")
     ctx = _LoopCtx(_Edges([t.layout for t in inits]), _Edges([t.layout for t in inits]), latch, exit_)
@@ -113,24 +101,16 @@ def _emit_for(em: KernelEmitter, op: Operation, pipe) -> None:
     for arg, (_, t) in zip(block.args[1:], carried):
         em.set(arg, t)
     em.loops.append(ctx)
-    if pipe is not None:
-        pipe.enter_body(iv.name)
     em.emit_block(block)
-    if pipe is not None:
-        pipe.leave_body()
     em.loops.pop()
     em.b.start_block(latch)
     nxt = ctx.next_iter.join(em, [t.type for t in inits])
     new_iv = em.b.value(f"add {it} {iv.name}, {step.regs[0]}", "ivn")
     iv.add(new_iv, latch)
     _close_back_edge(carried, nxt, latch)
-    if pipe is not None:
-        pipe.latch(latch)
     em.b.br(header)
     em.b.start_block(exit_)
     results = ctx.exit.join(em, [r.type for r in op.results])
-    if pipe is not None:  # every copy landed and every warp is done with the buffers
-        pipe.drain()
     for res, t in zip(op.results, results):
         em.set(res, t)
 

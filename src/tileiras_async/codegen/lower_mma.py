@@ -439,11 +439,9 @@ def _mma_remark(em: KernelEmitter, op: Operation, plan: MmaPlan | None) -> None:
 
 # -- software-pipelined K-loops ------------------------------------------------------------------------------
 #
-# In a loop codegen/pipelining.py pipelines, the operands are not in registers: cp.async copied them into one
-# of the stage buffers (A row-major ([b,] m, k) with k contiguous, B row-major ([b,] k, n)), in K chunks.
-# The mma asks the pipeline for each chunk (`pipe.unit(u)`: wait for it, issue the copies S-1 chunks ahead)
-# and reads its fragments straight from that buffer.  The k steps, and so the accumulation order, are those
-# of the unpipelined lowering: the results are bit-identical.
+# In a loop the pipeline pass expanded, the operands are not in registers: cp.async copied them into one of
+# the stage buffers (A row-major ([b,] m, k) with k contiguous, B row-major ([b,] k, n)), in K chunks; each
+# chunk's `tilegpu.mma_staged` reads its fragments straight from its buffer.
 
 def _operand_element_fns(em: KernelEmitter, x, mma_elem: T.Type, to_half: bool) -> tuple[list, str, T.Type]:
     """Per-element functions from the staged element to the value the mma consumes (the reshape/ftof chain
@@ -500,7 +498,7 @@ def _staged_word(em: KernelEmitter, instr: Instr, ptr: str, off: int | None, ste
     for j in range(instr.pack):
         o = off + j * step
         p = ptr if o == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {o}", "sp")
-        v = em.b.value(f"load {x.llvm}, {SHARED_PTR} {p}, align {x.eb}", "frag")
+        v = em.b.value(f"load {llvm_type(x.elem)}, {SHARED_PTR} {p}, align {x.eb}", "frag")
         for f in fns:
             v = f(v)
         elems.append(v)
@@ -550,24 +548,39 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
     return words
 
 
-def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
-    """The mma of a pipelined loop (see above); `pipe` is a codegen.pipelining.Pipeline.  16-bit operands
-    read their fragments with ldmatrix (A: .x4, one m16 x k16 fragment; B: .x4.trans, two n8 x k16 ones)."""
+def _unit_offset(em: KernelEmitter, op: Operation) -> str:
+    """i32: the byte offset of the stage buffer a `mma_staged` reads (ring offset + slot * unit bytes)."""
+    ring = op.operands["buffer"].owner.attrs["offset"]
+    if "slot" in op.attrs:
+        return str(ring + op.attrs["slot"] * op.attrs["unit_bytes"])
+    slot = em.get(op.operands["slot"]).regs[0]
+    scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
+    return em.b.value(f"add i32 {scaled}, {ring}")
+
+
+@lowers("tilegpu.mma_staged")
+def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
+    """One K chunk (`unit`) of a pipelined loop's mma, its A and B read from the stage buffer the copies
+    filled.  16-bit operands read their fragments with ldmatrix (A: .x4, one m16 x k16 fragment; B:
+    .x4.trans, two n8 x k16 ones).  The k steps, and so the accumulation order, are the synchronous
+    lowering's: the results are bit-identical."""
+    op = staged.attrs["mma"]
     plan = plan_for(em.options, op)
     _mma_remark(em, op, plan)
+    unit_off = _unit_offset(em, staged)
     if plan is None:
-        _lower_fma_staged(em, op, pipe)
+        _lower_fma_staged(em, staged, op, unit_off)
         return
     instr = plan.instr
-    a, b = pipe.cand.a, pipe.cand.b
-    kc = pipe.geom.kc
+    a, b = staged.attrs["a"], staged.attrs["b"]
+    kc = staged.attrs["kc"]
     plan.kc = kc
     plan.a_stage = Staging(a.base, a.strides[a.lead:], plan.a.rank - 1, kc)
     plan.b_stage = Staging(b.base, b.strides[b.lead:], plan.b.rank - 2, kc)
     to_half = instr in (F16_F32, F16_F16)
     fa, lta, _ = _operand_element_fns(em, a, op.operands["lhs"].type.elem, to_half)
     fb, ltb, _ = _operand_element_fns(em, b, op.operands["rhs"].type.elem, to_half)
-    acc = em.expect(op.operands["acc"])
+    acc = em.expect(staged.operands["acc"])
     # ldmatrix where the fragment is 8x8 blocks of 16-bit elements with 16-byte rows in the buffer
     m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
     ldm_a = m16 and a.eb == 2 and not fa
@@ -584,8 +597,7 @@ def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
     else:
         b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
     c_regs = list(acc.regs)
-    for u, ksteps in enumerate(plan.chunks()):
-        unit_off = pipe.unit(u)
+    for ksteps in plan.chunks()[staged.attrs["unit"]:staged.attrs["unit"] + 1]:
         a_ptr = _unit_ptr(em, unit_off, a_thread, a.base)
         b_ptr = _unit_ptr(em, unit_off, b_thread, b.base)
         for ks in ksteps:
@@ -615,21 +627,21 @@ def lower_pipelined_mma(em: KernelEmitter, op: Operation, pipe) -> None:
                               [c_regs[j] for j in cs])
                 for j, v in zip(cs, d):
                     c_regs[j] = v
-    em.set(op.result, Tile(op.result.type, plan.c, c_regs))
+    em.set(staged.result, Tile(staged.result.type, plan.c, c_regs))
 
 
-def _lower_fma_staged(em: KernelEmitter, op: Operation, pipe) -> None:
-    """The FMA chain of a pipelined loop: as `_lower_fma`, reading A and B from the stage buffers."""
-    res_ty: T.TileType = op.result.type
+def _lower_fma_staged(em: KernelEmitter, staged: Operation, op: Operation, unit_off: str) -> None:
+    """One K chunk of the FMA chain of a pipelined loop: as `_lower_fma`, reading A and B from a stage buffer."""
+    res_ty: T.TileType = staged.result.type
     layout = layout_of(res_ty)
-    acc = em.expect(op.operands["acc"])
-    a, b = pipe.cand.a, pipe.cand.b
+    acc = em.expect(staged.operands["acc"])
+    a, b = staged.attrs["a"], staged.attrs["b"]
     fa, _, elem_a = _operand_element_fns(em, a, op.operands["lhs"].type.elem, True)
     fb, _, elem_b = _operand_element_fns(em, b, op.operands["rhs"].type.elem, True)
     lt = llvm_type(res_ty.elem)
     sa = op.attrs.get("signedness_lhs", Signedness.signed) == Signedness.signed
     sb = op.attrs.get("signedness_rhs", Signedness.signed) == Signedness.signed
-    kc = pipe.geom.kc
+    kc = staged.attrs["kc"]
     batched = len(res_ty.shape) == 3
     sta, stb = a.strides[a.lead:], b.strides[b.lead:]
     # result coordinate ([b,] m, n) -> byte offset of its A row / B column start; then per-k strides
@@ -645,43 +657,41 @@ def _lower_fma_staged(em: KernelEmitter, op: Operation, pipe) -> None:
     for r in range(layout.num_registers):
         uniq.setdefault(layout.register_coord(r), []).append(r)
     reps = [rs[0] for rs in uniq.values()]
-    for u in range(pipe.geom.chunks):
-        unit_off = pipe.unit(u)
-        a_ptrs: dict[object, str] = {}
-        ptrs = []
-        for r in reps:
-            if single:
-                coord = layout.register_coord(r)
-                a_key = _offset(coord, a_row)
-                if a_key not in a_ptrs:
-                    a_ptrs[a_key] = _unit_ptr(em, unit_off, a_t, a.base + a_key)
-                b_ptr = _unit_ptr(em, unit_off, b_t, b.base + _offset(coord, b_col))
-            else:
-                cs = em.coords(layout, r)
-                a_off, b_off = str(a.base), str(b.base)
-                for c, sa_, sb_ in zip(cs, a_row, b_col):
-                    if sa_:
-                        a_off = em.b.value(f"add i32 {a_off}, {em.b.value(f'mul i32 {c}, {sa_}')}")
-                    if sb_:
-                        b_off = em.b.value(f"add i32 {b_off}, {em.b.value(f'mul i32 {c}, {sb_}')}")
-                a_key = r
-                a_ptrs[a_key] = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {a_off}"))
-                b_ptr = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {b_off}"))
-            ptrs.append((a_ptrs[a_key], b_ptr))
-
-        load_a = partial(_load_shared, em, a.llvm, a.eb, tuple(fa), elem_a, lt, sa)
-        load_b = partial(_load_shared, em, b.llvm, b.eb, tuple(fb), elem_b, lt, sb)
-        step = partial(_fma_step, em, lt, ptrs, a_k, b_k, load_a, load_b)
-
-        cur = [regs[r] for r in reps]
-        if len(reps) * kc <= FMA_UNROLL_LIMIT:
-            for kk in range(kc):
-                cur = step(kk, cur)
+    a_ptrs: dict[object, str] = {}
+    ptrs = []
+    for r in reps:
+        if single:
+            coord = layout.register_coord(r)
+            a_key = _offset(coord, a_row)
+            if a_key not in a_ptrs:
+                a_ptrs[a_key] = _unit_ptr(em, unit_off, a_t, a.base + a_key)
+            b_ptr = _unit_ptr(em, unit_off, b_t, b.base + _offset(coord, b_col))
         else:
-            cur = em.counted_loop("0", str(kc), [(lt, v) for v in cur], step)
-        for r, v in zip(reps, cur):
-            regs[r] = v
+            cs = em.coords(layout, r)
+            a_off, b_off = str(a.base), str(b.base)
+            for c, sa_, sb_ in zip(cs, a_row, b_col):
+                if sa_:
+                    a_off = em.b.value(f"add i32 {a_off}, {em.b.value(f'mul i32 {c}, {sa_}')}")
+                if sb_:
+                    b_off = em.b.value(f"add i32 {b_off}, {em.b.value(f'mul i32 {c}, {sb_}')}")
+            a_key = r
+            a_ptrs[a_key] = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {a_off}"))
+            b_ptr = _smem_ptr(em, em.b.value(f"add i32 {unit_off}, {b_off}"))
+        ptrs.append((a_ptrs[a_key], b_ptr))
+
+    load_a = partial(_load_shared, em, llvm_type(a.elem), a.eb, tuple(fa), elem_a, lt, sa)
+    load_b = partial(_load_shared, em, llvm_type(b.elem), b.eb, tuple(fb), elem_b, lt, sb)
+    step = partial(_fma_step, em, lt, ptrs, a_k, b_k, load_a, load_b)
+
+    cur = [regs[r] for r in reps]
+    if len(reps) * kc <= FMA_UNROLL_LIMIT:
+        for kk in range(kc):
+            cur = step(kk, cur)
+    else:
+        cur = em.counted_loop("0", str(kc), [(lt, v) for v in cur], step)
+    for r, v in zip(reps, cur):
+        regs[r] = v
     for rs in uniq.values():
         for r in rs[1:]:
             regs[r] = regs[rs[0]]
-    em.set(op.result, Tile(res_ty, layout, regs))
+    em.set(staged.result, Tile(res_ty, layout, regs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.core import Module, Operation
 from .constraints import parse_op_constraints
-from .depgraph import LOOP_OPS, DepGraph, build_loop_graph
+from .depgraph import LOOP_OPS, DepGraph, Edge, build_loop_graph
 from .machine import MachineModel, machine_model, slot_name
 from .modulo import ScheduleError, ScheduleOptions, ScheduleResult, schedule_graph
 from .report import (
@@ -64,6 +64,8 @@ def schedule_loop(loop_op: Operation, model: MachineModel, options: ScheduleOpti
                   module: str = "") -> ScheduleReport:
     try:
         g = build_loop_graph(loop_op, model)
+        if options is not None and options.prefetch_stages:
+            g = with_prefetch(g, options.prefetch_stages)
         force = parse_op_constraints(loop_op, model.gpu_name).force_serial
         res = schedule_graph(g, model, options, loop_force_serial=force)
     except Exception as e:  # noqa: BLE001 -- an analysis never takes the compile down with it
@@ -74,6 +76,18 @@ def schedule_loop(loop_op: Operation, model: MachineModel, options: ScheduleOpti
                               depth=depth, parent=parent, message=msg, notes=list(model.notes))
     return report_from_result(g, res, model, kernel=kernel, loop=loop, loop_op=loop_op.name, loc=loop_op.loc,
                               depth=depth, parent=parent, module=module)
+
+
+ASYNC_COPIES = frozenset({"cp_async_load", "tma_load"})
+
+
+def with_prefetch(g: DepGraph, stages: int) -> DepGraph:
+    """The graph of a software-pipelined loop: each async copy's data edges become prefetch edges of distance
+    -stages (the copy for iteration i + stages is issued in iteration i)."""
+    edges = [Edge(e.src, e.dst, e.latency, -stages, "prefetch")
+             if e.kind == "data" and e.distance == 0 and g.nodes[e.src].res.rclass in ASYNC_COPIES else e
+             for e in g.edges]
+    return DepGraph(g.nodes, edges)
 
 
 def _loops(op: Operation, depth: int, parent: int, out: list):

@@ -79,7 +79,7 @@ class DepGraph:
         for e in self.edges:
             if not (0 <= e.src < len(self.nodes) and 0 <= e.dst < len(self.nodes)):
                 raise ValueError(f"edge {e} refers to a missing node")
-            if e.distance < 0:
+            if e.distance < 0 and e.kind != "prefetch":
                 raise ValueError(f"edge {e} has a negative distance")
             key = (e.src, e.dst, e.distance)
             old = merged.get(key)

@@ -518,12 +518,25 @@ def _trivial_reshape(op) -> bool:
     return False
 
 
+_TILEGPU = {"tilegpu.local_store": "smem_write", "tilegpu.local_load": "smem_read",
+            "tilegpu.convert_layout": "free", "tilegpu.local_alloc": "free", "tilegpu.barrier": "ordered"}
+
+
+def _tilegpu(op, model: MachineModel, res_t) -> OpResources:
+    """tile-GPU ops the passes made explicit (a layout change left as convert_layout moves no data)."""
+    rclass = _TILEGPU.get(op.name, "alu")
+    tile = op.operands["value"].type if op.name == "tilegpu.local_store" else res_t
+    return model.resources(rclass, tile_bytes(tile) if rclass.startswith("smem") else 0)
+
+
 def classify(op, model: MachineModel) -> OpResources:
     """The resource vector and latency of one cuda_tile op on `model` (a region op is composed)."""
     name = op.name
     res_t = op.results[0].type if op.results else None
     if name in FREE_OPS:
         return model.resources("free")
+    if name.startswith("tilegpu."):
+        return _tilegpu(op, model, res_t)
     if name == "load_view_tko":
         ok, why = tma_eligible(op, model)
         nbytes = tile_bytes(res_t)

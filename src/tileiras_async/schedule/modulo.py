@@ -66,6 +66,9 @@ class ScheduleOptions:
     serial_threshold: int = 8
     budget_ratio: int = 8           # iterative-scheduling placements allowed per node per attempt
     max_ii_attempts: int = 64       # failed IIs before the search jumps to the cap (serial fallback)
+    # software pipelining: an async copy's consumers read what was fetched this many iterations earlier
+    # (its data edges get distance -prefetch_stages: the consumer sits that many stages after the copy)
+    prefetch_stages: int = 0
 
 
 # ---------------------------------------------------------------------------

@@ -120,7 +120,16 @@ class KernelIR:
     options: object                      # CompileSettings
     remarks: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)   # per-pass records (e.g. schedules) for reports
+    source: str = ""                            # the input's path (named in schedule reports)
 
     @property
     def name(self) -> str:
         return self.fn.name.decode(errors="replace")
+
+    def remark(self, kind: str, category: str, name: str, message: str, op: Operation | None = None) -> None:
+        """Record an optimization remark (passed | missed | failed | analysis) at `op`'s source location."""
+        from ..ir.diagnostics import resolve_loc
+        from ..remarks import Remark
+        loc = resolve_loc(self.module, op.loc) if op is not None and self.module is not None else None
+        self.remarks.append(Remark(kind, category, name, self.name, message, loc.file if loc else "",
+                                   loc.line if loc else 0, loc.col if loc else 0))

@@ -11,6 +11,10 @@ tile-GPU IR unchanged except for their types (tiles gain a layout); these ops ar
 | `tilegpu.local_store`      | a tile into a buffer, row-major over `shape`, shifted by `shift` + offsets x `scale` |
 | `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
+| `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async)     |
+| `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain            |
+| `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
+| `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 
 cuda_tile ops that stage through shared memory themselves (mma operands, cross-warp reductions and scans,
 atomics whose results are broadcast, prints, allocas) carry `scratch_bytes` / `scratch_offset` attributes:
@@ -63,6 +67,14 @@ LOCAL_STORE = declare("local_store", "value buffer offsets*", "", effects="smem_
                       doc="a tile into a buffer")
 LOCAL_LOAD = declare("local_load", "buffer offsets*", "result", effects="smem_read", doc="a tile out of a buffer")
 BARRIER = declare("barrier", "", "", effects="barrier", doc="bar.sync 0")
+ASYNC_COPY = declare("async_copy", "view buffer indices* slot", "", effects="global_read async_write",
+                     doc="one K chunk of a pipelined operand tile into a stage buffer (cp.async)")
+ASYNC_COMMIT = declare("async_commit", "", "", doc="cp.async.commit_group")
+ASYNC_WAIT = declare("async_wait", "", "", doc="cp.async.wait_group `pending`")
+VIEWS_ALIGNED = declare("views_aligned", "view_a view_b", "result",
+                        doc="whether both views allow copies of the widths in `vb` (a loop version's condition)")
+MMA_STAGED = declare("mma_staged", "acc buffer slot", "result", effects="smem_read",
+                     doc="the pipelined mma: one K chunk of A and B read from a stage buffer")
 
 
 def build(decl: OpDecl, operands: dict[str, Value | list[Value]], result_types: list[Type],

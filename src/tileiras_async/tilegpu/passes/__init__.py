@@ -19,6 +19,8 @@ _ALL = [
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
     ("materialize-shared-memory", "materialize_smem"),
+    ("schedule-loops", "schedule_loops"),
+    ("pipeline", "pipeline_loops"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
 ]
@@ -61,8 +63,9 @@ class PassRun:
     snapshots: list[IRSnapshot] = field(default_factory=list)
 
 
-def run_pipeline(k: KernelIR, printing: IRPrinting | None = None) -> PassRun:
-    """Run the target's passes over `k` in place; return the requested IR snapshots."""
+def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | None = None) -> PassRun:
+    """Run the target's passes over `k` in place (up to and including `until`); return the requested IR
+    snapshots."""
     from ..printer import print_kernel
     out = PassRun()
     target = getattr(k.options, "target", "sm_100")
@@ -72,4 +75,6 @@ def run_pipeline(k: KernelIR, printing: IRPrinting | None = None) -> PassRun:
         _load(name)(k)
         if printing is not None and (printing.after_all or name in printing.after):
             out.snapshots.append(IRSnapshot("after", name, print_kernel(k)))
+        if name == until:
+            break
     return out

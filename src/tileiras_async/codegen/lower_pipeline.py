@@ -1,0 +1,204 @@
+"""The pipelined loop's copies: `tilegpu.async_copy` (cp.async of one K chunk of an mma operand into a stage
+buffer), `async_commit` / `async_wait` (cp.async groups) and `views_aligned` (a loop version's run-time check).
+The pipeline pass decided everything (stages, chunks, which buffer, how many bytes per copy); this module
+only spells it in PTX.
+
+Copies: the chunk is spread over the threads, row-major with the innermost dimension fastest; a thread's
+copies are unrolled when there are few, else a loop LLVM is told not to unroll (so their addresses are not all
+kept live across the K-loop).  Out-of-bounds elements read as zero through cp.async's src-size operand (0 for
+rows outside the tensor, the bytes left for a vector that crosses the end of a row): the zero padding of the
+partition view.  With 8/16-bit elements one at a time, a synchronous predicated load and a shared store.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from ..ir.core import Operation
+from ..tilegpu.pipeline import Operand
+from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
+from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
+
+UNROLLED_COPIES = 4     # a thread's copies of one operand chunk are unrolled up to this many, else a loop
+
+
+@lowers("tilegpu.async_copy")
+def _async_copy(em: KernelEmitter, op: Operation) -> None:
+    x: Operand = op.attrs["operand"]
+    ring = op.operands["buffer"].owner.attrs["offset"]
+    if "slot" in op.attrs:
+        buf_off = str(ring + op.attrs["slot"] * op.attrs["unit_bytes"])
+    else:
+        slot = em.get(op.operands["slot"]).regs[0]
+        scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
+        buf_off = em.b.value(f"add i32 {scaled}, {ring}")
+    copy_chunk(em, x, em.get(op.operands["view"]), [em.get(v) for v in op.operands["indices"]], op.attrs["chunk"],
+               op.attrs["kc"], buf_off, op.attrs["vb"])
+
+
+@lowers("tilegpu.async_commit")
+def _async_commit(em: KernelEmitter, op: Operation) -> None:
+    em.b.asm("void", "cp.async.commit_group;", "~{memory}", [])
+
+
+@lowers("tilegpu.async_wait")
+def _async_wait(em: KernelEmitter, op: Operation) -> None:
+    em.b.asm("void", f"cp.async.wait_group {op.attrs['pending']};", "~{memory}", [])
+
+
+@lowers("tilegpu.views_aligned")
+def _views_aligned(em: KernelEmitter, op: Operation) -> None:
+    cond = None
+    for x, name in zip(op.attrs["operands"], ("view_a", "view_b")):
+        vb = op.attrs["vb"][x.role]
+        if vb > x.eb:
+            c = aligned(em, x, em.get(op.operands[name]), vb)
+            cond = c if cond is None else em.b.value(f"and i1 {cond}, {c}")
+    em.set(op.result, Tile(op.result.type, None, [cond or "true"]))
+
+
+def aligned(em: KernelEmitter, x: Operand, pv: PartitionView, vb: int) -> str:
+    """i1: the view's innermost stride is 1, its base and all other strides are multiples of vb bytes."""
+    view = pv.view
+    dims = pv.type.dim_map
+    inner = dims[len(x.tile_shape) - 1]
+    ok = em.b.value(f"icmp eq i64 {view.strides[inner]}, 1")
+    addr = em.b.value(f"ptrtoint {GLOBAL_PTR} {view.base} to i64")
+    mis = em.b.value(f"and i64 {addr}, {vb - 1}")
+    for i in range(len(x.tile_shape) - 1):
+        st = em.b.value(f"mul i64 {view.strides[dims[i]]}, {x.eb}")
+        mis = em.b.value(f"or i64 {mis}, {em.b.value(f'and i64 {st}, {vb - 1}')}")
+    zero = em.b.value(f"icmp eq i64 {mis}, 0")
+    return em.b.value(f"and i1 {ok}, {zero}")
+
+
+def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Tile], chunk: int, kc: int, buf_off: str,
+               vb: int) -> None:
+    """Copy chunk `chunk` of operand x's tile (tile indices `index`) into the buffer at `buf_off`, vb
+    bytes per copy: cp.async (zero-filling what lies outside the tensor) or, for 8/16-bit elements one
+    at a time, a predicated load and a shared store.  The copies of the chunk are spread over the
+    threads, row-major with the innermost dimension fastest; a thread's copies are unrolled when there
+    are few, else a loop (so their addresses are not all kept live across the K-loop)."""
+    view = pv.view
+    dims = pv.type.dim_map
+    ts = x.tile_shape
+    rank = len(ts)
+    v = vb // x.eb                      # elements per copy
+    sub = list(ts)
+    sub[x.kdim] = kc
+    sub_v = sub[:-1] + [sub[-1] // v]   # copies per dimension
+    nv = prod(sub_v)
+    T_ = em.num_threads
+    shifts, acc = [], 0
+    for n in reversed(sub_v):
+        shifts.append(acc)
+        acc += n.bit_length() - 1
+    shifts.reverse()
+    starts = []                         # per dimension: the chunk's first element (i64)
+    for d in range(rank):
+        idx = index[d]
+        i64 = idx.regs[0] if idx.llvm == "i64" else em.b.value(f"sext {idx.llvm} {idx.regs[0]} to i64")
+        st = em.b.value(f"mul i64 {i64}, {ts[d]}")
+        if d == x.kdim and chunk:
+            st = em.b.value(f"add i64 {st}, {chunk * kc}")
+        starts.append(st)
+    fill = [None]
+
+    def coords_of(q: str, entry: bool) -> list[str]:
+        val = em.b.entry_value if entry else em.b.value
+        out = []
+        for d in range(rank):
+            if sub_v[d] == 1:
+                out.append("0")
+                continue
+            c = val(f"lshr i32 {q}, {shifts[d]}") if shifts[d] else q
+            c = val(f"and i32 {c}, {sub_v[d] - 1}")
+            if d == rank - 1 and v > 1:
+                c = val(f"mul i32 {c}, {v}")
+            out.append(c)
+        return out
+
+    def copy(coord: list[str]) -> None:
+        offset, inb, last = "0", None, None
+        dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
+        for d in range(rank):
+            pos = starts[d]
+            if coord[d] != "0":
+                c64 = em.b.value(f"zext i32 {coord[d]} to i64")
+                pos = em.b.value(f"add i64 {pos}, {c64}")
+                if x.strides[d]:
+                    dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
+            last = pos
+            ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
+            inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
+            term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
+            offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
+        lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
+        addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
+        p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
+        if vb < 4:  # an 8/16-bit element: a synchronous predicated load and a shared store
+            from .lower_memory import padding_constant, predicated_load
+            if fill[0] is None:
+                fill[0] = padding_constant(x.elem, pv.type.padding)
+            val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
+            em.b.emit(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+            return
+        if v > 1:   # the vector may cross the end of the row: copy what is left of it
+            left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")
+            short = em.b.value(f"icmp slt i64 {left}, {v}")
+            cnt = em.b.value(f"trunc i64 {em.b.value(f'select i1 {short}, i64 {left}, i64 {v}')} to i32")
+            nbytes = em.b.value(f"mul i32 {cnt}, {x.eb}") if x.eb > 1 else cnt
+            nbytes = em.b.value(f"select i1 {inb}, i32 {nbytes}, i32 0")
+        else:
+            nbytes = em.b.value(f"select i1 {inb}, i32 {vb}, i32 0")
+        safe = em.b.value(f"select i1 {inb}, {GLOBAL_PTR} {addr}, {GLOBAL_PTR} {view.base}")
+        p32 = em.b.value(f"ptrtoint {SHARED_PTR} {p} to i32")
+        kind = "cg" if vb == 16 else "ca"
+        em.b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
+                 [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
+
+    if nv <= T_:        # one copy per thread (threads past nv repeat copies: same data, same place)
+        q = em.tid if nv == T_ else em.b.entry_value(f"and i32 {em.tid}, {nv - 1}")
+        copy(coords_of(q, True))
+        return
+    per = nv // T_
+    if per <= UNROLLED_COPIES:
+        base = coords_of(em.tid, True)
+        tbits = T_.bit_length() - 1
+        for it in range(per):
+            rem = it * T_
+            coord = []
+            for d in range(rank):
+                k = ((rem >> shifts[d]) & (sub_v[d] - 1)) * (v if d == rank - 1 else 1)
+                c = base[d] if shifts[d] < tbits else "0"
+                if k:
+                    c = str(k) if c == "0" else em.b.value(f"add i32 {c}, {k}")
+                coord.append(c)
+            copy(coord)
+        return
+
+    # for (i = 0; i < per; i++): a loop LLVM must not unroll
+    pre = em.b.block_label
+    loop, done = em.b.reserve_block("pl.cp.loop"), em.b.reserve_block("pl.cp.done")
+    em.b.br(loop)
+    em.b.start_block(loop)
+    i = em.b.phi("i32", "cpi")
+    i.add("0", pre)
+    q = em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {i.name}, {T_}')}")
+    copy(coords_of(q, False))
+    nxt = em.b.value(f"add i32 {i.name}, 1")
+    i.add(nxt, em.b.block_label)
+    more = em.b.value(f"icmp ult i32 {nxt}, {per}")
+    em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {_no_unroll(em)}")
+    em.b.start_block(done)
+
+
+def _no_unroll(em: KernelEmitter) -> str:
+    """A fresh `!llvm.loop` node that disables unrolling."""
+    mir = em.module_ir
+    off = mir.md('!{!"llvm.loop.unroll.disable"}')
+    ref = f"!{len(mir.metadata)}"
+    got = mir.md(f"!{{{ref}, {off}}}", distinct=True)
+    assert got == ref
+    return ref
+
+

@@ -1,0 +1,280 @@
+"""pipeline: expand every K-loop schedule-loops scheduled into its prologue, steady state and drain.
+
+Contract: in: IR after schedule-loops (k.notes["pipeline"]: loop -> (candidate, report, geometry)). out: each
+such loop is replaced by explicit IR that follows its schedule: a ring of S = (mma stage - load stage + 1)
+shared-memory stage buffers (`local_alloc`), split into units of one K chunk of A and B each; the copies of
+the first S-1 units before the loop (`tilegpu.async_copy` + `async_commit`, guarded by whether their
+iteration runs); in the loop, for each unit t of the iteration: `async_wait` S-2, a barrier, the copies of the
+unit S-1 ahead, `async_commit`, and `tilegpu.mma_staged` reading unit t from its buffer (the loads and the
+reshape/ftof chains between them and the mma are gone: the mma reads what the copies staged); after the loop,
+`async_wait` 0 and a barrier. The load indices of a future iteration are computed by copies of the body's
+index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is emitted
+once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
+vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the
+group arithmetic holds for trip counts 0, 1 and fewer than S.
+"""
+from __future__ import annotations
+
+from ...bytecode.opspec import OPS_BY_NAME
+from ...ir import types as T
+from ...ir.attrs import DenseElements
+from ...ir.core import Block, Operation, Region, Value
+from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
+from ..ir import KernelIR, replace_values
+from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, LOCAL_ALLOC, MMA_STAGED, VIEWS_ALIGNED,
+                   build)
+from ..pipeline import Candidate, Geometry, copy_versions
+from ..types import LayoutTile, SmemType
+
+I1 = LayoutTile((), T.I1, None)
+
+
+def run(k: KernelIR) -> None:
+    pipelines = k.notes.get("pipeline", {})
+    if not pipelines:
+        return
+    parent_block = _blocks_of(k)
+    for cand, report, geom in pipelines.values():
+        block = parent_block[id(cand.loop)]
+        i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
+        new_ops, results = _Expander(k, cand, geom).expand()
+        ring = new_ops[0]
+        block.ops[i:i + 1] = new_ops
+        replace_values(k.fn.body, {id(old): new for old, new in zip(cand.loop.results, results)})
+        k.remark("passed", "pipelining", "LoopPipelined",
+                 f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
+                 f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
+                 f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
+        k.notes.setdefault("pipelined", []).append((cand, report, geom, ring))
+
+
+def _blocks_of(k: KernelIR) -> dict[int, Block]:
+    from ..ir import walk_blocks
+    out = {}
+    for b in walk_blocks(k.fn.body):
+        for o in b.ops:
+            out[id(o)] = b
+    return out
+
+
+def _version_name(vbs: dict) -> str:
+    return "+".join(f"{role}{vb}" for role, vb in sorted(vbs.items()))
+
+
+class _Expander:
+    def __init__(self, k: KernelIR, cand: Candidate, geom: Geometry):
+        self.k = k
+        self.cand = cand
+        self.geom = geom
+        loop = cand.loop
+        self.lb, self.ub, self.step = (loop.operands[n] for n in ("lowerBound", "upperBound", "step"))
+        self.it = self.lb.type.elem                       # the induction variable's integer type
+        self.unsigned = bool(loop.attrs.get("unsignedCmp"))
+        self.loc = loop.loc
+
+    # -- scalar arithmetic on uniform values ------------------------------------------------------------
+    def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
+        op = Operation(OPS_BY_NAME[name], operands, attrs, [ty], loc=self.loc)
+        out.append(op)
+        return op.result
+
+    def const(self, out: list, value: int, elem=None) -> Value:
+        elem = elem or self.it
+        ty = LayoutTile((), elem, None)
+        raw = int(value).to_bytes(max(1, elem.width // 8), "little", signed=True)
+        return self._op(out, "constant", {}, {"value": DenseElements(T.TileType((), elem), raw)}, ty)
+
+    def add(self, out: list, a: Value, b: Value) -> Value:
+        return self._op(out, "addi", {"lhs": a, "rhs": b}, {"overflow": IntegerOverflow.none}, a.type)
+
+    def mul(self, out: list, a: Value, b: Value) -> Value:
+        return self._op(out, "muli", {"lhs": a, "rhs": b}, {"overflow": IntegerOverflow.none}, a.type)
+
+    def less(self, out: list, a: Value, b: Value) -> Value:
+        sign = Signedness.unsigned if self.unsigned else Signedness.signed
+        return self._op(out, "cmpi", {"lhs": a, "rhs": b}, {"comparison_predicate": ComparisonPredicate.less_than,
+                                                             "signedness": sign}, I1)
+
+    def iteration(self, out: list, iv: Value, d: int) -> Value:
+        """iv + d * step."""
+        if d == 0:
+            return iv
+        return self.add(out, iv, self.mul(out, self.step, self.const(out, d)))
+
+    def mod_stages(self, out: list, x: Value) -> Value:
+        s = self.geom.stages
+        if s & (s - 1) == 0:
+            return self._op(out, "andi", {"lhs": x, "rhs": self.const(out, s - 1, T.I32)}, {}, x.type)
+        return self._op(out, "remi", {"lhs": x, "rhs": self.const(out, s, T.I32)},
+                        {"signedness": Signedness.signed}, x.type)
+
+    # -- the copies of one unit ------------------------------------------------------------------------------
+    def copies(self, out: list, iv: Value, d: int, chunk: int, ring: Value, slot, vbs: dict, guard: bool) -> None:
+        """The copies of chunk `chunk` of iteration iv + d*step into `slot` (an int, or an (i32 value, offset)
+        pair), inside an `if` on whether that iteration runs when `guard`."""
+        target = self.iteration(out, iv, d)
+        body: list[Operation] = []
+        indices = self.indices(body, target)
+        for x in (self.cand.a, self.cand.b):
+            operands = {"view": x.load.operands["view"], "buffer": ring, "indices": indices[x.role]}
+            attrs = {"role": x.role, "operand": x, "chunk": chunk, "kc": self.geom.kc, "vb": vbs[x.role],
+                     "unit_bytes": self.geom.unit_bytes, "stages": self.geom.stages}
+            if isinstance(slot, int):
+                attrs["slot"] = slot
+            else:
+                operands["slot"] = slot
+            body.append(build(ASYNC_COPY, operands, [], attrs, loc=self.loc))
+        if not guard:
+            out.extend(body)
+            return
+        cond = self.less(out, target, self.ub)
+        body.append(Operation(OPS_BY_NAME["yield"], {"operands": []}, {}, [], loc=self.loc))
+        out.append(Operation(OPS_BY_NAME["if"], {"condition": cond}, {}, [],
+                             [Region([Block([], body)]), Region([])], loc=self.loc))
+
+    def indices(self, out: list, iv: Value) -> dict[str, list[Value]]:
+        """The loads' index values for the iteration whose induction variable is `iv`: the body's index
+        arithmetic copied with the induction variable replaced."""
+        block = self.cand.loop.regions[0].block
+        vmap = {id(block.args[0]): iv}
+        for o in self.cand.slice_ops:
+            copy = Operation(o.spec, {n: _mapped(v, vmap) for n, v in o.operands.items()}, dict(o.attrs),
+                             [r.type for r in o.results], loc=o.loc)
+            for old, new in zip(o.results, copy.results):
+                vmap[id(old)] = new
+            out.append(copy)
+        return {x.role: [_mapped(v, vmap) for v in x.load.operands["index"]] for x in (self.cand.a, self.cand.b)}
+
+    # -- the whole loop ---------------------------------------------------------------------------------
+    def expand(self) -> tuple[list[Operation], list[Value]]:
+        out: list[Operation] = []
+        ring_op = build(LOCAL_ALLOC, {}, [SmemType(self.geom.stages * self.geom.unit_bytes)], loc=self.loc)
+        out.append(ring_op)
+        ring = ring_op.result
+        versions = copy_versions(self.cand, self.geom)
+        results = self.versions(out, ring, versions)
+        return out, results
+
+    def versions(self, out: list, ring: Value, versions: list) -> list[Value]:
+        """The loop for the first version whose views allow its copy widths; the last needs no check."""
+        vbs = versions[0]
+        if len(versions) == 1:
+            return self.pipelined_loop(out, ring, vbs)
+        cond = build(VIEWS_ALIGNED, {"view_a": self.cand.a.load.operands["view"],
+                                     "view_b": self.cand.b.load.operands["view"]}, [I1],
+                     {"vb": vbs, "operands": (self.cand.a, self.cand.b), "kc": self.geom.kc}, loc=self.loc)
+        out.append(cond)
+        then_ops: list[Operation] = []
+        then_res = self.pipelined_loop(then_ops, ring, vbs)
+        then_ops.append(Operation(OPS_BY_NAME["yield"], {"operands": then_res}, {}, [], loc=self.loc))
+        else_ops: list[Operation] = []
+        else_res = self.versions(else_ops, ring, versions[1:])
+        else_ops.append(Operation(OPS_BY_NAME["yield"], {"operands": else_res}, {}, [], loc=self.loc))
+        ifop = Operation(OPS_BY_NAME["if"], {"condition": cond.result}, {}, [r.type for r in self.cand.loop.results],
+                         [Region([Block([], then_ops)]), Region([Block([], else_ops)])], loc=self.loc)
+        out.append(ifop)
+        return list(ifop.results)
+
+    def pipelined_loop(self, out: list, ring: Value, vbs: dict) -> list[Value]:
+        g = self.geom
+        s, c = g.stages, g.chunks
+        out.append(build(BARRIER, {}, [], loc=self.loc))   # no warp still reads what the ring overlaps
+        for u in range(s - 1):
+            d, chunk = divmod(u, c)
+            self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
+            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+        loop = self.cand.loop
+        old = loop.regions[0].block
+        dynamic = c % s != 0   # the buffer of an iteration's first unit moves: carried as an i32
+        extra = [LayoutTile((), T.I32, None)] if dynamic else []
+        body = Block([a.type for a in old.args] + extra)
+        vmap = {id(a): b for a, b in zip(old.args, body.args)}
+        iv = body.args[0]
+        bufj = body.args[-1] if dynamic else None
+        dropped = {id(x.load) for x in (self.cand.a, self.cand.b)} | {id(o) for x in (self.cand.a, self.cand.b)
+                                                                      for o in x.chain}
+        for op in old.ops:
+            if id(op) in dropped:
+                continue
+            if op is self.cand.mma:
+                acc = _mapped(op.operands["acc"], vmap)
+                acc = self.units(body.ops, ring, vbs, iv, bufj, acc)
+                vmap[id(op.result)] = acc
+                continue
+            if op.name == "continue":
+                vals = [_mapped(v, vmap) for v in op.operands["operands"]]
+                if dynamic:
+                    vals.append(self.mod_stages(body.ops, self.add(body.ops, bufj, self.const(body.ops, c, T.I32))))
+                body.ops.append(Operation(op.spec, {"operands": vals}, dict(op.attrs), [], loc=op.loc))
+                continue
+            copy = _clone(op, vmap)
+            body.ops.append(copy)
+        inits = [_mapped(v, {}) for v in loop.operands["initValues"]]
+        if dynamic:
+            inits.append(self.const(out, 0, T.I32))
+        new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
+                                    "initValues": inits}, dict(loop.attrs),
+                        [r.type for r in loop.results] + extra, [Region([body])], loop.loc)
+        new.attrs["pipelined"] = True
+        out.append(new)
+        out.append(build(ASYNC_WAIT, {}, [], {"pending": 0}, loc=self.loc))
+        out.append(build(BARRIER, {}, [], loc=self.loc))   # every copy landed, every warp is done with the ring
+        return list(new.results[:len(loop.results)])
+
+    def units(self, out: list, ring: Value, vbs: dict, iv: Value, bufj: Value | None, acc: Value) -> Value:
+        g = self.geom
+        s, c = g.stages, g.chunks
+        for u in range(c):
+            out.append(build(ASYNC_WAIT, {}, [], {"pending": s - 2}, loc=self.loc))
+            out.append(build(BARRIER, {}, [], loc=self.loc))  # unit u landed; every warp is done with u - 1
+            ahead = u + s - 1
+            d, chunk = divmod(ahead, c)
+            self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
+            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+            operands = {"acc": acc, "buffer": ring}
+            attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
+                     "unit_bytes": g.unit_bytes}
+            slot = self.slot(out, bufj, u)
+            if isinstance(slot, int):
+                attrs["slot"] = slot
+            else:
+                operands["slot"] = slot
+            mma = build(MMA_STAGED, operands, [acc.type], attrs, loc=self.cand.mma.loc)
+            out.append(mma)
+            acc = mma.result
+        return acc
+
+    def slot(self, out: list, bufj: Value | None, u: int):
+        """The buffer of unit u of this iteration (past the iteration's end for copies ahead)."""
+        if bufj is None:
+            return u % self.geom.stages
+        x = bufj if u == 0 else self.add(out, bufj, self.const(out, u, T.I32))
+        return self.mod_stages(out, x)
+
+
+def _mapped(v, vmap: dict):
+    if isinstance(v, Value):
+        return vmap.get(id(v), v)
+    if isinstance(v, list):
+        return [vmap.get(id(x), x) for x in v]
+    return v
+
+
+def _clone(op: Operation, vmap: dict) -> Operation:
+    """A copy of `op` (with its regions) reading mapped operands; its results are mapped too."""
+    regions = []
+    for r in op.regions:
+        blocks = []
+        for b in r.blocks:
+            nb = Block([a.type for a in b.args])
+            for a, na in zip(b.args, nb.args):
+                vmap[id(a)] = na
+            nb.ops = [_clone(o, vmap) for o in b.ops]
+            blocks.append(nb)
+        regions.append(Region(blocks))
+    new = Operation(op.spec, {n: _mapped(v, vmap) for n, v in op.operands.items()}, dict(op.attrs),
+                    [r.type for r in op.results], regions, op.loc)
+    for a, b in zip(op.results, new.results):
+        vmap[id(a)] = b
+    return new
+

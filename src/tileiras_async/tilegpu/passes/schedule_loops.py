@@ -1,0 +1,138 @@
+"""schedule-loops: a modulo schedule for every loop; for K-loops, the schedule the pipeliner will follow.
+
+Contract: in: tile-GPU IR with layouts. out: the IR is unchanged but for attributes: every `for`/`loop` gets
+`schedule` (its ordinal among the kernel's loops, pre-order) and `k.notes["schedules"]` holds one
+`ScheduleReport` per loop, in that order (what --schedule-trace-file, the dashboard and the remarks show).
+
+A K-loop that `tilegpu.pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
+copies whose consumers read data fetched `P` iterations earlier (prefetch edges, distance -P), the reshapes and
+ftofs between a load and the mma are fused into the mma (they run where it reads its fragments), and the
+scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is lowered until the schedule has at
+most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and
+`k.notes["pipeline"]` maps the loop to (candidate, report, geometry) for the pipeline pass.  Every other loop
+runs its body in program order: its report is the serial schedule, its rule says "kept serial: <why>".
+"""
+from __future__ import annotations
+
+import msgspec
+
+from ...ir.core import Block, Operation, Region
+from ...schedule.analyze import schedule_loop
+from ...schedule.machine import machine_model
+from ...schedule.modulo import ScheduleOptions
+from ..ir import KernelIR
+from ..errors import LoweringError
+from ..mma import SHARED_LIMIT, _dims, plan_for
+from ..pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
+                        copy_versions, plan_geometry)
+
+_LOOPS = ("for", "loop")
+
+
+def run(k: KernelIR) -> None:
+    model = machine_model(getattr(k.options.target, "name", k.options.target))
+    reports = []
+    pipelines = {}
+    for op, depth, parent in _loops(k.fn.body):
+        ordinal = len(reports)
+        op.attrs["schedule"] = ordinal
+        enabled = int(k.options.pipeline_stages or 1) >= MIN_STAGES
+        cand = analyze(k.options, op) if enabled else None
+        report, why = None, None
+        if isinstance(cand, Candidate):
+            report, why, geom = _pipelined(k, model, cand, ordinal, depth, parent)
+            if report is not None:
+                pipelines[id(op)] = (cand, report, geom)
+        elif isinstance(cand, str):
+            why = cand
+        if why is not None:
+            k.remark("missed", "pipelining", "LoopNotPipelined", f"{FAILED}: {why}", op)
+        if report is None:   # the code runs the body in program order: say so, and why
+            if why is None:
+                why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
+            report = schedule_loop(op, model, ScheduleOptions(strategy="serial"), kernel=k.name, loop=ordinal,
+                                   depth=depth, parent=parent, module=k.source)
+            report = msgspec.structs.replace(report, rule=f"kept serial: {why}")
+        reports.append(report)
+    k.notes["schedules"] = reports
+    k.notes["pipeline"] = pipelines
+
+
+def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):
+    """(report, None, geometry) with the loads and the mma in different stages, or (None, why not, None)."""
+    limit = int(k.options.pipeline_stages)
+    try:
+        mplan = plan_for(k.options, cand.mma)
+    except LoweringError as e:
+        return None, str(e), None
+    kdim = _dims(cand.mma.operands["lhs"].type)[3]
+    min_kc = min(mplan.instr.k, kdim) if mplan is not None else 1
+    budget = SHARED_LIMIT - -(-body_scratch_bytes(cand) // UNIT_ALIGN) * UNIT_ALIGN
+    geom = plan_geometry(cand, kdim, min_kc, limit, budget)
+    if geom is None:
+        return None, f"{MIN_STAGES} stage buffers do not fit in {SHARED_LIMIT} bytes of shared memory", None
+    if not copy_versions(cand, geom):
+        return None, "the tile rows are shorter than a 4-byte copy", None
+    limit = geom.stages
+    loop, ops = _async_form(cand)
+    report = None
+    for prefetch in range(limit - 1, -1, -1):
+        report = schedule_loop(loop, model, ScheduleOptions(strategy="modulo", prefetch_stages=prefetch),
+                               kernel=k.name, loop=ordinal, depth=depth, parent=parent, module=k.source)
+        if not report.ok:
+            return None, f"the scheduler found no schedule ({report.message})", None
+        if report.stage_count <= limit:
+            break
+    placed = {id(o): r for o, r in zip(ops, report.ops)}
+    loads = [placed[id(x.load)] for x in (cand.a, cand.b)]
+    mma = placed[id(cand.mma)]
+    if not all(r.async_capable for r in loads):
+        return None, f"the scheduler does not classify the loads as asynchronous copies ({loads[0].rclass})", None
+    stages = mma.stage - max(r.stage for r in loads) + 1
+    if stages < MIN_STAGES:
+        return None, f"the schedule keeps the loads and the mma in one stage (II {report.ii})", None
+    geom = plan_geometry(cand, kdim, min_kc, stages, budget)   # the buffers this schedule needs
+    for o, r in zip(ops, report.ops):
+        o.attrs["stage"], o.attrs["order"] = r.stage, r.order
+    for x in (cand.a, cand.b):
+        for o in x.chain:
+            o.attrs["stage"] = mma.stage   # fused: they run where the mma reads its fragments
+    return report, None, geom
+
+
+def _async_form(cand: Candidate) -> tuple[Operation, list[Operation]]:
+    """A stand-in loop for the scheduler: the body as the pipeliner will run it (the loads' reshape/ftof
+    chains fused into the mma), sharing the real ops (nothing is inserted into the IR)."""
+    body = cand.loop.regions[0].block
+    fused = {id(o) for x in (cand.a, cand.b) for o in x.chain}
+    mma = cand.mma
+    fused_mma = Operation(mma.spec, {**mma.operands, "lhs": cand.a.load.results[0], "rhs": cand.b.load.results[0]},
+                          dict(mma.attrs), [r.type for r in mma.results], loc=mma.loc)
+    ops = [fused_mma if o is mma else o for o in body.ops if id(o) not in fused]
+    stand_in = Block()
+    stand_in.args = body.args
+    stand_in.ops = ops
+    loop = Operation(cand.loop.spec, dict(cand.loop.operands), dict(cand.loop.attrs), [], [Region([stand_in])],
+                     cand.loop.loc)
+    real = [mma if o is fused_mma else o for o in ops if o.name not in ("continue", "yield")]
+    return loop, real
+
+
+def _loops(body: Block):
+    """(loop op, depth, parent ordinal) of every loop, pre-order (an enclosing loop first)."""
+    out = []
+    stack = [(iter(body.ops), 0, -1)]
+    while stack:
+        it, depth, parent = stack[-1]
+        op = next(it, None)
+        if op is None:
+            stack.pop()
+            continue
+        if op.name in _LOOPS:
+            out.append((op, depth, parent))
+            inner = (depth + 1, len(out) - 1)
+        else:
+            inner = (depth, parent)
+        if op.regions:
+            stack.append((iter([o for r in op.regions for b in r.blocks for o in b.ops]), *inner))
+    return out

@@ -1,0 +1,342 @@
+"""Software pipelining of K-loops: which loops qualify, what is copied, and the stage buffers' geometry.
+
+Pure analysis (no IR is changed here): the schedule-loops pass asks `analyze` whether a loop is a K-loop it
+can pipeline (and why not), the pipeline pass asks `plan_geometry` how to cut each iteration into units that
+fit the stage buffers.
+
+What is pipelined: a `for` loop whose body runs one `mmaf`/`mmai` (at the top level of the body) whose two
+operands are tiles loaded in the same iteration by `load_view_tko` -- directly, or through `reshape`s that
+only drop leading unit dimensions and elementwise `ftof`s (the tf32 matmuls) -- where the loaded tiles have no
+other users.  The loads' indices may depend on the induction variable through pure scalar integer ops of the
+body.  The body must not write memory and must not leave an iteration early; the partition views must be
+defined outside the loop with no or zero padding (out-of-bounds elements read as zero through cp.async's
+src-size).
+
+Geometry: the unit of the pipeline is a *K chunk* of one iteration: the A rows x kc and kc x N of B, staged in
+one of S shared-memory buffers.  An iteration has C = K / kc chunks; C is the smallest power of two for which S
+buffers fit the budget, and S is lowered (down to 2) when no C fits.  Stage layout: A ([b,] m, k) row-major
+with k contiguous, rows of align16(kc * e) + 16 bytes; B ([b,] k, n) row-major with n contiguous, rows of
+align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from ..ir import types as T
+from ..ir.core import Block, Operation, Value
+from ..ir.enums import MemoryOrderingSemantics as MO
+from ..ir.enums import PaddingValue
+from ..targets import sm_number
+from .options import CodegenOptions
+from .types import elem_bytes
+
+FAILED = "Failed to pipeline loop"
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    """What was built for one pipelined loop (the benchmark and the tests read it)."""
+    kernel: str
+    loc: int
+    stages: int             # S: stage buffers
+    chunks: int             # C: K chunks (pipeline units) per iteration
+    kc: int                 # K per chunk
+    unit_bytes: int         # shared memory per stage buffer (A + B, aligned)
+    a_bytes: int
+    b_bytes: int
+    offset: int             # where buffer 0 starts in shared memory
+    versions: tuple         # the loop versions emitted ("a16+b16", "a4+b4", ...)
+    ii: int = 0             # the schedule's initiation interval
+
+
+def pipeline_info(kernel: str, cand, report, geom, ring) -> "PipelineInfo":
+    versions = tuple("+".join(f"{r}{vb}" for r, vb in sorted(v.items())) for v in copy_versions(cand, geom))
+    return PipelineInfo(kernel, cand.loop.loc, geom.stages, geom.chunks, geom.kc, geom.unit_bytes, cand.a.nbytes,
+                        cand.b.nbytes, ring.attrs.get("offset", 0), versions, report.ii)
+ROW_PAD = 16
+UNIT_ALIGN = 128
+MIN_SM = 80
+MIN_STAGES = 2
+
+_WRITE_PREFIXES = ("store_", "atomic_", "memory_fence", "gdc_")
+_EARLY_EXITS = ("continue", "break", "return")
+# scalar ops that may sit between the induction variable and a load index (they cannot trap)
+_SLICE_OPS = frozenset(("constant", "assume", "addi", "subi", "muli", "andi", "ori", "xori", "shli", "shri",
+                        "select", "cmpi", "exti", "trunci", "maxi", "mini", "negi", "absi"))
+
+
+@dataclass
+class Operand:
+    """One pipelined mma operand: the load that produces it, the ops between, and its stage geometry."""
+    role: str                       # "a" (lhs: [B,] M, K) or "b" (rhs: [B,] K, N)
+    load: Operation
+    chain: list[Operation]          # reshape / ftof from the load to the mma, in program order
+    tile_shape: tuple[int, ...]     # the load's tile
+    lead: int                       # leading unit dims of the tile the operand does not have
+    elem: T.Type                    # the loaded (staged) element type
+    # geometry (Pipeline.layout)
+    kdim: int = 0                   # tile dimension of K
+    strides: tuple[int, ...] = ()   # bytes per unit of each tile coordinate inside a stage buffer
+    base: int = 0                   # byte offset of this operand inside a stage buffer
+    row: int = 0                    # bytes per staged row
+    nbytes: int = 0
+    vb: int = 0                     # bytes per copy in the loop version being emitted
+
+    @property
+    def eb(self) -> int:
+        return elem_bytes(self.elem)
+
+    @property
+    def operand_shape(self) -> tuple[int, ...]:
+        return self.tile_shape[self.lead:]
+
+
+@dataclass
+class Candidate:
+    loop: Operation
+    mma: Operation
+    a: Operand
+    b: Operand
+    slice_ops: list[Operation]      # in-body scalar ops computing load indices, program order
+
+
+def own_ops(block: Block):
+    """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
+    for op in block.ops:
+        yield op
+        if op.name not in ("for", "loop"):
+            for region in op.regions:
+                for b in region.blocks:
+                    yield from own_ops(b)
+
+
+def is_k_loop(op: Operation) -> bool:
+    """A loop whose own body (not a nested loop's) runs an mma: what pipelining is about."""
+    if op.name not in ("for", "loop") or not op.regions or not op.regions[0].blocks:
+        return False
+    return any(o.name in ("mmaf", "mmai") for o in own_ops(op.regions[0].block))
+
+
+def _uses(block: Block) -> dict[int, int]:
+    count: dict[int, int] = {}
+    for o in block.walk():
+        for v in o.operand_values():
+            count[id(v)] = count.get(id(v), 0) + 1
+    return count
+
+
+def _squeeze_leading(tile_shape: tuple[int, ...], shape: tuple[int, ...]) -> int | None:
+    """How many leading unit dims `tile_shape` has over `shape` (None: not that relation)."""
+    lead = len(tile_shape) - len(shape)
+    if lead < 0 or tuple(tile_shape[lead:]) != tuple(shape) or any(d != 1 for d in tile_shape[:lead]):
+        return None
+    return lead
+
+
+def _trace_operand(role: str, v: Value, top: set[int], uses: dict[int, int]) -> Operand | str:
+    chain: list[Operation] = []
+    shape = v.type.shape
+    while True:
+        owner = v.owner
+        if not isinstance(owner, Operation) or id(owner) not in top:
+            return f"the mma's {role} operand is not loaded in the loop body"
+        if uses.get(id(v), 0) != 1:
+            return f"the loaded {role} tile has other users than the mma"
+        if owner.name == "load_view_tko":
+            break
+        if owner.name == "reshape":
+            src = owner.operands["source"]
+            if _squeeze_leading(src.type.shape, owner.result.type.shape) is None and \
+                    _squeeze_leading(owner.result.type.shape, src.type.shape) is None:
+                return f"a reshape of the {role} tile moves data"
+            chain.append(owner)
+            v = src
+        elif owner.name == "ftof":
+            chain.append(owner)
+            v = owner.operands["from"]
+        else:
+            return f"the {role} operand is computed by '{owner.name}' from the loaded tile"
+    load = owner
+    if load.results[1] is not None and uses.get(id(load.results[1]), 0):
+        return f"the {role} load's token orders other memory operations"
+    lead = _squeeze_leading(load.results[0].type.shape, shape)
+    if lead is None:
+        return f"the {role} tile's shape differs from the mma operand beyond leading unit dimensions"
+    chain.reverse()
+    return Operand(role, load, chain, tuple(load.results[0].type.shape), lead, load.results[0].type.elem)
+
+
+def _slice(v: Value, block: Block, top: set[int], out: dict[int, Operation]) -> bool:
+    """Collect the in-body ops computing scalar `v` from the induction variable and loop invariants."""
+    if v is block.args[0]:
+        return True
+    owner = v.owner
+    if isinstance(owner, Block):
+        return owner is not block and not _inside(owner, block)
+    if not isinstance(owner, Operation):
+        return False
+    if id(owner) not in top:
+        return not _defined_in(owner, block)
+    if owner.name not in _SLICE_OPS or getattr(v.type, "shape", ()) != () or owner.regions:
+        return False
+    if id(owner) in out:
+        return True
+    for x in owner.operand_values():
+        if not _slice(x, block, top, out):
+            return False
+    out[id(owner)] = owner
+    return True
+
+
+def _defined_in(op: Operation, block: Block) -> bool:
+    return any(o is op for o in block.walk())
+
+
+def _inside(inner: Block, block: Block) -> bool:
+    for o in block.walk():
+        for r in o.regions:
+            if any(b is inner for b in r.blocks):
+                return True
+    return False
+
+
+def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
+    """A Candidate, a reason why this K-loop cannot be pipelined, or None (not a K-loop)."""
+    if not is_k_loop(op):
+        return None
+    if op.name != "for":
+        return "only counted `for` loops are pipelined"
+    sm = sm_number(getattr(options.target, "name", options.target))
+    if sm is None or sm < MIN_SM:
+        return "cp.async needs sm_80 or later"
+    body = op.regions[0].block
+    if options.num_threads & (options.num_threads - 1):
+        return "the thread count is not a power of two"
+    mmas = [o for o in body.ops if o.name in ("mmaf", "mmai")]
+    if len(mmas) != 1 or sum(o.name in ("mmaf", "mmai") for o in body.walk()) != 1:
+        return "the loop body does not run exactly one mma"
+    for o in own_ops(body):
+        if o.name in _EARLY_EXITS and o is not body.ops[-1]:
+            return "an iteration may end early"
+    for o in body.walk():
+        if o.name.startswith(_WRITE_PREFIXES):
+            return f"the loop body writes memory ('{o.name}')"
+    mma = mmas[0]
+    top = {id(o) for o in body.ops}
+    uses = _uses(body)
+    operands = []
+    for role, name in (("a", "lhs"), ("b", "rhs")):
+        r = _trace_operand(role, mma.operands[name], top, uses)
+        if isinstance(r, str):
+            return r
+        operands.append(r)
+    a, b = operands
+    slices: dict[int, Operation] = {}
+    for x in operands:
+        ld = x.load
+        view = ld.operands["view"]
+        if not isinstance(view.type, T.PartitionViewType):
+            return f"the {x.role} load is not through a partition view"
+        if isinstance(view.owner, Operation) and _defined_in(view.owner, body):
+            return f"the {x.role} load's view is made inside the loop"
+        if view.type.padding not in (None, PaddingValue.zero):
+            return f"the {x.role} view pads with a non-zero value"
+        if ld.attrs.get("memory_ordering_semantics", MO.weak) != MO.weak:
+            return f"the {x.role} load is not weak"
+        if x.eb not in (1, 2, 4, 8):
+            return f"the {x.role} element type cannot be copied asynchronously"
+        for idx in ld.operands["index"]:
+            if not _slice(idx, body, top, slices):
+                return f"the {x.role} tile index depends on values the loop computes"
+    slice_ops = [o for o in body.ops if id(o) in slices]
+    return Candidate(op, mma, a, b, slice_ops)
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and not n & (n - 1)
+
+
+@dataclass
+class Geometry:
+    stages: int
+    chunks: int         # C: units per iteration
+    kc: int             # K per unit
+    unit_bytes: int
+
+
+def _operand_layout(x: Operand, kc: int) -> None:
+    """Stage layout of one operand for K chunks of kc (sets kdim, strides, row, nbytes)."""
+    shape = x.operand_shape
+    e = x.eb
+    rank = len(shape)
+    if x.role == "a":   # ([B,] M, K): rows of kc elements
+        x.row = _align(kc * e, 16) + ROW_PAD
+        lead = (shape[-2] * x.row,) if rank == 3 else ()
+        ostrides = lead + (x.row, e)
+        rows = prod(shape[:-1])
+        x.kdim = x.lead + rank - 1
+    else:               # ([B,] K, N): kc rows of N elements
+        x.row = _align(shape[-1] * e, 16) + ROW_PAD
+        lead = (kc * x.row,) if rank == 3 else ()
+        ostrides = lead + (x.row, e)
+        rows = prod(shape[:-2]) * kc
+        x.kdim = x.lead + rank - 2
+    x.strides = (0,) * x.lead + ostrides
+    x.nbytes = rows * x.row
+
+
+def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int) -> Geometry | None:
+    """The fewest chunks per iteration (then the most stages) whose buffers fit `budget` bytes."""
+    for s in range(stages, MIN_STAGES - 1, -1):
+        c = 1
+        while k // c >= max(1, min_kc) and _pow2(k // c):
+            kc = k // c
+            _operand_layout(cand.a, kc)
+            _operand_layout(cand.b, kc)
+            cand.a.base = 0
+            cand.b.base = _align(cand.a.nbytes, UNIT_ALIGN)
+            unit = _align(cand.b.base + cand.b.nbytes, UNIT_ALIGN)
+            if s * unit <= budget:
+                return Geometry(s, c, kc, unit)
+            c *= 2
+    return None
+
+
+def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
+    """Bytes per copy for each operand, per loop version, widest first; every version but the last runs only
+    when the views are aligned to its copy widths (a run-time check).  Empty: the rows are too short for any
+    copy.  Versions: the widest copy (up to 16 bytes) the tile rows allow; 4-byte copies (pairs/quads of
+    16/8-bit elements, or one 32/64-bit element); one 8/16-bit element at a time (synchronous)."""
+    xs = (cand.a, cand.b)
+    wide, narrow = {}, {}
+    for x in xs:
+        inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
+        wide[x.role] = min(16, inner)
+        narrow[x.role] = max(x.eb, 4)
+        if inner < narrow[x.role]:
+            return []
+    out = []
+    if any(wide[r] > narrow[r] for r in wide):
+        out.append(wide)
+    out.append(narrow)
+    if any(x.eb < 4 for x in xs):
+        out.append({x.role: x.eb for x in xs})
+    return out
+
+
+def body_scratch_bytes(cand: Candidate) -> int:
+    """An upper bound of the shared memory the loop body needs besides the stage buffers (its buffers and
+    staging scratch, the pipelined mma's excepted: it reads the stage buffers)."""
+    from .ir import walk_ops
+    total = 0
+    for op in walk_ops(cand.loop.regions[0].block):
+        if op is cand.mma:
+            continue
+        n = op.result.type.nbytes if op.name == "tilegpu.local_alloc" else op.attrs.get("scratch_bytes", 0)
+        total += -(-n // 16) * 16
+    return total
