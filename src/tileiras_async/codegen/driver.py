@@ -47,6 +47,8 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     except LoweringError as e:
         raise CodegenUnavailable(_describe(module, fn, e)) from None
     em.finish()
+    barriers = sum(str(line).count("@llvm.nvvm.barrier0(") for _, lines in em.b.fn.blocks for line in lines)
+    em.remark("analysis", "memory", "Barriers", f"{barriers} CTA barrier(s) (bar.sync) in the kernel")
     return em
 
 

@@ -415,26 +415,10 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
 @lowers("mmaf", "mmai")
 def _mma(em: KernelEmitter, op: Operation) -> None:
     plan = plan_for(em.options, op)
-    _mma_remark(em, op, plan)
     if plan is None:
         _lower_fma(em, op)
     else:
         _lower_tensor_core(em, op, plan)
-
-
-def _mma_remark(em: KernelEmitter, op: Operation, plan: MmaPlan | None) -> None:
-    """Which instruction the op became (the tensorcore remark)."""
-    lhs, rhs = op.operands["lhs"].type, op.operands["rhs"].type
-    what = f"{op.name} {'x'.join(map(str, op.result.type.shape))} ({lhs.elem} x {rhs.elem} -> {op.result.type.elem})"
-    if plan is None:
-        em.remark("missed", "tensorcore", "MmaOnCudaCores",
-                  f"{what} computed with FMA on CUDA cores (no tensor-core instruction for these types or this shape)",
-                  op)
-    else:
-        i = plan.instr
-        em.remark("passed", "tensorcore", "MmaInstruction", f"{what} lowered to mma.sync m{i.m}n{i.n}k{i.k} ({i.key})",
-                  op)
-
 
 
 # -- software-pipelined K-loops ------------------------------------------------------------------------------
@@ -566,7 +550,6 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     lowering's: the results are bit-identical."""
     op = staged.attrs["mma"]
     plan = plan_for(em.options, op)
-    _mma_remark(em, op, plan)
     unit_off = _unit_offset(em, staged)
     if plan is None:
         _lower_fma_staged(em, staged, op, unit_off)

@@ -88,6 +88,7 @@ F8_F32 = Instr("f8.f32", 16, 8, 32, 8, "i32", "float")
 F8_F16 = Instr("f8.f16", 16, 8, 32, 8, "i32", "half")
 F64_F64 = Instr("f64.f64", 8, 8, 4, 64, "double", "double")
 INSTRS = (F16_F32, F16_F16, BF16_F32, TF32_F32, I8_I32, F8_F32, F8_F16, F64_F64)
+INSTRS_BY_KEY = {i.key: i for i in INSTRS}
 
 
 def _log2(n: int) -> int:
@@ -390,7 +391,10 @@ def _name(t: T.Type) -> str:
 
 
 def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
-    """The tensor-core instruction for this op, or None for the FMA chain."""
+    """The tensor-core instruction for this op, or None for the FMA chain (what select-mma chose, once it ran)."""
+    chosen = op.attrs.get("instruction")
+    if chosen is not None:
+        return None if chosen == "fma" else INSTRS_BY_KEY[chosen]
     lhs: T.TileType = op.operands["lhs"].type
     acc: T.TileType = op.operands["acc"].type
     a, c = lhs.elem, acc.elem

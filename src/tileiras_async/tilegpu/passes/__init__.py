@@ -16,6 +16,7 @@ from ..ir import KernelIR
 _ALL = [
     ("convert-to-tilegpu", "to_tilegpu"),
     ("dce", "dce"),
+    ("select-mma", "select_mma"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
     ("materialize-shared-memory", "materialize_smem"),
