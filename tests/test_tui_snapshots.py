@@ -22,13 +22,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `tui` lives at the repository root
-    sys.path.insert(0, str(REPO))
 
-from tui.app import DashboardApp, DiagnosticScreen, KernelScreen  # noqa: E402
-from tui.sources import ListSource  # noqa: E402
-from tui.synth import synthetic_run  # noqa: E402
-from tui.testing import screen_text, settle  # noqa: E402
+from tileiras_tui.app import DashboardApp, DiagnosticScreen, KernelScreen  # noqa: E402
+from tileiras_tui.sources import ListSource  # noqa: E402
+from tileiras_tui.synth import synthetic_run  # noqa: E402
+from tileiras_tui.testing import screen_text, settle  # noqa: E402
 
 SNAPSHOTS = REPO / "tests" / "snapshots"
 VERSIONS = SNAPSHOTS / "tui_versions.json"

@@ -40,12 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("list-versions", help="print the bytecode versions this build reads")
     v.set_defaults(func=_cmd_versions)
     from ..pipeline.cli_compile import add_compile_parser
-    add_compile_parser(sub)
-    from ..pipeline.cli_compile import add_tui_parser
-    add_tui_parser(sub)
+    compile_parser = add_compile_parser(sub)
+    _add_dashboard(sub, compile_parser)
     from ..interp.cli import add_run_parser
     add_run_parser(sub)
     return p
+
+
+def _add_dashboard(sub, compile_parser: argparse.ArgumentParser) -> None:
+    """`tui` and `compile --tui`, from the dashboard package when it is installed.  The command line
+    joins the two: the pipeline never imports the dashboard, the dashboard imports the pipeline."""
+    try:
+        from tileiras_tui import cli as dashboard
+    except ImportError:
+        return
+    dashboard.add_tui_parser(sub)
+    compile_parser.set_defaults(run_live=dashboard.run_live)
 
 
 def run(argv: list[str]) -> int:

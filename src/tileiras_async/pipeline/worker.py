@@ -18,7 +18,7 @@ import time
 
 import msgspec
 
-from .messages import STAGE_TYPES, FaultSpec, JobBegun, JobReply, JobRequest, WorkerHello
+from .messages import SLOW_FAULT_S, STAGE_TYPES, FaultSpec, JobBegun, JobReply, JobRequest, WorkerHello
 
 _state: dict = {"notify": None, "addr": None, "jobs": 0, "ready_at": 0.0, "proc": None}
 _job_decoder = msgspec.msgpack.Decoder(JobRequest)
@@ -134,6 +134,9 @@ def _misbehave(fault: FaultSpec) -> None:
         import ctypes
         ctypes.string_at(0)
         os.kill(os.getpid(), 11)  # in case address 0 is readable here
+    if fault.mode == "slow":
+        time.sleep(SLOW_FAULT_S)
+        return
     if fault.mode == "hang":
         while True:
             time.sleep(3600)
