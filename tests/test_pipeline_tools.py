@@ -130,7 +130,7 @@ def test_assemble_without_ptxas_names_the_search(tmp_path):
     tc = Toolchain(env={"PATH": ""}, sys_path=[])
     res = run(tools.assemble, AssembleRequest("ptx", CompileOptions("sm_100")), tc)
     assert not res.ok and res.exit_code == 2
-    assert res.diagnostics[0].message.startswith("cannot find ptxas; searched: $CUDA_ROOT (unset)")
+    assert res.diagnostics[0].message.startswith("cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset)")
 
 
 def test_disassemble_runs_nvdisasm_c(tmp_path):
