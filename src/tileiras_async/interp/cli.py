@@ -100,7 +100,7 @@ def run_command(args) -> int:
     from ..toolchain import PtxasError
     from .runner import load_module
 
-    from ..codegen.targets import GPU_NAMES
+    from ..targets import GPU_NAMES
 
     try:
         data = read_input_file(args.module)
