@@ -129,7 +129,11 @@ def run_command(args) -> int:
             print(f"mismatch: {m}", file=sys.stderr)
         return _error("the interpreter and the emulator disagree", e.exit_code)
     except CodegenUnavailable as e:
-        return _error(str(e), EXIT_CODEGEN)
+        from ..failures import lowering_notes
+        rc = _error(str(e), EXIT_CODEGEN)
+        for note in lowering_notes(e, args.gpu_name):
+            print(f"note: {note.message}", file=sys.stderr)
+        return rc
     except PtxasError as e:
         return _error(f"ptxas failed: {e.stderr.strip()}", EXIT_PTXAS)
     except ToolchainError as e:  # no ptxas / libdevice: the message says what to install
