@@ -108,6 +108,17 @@ def test_snapshot_diagnostic_view():
     shoot(events, "diagnostic", steer)
 
 
+def test_snapshot_charts_and_dask_workers():
+    """The timeline / stage-time histogram / throughput pane (key t) over a Dask run's workers pane."""
+    from test_tui_charts import cluster_events
+
+    async def steer(app, pilot):
+        await pilot.press("t")
+        await settle(pilot, app)
+
+    shoot(cluster_events(), "charts", steer)
+
+
 def test_snapshot_schedule_view():
     events = synthetic_run(4, jobs=2, kernels=(2,))
 
