@@ -7,8 +7,8 @@ a small `examples` folder, G -> a GPU name, ...), every optional `[...]` group i
 run in a scratch folder with this environment's programs first on PATH; it must exit 0 and print
 no `error:`.  Dashboard lines run in a pseudo-terminal (`script`) and get --exit-when-done; `dask`
 lines start real scheduler/worker processes in the background (on a free port) for the lines after
-them (those and `--cluster` lines run with --run-all; by default tests/test_pipeline_dask.py covers
-them).  The drop-in's options, spelled in prose, are each run in-process.  Then every option spelled
+them.  The default run leaves the Dask and dashboard lines to the tests named in ELSEWHERE (which run
+those options by default); --run-all runs every line.  The drop-in's options, spelled in prose, are each run in-process.  Then every option spelled
 anywhere in the README must have been passed by at least one of those runs.
 """
 from __future__ import annotations
@@ -42,6 +42,9 @@ PLACEHOLDERS = [
     ("G[,G...]", "sm_100,sm_90"), ("X[,Y[,Z]]", "4"), ("MODULE", "kernel.tileirbc"),
     ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"), ("F", "trace.json"), ("K", "@kernel"),
 ]
+# lines the default run leaves to other default tests (all run with --run-all): option -> the test that runs it
+ELSEWHERE = {"--cluster": "test_pipeline_dask.py", "--tui": "test_tui_app.py::test_live_batch_fail_retry_cancel_quit",
+             "--exit-when-done": "test_tui_tmux.py", "--replay": "test_tui_app.py / test_tui_tmux.py"}
 # shorthand in prose, not options of ours
 NOT_OPTIONS = {"-j1", "-j2", "-jN"}
 
@@ -223,7 +226,7 @@ def test_every_readme_command_line_runs(workdir, request):
         for line_no, written in readme_commands(text):
             command = concrete(written, symbol).replace("8786", port).replace("python -m", f"{sys.executable} -m")
             if not everything:   # Dask clusters: tests/test_pipeline_dask.py runs those by default
-                if command.startswith("dask ") or re.search(r"--cluster (tcp|local:\d)", written):
+                if command.startswith("dask ") or re.search(r"--cluster (tcp://\d|local:\d)", written):
                     continue
                 command = re.sub(r" --cluster \S+", "", command)   # the synopsis line: the rest still runs
             if "| jq" in command and jq is None:
@@ -237,6 +240,8 @@ def test_every_readme_command_line_runs(workdir, request):
                 ran.append(command)
                 continue
             for variant in variants(command):
+                if not everything and "--exit-when-done" in variant:
+                    continue   # a dashboard in a pseudo-terminal: see ELSEWHERE
                 run_line(line_no, variant, workdir, env)
                 ran.append(variant)
     finally:
@@ -250,5 +255,5 @@ def test_every_readme_command_line_runs(workdir, request):
     passed |= {a for argv in drop_in_option_runs(text) for a in argv if a.startswith("-")}
     passed |= {t.split("=", 1)[0] for t in passed}
     passed |= {t[:2] for t in passed if re.match(r"^-[A-Za-z]\w", t)}   # -O3 is -O
-    missing = sorted(o for o in readme_options(text) if o not in passed and (everything or o != "--cluster"))
+    missing = sorted(o for o in readme_options(text) if o not in passed and (everything or o not in ELSEWHERE))
     assert missing == [], f"options the README names but no README command line runs: {missing}"
