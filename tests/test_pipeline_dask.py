@@ -67,25 +67,31 @@ def stop(proc: subprocess.Popen) -> None:
 class Cluster:
     """A scheduler and named workers, each a separate process listening on 127.0.0.1."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, scheduler_env: dict | None = None):
         self.tmp = tmp
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
         self.workers: dict[str, subprocess.Popen] = {}   # address -> process
         self.scheduler = self._spawn("scheduler", [str(DASK), "scheduler", "--host", "127.0.0.1", "--port",
-                                                   str(self.port), "--no-dashboard"])
+                                                   str(self.port), "--no-dashboard"], {**ENV, **(scheduler_env or {})})
         wait_port(self.port, self.scheduler)
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.log", "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ENV,
-                                cwd=self.tmp)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env or ENV, cwd=self.tmp)
         self.procs.append(proc)
         return proc
 
-    def add_worker(self, name: str) -> str:
+    def add_worker(self, name: str, nanny: bool = False) -> str:
+        """A worker process (with `nanny`, under a nanny that restarts it when it dies)."""
         port = free_port()
+        if nanny:
+            proc = self._spawn(name, [str(DASK), "worker", self.address, "--host", "127.0.0.1", "--nanny-port",
+                                      str(port), "--nthreads", "1", "--nanny", "--no-dashboard", "--name", name])
+            wait_port(port, proc)
+            return name
         proc = self._spawn(name, [str(DASK), "worker", self.address, "--host", "127.0.0.1", "--worker-port",
                                   str(port), "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", name])
         wait_port(port, proc)
@@ -196,6 +202,49 @@ def test_limits_hold_on_cluster_workers(cluster, tmp_path):
         assert cubins([ok_file], out)[ok_file.name] is not None, mode
         assert not [e for e in events if e["event"] == "stage_retried"], mode
     assert all(p.poll() is None for p in cluster.workers.values())
+
+
+@pytest.mark.slow
+@requires_corpus
+def test_a_module_that_kills_workers_fails_instead_of_being_retried_forever(tmp_path):
+    """Its job kills the Dask worker running it, every time: after the scheduler's allowed-failures
+    (1 here) Dask gives up (KilledWorker), the module fails with a diagnostic, the others compile."""
+    cluster = Cluster(tmp_path, {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"})
+    try:
+        cluster.add_worker("n1", nanny=True)
+        cluster.add_worker("n2", nanny=True)
+        files = SAMPLE[:3]
+        want = reference(files[1:], tmp_path / "j1")
+        proc = compile_cli(files, tmp_path / "dask", "--cluster", cluster.address, "--inject-fault",
+                           f"lower:kill-host:{files[0].name}")
+        rc, events, err = finish(proc, [], timeout=300)
+    finally:
+        cluster.close()
+    assert rc == 4, err
+    diags = [e["message"] for e in events if e["event"] == "diagnostic" and e["module"] == str(files[0])]
+    assert len(diags) == 1 and diags[0].startswith("lower killed the Dask worker running it 2 times") \
+        and diags[0].endswith("Dask gave up on it (the scheduler's allowed-failures)"), diags
+    assert cubins(files[1:], tmp_path / "dask") == want
+    assert cubins(files[:1], tmp_path / "dask") == {files[0].name: None}
+
+
+@requires_corpus
+def test_ctrl_c_cancels_the_cluster_jobs_and_leaves_no_outputs(cluster, tmp_path):
+    cluster.add_worker("w1")
+    files = SAMPLE[:2]
+    proc = compile_cli(files, tmp_path / "out", "--cluster", cluster.address, "--inject-fault",
+                       f"lower:slow:{files[0].name}")
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e["event"] == "stage_started" and e["stage"] == "lower" and e["module"] == str(files[0]):
+            proc.send_signal(signal.SIGINT)
+            break
+    t0 = time.monotonic()
+    rc, events, err = finish(proc, [], timeout=60)
+    assert rc == 130 and time.monotonic() - t0 < 30, err
+    assert [e["cancelled"] for e in events if e["event"] == "run_finished"] == ["SIGINT"]
+    assert not list((tmp_path / "out").iterdir())            # no partial (or any) outputs
+    assert all(p.poll() is None for p in cluster.workers.values())   # the cluster is still there
 
 
 def test_local_cluster_matches_j1(tmp_path):

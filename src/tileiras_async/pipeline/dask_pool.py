@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import math
 import queue
+import re
 import secrets
 import sys
 import threading
@@ -286,9 +287,12 @@ class DaskPool(WorkerPool):
         if pending.outcome[0] == "error":
             _, kind, message = pending.outcome
             if kind == "killed":
-                workers = ", ".join(pending.workers) or "its workers"
-                raise self._lost(job, WorkerFault("crashed", f"{job.stage} killed {workers}; Dask gave up on it "
-                                                             f"({message.splitlines()[0] if message else 'KilledWorker'})"))
+                m = re.search(r"on (\d+) different workers", message)
+                times = f"{m.group(1)} times" if m else "repeatedly"
+                where = f" ({', '.join(dict.fromkeys(pending.workers))})" if pending.workers else ""
+                raise self._lost(job, WorkerFault("crashed", f"{job.stage} killed the Dask worker running it {times}"
+                                                             f"{where}; Dask gave up on it (the scheduler's "
+                                                             f"allowed-failures)"))
             self._worker_gone(None, "", None, job)
             raise StageRaised(message)
         outcome = self._decode_outcome(pending.outcome[1])

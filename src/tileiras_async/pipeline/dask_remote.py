@@ -52,7 +52,8 @@ class _Sandbox:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tileiras_async.pipeline.dask_remote", "--sandbox", ",".join(warm_targets),
              str(opt_level)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
+            env={**os.environ, "TILEIRAS_ASYNC_SANDBOX": "1"})
 
     @property
     def alive(self) -> bool:

@@ -21,7 +21,7 @@ STAGE_TYPES: dict[str, tuple[type, type]] = {
 }
 
 SLOW_FAULT_S = 3.0
-FAULT_MODES = ("raise", "segfault", "hang", "oom", "exit", "slow")
+FAULT_MODES = ("raise", "segfault", "hang", "oom", "exit", "slow", "kill-host")
 
 
 class FaultSpec(msgspec.Struct, frozen=True):
@@ -29,7 +29,8 @@ class FaultSpec(msgspec.Struct, frozen=True):
 
     Spelled `STAGE:MODE[:MATCH]` in $TILEIRAS_ASYNC_FAULT or --inject-fault: MODE is one of
     raise | segfault | hang | oom (allocate without bound) | exit (worker exits unexpectedly) |
-    slow (sleep SLOW_FAULT_S, then run normally: a window for tests that kill a worker mid-job);
+    slow (sleep SLOW_FAULT_S, then run normally: a window for tests that kill a worker mid-job) |
+    kill-host (in a Dask sandbox: SIGKILL the Dask worker process that hosts it; elsewhere as `exit`);
     MATCH restricts it to jobs whose module path or kernel name contains that text.
     """
     stage: str
