@@ -2,7 +2,9 @@
 127.0.0.1, a worker killed mid-batch, limits enforced on the workers, and a LocalCluster.
 
 Every cubin must be byte-identical to a -j1 run of the local pipeline.  The default run uses a
-handful of corpus files; `--run-all` sends the whole public corpus through the cluster.
+handful of corpus files and the main cases (a worker killed mid-batch, limits, a LocalCluster, bad
+options); `--run-all` adds the whole public corpus, Ctrl-C, a job that keeps killing its workers and
+a worker without the toolchain.
 """
 from __future__ import annotations
 
@@ -228,6 +230,7 @@ def test_a_module_that_kills_workers_fails_instead_of_being_retried_forever(tmp_
     assert cubins(files[:1], tmp_path / "dask") == {files[0].name: None}
 
 
+@pytest.mark.slow
 @requires_corpus
 def test_ctrl_c_cancels_the_cluster_jobs_and_leaves_no_outputs(cluster, tmp_path):
     cluster.add_worker("w1")
@@ -245,6 +248,33 @@ def test_ctrl_c_cancels_the_cluster_jobs_and_leaves_no_outputs(cluster, tmp_path
     assert [e["cancelled"] for e in events if e["event"] == "run_finished"] == ["SIGINT"]
     assert not list((tmp_path / "out").iterdir())            # no partial (or any) outputs
     assert all(p.poll() is None for p in cluster.workers.values())   # the cluster is still there
+
+
+@pytest.mark.slow
+def test_a_worker_without_the_toolchain_says_what_to_install(tmp_path):
+    """A Dask worker whose environment has no NVIDIA wheels and no ptxas on PATH: its assemble jobs fail
+    with the usual discovery's message (what to install), not an internal error."""
+    from test_packaging import BARE_PATH, venv_without_nvidia
+    python = venv_without_nvidia(tmp_path / "venv")
+    cluster = Cluster(tmp_path)
+    try:
+        port = free_port()
+        env = {k: v for k, v in ENV.items() if k not in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH")}
+        proc = cluster._spawn("bare", [str(python), "-m", "dask", "worker", cluster.address, "--host", "127.0.0.1",
+                                       "--worker-port", str(port), "--nthreads", "1", "--no-nanny",
+                                       "--no-dashboard"], {**env, "PATH": BARE_PATH})
+        wait_port(port, proc)
+        example = EXAMPLES / "collatz_steps_i32.v13.4.tileirbc"
+        rc, events, err = finish(compile_cli([example], tmp_path / "out", "--cluster", cluster.address), [],
+                                 timeout=300)
+    finally:
+        cluster.close()
+    assert rc == 2, err
+    diags = [(e["stage"], e["message"]) for e in events if e["event"] == "diagnostic"]
+    assert diags == [("assemble", "cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel: pip install "
+                      "'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset), "
+                      "$CUDA_HOME (unset), $CUDA_PATH (unset), nvidia wheels (none on sys.path), PATH")] or \
+        (len(diags) == 1 and diags[0][1].startswith("cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel")), diags
 
 
 def test_local_cluster_matches_j1(tmp_path):
