@@ -5,16 +5,24 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-all run bench examples clean
+.PHONY: setup test test-all run bench examples docs clean
 
-$(STAMP): pyproject.toml
+# Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
+$(STAMP): pyproject.toml constraints.txt
+	@echo "setup: creating $(VENV) and installing tileiras-async with its test tools and the [cuda,dask,docs] extras"
+	@echo "setup: pinned by constraints.txt: $$(grep -c '==' constraints.txt) packages (numpy, llvmlite, textual, distributed, NVIDIA's wheels, ...)"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
-	@# the dashboard's real-terminal test drives tmux
+	$(PIP) install --progress-bar off --disable-pip-version-check -c constraints.txt -e '.[test]' \
+		| grep -E '^(Successfully installed|ERROR)' || true
+	$(PY) -c "import tileiras_async, tileiras_tui, distributed, llvmlite; print('setup: ok, llvmlite', llvmlite.__version__)"
+	@# the dashboard's real-terminal test drives tmux; the README test runs the README's jq example
 	command -v tmux >/dev/null 2>&1 || apt-get install -y tmux >/dev/null 2>&1 || \
 		(apt-get update >/dev/null 2>&1 && apt-get install -y tmux >/dev/null 2>&1) || \
 		echo "note: tmux could not be installed; tests/test_tui_tmux.py will skip"
+	command -v jq >/dev/null 2>&1 || apt-get install -y jq >/dev/null 2>&1 || \
+		(apt-get update >/dev/null 2>&1 && apt-get install -y jq >/dev/null 2>&1) || \
+		echo "note: jq could not be installed; the README's jq example will skip"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -30,10 +38,16 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q --run-all $(PYTEST_ARGS)
 
+# API reference from the docstrings (pdoc) into build/docs
+docs: $(STAMP)
+	$(PY) -m pdoc -o build/docs tileiras_async tileiras_async.stages tileiras_async.pipeline.events tileiras_tui
+	@echo "docs: build/docs/index.html"
+
 bench: $(STAMP)
 	$(PY) bench/bench_read.py
 	$(PY) bench/compile.py
 	$(PY) bench/bench_pipeline.py
+	$(PY) bench/bench_dask.py
 	$(PY) bench/bench_interp.py
 	$(PY) bench/bench_emu.py
 	$(PY) bench/bench_pipelining.py

@@ -31,10 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tui.app import DashboardApp  # noqa: E402
-from tui.sources import ListSource  # noqa: E402
-from tui.synth import synthetic_run  # noqa: E402
-from tui.testing import render_time, screen_text  # noqa: E402
+from tileiras_tui.app import DashboardApp  # noqa: E402
+from tileiras_tui.sources import ListSource  # noqa: E402
+from tileiras_tui.synth import synthetic_run  # noqa: E402
+from tileiras_tui.testing import render_time, screen_text  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:

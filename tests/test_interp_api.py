@@ -26,7 +26,9 @@ VEC_ADD = PUBLIC / "vec_add_f32_t128.v13.4.tileirbc"
 
 def test_public_signature_is_exact():
     sig = inspect.signature(tileiras_async.run_kernel)
-    assert str(sig) == "(module, grid, args, *, kernel=None, engine='interpret', gpu_name='sm_100', opt_level=3)"
+    assert str(sig) == ("(module: 'str | os.PathLike[str] | bytes | Module', grid: 'Sequence[int]', args: 'list[Any]', "
+                        "*, kernel: 'str | None' = None, engine: 'Engine' = 'interpret', gpu_name: 'str' = 'sm_100', "
+                        "opt_level: 'int' = 3, stdout: 'Callable[[str], None] | None' = None) -> 'RunReport'")
 
 
 @requires_corpus

@@ -137,7 +137,7 @@ def test_ptxas_that_is_missing(tmp_path, compilable):
     assert finished.exit_code == 2 and finished.outputs == []
     diags = of(events, ev.Diagnostic)
     assert {d.module for d in diags} == {str(p) for p in [VICTIM, *OTHERS]}
-    assert all(d.message.startswith("cannot find ptxas; searched: ") for d in diags)
+    assert all(d.message.startswith("cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: ") for d in diags)
 
 
 # ---------------------------------------------------------------- signals

@@ -111,7 +111,10 @@ def test_assemble_reports_ptxas_failure_with_exit_5(tmp_path):
     req = AssembleRequest(".version 8.6\n", CompileOptions("sm_100"), timeout_s=10)
     res = run(tools.assemble, req, tc)
     assert not res.ok and res.exit_code == 5
-    assert [d.message for d in res.diagnostics] == ["ptxas failed with exit code 1"]
+    assert [d.message for d in res.diagnostics if d.severity == "error"] == ["ptxas failed with exit code 1"]
+    assert [d.message for d in res.diagnostics if d.severity == "note"] == [
+        "to fix: ptxas rejected PTX that tileiras-async generated: this is a compiler bug; please report it with "
+        "the .tileirbc file (`tileiras-async compile --keep-ptx` keeps the PTX)"]
     assert res.tool_stderr == "ptxas fatal   : boom\n"
 
 
@@ -130,7 +133,7 @@ def test_assemble_without_ptxas_names_the_search(tmp_path):
     tc = Toolchain(env={"PATH": ""}, sys_path=[])
     res = run(tools.assemble, AssembleRequest("ptx", CompileOptions("sm_100")), tc)
     assert not res.ok and res.exit_code == 2
-    assert res.diagnostics[0].message.startswith("cannot find ptxas; searched: $CUDA_ROOT (unset)")
+    assert res.diagnostics[0].message.startswith("cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset)")
 
 
 def test_disassemble_runs_nvdisasm_c(tmp_path):

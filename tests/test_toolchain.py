@@ -158,7 +158,7 @@ def test_not_found_message_is_one_line_naming_every_place(tmp_path):
     message = str(info.value)
     assert "\n" not in message
     assert message == (
-        "error: cannot find ptxas; searched: $CUDA_ROOT (unset), "
+        "error: cannot find ptxas (NVIDIA's nvidia-cuda-nvcc wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset), "
         f"$CUDA_HOME={empty}/bin/ptxas (missing), $CUDA_PATH (empty), "
         f"nvidia wheels ({site}/nvidia/cu13/bin/ptxas), PATH"
     )
@@ -171,7 +171,7 @@ def test_not_found_without_wheels_or_path(tmp_path):
     with pytest.raises(ToolNotFound) as info:
         find_tool("nvdisasm", env={}, sys_path=[str(tmp_path)])
     assert str(info.value) == (
-        "error: cannot find nvdisasm; searched: $CUDA_ROOT (unset), $CUDA_HOME (unset), "
+        "error: cannot find nvdisasm (NVIDIA's nvidia-cuda-nvdisasm wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset), $CUDA_HOME (unset), "
         "$CUDA_PATH (unset), nvidia wheels (none on sys.path), PATH (unset)"
     )
 
@@ -183,7 +183,7 @@ def test_libdevice_not_found_message(tmp_path):
         find_libdevice(env={"PATH": str(path_bin)}, sys_path=[])
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith("error: cannot find libdevice.10.bc; searched: $CUDA_ROOT (unset), ")
+    assert message.startswith("error: cannot find libdevice.10.bc (NVIDIA's nvidia-nvvm wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 toolkit); searched: $CUDA_ROOT (unset), ")
     assert f"PATH ({tmp_path / LIBDEVICE_REL})" in message
 
 

@@ -11,19 +11,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `tui` lives at the repository root
-    sys.path.insert(0, str(REPO))
 
 from textual.widgets import DataTable, TabbedContent  # noqa: E402
 
 from tileiras_async.pipeline.config import BatchConfig  # noqa: E402
 from tileiras_async.pipeline.messages import FaultSpec  # noqa: E402
 
-from tui.app import DashboardApp, DiagnosticScreen, HelpScreen, KernelScreen  # noqa: E402
-from tui.model import CANCELLED, FAILED, OK, RUNNING  # noqa: E402
-from tui.sources import ListSource, LiveSource, ReplaySource, read_events  # noqa: E402
-from tui.synth import synthetic_run  # noqa: E402
-from tui.testing import screen_text, settle  # noqa: E402
+from tileiras_tui.app import DashboardApp, DiagnosticScreen, HelpScreen, KernelScreen  # noqa: E402
+from tileiras_tui.model import CANCELLED, FAILED, OK, RUNNING  # noqa: E402
+from tileiras_tui.sources import ListSource, LiveSource, ReplaySource, read_events  # noqa: E402
+from tileiras_tui.synth import synthetic_run  # noqa: E402
+from tileiras_tui.testing import screen_text, settle  # noqa: E402
 
 EXAMPLES = REPO / "examples"
 RECORDED = REPO / "tests" / "tui_data" / "recorded_run.jsonl"

@@ -7,15 +7,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `tui` lives at the repository root
-    sys.path.insert(0, str(REPO))
 
 from tileiras_async.pipeline import events as ev  # noqa: E402
 
-from tui import lookup  # noqa: E402
-from tui.model import CANCELLED, FAILED, OK, QUEUED, RUNNING, SKIPPED, RunModel  # noqa: E402
-from tui.sources import ListSource, ReplaySource, read_events  # noqa: E402
-from tui.synth import sample_schedule, synthetic_run  # noqa: E402
+from tileiras_tui import lookup  # noqa: E402
+from tileiras_tui.model import CANCELLED, FAILED, OK, QUEUED, RUNNING, SKIPPED, RunModel  # noqa: E402
+from tileiras_tui.sources import ListSource, ReplaySource, read_events  # noqa: E402
+from tileiras_tui.synth import sample_schedule, synthetic_run  # noqa: E402
 
 RECORDED = REPO / "tests" / "tui_data" / "recorded_run.jsonl"
 COLLATZ = REPO / "examples" / "collatz_steps_i32.v13.4.tileirbc"

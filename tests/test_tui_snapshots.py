@@ -22,13 +22,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `tui` lives at the repository root
-    sys.path.insert(0, str(REPO))
 
-from tui.app import DashboardApp, DiagnosticScreen, KernelScreen  # noqa: E402
-from tui.sources import ListSource  # noqa: E402
-from tui.synth import synthetic_run  # noqa: E402
-from tui.testing import screen_text, settle  # noqa: E402
+from tileiras_tui.app import DashboardApp, DiagnosticScreen, KernelScreen  # noqa: E402
+from tileiras_tui.sources import ListSource  # noqa: E402
+from tileiras_tui.synth import synthetic_run  # noqa: E402
+from tileiras_tui.testing import screen_text, settle  # noqa: E402
 
 SNAPSHOTS = REPO / "tests" / "snapshots"
 VERSIONS = SNAPSHOTS / "tui_versions.json"
@@ -108,6 +106,17 @@ def test_snapshot_diagnostic_view():
         assert isinstance(app.screen, DiagnosticScreen)
 
     shoot(events, "diagnostic", steer)
+
+
+def test_snapshot_charts_and_dask_workers():
+    """The timeline / stage-time histogram / throughput pane (key t) over a Dask run's workers pane."""
+    from test_tui_charts import cluster_events
+
+    async def steer(app, pilot):
+        await pilot.press("t")
+        await settle(pilot, app)
+
+    shoot(cluster_events(), "charts", steer)
 
 
 def test_snapshot_schedule_view():

@@ -3,7 +3,7 @@
     tileiras-async compile FILES... --gpu-name G --tui     watch a compile
     tileiras-async tui FILES...                            the same, schedules and PTX kept
     tileiras-async tui --replay events.jsonl               replay a `compile --json` stream
-    python -m tui ...                                      = tileiras-async tui ...
+    python -m tileiras_tui ...                                      = tileiras-async tui ...
 
     model.py    RunModel: the events folded into rows, diagnostics, workers, totals (no UI)
     sources.py  LiveSource (compile_batch in a thread + BatchControl), ReplaySource, ListSource

@@ -1,7 +1,7 @@
-"""`python -m tui ...`: the same as `tileiras-async tui ...`."""
+"""`python -m tileiras_tui ...`: the same as `tileiras-async tui ...`."""
 import sys
 
-from tui.cli import main
+from tileiras_tui.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

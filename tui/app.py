@@ -22,13 +22,14 @@ from textual.coordinate import Coordinate
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane, TextArea
 
-from . import lookup
+from . import charts, lookup
 from .model import (CANCELLED, FAILED, OK, PENDING, QUEUED, RUNNING, SKIPPED, STAGES, Diag, Row, RunModel)
 from .sources import Source
 
 TICK_S = 0.1                 # UI refresh period
 MAX_EVENTS_PER_TICK = 20000  # bound one frame's work; the rest waits for the next tick
 SAMPLE_S = 1.0               # psutil sampling period (live runs)
+CHART_TICKS = 5              # redraw the charts of a running batch every CHART_TICKS ticks
 
 STYLE = {OK: "green", FAILED: "bold red", RUNNING: "yellow", QUEUED: "dim", PENDING: "dim",
          SKIPPED: "dim", CANCELLED: "magenta"}
@@ -91,11 +92,11 @@ def status_cell(row: Row) -> Text:
     return Text({OK: "ok", RUNNING: "running", QUEUED: "queued", CANCELLED: "cancelled"}[s], style=STYLE[s])
 
 
-def row_cells(row: Row, now: float, kernel_width: int = 28) -> tuple:
+def row_cells(row: Row, now: float, kernel_width: int = 24) -> tuple:
     m = row.module
     number = _Key(str(m.index + 1) if row.ordinal == 0 else "", row.key)
     t = row.time(now)
-    return (number, Text(_short(m.stem, 34)), Text(row.target.name),
+    return (number, Text(_short(m.stem, 28)), Text(row.target.name),
             Text(_short(row.kernel, kernel_width) if row.kernel else ("…" if m.status == RUNNING else ""),
                  style="" if row.kernel else "dim"),
             status_cell(row), *(stage_cell(row, s, now) for s in STAGES),
@@ -105,8 +106,16 @@ def row_cells(row: Row, now: float, kernel_width: int = 28) -> tuple:
 COLUMNS = (("#", "num"), ("module", "module"), ("target", "target"), ("kernel", "kernel"), ("status", "status"),
            *((STAGE_TITLES[s], s) for s in STAGES), ("time", "time"))
 # fixed widths: cells change as the run goes, a column must not have to grow (or cut "FAIL(5)")
-WIDTHS = {"num": 4, "module": 34, "target": 7, "kernel": 28, "status": 9, "parse": 8, "lower": 8, "schedule": 8,
+# (they add up, with the cells' padding, to less than 160 columns: the time column is never cut there)
+WIDTHS = {"num": 4, "module": 28, "target": 7, "kernel": 24, "status": 9, "parse": 8, "lower": 8, "schedule": 8,
           "codegen": 8, "ptxas": 8, "write": 9, "time": 7}
+
+
+LOCAL_WORKER_COLUMNS = (("pid", "pid", 7), ("state", "state", 20), ("stage", "stage", 8), ("module", "module", 34),
+                        ("kernel", "kernel", 40), ("RSS", "rss", 8), ("CPU", "cpu", 5), ("jobs", "jobs", 5))
+CLUSTER_WORKER_COLUMNS = (("address", "address", 26), ("name", "name", 10), ("thr", "threads", 3),
+                          ("tasks", "tasks", 5), ("done", "done", 5), ("memory", "memory", 20),
+                          ("stage", "stage", 8), ("module", "module", 30))
 
 
 class SummaryBar(Static):
@@ -133,6 +142,7 @@ class DashboardApp(App):
         Binding("f", "failed_only", "Failed only"),
         Binding("d", "toggle('diagnostics')", "Diags"),
         Binding("w", "toggle('workers')", "Workers"),
+        Binding("t", "toggle('charts')", "Timeline"),
         Binding("e", "next_error", "Next error", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
@@ -163,6 +173,7 @@ class DashboardApp(App):
         self._cells: dict[str, tuple] = {}
         self._last_sample = 0.0
         self._procs: dict = {}
+        self._worker_mode = LOCAL_WORKER_COLUMNS
         self._quitting = False
         self._done_announced = False
         self.stats = {"ticks": 0, "events": 0, "tick_s": [], "max_batch": 0}
@@ -179,6 +190,7 @@ class DashboardApp(App):
         with Vertical(id="main"):
             yield DataTable(id="modules", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="workers", cursor_type="none")
+            yield Static(id="charts")
             yield DataTable(id="diagnostics", cursor_type="row")
         yield Footer()
 
@@ -191,12 +203,10 @@ class DashboardApp(App):
         for label, key, width in (("sev", "sev", 7), ("module", "module", 28), ("stage", "where", 8),
                                   ("location", "loc", 24), ("message", "message", None)):
             diags.add_column(label, key=key, width=width)
-        workers = self.query_one("#workers", DataTable)
-        workers.border_title = "workers"
-        for label, key, width in (("pid", "pid", 7), ("state", "state", 20), ("stage", "stage", 8),
-                                  ("module", "module", 34), ("kernel", "kernel", 40), ("RSS", "rss", 8),
-                                  ("CPU", "cpu", 5), ("jobs", "jobs", 5)):
-            workers.add_column(label, key=key, width=width)
+        self._worker_columns(LOCAL_WORKER_COLUMNS)
+        charts_pane = self.query_one("#charts", Static)
+        charts_pane.border_title = "timeline · stage times · throughput"
+        charts_pane.display = False
         self.query_one("#filter", Input).display = False
         table.focus()
         self._tick()
@@ -233,6 +243,9 @@ class DashboardApp(App):
             self._error_shown = True
             self.notify(f"the batch stopped with an internal error: {type(error).__name__}: {error}",
                         severity="error", timeout=30)
+        running = self.model.started is not None and not self.model.done
+        if running and self.stats["ticks"] % CHART_TICKS == 0:
+            self._rebuild_charts()   # running jobs' bars grow with the clock
         if self.sample_workers and self._clock() - self._last_sample >= SAMPLE_S:
             self._last_sample = self._clock()
             self._sample_workers()
@@ -303,6 +316,8 @@ class DashboardApp(App):
                     diags.add_row(*self._diag_cells(d), key=str(d.id))
         if changes.workers:
             self._rebuild_workers()
+        if changes.charts or changes.header:
+            self._rebuild_charts()
         for screen in self.screen_stack:
             if isinstance(screen, KernelScreen) and screen.row.key in changes.schedules | {r.key for r in changes.rows}:
                 screen.refresh_content()
@@ -370,7 +385,18 @@ class DashboardApp(App):
         for d in self.model.diagnostics:
             diags.add_row(*self._diag_cells(d), key=str(d.id))
 
+    def _worker_columns(self, columns) -> None:
+        workers = self.query_one("#workers", DataTable)
+        workers.clear(columns=True)
+        workers.border_title = "workers" if columns is LOCAL_WORKER_COLUMNS else "Dask workers"
+        for label, key, width in columns:
+            workers.add_column(label, key=key, width=width)
+        self._worker_mode = columns
+
     def _rebuild_workers(self) -> None:
+        if self.model.cluster is not None:
+            self._rebuild_cluster_workers()
+            return
         workers = self.query_one("#workers", DataTable)
         workers.clear()
         items = sorted(self.model.workers.values(), key=lambda w: (w.state == "exited", w.pid))
@@ -384,7 +410,45 @@ class DashboardApp(App):
                             _short(w.kernel, 40) if busy else "", _mib(w.rss), cpu, str(w.jobs), key=str(w.pid))
         workers.border_subtitle = f"{self.model.restarts} restart{'s' if self.model.restarts != 1 else ''}"
 
+    def _rebuild_cluster_workers(self) -> None:
+        """--cluster: the Dask scheduler's view of its workers (address, tasks, memory), and what each
+        is running for this batch."""
+        if self._worker_mode is not CLUSTER_WORKER_COLUMNS:
+            self._worker_columns(CLUSTER_WORKER_COLUMNS)
+        workers = self.query_one("#workers", DataTable)
+        workers.clear()
+        running = {}
+        for w in self.model.workers.values():   # sandboxes, named by their Dask worker's address
+            if w.state == "busy":
+                running[w.address] = w
+        cluster = self.model.cluster
+        for cw in cluster.workers:
+            busy = running.get(cw.address)
+            memory = _mib(cw.memory_bytes) + (f" / {_mib(cw.memory_limit_bytes)}" if cw.memory_limit_bytes else "")
+            workers.add_row(_short(cw.address, 26), _short(cw.name, 10), str(cw.nthreads), str(cw.executing),
+                            str(cw.tasks_done), memory, busy.stage if busy else "",
+                            _short(os.path.basename(busy.module), 30) if busy else "", key=cw.address)
+        lost = sum(1 for e in self.model.worker_exits if e.reason == "lost")
+        workers.border_subtitle = (f"scheduler {cluster.scheduler}  │ {len(cluster.workers)} workers"
+                                   + (f", {lost} lost" if lost else "")
+                                   + (f", {self.model.retries} tasks re-run" if self.model.retries else ""))
+
+    def _rebuild_charts(self) -> None:
+        pane = self.query_one("#charts", Static)
+        if not pane.display:
+            return
+        width = max(40, (pane.size.width or self.size.width) - 4)
+        m = self.model
+        text = charts.timeline(list(m.spans.values()), self.now(), width)
+        text.append("\n\n")
+        text.append_text(charts.histogram(m.stage_times))
+        text.append("\n")
+        text.append_text(charts.throughput(m.finished_at, self.now(), width))
+        pane.update(text)
+
     def _sample_workers(self) -> None:
+        if self.model.started is not None and self.model.started.cluster:
+            return   # Dask workers may be on other hosts: the scheduler's figures (ClusterState) are shown
         try:
             import psutil
         except ImportError:
@@ -437,6 +501,8 @@ class DashboardApp(App):
         text.append(f"  │ workers {tot['busy']}/{tot['workers']} busy")
         if tot["restarts"]:
             text.append(f", {tot['restarts']} restarted", style="red")
+        if tot["retries"]:
+            text.append(f", {tot['retries']} re-run", style="yellow")
         text.append(f"  │ {tot['errors']} errors", style="red" if tot["errors"] else "dim")
         if tot["warnings"]:
             text.append(f", {tot['warnings']} warnings", style="yellow")
@@ -603,8 +669,10 @@ class DashboardApp(App):
         self._update_summary()
 
     def action_toggle(self, pane: str) -> None:
-        widget = self.query_one(f"#{pane}", DataTable)
+        widget = self.query_one(f"#{pane}")
         widget.display = not widget.display
+        if pane == "charts":
+            self._rebuild_charts()
 
     def action_next_error(self) -> None:
         diags = self.query_one("#diagnostics", DataTable)
@@ -974,6 +1042,7 @@ HELP = """\
   /               filter (words in module, target, kernel, status); Esc clears
   f               only failed and cancelled rows
   d / w           show or hide the diagnostics / workers pane
+  t               show or hide the timeline (stages per worker, waiting jobs), stage times, throughput
   e               jump to the next error
   q               quit (a batch still running is cancelled); the exit status is the batch's
   ?               this help

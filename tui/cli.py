@@ -24,6 +24,7 @@ EXIT_CONFIG = 2
 
 
 def add_tui_parser(subparsers) -> argparse.ArgumentParser:
+    from tileiras_async.pipeline.cli_compile import add_cluster_option
     from tileiras_async.pipeline.config import DEFAULT_MEMORY_LIMIT, DEFAULT_STAGE_TIMEOUT_S, default_jobs
     t = subparsers.add_parser(
         "tui", help="live dashboard: compile modules (or replay a --json event stream) and watch them",
@@ -49,6 +50,7 @@ def add_tui_parser(subparsers) -> argparse.ArgumentParser:
                    help="do not run the loop scheduler (no schedules in the kernel view)")
     t.add_argument("--no-keep-ptx", dest="keep_ptx", action="store_false", help="do not write <name>.<gpu>.ptx")
     t.add_argument("--keep-sass", action="store_true", help="also write <name>.<gpu>.sass (nvdisasm -c)")
+    add_cluster_option(t)
     t.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     t.add_argument("--num-stages", type=int, default=0, metavar="N",
                    help="software-pipeline stages of K-loops (1: no pipelining; default: 4)")
@@ -68,8 +70,11 @@ def cmd_tui(args) -> int:
         return EXIT_CONFIG
     if not args.gpu_names:
         args.gpu_names = [DEFAULT_TUI_GPU]
-    from tileiras_async.pipeline.cli_compile import cmd_compile
-    return cmd_compile(args)   # validates like `compile`, then comes back through run_live()
+    from tileiras_async.pipeline.cli_compile import build_config
+    config = build_config(args, handle_signals=False)   # validates like `compile`
+    if isinstance(config, int):
+        return config
+    return run_live(config, exit_when_done=args.exit_when_done)
 
 
 def _need_terminal() -> str | None:
@@ -145,8 +150,8 @@ def run_replay(path: str, *, speed: float | None = None, exit_when_done: bool = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tui ...` (the same as `tileiras-async tui ...`)."""
-    parser = argparse.ArgumentParser(prog="python -m tui")
+    """`python -m tileiras_tui ...` (the same as `tileiras-async tui ...`)."""
+    parser = argparse.ArgumentParser(prog="python -m tileiras_tui")
     sub = parser.add_subparsers(dest="command")
     add_tui_parser(sub)
     argv = list(sys.argv[1:] if argv is None else argv)

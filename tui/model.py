@@ -193,6 +193,7 @@ class Worker:
     jobs: int = 0
     reason: str = ""                  # why it exited
     started: float = 0.0
+    address: str = ""                 # its Dask worker's address (--cluster)
 
 
 @dataclass
@@ -206,6 +207,7 @@ class Changes:
     workers: bool = False
     header: bool = False
     schedules: set = field(default_factory=set)       # row keys with new schedule reports
+    charts: bool = False                              # the timeline / histogram / throughput changed
     events: int = 0
 
     def __bool__(self) -> bool:
@@ -224,7 +226,13 @@ class RunModel:
         self.diagnostics: list[Diag] = []
         self.workers: dict[int, Worker] = {}
         self.restarts = 0
+        self.retries = 0                          # jobs Dask re-ran after their worker was lost
         self.worker_exits: list[ev.WorkerExited] = []
+        self.cluster: ev.ClusterState | None = None   # --cluster runs: the Dask workers
+        # for the charts: per job [worker label, stage, start, end | None, queued s]; stage times; finish times
+        self.spans: dict[int, list] = {}
+        self.stage_times: dict[str, list[float]] = {}
+        self.finished_at: list[float] = []
         self.now = 0.0                 # the event clock: the latest `t` seen
         self.events = 0
         self._jobs: dict[int, tuple] = {}     # job -> (Stage, rows touched, worker pid)
@@ -265,7 +273,7 @@ class RunModel:
                 "errors": errors, "warnings": warnings,
                 "workers": sum(1 for w in self.workers.values() if w.state != "exited"),
                 "busy": sum(1 for w in self.workers.values() if w.state == "busy"),
-                "restarts": self.restarts, "events": self.events}
+                "restarts": self.restarts, "retries": self.retries, "events": self.events}
 
     def row_for(self, module: str, target: str | None = None, kernel: str | None = None) -> Row | None:
         m = self.modules.get(module)
@@ -394,6 +402,7 @@ class RunModel:
 
     def _on_module_finished(self, e: ev.ModuleFinished) -> None:
         m = self._module(e.module)
+        self.finished_at.append(e.t)
         m.exit_code, m.elapsed, m.version = e.exit_code, e.elapsed_s, e.version
         m.status = OK if e.ok else (CANCELLED if e.exit_code == EXIT_CANCELLED else FAILED)
         how = CANCELLED if m.status == CANCELLED else FAILED
@@ -477,6 +486,9 @@ class RunModel:
         return t.stages[column], list(t.rows)
 
     def _on_stage_started(self, e: ev.StageStarted) -> None:
+        label = e.worker or (f"pid {e.worker_pid}" if e.worker_pid is not None else "supervisor")
+        self.spans[e.job] = [label, e.stage, e.t, None, e.queued_s]
+        self._changes.charts = True
         found = self._stage_of(e)
         if found is not None:
             stage, rows = found
@@ -486,11 +498,17 @@ class RunModel:
         if e.worker_pid is not None:
             w = self._worker(e.worker_pid, e.t)
             w.state, w.job, w.stage, w.module = "busy", e.job, e.stage, e.module
+            w.address = e.worker or w.address
             w.kernel, w.target = e.kernel or "", e.target or ""
             self._changes.workers = True
         self._changes.header = True
 
     def _on_stage_finished(self, e: ev.StageFinished) -> None:
+        span = self.spans.get(e.job)
+        if span is not None:
+            span[3] = max(e.t, span[2])
+        self.stage_times.setdefault(e.stage, []).append(e.elapsed_s)
+        self._changes.charts = True
         found = self._jobs.pop(e.job, None) or self._stage_of(e)
         if found is not None:
             stage, rows = found
@@ -514,7 +532,8 @@ class RunModel:
         return w
 
     def _on_worker_started(self, e: ev.WorkerStarted) -> None:
-        self._worker(e.pid, e.t)
+        w = self._worker(e.pid, e.t)
+        w.address = e.worker or w.address
         self._changes.workers = True
 
     def _on_worker_exited(self, e: ev.WorkerExited) -> None:
@@ -530,6 +549,19 @@ class RunModel:
         w.rss = e.rss_bytes
         w.peak_rss = max(w.peak_rss, e.rss_bytes)
         self._changes.workers = True
+
+    def _on_cluster_state(self, e: ev.ClusterState) -> None:
+        self.cluster = e
+        self._changes.workers = self._changes.header = True
+
+    def _on_stage_retried(self, e: ev.StageRetried) -> None:
+        self.retries += 1
+        span = self.spans.get(e.job)
+        if span is not None:   # the job's time on the lost worker ends here; the rest is on the new one
+            span[3] = e.t
+            self.spans[-e.job] = span
+            self.spans[e.job] = [e.worker, e.stage, e.t, None, 0.0]
+        self._changes.header = self._changes.charts = True
 
     def _on_diagnostic(self, e: ev.Diagnostic) -> None:
         m = self._module(e.module)
@@ -559,4 +591,6 @@ _HANDLERS = {
     ev.WorkerExited: RunModel._on_worker_exited,
     ev.WorkerSample: RunModel._on_worker_sample,
     ev.Diagnostic: RunModel._on_diagnostic,
+    ev.ClusterState: RunModel._on_cluster_state,
+    ev.StageRetried: RunModel._on_stage_retried,
 }

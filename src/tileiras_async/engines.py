@@ -10,7 +10,9 @@ element where they differ.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,8 +50,10 @@ class EnginesDisagree(Exception):
         super().__init__("; ".join(str(m) for m in report.mismatches))
 
 
-def run_kernel(module, grid, args, *, kernel=None, engine="interpret", gpu_name="sm_100", opt_level=3,
-               stdout=None) -> RunReport:
+def run_kernel(module: Any, grid: Sequence[int], args: list[Any], *, kernel: str | None = None,
+               engine: str = "interpret", gpu_name: str = "sm_100", opt_level: int = 3,
+               stdout: Callable[[str], None] | None = None) -> RunReport:
+    """See `tileiras_async.run_kernel` (module: a bytecode path, its bytes or a read Module)."""
     if engine not in ENGINES:
         raise ArgumentError(f"unknown engine '{engine}' (expected one of {', '.join(ENGINES)})")
     if engine == "interpret":

@@ -194,7 +194,9 @@ def lower(req: LowerRequest) -> LoweredKernel:
                                     printing=_printing(req.print_ir), snapshots=snapshots, schedules=schedules,
                                     source=req.path)
     except CodegenUnavailable as e:
-        return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e))], elapsed_s=time.perf_counter() - t0)
+        from .failures import lowering_notes
+        return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e)), *lowering_notes(e, req.options.gpu_name)],
+                             elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.kernel, s.when, s.pass_name, s.text) for s in snapshots]
     return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
                          schedules=schedules)
@@ -265,7 +267,9 @@ def assemble(req: AssembleRequest) -> CubinModule:
             report = assemble_with_report(req.ptx, PtxasOptions(opts.arch, opts.opt_level, ("-v",)),
                                           timeout=req.timeout_s)[1]
     except PtxasError as e:
-        return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program")],
+        from .failures import ptxas_notes
+        return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program"),
+                                               *ptxas_notes(e.stderr, req.ptx, req.options.gpu_name)],
                            tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0)
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,

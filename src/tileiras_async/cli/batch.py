@@ -5,24 +5,13 @@ import argparse
 import sys
 
 from .. import __version__
-from ..frontend import SUPPORTED_VERSIONS, InputError, read_input_file
-from .common import guarded_main, print_lines
+from ..frontend import SUPPORTED_VERSIONS
+from .common import guarded_main
 
 
 def _cmd_disasm(args) -> int:
-    from .disasm import disassemble
-    rc = 0
-    for path in args.files:
-        try:
-            text = disassemble(read_input_file(path))
-        except InputError as e:
-            print_lines([f"{path}: {line}" for line in e.lines] if len(args.files) > 1 else e.lines)
-            rc = max(rc, e.rc)
-            continue
-        if len(args.files) > 1:
-            sys.stdout.write(f"// {path}\n")
-        sys.stdout.write(text)
-    return rc
+    from .disasm import disassemble_many
+    return disassemble_many(args.files)
 
 
 def _cmd_versions(_args) -> int:
@@ -30,26 +19,36 @@ def _cmd_versions(_args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tileiras-async", description="Batch front end of tileiras-async.")
+def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Batch front end of tileiras-async.")
     p.add_argument("--version", action="version", version=f"tileiras-async {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("disasm", help="read, verify and print bytecode files as cuda_tile text")
-    d.add_argument("files", nargs="+")
+    d.add_argument("files", nargs="+", metavar="FILE|DIR")
     d.set_defaults(func=_cmd_disasm)
     v = sub.add_parser("list-versions", help="print the bytecode versions this build reads")
     v.set_defaults(func=_cmd_versions)
     from ..pipeline.cli_compile import add_compile_parser
-    add_compile_parser(sub)
-    from ..pipeline.cli_compile import add_tui_parser
-    add_tui_parser(sub)
+    compile_parser = add_compile_parser(sub)
+    _add_dashboard(sub, compile_parser)
     from ..interp.cli import add_run_parser
     add_run_parser(sub)
     return p
 
 
-def run(argv: list[str]) -> int:
-    parser = build_parser()
+def _add_dashboard(sub, compile_parser: argparse.ArgumentParser) -> None:
+    """`tui` and `compile --tui`, from the dashboard package when it is installed.  The command line
+    joins the two: the pipeline never imports the dashboard, the dashboard imports the pipeline."""
+    try:
+        from tileiras_tui import cli as dashboard
+    except ImportError:
+        return
+    dashboard.add_tui_parser(sub)
+    compile_parser.set_defaults(run_live=dashboard.run_live)
+
+
+def run(argv: list[str], prog: str = "tileiras-async") -> int:
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse reports usage errors itself
@@ -57,8 +56,8 @@ def run(argv: list[str]) -> int:
     return args.func(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return guarded_main(run, sys.argv[1:] if argv is None else argv, "tileiras-async")
+def main(argv: list[str] | None = None, prog: str = "tileiras-async") -> int:
+    return guarded_main(lambda a: run(a, prog), sys.argv[1:] if argv is None else argv, prog)
 
 
 if __name__ == "__main__":

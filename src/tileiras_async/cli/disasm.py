@@ -1,6 +1,10 @@
-"""`tileirdisasm`-compatible disassembler: bytecode in, cuda_tile text out (byte-identical to NVIDIA's)."""
+"""`tileirdisasm`-compatible disassembler: bytecode in, cuda_tile text out (byte-identical to NVIDIA's).
+
+One file behaves as NVIDIA's tool; several files or a directory (its *.tileirbc, as `compile` takes
+them) print each file's text after a `// PATH` line."""
 from __future__ import annotations
 
+import os
 import sys
 
 from .. import __version__
@@ -34,6 +38,27 @@ def disassemble(data: bytes, debug_info: bool = False) -> str:
     return print_module(module, debug_info=debug_info)
 
 
+def disassemble_many(paths: list[str], debug_info: bool = False) -> int:
+    """Files or directories (their *.tileirbc): with more than one file, each one's text comes
+    under a `// PATH` line and its errors are prefixed with its path; the exit status is the worst."""
+    from ..pipeline.config import expand_inputs
+    files, errors = expand_inputs(paths)
+    print_lines(errors)
+    rc = 1 if errors else 0
+    many = len(files) > 1 or any(os.path.isdir(p) for p in paths)
+    for path in files:
+        try:
+            text = disassemble(read_input_file(path), debug_info=debug_info)
+        except InputError as e:
+            print_lines([f"{path}: {line}" for line in e.lines] if many else e.lines)
+            rc = max(rc, e.rc)
+            continue
+        if many:
+            sys.stdout.write(f"// {path}\n")
+        sys.stdout.write(text)
+    return rc
+
+
 def run(argv: list[str]) -> int:
     try:
         opts = PARSER.parse(argv)
@@ -53,6 +78,8 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(PARSER.help_text())
         print("error: no input file provided\n", file=sys.stderr)
         return EXIT_FAILED
+    if len(opts.positionals) > 1 or os.path.isdir(opts.positionals[0]):
+        return disassemble_many(opts.positionals, debug_info=bool(opts.get("print-debug-info")))
     try:
         data = read_input_file(opts.positionals[0])
     except InputError as e:

@@ -176,7 +176,7 @@ def _compile(opts) -> int:
     if not result.ok:
         if result.tool_stderr:
             sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
-        raise InputError([f"error: {d.message}" for d in result.diagnostics], result.exit_code)
+        raise InputError([f"{d.severity}: {d.message}" for d in result.diagnostics], result.exit_code)
     if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here
     if trace_file is not None:

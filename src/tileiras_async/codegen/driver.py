@@ -18,7 +18,16 @@ from .nvptx import llvm_to_ptx
 
 
 class CodegenUnavailable(Exception):
-    """The module is valid, but this build cannot generate code for part of it."""
+    """The module is valid, but this build cannot generate code for part of it.
+
+    Besides the message, it says where and why (for failures.lowering_notes): the kernel, the op's
+    name, its index in the kernel's walk order, its source location, and the lowering's reason."""
+
+    def __init__(self, message: str, *, kernel: str = "", op_name: str = "", op_index: int | None = None,
+                 location: str | None = None, reason: str = ""):
+        super().__init__(message)
+        self.kernel, self.op_name, self.op_index = kernel, op_name, op_index
+        self.location, self.reason = location, reason or message
 
 
 
@@ -35,7 +44,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     try:
         run = run_pipeline(k, printing)
     except LoweringError as e:
-        raise CodegenUnavailable(_describe(module, fn, e)) from None
+        raise _unavailable(module, fn, e) from None
     if snapshots is not None:
         snapshots.extend(run.snapshots)
     em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, options, module)
@@ -45,7 +54,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     try:
         em.emit_block(fn.body)
     except LoweringError as e:
-        raise CodegenUnavailable(_describe(module, fn, e)) from None
+        raise _unavailable(module, fn, e) from None
     em.finish()
     barriers = sum(str(line).count("@llvm.nvvm.barrier0(") for _, lines in em.b.fn.blocks for line in lines)
     em.remark("analysis", "memory", "Barriers", f"{barriers} CTA barrier(s) (bar.sync) in the kernel")
@@ -87,6 +96,16 @@ def _describe(module: Module, fn: Function, e: LoweringError) -> str:
         name = e.op.name if "." in e.op.name else f"cuda_tile.{e.op.name}"
         text += f" (op '{name}'" + (f" at {loc})" if loc else ")")
     return text
+
+
+def _unavailable(module: Module, fn: Function, e: LoweringError) -> CodegenUnavailable:
+    """The user-facing failure, with the op's identity kept apart for the notes."""
+    op = e.op
+    name = (op.name if "." in op.name else f"cuda_tile.{op.name}") if op is not None else ""
+    index = next((i for i, o in enumerate(fn.walk()) if o is op), None) if op is not None else None
+    loc = resolve_loc(module, op.loc) if op is not None else None
+    return CodegenUnavailable(_describe(module, fn, e), kernel=fn.name.decode(errors="replace"), op_name=name,
+                              op_index=index, location=str(loc) if loc else None, reason=str(e))
 
 
 def _as_remark(r, fn: Function):

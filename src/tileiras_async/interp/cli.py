@@ -1,7 +1,7 @@
 """`tileiras-async run`: run a kernel from the command line (arguments in, results out as .npz).
 
     tileiras-async run MODULE.tileirbc --grid X[,Y[,Z]] --args IN.npz --out OUT.npz
-                       [--kernel SYMBOL] [--engine interpret]
+                       [--kernel SYMBOL] [--engine interpret|emulate|both] [--gpu-name G] [-O N]
 
 IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
 ...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
@@ -10,7 +10,7 @@ atomically and only when the run succeeds.  Device output (print_tko) goes to
 stdout.  Failures print one ``error: ...`` line on stderr.
 
 Exit codes: 0 ok; 1 unreadable module file or usage error; 2 bad arguments,
-grid, kernel choice or .npz; 3 bytecode that does not read or verify; 4 an op or
+grid, kernel choice or .npz, or no ptxas / libdevice for the emulator; 3 bytecode that does not read or verify; 4 an op or
 engine this build cannot run; 6 a fault while the kernel ran (out-of-bounds
 access, failed assert, undefined behaviour detected).
 """
@@ -39,6 +39,10 @@ def add_run_parser(sub) -> None:
     r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
     r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
                    help="interpret (tile-IR reference), emulate (compile and run our PTX), or both compared")
+    r.add_argument("--gpu-name", "--arch", default="sm_100", metavar="G",
+                   help="the target the emulated code is compiled for (default sm_100)")
+    r.add_argument("-O", "--opt-level", type=int, default=3, choices=range(4), metavar="N",
+                   help="optimization level 0-3 of the emulated code (default 3)")
     r.set_defaults(func=run_command)
 
     def one_line_error(message: str):
@@ -96,10 +100,14 @@ def run_command(args) -> int:
     from ..toolchain import PtxasError
     from .runner import load_module
 
+    from ..targets import GPU_NAMES
+
     try:
         data = read_input_file(args.module)
     except InputError as e:
         return _error(e.lines[0].removeprefix("error: "), e.rc)
+    if args.gpu_name not in GPU_NAMES:
+        return _error(f"unsupported --gpu-name '{args.gpu_name}' (choose from: {', '.join(GPU_NAMES)})", EXIT_ARGS)
     try:
         grid = parse_grid(args.grid)
         module = load_module(data)
@@ -108,7 +116,8 @@ def run_command(args) -> int:
         def emit(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
-        report = run_kernel(module, grid, kernel_args, kernel=args.kernel, engine=args.engine, stdout=emit)
+        report = run_kernel(module, grid, kernel_args, kernel=args.kernel, engine=args.engine, stdout=emit,
+                            gpu_name=args.gpu_name, opt_level=args.opt_level)
     except KernelFault as e:
         return _error(str(e), e.exit_code)
     except InterpError as e:
@@ -120,9 +129,15 @@ def run_command(args) -> int:
             print(f"mismatch: {m}", file=sys.stderr)
         return _error("the interpreter and the emulator disagree", e.exit_code)
     except CodegenUnavailable as e:
-        return _error(str(e), EXIT_CODEGEN)
+        from ..failures import lowering_notes
+        rc = _error(str(e), EXIT_CODEGEN)
+        for note in lowering_notes(e, args.gpu_name):
+            print(f"note: {note.message}", file=sys.stderr)
+        return rc
     except PtxasError as e:
         return _error(f"ptxas failed: {e.stderr.strip()}", EXIT_PTXAS)
+    except ToolchainError as e:  # no ptxas / libdevice: the message says what to install
+        return _error(e.message, EXIT_ARGS)
     except InputError as e:
         return _error(e.lines[0].removeprefix("error: "), e.rc)
     outputs = {str(i): kernel_args[i] for i in report.array_args}
@@ -131,5 +146,5 @@ def run_command(args) -> int:
     try:
         write_atomic(args.out, buf.getvalue())
     except ToolchainError as e:
-        return _error(str(e), EXIT_ARGS)
+        return _error(e.message, EXIT_ARGS)
     return 0

@@ -63,30 +63,18 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                    help="print the tile-GPU IR before this pass (repeat or comma-separate)")
     c.add_argument("--print-ir-dir", metavar="D", default=None,
                    help="write the IR snapshots to files in this directory instead of stderr")
+    add_cluster_option(c)
+    c.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line on the terminal (it is never shown when stderr is not a terminal)")
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
 
 
-def _import_tui():
-    """The dashboard package `tui` (installed beside tileiras_async, or at the root of a source checkout)."""
-    try:
-        import tui.cli
-    except ImportError:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        if not os.path.isfile(os.path.join(root, "tui", "__init__.py")):
-            raise
-        sys.path.append(root)
-        import tui.cli
-    return tui
-
-
-def add_tui_parser(subparsers) -> None:
-    """`tileiras-async tui` (defined by the dashboard package; absent if it is not installed)."""
-    try:
-        _import_tui().cli.add_tui_parser(subparsers)
-    except ImportError:
-        pass
+def add_cluster_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT|local:N", default=None,
+                        help="run the stages on a Dask cluster: a scheduler's address, or local:N for a local "
+                             "cluster of N worker processes (needs: pip install 'tileiras-async[dask]')")
 
 
 def _error(message: str, code: int) -> int:
@@ -149,10 +137,10 @@ class _ScheduleTrace:
         write_atomic(path, (schedule_trace_json(ordered) + "\n").encode())
 
 
-def cmd_compile(args) -> int:
+def build_config(args, **overrides) -> "BatchConfig | int":
+    """The batch `compile` (or the dashboard) was asked for, or the exit status of a usage error
+    (its `error:` line printed)."""
     from .messages import FaultSpec
-    from .summary import DiagnosticPrinter, JsonLines, Summary
-    from .supervisor import compile_batch
 
     if args.tui and args.json:
         return _error("--tui and --json cannot be combined (record with --json, then `tileiras-async tui "
@@ -165,9 +153,10 @@ def cmd_compile(args) -> int:
         return _error(f"unsupported --gpu-name '{bad[0]}' (choose from: {', '.join(GPU_NAMES)})", EXIT_CONFIG)
     if not 0 <= args.opt_level <= 3:
         return _error(f"invalid optimization level: {args.opt_level}", EXIT_CONFIG)
-    if not 0 <= args.num_stages <= 8:
-        return _error(f"invalid number of pipeline stages: {args.num_stages} (expected 1 to 8)", EXIT_CONFIG)
-    print_ir, problem = _print_ir(args)
+    num_stages = getattr(args, "num_stages", 0)   # (the dashboard's parser has neither these nor --print-ir-*)
+    if not 0 <= num_stages <= 8:
+        return _error(f"invalid number of pipeline stages: {num_stages} (expected 1 to 8)", EXIT_CONFIG)
+    print_ir, problem = _print_ir(args) if hasattr(args, "print_ir_after_all") else (None, None)
     if problem:
         return _error(problem, EXIT_CONFIG)
     jobs = default_jobs() if args.jobs is None else args.jobs
@@ -175,6 +164,14 @@ def cmd_compile(args) -> int:
         return _error(f"-j must be at least 1, not {jobs}", EXIT_CONFIG)
     if args.timeout <= 0 or args.memory_limit <= 0:
         return _error("--timeout and --memory-limit must be positive", EXIT_CONFIG)
+    cluster = getattr(args, "cluster", None)
+    if cluster:
+        from .dask_pool import ClusterError, parse_cluster, require_distributed
+        try:
+            parse_cluster(cluster)
+            require_distributed()
+        except (ValueError, ClusterError) as e:
+            return _error(str(e), EXIT_CONFIG)
     try:
         spec = args.inject_fault or os.environ.get(FAULT_ENV)
         fault = FaultSpec.parse(spec) if spec else None
@@ -190,29 +187,53 @@ def cmd_compile(args) -> int:
     except OSError as e:
         return _error(f"cannot create output directory '{args.out_dir}': {e.strerror or e}", EXIT_CONFIG)
 
+    if getattr(args, "schedule_trace_file", None):
+        args.schedules = True
+    return BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
+                       stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
+                       keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
+                       num_stages=num_stages, print_ir=print_ir, cluster=cluster, **overrides)
+
+
+def cmd_compile(args) -> int:
+    """`tileiras-async compile`.  With --tui the batch runs under the dashboard, which the command line
+    wires in as `args.run_live` (the pipeline does not import the dashboard)."""
+    from .dask_pool import ClusterError
+    from .progress import Progress
+    from .summary import DiagnosticPrinter, JsonLines, Summary
+    from .supervisor import compile_batch
+
     if args.tui:
-        config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
-                             stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
-                             keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules,
-                             fault=fault, handle_signals=False, num_stages=args.num_stages, print_ir=print_ir)
-        return _import_tui().cli.run_live(config, exit_when_done=getattr(args, "exit_when_done", False))
+        run_live = getattr(args, "run_live", None)
+        if run_live is None:
+            return _error("--tui needs the dashboard package (tileiras_tui), which is not installed", EXIT_CONFIG)
+        config = build_config(args, handle_signals=False)
+        if isinstance(config, int):
+            return config
+        return run_live(config, exit_when_done=getattr(args, "exit_when_done", False))
+    config = build_config(args)
+    if isinstance(config, int):
+        return config
     summary = Summary()
     sinks = [summary]
     trace = _ScheduleTrace() if args.schedule_trace_file else None
     if trace is not None:
-        args.schedules = True
         sinks.append(trace)
-    if print_ir is not None and not args.json:
+    if config.print_ir is not None and not args.json:
         sinks.append(_IRDumps(args.print_ir_dir))
+    progress = Progress(sys.stderr) if not args.quiet and Progress.wanted(sys.stderr) else None
+    if progress is not None:
+        sinks.append(progress.before)     # erase the progress line before diagnostics are printed
     if args.json:
         sinks.append(JsonLines(sys.stdout.buffer))
     else:
         sinks.append(DiagnosticPrinter(sys.stderr))
-    config = BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
-                         stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
-                         keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
-                         num_stages=args.num_stages, print_ir=print_ir)
-    finished = compile_batch(config, sinks)
+    if progress is not None:
+        sinks.append(progress)
+    try:
+        finished = compile_batch(config, sinks)
+    except ClusterError as e:
+        return _error(str(e), EXIT_CONFIG)
     if trace is not None:
         try:
             trace.write(args.schedule_trace_file)

@@ -32,6 +32,7 @@ class RunStarted(_Event, tag="run_started"):
     supervisor_pid: int
     stage_timeout_s: float
     memory_limit_bytes: int
+    cluster: str | None = None        # --cluster (a Dask scheduler address or local:N); None: local workers
 
 
 class RunFinished(_Event, tag="run_finished"):
@@ -48,6 +49,7 @@ class RunFinished(_Event, tag="run_finished"):
 
 class WorkerStarted(_Event, tag="worker_started"):
     pid: int
+    worker: str | None = None         # a Dask worker's address (--cluster); None: a local worker process
 
 
 class WorkerExited(_Event, tag="worker_exited"):
@@ -56,6 +58,7 @@ class WorkerExited(_Event, tag="worker_exited"):
     exit_code: int | None = None      # negative: killed by that signal
     signal: str | None = None         # e.g. "SIGSEGV"
     job: int | None = None
+    worker: str | None = None         # a Dask worker's address (reason "lost": it left the cluster)
 
 
 class WorkerSample(_Event, tag="worker_sample"):
@@ -131,6 +134,7 @@ class StageStarted(_Event, tag="stage_started"):
     kernel: str | None = None
     worker_pid: int | None = None     # None: run by the supervisor (ptxas, nvdisasm)
     queued_s: float = 0.0             # waiting for a worker slot
+    worker: str | None = None         # the Dask worker's address (--cluster)
 
 
 class StageFinished(_Event, tag="stage_finished"):
@@ -145,6 +149,36 @@ class StageFinished(_Event, tag="stage_finished"):
     rss_bytes: int = 0                # worker RSS when the job finished
     peak_rss_bytes: int = 0           # worker's peak RSS so far
     overhead_s: float = 0.0           # pipeline cost of the job: encode + IPC + decode (not queueing)
+    worker: str | None = None         # the Dask worker's address (--cluster)
+
+
+class StageRetried(_Event, tag="stage_retried"):
+    """A job began again on another worker: the one running it left the cluster (Dask re-runs it)."""
+    job: int
+    stage: str
+    module: str
+    worker: str
+    previous_worker: str
+    reason: str = "worker lost"
+    target: str | None = None
+    kernel: str | None = None
+
+
+class ClusterWorker(msgspec.Struct, frozen=True, kw_only=True):
+    address: str
+    name: str = ""
+    pid: int | None = None            # known once the worker has run one of this run's jobs
+    nthreads: int = 1
+    memory_bytes: int = 0             # the Dask worker process's memory (its sandboxes not included)
+    memory_limit_bytes: int = 0
+    executing: int = 0                # tasks running on it now (any client's)
+    tasks_done: int = 0               # this run's jobs it has finished
+
+
+class ClusterState(_Event, tag="cluster_state"):
+    """The Dask cluster's workers (--cluster), sent when it changes (about once a second while busy)."""
+    scheduler: str
+    workers: list[ClusterWorker] = []
 
 
 class Diagnostic(_Event, tag="diagnostic"):
@@ -164,8 +198,9 @@ Event = Union[
     ModuleStarted, ModuleFinished,
     TargetStarted, TargetFinished,
     KernelStarted, KernelFinished, KernelScheduled, KernelIRDumped,
-    StageStarted, StageFinished,
+    StageStarted, StageFinished, StageRetried,
     Diagnostic,
+    ClusterState,
 ]
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -20,14 +20,17 @@ STAGE_TYPES: dict[str, tuple[type, type]] = {
     "assemble": (AssembleRequest, CubinModule),
 }
 
-FAULT_MODES = ("raise", "segfault", "hang", "oom", "exit")
+SLOW_FAULT_S = 3.0
+FAULT_MODES = ("raise", "segfault", "hang", "oom", "exit", "slow", "kill-host")
 
 
 class FaultSpec(msgspec.Struct, frozen=True):
     """Make a stage misbehave inside its worker (tests and demos only; never set by default).
 
     Spelled `STAGE:MODE[:MATCH]` in $TILEIRAS_ASYNC_FAULT or --inject-fault: MODE is one of
-    raise | segfault | hang | oom (allocate without bound) | exit (worker exits unexpectedly);
+    raise | segfault | hang | oom (allocate without bound) | exit (worker exits unexpectedly) |
+    slow (sleep SLOW_FAULT_S, then run normally: a window for tests that kill a worker mid-job) |
+    kill-host (in a Dask sandbox: SIGKILL the Dask worker process that hosts it; elsewhere as `exit`);
     MATCH restricts it to jobs whose module path or kernel name contains that text.
     """
     stage: str

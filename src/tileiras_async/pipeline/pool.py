@@ -103,6 +103,14 @@ class PrioritySlots:
             return
         self._free += 1
 
+    def resize(self, total: int) -> None:
+        """Change the number of slots (a Dask cluster grows or loses workers); held slots stay held."""
+        self._free += total - self.total
+        self.total = total
+        while self._free > 0 and any(e[3] is not None for e in self._waiters):
+            self._free -= 1
+            self._release()
+
     @property
     def busy(self) -> int:
         return self.total - self._free
@@ -124,6 +132,8 @@ class _Job:
     kill_detail: str = ""
     peak_rss: int = 0
     last_sample: float = 0.0
+    priority: tuple = ()
+    worker: str | None = None       # a Dask worker's address (DaskPool)
 
 
 class _NoLimit:
@@ -224,7 +234,7 @@ class WorkerPool:
 
         Raises WorkerFault (worker died/killed: crash, timeout, memory) or StageRaised.
         """
-        job = _Job(job_id or self.next_job_id(), stage, module, target, kernel, time.monotonic())
+        job = _Job(job_id or self.next_job_id(), stage, module, target, kernel, time.monotonic(), priority=priority)
         async with self.slots.acquire(priority):
             return await self._run_in_slot(job, request)
 
@@ -271,13 +281,14 @@ class WorkerPool:
         self.stats.per_stage_overhead[job.stage] = self.stats.per_stage_overhead.get(job.stage, 0.0) + overhead
         self._emit(StageFinished, job=job.id, stage=job.stage, module=job.module, ok=ok,
                    elapsed_s=reply.elapsed_s, target=job.target, kernel=job.kernel, worker_pid=reply.pid,
-                   rss_bytes=reply.rss_bytes, peak_rss_bytes=reply.peak_rss_bytes, overhead_s=overhead)
+                   rss_bytes=reply.rss_bytes, peak_rss_bytes=reply.peak_rss_bytes, overhead_s=overhead,
+                   worker=job.worker)
 
     def _emit_started(self, job: _Job, pid: int | None, at: float | None = None) -> None:
         job.started_emitted = True
         queued = max(0.0, (at or time.monotonic()) - job.submitted)
         self._emit(StageStarted, job=job.id, stage=job.stage, module=job.module, target=job.target,
-                   kernel=job.kernel, worker_pid=pid, queued_s=queued)
+                   kernel=job.kernel, worker_pid=pid, queued_s=queued, worker=job.worker)
 
     def _fault_from_broken(self, job: _Job, e: BaseException) -> WorkerFault:
         proc = e.args[-1] if e.args else None
@@ -304,7 +315,7 @@ class WorkerPool:
             self._emit_started(job, pid)
         self._emit(StageFinished, job=job.id, stage=job.stage, module=job.module, ok=False,
                    elapsed_s=time.monotonic() - (job.begun or job.submitted), target=job.target, kernel=job.kernel,
-                   worker_pid=pid, peak_rss_bytes=job.peak_rss)
+                   worker_pid=pid, peak_rss_bytes=job.peak_rss, worker=job.worker)
         if pid is not None and reason:
             self._known_pids.discard(pid)
             self._procs.pop(pid, None)

@@ -168,7 +168,8 @@ class Summary:
         parts = [f"{f.modules} modules: {modules_ok} ok, {f.modules_failed} failed"
                  + (f", {f.modules - len(done)} not finished" if len(done) < f.modules else ""),
                  f"{f.kernels} kernels x targets: {f.kernels - f.kernels_failed} ok, {f.kernels_failed} failed",
-                 f"{len(f.outputs)} files written",
+                 f"{len(f.outputs)} files written"
+                 + (f" to {self.started.out_dir}" if self.started and f.outputs else ""),
                  f"wall {f.elapsed_s:.2f} s",
                  f"{len(self.workers)} workers" + (f" (peak RSS {self.peak_rss / (1 << 20):.0f} MiB)"
                                                   if self.peak_rss else "")]
@@ -179,6 +180,8 @@ class Summary:
 
 
 def describe_worker_exit(w: WorkerExited) -> str:
+    if w.reason == "lost":
+        return f"Dask worker {w.worker or w.pid} left the cluster; the scheduler re-ran its tasks elsewhere"
     if w.reason == "timeout":
         why = "killed: stage timeout"
     elif w.reason == "memory":

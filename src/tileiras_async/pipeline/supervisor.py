@@ -184,7 +184,8 @@ class Batch:
         self.modules = [_ModuleState() for _ in cfg.inputs]
         self.emit(RunStarted, version=__version__, modules=list(cfg.inputs), targets=list(cfg.targets),
                   jobs=cfg.jobs, opt_level=cfg.opt_level, out_dir=cfg.out_dir, supervisor_pid=os.getpid(),
-                  stage_timeout_s=cfg.stage_timeout_s, memory_limit_bytes=cfg.memory_limit_bytes)
+                  stage_timeout_s=cfg.stage_timeout_s, memory_limit_bytes=cfg.memory_limit_bytes,
+                  cluster=cfg.cluster)
         self._closed = trio.Event()
         self._index = {path: i for i, path in enumerate(cfg.inputs)}
         try:
@@ -212,17 +213,24 @@ class Batch:
                 scope.cancel()
                 return
 
+    def _make_pool(self) -> WorkerPool:
+        cfg = self.config
+        kw = dict(emit=self.emit, stage_timeout_s=cfg.stage_timeout_s, memory_limit_bytes=cfg.memory_limit_bytes,
+                  slots=self.slots, fault=cfg.fault, warm_targets=cfg.targets, opt_level=cfg.opt_level)
+        if cfg.cluster:
+            from .dask_pool import DaskPool
+            return DaskPool(cfg.cluster, **kw)
+        return WorkerPool(cfg.jobs, **kw)
+
     async def _run_modules(self) -> None:
         cfg = self.config
-        admission = trio.Semaphore(max(4, 2 * cfg.jobs))
         try:
             os.makedirs(cfg.out_dir, exist_ok=True)
         except OSError:
             pass  # every write then fails with its own diagnostic
-        async with WorkerPool(cfg.jobs, emit=self.emit, stage_timeout_s=cfg.stage_timeout_s,
-                              memory_limit_bytes=cfg.memory_limit_bytes, slots=self.slots, fault=cfg.fault,
-                              warm_targets=cfg.targets, opt_level=cfg.opt_level) as pool:
+        async with self._make_pool() as pool:
             self.pool = pool
+            admission = trio.Semaphore(max(4, 2 * pool.jobs))   # a cluster's size is known once connected
             self._admission = admission
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -436,8 +444,9 @@ class Batch:
                 return EXIT_CONFIG, outputs
         if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.ptx.encode(), outputs):
             return EXIT_CONFIG, outputs
-        cubin = await self._supervised(index, path, target, "assemble", partial(
-            tools.assemble, AssembleRequest(ptx.ptx, options, timeout_s=cfg.stage_timeout_s), cfg.toolchain))
+        cubin = await self._assemble(index, path, target, AssembleRequest(ptx.ptx, options, timeout_s=cfg.stage_timeout_s))
+        if cubin is None:
+            return EXIT_INTERNAL, outputs
         if not cubin.ok:
             self._diagnose(path, "assemble", cubin.diagnostics, target, tool_stderr=cubin.tool_stderr)
             return cubin.exit_code or tools.EXIT_TOOL_FAILED, outputs
@@ -453,6 +462,13 @@ class Batch:
             if not self._write(path, target, f"{stem}.sass", sass.stdout, outputs):
                 return EXIT_CONFIG, outputs
         return 0, outputs
+
+    async def _assemble(self, index: int, path: str, target: str, request: AssembleRequest):
+        """ptxas: by the supervisor (the local pool), or on a cluster worker with its own toolchain (Dask)."""
+        if getattr(self.pool, "remote_assemble", False):
+            return await self._in_worker(index, path, "assemble", request, target=target)
+        return await self._supervised(index, path, target, "assemble", partial(
+            tools.assemble, request, self.config.toolchain))
 
     async def _supervised(self, index: int, path: str, target: str, stage: str, run):
         """An external tool run by the supervisor, in one of the -j slots, with stage events."""
@@ -497,4 +513,16 @@ async def run_batch(config: BatchConfig, sinks: list[Sink], control: BatchContro
 def compile_batch(config: BatchConfig, sinks: list[Sink], control: BatchControl | None = None) -> RunFinished:
     """Synchronous entry point: one trio run for one batch.  The dashboard runs it in a thread
     (config.handle_signals=False) with a BatchControl, and quits through control.close()."""
-    return trio.run(run_batch, config, sinks, control)
+    from .dask_pool import ClusterError
+    try:
+        return trio.run(run_batch, config, sinks, control)
+    except BaseExceptionGroup as group:
+        # a cluster that cannot be reached surfaces inside the run's nurseries; it is a usage error
+        matched, rest = group.split(ClusterError)
+        if matched is not None and rest is None:
+            raise _leaves(matched)[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]

@@ -94,7 +94,9 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None) -> 
         argv = ptxas_argv(ptxas, ptx_file, out_file, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level))
         outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir)
         if not outcome.ok:
-            return CubinModule(False, diagnostics=[_error(outcome.message)], tool_stderr=outcome.stderr,
+            from ..failures import ptxas_notes
+            notes = ptxas_notes(outcome.stderr, req.ptx, req.options.gpu_name) if outcome.rc and outcome.rc > 0 else []
+            return CubinModule(False, diagnostics=[_error(outcome.message), *notes], tool_stderr=outcome.stderr,
                                exit_code=EXIT_TOOL_FAILED, elapsed_s=time.monotonic() - t0)
         try:
             cubin = out_file.read_bytes()

@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import signal
 import socket
 import sys
 import time
 
 import msgspec
 
-from .messages import STAGE_TYPES, FaultSpec, JobBegun, JobReply, JobRequest, WorkerHello
+from .messages import SLOW_FAULT_S, STAGE_TYPES, FaultSpec, JobBegun, JobReply, JobRequest, WorkerHello
 
+SANDBOX_ENV = "TILEIRAS_ASYNC_SANDBOX"   # set in a Dask worker's sandbox process (dask_remote.py)
 _state: dict = {"notify": None, "addr": None, "jobs": 0, "ready_at": 0.0, "proc": None}
 _job_decoder = msgspec.msgpack.Decoder(JobRequest)
 _encoder = msgspec.msgpack.Encoder()
@@ -128,12 +130,18 @@ def _warm(targets: tuple[str, ...], opt_level: int) -> None:
 def _misbehave(fault: FaultSpec) -> None:
     if fault.mode == "raise":
         raise RuntimeError(f"injected fault in stage {fault.stage}")
-    if fault.mode == "exit":
-        os._exit(3)
     if fault.mode == "segfault":
         import ctypes
         ctypes.string_at(0)
         os.kill(os.getpid(), 11)  # in case address 0 is readable here
+    if fault.mode == "kill-host" and os.environ.get(SANDBOX_ENV):
+        os.kill(os.getppid(), signal.SIGKILL)   # the Dask worker: Dask sees a worker die mid-task
+        time.sleep(3600)
+    if fault.mode in ("exit", "kill-host"):
+        os._exit(3)
+    if fault.mode == "slow":
+        time.sleep(SLOW_FAULT_S)
+        return
     if fault.mode == "hang":
         while True:
             time.sleep(3600)

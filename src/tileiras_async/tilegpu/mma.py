@@ -427,7 +427,11 @@ def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | None:
         return None
     batched, bsz, m, k = _dims(op.operands["lhs"].type)
     _, _, _, n = _dims(op.operands["rhs"].type)
-    return MmaPlan(instr, batched, bsz, m, n, k, options.num_warps)
+    try:
+        return MmaPlan(instr, batched, bsz, m, n, k, options.num_warps)
+    except LoweringError as e:
+        e.op = e.op or op   # so the failure's notes name this mmaf and its source line
+        raise
 
 
 def check_size(plan: MmaPlan, op: Operation) -> None:

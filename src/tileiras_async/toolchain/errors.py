@@ -17,13 +17,24 @@ class ToolchainError(Exception):
         return f"error: {self.message}"
 
 
+# what provides each tool, for the "how to get it" part of ToolNotFound
+PROVIDERS = {"ptxas": "nvidia-cuda-nvcc", "nvdisasm": "nvidia-cuda-nvdisasm", "libdevice": "nvidia-nvvm"}
+
+
 class ToolNotFound(ToolchainError):
-    """A tool or data file was not found; `searched` lists every place looked at, in order."""
+    """A tool or data file was not found; `searched` lists every place looked at, in order.
+
+    The message says how to get it before where we looked: the package's [cuda] extra (NVIDIA's
+    wheel for that tool) or a CUDA 13 toolkit named by CUDA_HOME."""
 
     def __init__(self, name: str, searched: tuple[str, ...]):
         self.name = name
         self.searched = searched
-        super().__init__(f"cannot find {name}; searched: {', '.join(searched)}")
+        key = "libdevice" if name.startswith("libdevice") else name
+        wheel = PROVIDERS.get(key)
+        how = (f" (NVIDIA's {wheel} wheel: pip install 'tileiras-async[cuda]', or set CUDA_HOME to a CUDA 13 "
+               f"toolkit)" if wheel else "")
+        super().__init__(f"cannot find {name}{how}; searched: {', '.join(searched)}")
 
 
 class ToolRunError(ToolchainError):
