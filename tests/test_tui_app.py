@@ -69,14 +69,18 @@ def test_navigation_screens_and_keys():
             table = app.query_one("#modules", DataTable)
             assert table.row_count == len(app.model.rows) == 16
             await pilot.press("down", "enter")
+            await pilot.pause()
             assert isinstance(app.screen, KernelScreen) and app.screen.row.module.index == 1
             assert "II 4" in screen_text(app) and "modulo reservation table" in screen_text(app)
             tabs = app.screen.query_one(TabbedContent)
             await pilot.press("p")
+            await pilot.pause()
             assert tabs.active == "ptx" and "ptxas resource usage" in screen_text(app)
             await pilot.press("i")
+            await pilot.pause()
             assert tabs.active == "ir"
             await pilot.press("s")
+            await pilot.pause()
             assert tabs.active == "schedules"
             await pilot.press("escape")
             assert not isinstance(app.screen, KernelScreen)
@@ -234,10 +238,10 @@ def test_live_batch_fail_retry_cancel_quit(inputs, tmp_path):
             select(app, m[good].rows[0].key)
             await pilot.press("enter")
             assert isinstance(app.screen, KernelScreen)
-            await pilot.press("p")
             await pilot.pause()
-            text = screen_text(app)
-            assert "registers" in text and ".entry collatz_steps" in text
+            await pilot.press("p")
+            await wait_for(pilot, app, lambda: ".entry collatz_steps" in screen_text(app), what="the PTX tab")
+            assert "registers" in screen_text(app)
             await pilot.press("escape")
             await pilot.press("q")
         return app
