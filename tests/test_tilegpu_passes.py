@@ -203,8 +203,7 @@ def test_dropin_rejects_unknown_pass_names(tmp_path):
 
 @requires_corpus
 def test_batch_writes_snapshots_to_a_directory(tmp_path):
-    irdir = tmp_path / "ir"
-    irdir.mkdir()
+    irdir = tmp_path / "ir" / "nested"      # created like an output folder
     proc = subprocess.run([str(BIN / "tileiras-async"), "compile", str(MATMUL), "--gpu-name", "sm_90", "-j", "1",
                            "--out-dir", str(tmp_path / "out"), "--print-ir-after", "assign-layouts,dce",
                            "--print-ir-dir", str(irdir)], capture_output=True, text=True, timeout=600)
@@ -212,6 +211,18 @@ def test_batch_writes_snapshots_to_a_directory(tmp_path):
     names = sorted(p.name for p in irdir.iterdir())
     assert [n.split(".")[-2] for n in names] == ["01-after-dce", "02-after-assign-layouts"]
     assert all(n.startswith("matmul_f16_f32acc_64x64x32.v13.4.sm_90.matmul_f16") for n in names)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cli", ["tileiras", "tileiras-async"])
+def test_print_ir_dir_that_is_a_file_is_rejected(tmp_path, cli):
+    (tmp_path / "taken").write_text("")
+    argv = ([str(BIN / "tileiras"), str(MATMUL), "-o", str(tmp_path / "k.cubin")] if cli == "tileiras" else
+            [str(BIN / "tileiras-async"), "compile", str(MATMUL), "--out-dir", str(tmp_path / "out")])
+    proc = subprocess.run(argv + ["--gpu-name", "sm_90", "--print-ir-after-all", "--print-ir-dir",
+                                  str(tmp_path / "taken")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --print-ir-dir"), proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "k.cubin").exists()
 
 
 @requires_corpus

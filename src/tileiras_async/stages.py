@@ -63,6 +63,20 @@ def check_print_ir(print_ir: PrintIR) -> str | None:
     return None
 
 
+def prepare_ir_dir(directory: str | None) -> str | None:
+    """Create --print-ir-dir (like an output folder); an error message when it cannot be one."""
+    import os
+    if directory is None:
+        return None
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        return f"--print-ir-dir '{directory}' cannot be created: {e.strerror or e}"
+    if not os.path.isdir(directory):
+        return f"--print-ir-dir '{directory}' is not a directory"
+    return None
+
+
 def write_ir_dumps(dumps: list[IRDump], stem: str, directory: str | None, stream) -> None:
     """IR snapshots to `stream` (banner + text each) or, with a directory, one file each."""
     import os

@@ -94,7 +94,7 @@ def _num_stages(opts) -> int:
 
 
 def _print_ir(opts):
-    from ..stages import PrintIR, check_print_ir
+    from ..stages import PrintIR, check_print_ir, prepare_ir_dir
     if not (opts.get("print-ir-after-all") or opts.get("print-ir-after") or opts.get("print-ir-before")):
         return None
     spec = PrintIR(list(opts.get("print-ir-before", [])), list(opts.get("print-ir-after", [])),
@@ -102,9 +102,9 @@ def _print_ir(opts):
     problem = check_print_ir(spec)
     if problem:
         raise InputError([f"error: {problem}"], EXIT_CONFIG)
-    directory = opts.get("print-ir-dir")
-    if directory is not None and not os.path.isdir(directory):
-        raise InputError([f"error: --print-ir-dir '{directory}' is not a directory"], EXIT_CONFIG)
+    problem = prepare_ir_dir(opts.get("print-ir-dir"))
+    if problem:
+        raise InputError([f"error: {problem}"], EXIT_CONFIG)
     return spec
 
 

@@ -107,14 +107,14 @@ class _IRDumps:
 
 def _print_ir(args):
     """(PrintIR or None, error message or None) from the --print-ir-* options."""
-    from ..stages import PrintIR, check_print_ir
+    from ..stages import PrintIR, check_print_ir, prepare_ir_dir
     before, after = _targets(args.print_ir_before), _targets(args.print_ir_after)
     if not (before or after or args.print_ir_after_all):
         return None, None
     spec = PrintIR(before, after, args.print_ir_after_all)
     problem = check_print_ir(spec)
-    if problem is None and args.print_ir_dir is not None and not os.path.isdir(args.print_ir_dir):
-        problem = f"--print-ir-dir '{args.print_ir_dir}' is not a directory"
+    if problem is None:
+        problem = prepare_ir_dir(args.print_ir_dir)
     return spec, problem
 
 

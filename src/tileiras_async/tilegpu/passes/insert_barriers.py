@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation
 from ..ir import KernelIR, parents_of, walk_ops
-from ..ops import BARRIER, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, build
+from ..ops import ASYNC_COPY, BARRIER, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, MMA_STAGED, build
 
-Access = tuple[int, int, str]      # (first byte, end byte, "r" | "w")
+Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
 State = frozenset
 
 # ops that synchronise the CTA themselves
@@ -32,23 +32,30 @@ def _buffer(op: Operation, name: str) -> tuple[int, int]:
 
 
 def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
-    """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end."""
+    """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end.
+    A pipelined loop's copies and mma access its ring under their own protocol (cp.async waits and the
+    pipeline's barriers order them): they conflict only with accesses outside it."""
     if op.name == LOCAL_STORE.full_name:
-        a = [(*_buffer(op, "buffer"), "w")]
+        a = [(*_buffer(op, "buffer"), "w", 0)]
         return a, a
     if op.name == LOCAL_LOAD.full_name:
-        a = [(*_buffer(op, "buffer"), "r")]
+        a = [(*_buffer(op, "buffer"), "r", 0)]
+        return a, a
+    if op.name in (ASYNC_COPY.full_name, MMA_STAGED.full_name):
+        ring = id(op.operands["buffer"])
+        a = [(*_buffer(op, "buffer"), "w" if op.name == ASYNC_COPY.full_name else "r", ring)]
         return a, a
     if "scratch_offset" in op.attrs:
         lo = op.attrs["scratch_offset"]
         hi = lo + op.attrs["scratch_bytes"]
-        return [(lo, hi, "w")], [(lo, hi, "r")]
+        return [(lo, hi, "w", 0)], [(lo, hi, "r", 0)]
     return [], []
 
 
 def _conflict(state: State, acc: Access) -> bool:
-    lo, hi, kind = acc
-    return any(plo < hi and lo < phi and "w" in (kind, pkind) for plo, phi, pkind in state)
+    lo, hi, kind, protocol = acc
+    return any(plo < hi and lo < phi and "w" in (kind, pkind) and not (protocol and protocol == pprot)
+               for plo, phi, pkind, pprot in state)
 
 
 class _Barriers:

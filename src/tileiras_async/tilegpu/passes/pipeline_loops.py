@@ -7,7 +7,8 @@ the first S-1 units before the loop (`tilegpu.async_copy` + `async_commit`, guar
 iteration runs); in the loop, for each unit t of the iteration: `async_wait` S-2, a barrier, the copies of the
 unit S-1 ahead, `async_commit`, and `tilegpu.mma_staged` reading unit t from its buffer (the loads and the
 reshape/ftof chains between them and the mma are gone: the mma reads what the copies staged); after the loop,
-`async_wait` 0 and a barrier. The load indices of a future iteration are computed by copies of the body's
+`async_wait` 0. The ring's accesses are ordered among themselves by those waits and barriers; insert-barriers
+separates them from other accesses to the same bytes before and after the loop. The load indices of a future iteration are computed by copies of the body's
 index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is emitted
 once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
 vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the
@@ -178,7 +179,6 @@ class _Expander:
     def pipelined_loop(self, out: list, ring: Value, vbs: dict) -> list[Value]:
         g = self.geom
         s, c = g.stages, g.chunks
-        out.append(build(BARRIER, {}, [], loc=self.loc))   # no warp still reads what the ring overlaps
         for u in range(s - 1):
             d, chunk = divmod(u, c)
             self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
@@ -218,7 +218,6 @@ class _Expander:
         new.attrs["pipelined"] = True
         out.append(new)
         out.append(build(ASYNC_WAIT, {}, [], {"pending": 0}, loc=self.loc))
-        out.append(build(BARRIER, {}, [], loc=self.loc))   # every copy landed, every warp is done with the ring
         return list(new.results[:len(loop.results)])
 
     def units(self, out: list, ring: Value, vbs: dict, iv: Value, bufj: Value | None, acc: Value) -> Value:
