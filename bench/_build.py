@@ -358,14 +358,42 @@ def median(xs) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def git_head() -> str:
+def git_head(*path: str) -> str:
+    """The checkout's commit; with a path, the last commit that changed it (`src`: the compiler measured)."""
+    argv = ["git", "-C", str(REPO), "log", "-1", "--format=%h", "HEAD", "--", *path]
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=30).stdout.strip() or "?"
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip() or "?"
     except (OSError, subprocess.SubprocessError):
         return "?"
 
 
 def save_json(path: Path, payload: dict) -> None:
+    """{"meta": ..., "rows": [...]} with one row per line: compact, and a diff shows which kernels changed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    rows = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in payload["rows"])
+    meta = json.dumps(payload["meta"], sort_keys=True)
+    path.write_text(f'{{"meta": {meta},\n"rows": [\n{rows}\n]}}\n')
+
+
+def row_head(row: dict) -> str:
+    return f"{row['kernel'][:30]:<30} {row['target']:<6}"
+
+
+def failures(row: dict, sides=(("ours", "ours"), ("real", "real"))) -> str:
+    """`ours: <error>; real: <error>` for the sides of a row that failed ('' when none did)."""
+    return "; ".join(f"{label}: {row[key]['error']}" for key, label in sides if not row[key].get("ok"))
+
+
+def print_report(header: str, rows: list[dict], row_line, summary: list[str], save: Path | None,
+                 meta: dict) -> None:
+    """The table, the summary lines, and the rows saved as JSON when asked."""
+    print(header)
+    for row in rows:
+        print(row_line(row))
+    print()
+    for line in summary:
+        print(line)
+    if save:
+        save_json(save, {"meta": {"commit": git_head(), "src_commit": git_head("src"), **meta}, "rows": rows})
+        print(f"\nsaved {len(rows)} rows to {save}")
+

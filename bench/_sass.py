@@ -247,13 +247,9 @@ def basic_blocks(fn: SassFunction) -> tuple[list[Instr], list[Block], list[int]]
     return fn_instrs, blocks, entries
 
 
-def _dominators(blocks: list[Block], entries: list[int]) -> list[int]:
+def _dominators(succs: list[list[int]], preds: list[list[int]], entries: list[int]) -> list[int]:
     """Dominator sets as bitmasks (iterative data flow; a virtual root precedes every entry)."""
-    n = len(blocks)
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for i, b in enumerate(blocks):
-        for s in b.succs:
-            preds[s].append(i)
+    n = len(succs)
     full = (1 << n) - 1
     dom = [full] * n
     for e in entries:
@@ -276,20 +272,18 @@ def _dominators(blocks: list[Block], entries: list[int]) -> list[int]:
     return dom
 
 
-def natural_loops(fn: SassFunction) -> list[Loop]:
-    """Every natural loop (back-edges to the same header merged), outermost first by address."""
-    instrs, blocks, entries = basic_blocks(fn)
-    if not blocks:
-        return []
-    dom = _dominators(blocks, entries)
-    preds: list[list[int]] = [[] for _ in blocks]
-    for i, b in enumerate(blocks):
-        for s in b.succs:
+def loop_bodies(succs: list[list[int]], entries: list[int]) -> dict[int, set[int]]:
+    """Natural loops of a control-flow graph given as successor lists over blocks 0..n-1: header -> body
+    blocks.  An edge u -> h is a back-edge when h dominates u; back-edges to one header make one loop."""
+    preds: list[list[int]] = [[] for _ in succs]
+    for i, ss in enumerate(succs):
+        for s in ss:
             preds[s].append(i)
+    dom = _dominators(succs, preds, entries)
     bodies: dict[int, set[int]] = {}
-    for u, b in enumerate(blocks):
-        for h in b.succs:
-            if dom[u] >> h & 1:        # h dominates u: u -> h is a back-edge
+    for u, ss in enumerate(succs):
+        for h in ss:
+            if dom[u] >> h & 1:
                 body = bodies.setdefault(h, {h})
                 stack = [u]
                 while stack:
@@ -297,8 +291,16 @@ def natural_loops(fn: SassFunction) -> list[Loop]:
                     if x not in body:
                         body.add(x)
                         stack.extend(preds[x])
+    return bodies
+
+
+def natural_loops(fn: SassFunction) -> list[Loop]:
+    """Every natural loop of a code section, outermost first by address."""
+    instrs, blocks, entries = basic_blocks(fn)
+    if not blocks:
+        return []
     loops = []
-    for h, body in bodies.items():
+    for h, body in loop_bodies([b.succs for b in blocks], entries).items():
         ins = [instrs[k] for bi in sorted(body) for k in range(blocks[bi].start, blocks[bi].end)]
         ins.sort(key=lambda i: i.addr)
         loops.append(Loop(instrs[blocks[h].start].addr, frozenset(body), ins))

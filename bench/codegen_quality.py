@@ -63,10 +63,9 @@ HEADER = (f"{'kernel':<30} {'target':<6} {'instr o/r':>11} {'ratio':>5} {'BAR':>
 
 def row_line(row: dict) -> str:
     o, r = row["ours"], row["real"]
-    head = f"{row['kernel'][:30]:<30} {row['target']:<6}"
+    head = _build.row_head(row)
     if not o.get("ok") or not r.get("ok"):
-        side = [f"ours: {o['error']}" if not o.get("ok") else "", f"real: {r['error']}" if not r.get("ok") else ""]
-        return f"{head} " + "; ".join(s for s in side if s)
+        return f"{head} {_build.failures(row)}"
     oc, rc = o["classes"], r["classes"]
     return (f"{head} {_pair(o['static'], r['static']):>11} {fmt_ratio(ratio(o['static'], r['static'])):>5} "
             f"{_pair(oc['BAR'], rc['BAR']):>5} "
@@ -185,7 +184,7 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
     for x in after:
         key = (x["kernel"], x["target"])
         a, b = x["ours"], old.get(key)
-        head = f"{x['kernel'][:30]:<30} {x['target']:<6}"
+        head = _build.row_head(x)
         if b is None:
             new += 1
             out.append(f"{head} new (not in the baseline)")
@@ -260,21 +259,12 @@ def main(argv=None) -> int:
     tool = _build.real_tool()
     print(f"codegen quality: ours ({_build.git_head()}) vs NVIDIA tileiras ({tool[2] if tool else 'absent'}), "
           f"-O{_build.OPT_LEVEL}, {len(files)} kernels x {', '.join(gpus)}; {wall:.1f} s on {args.jobs} workers\n")
-    print(HEADER)
-    for row in rows:
-        print(row_line(row))
-    print()
-    for line in summary_lines(rows, features):
-        print(line)
+    summary = summary_lines(rows, features)
     if baseline is not None:
-        print(f"\nours now vs the baseline {args.baseline} (commit {baseline.get('meta', {}).get('commit', '?')}):")
-        for line in compare_lines(baseline.get("rows", []), rows):
-            print(line)
-    if args.save:
-        _build.save_json(args.save, {"meta": {"commit": _build.git_head(), "real_tool": tool[2] if tool else None,
-                                              "targets": gpus, "opt_level": _build.OPT_LEVEL},
-                                     "rows": rows})
-        print(f"\nsaved {len(rows)} rows to {args.save}")
+        summary += ["", f"ours now vs the baseline {args.baseline} (commit {baseline.get('meta', {}).get('commit', '?')}):"]
+        summary += compare_lines(baseline.get("rows", []), rows)
+    _build.print_report(HEADER, rows, row_line, summary, args.save,
+                        {"real_tool": tool[2] if tool else None, "targets": gpus, "opt_level": _build.OPT_LEVEL})
     return 0
 
 

@@ -67,7 +67,7 @@ def row_line(row: dict) -> str:
             notes.append(f"{label}: {side['error'][:70]}")
         elif not side["correct"]:
             notes.append(f"{label} wrong: {'; '.join(side['problems'])[:70]}")
-    return (f"{row['kernel'][:30]:<30} {row['target']:<6} {_cell(row['ours']):>18} {_cell(row['nvidia']):>18} "
+    return (f"{_build.row_head(row)} {_cell(row['ours']):>18} {_cell(row['nvidia']):>18} "
             f"{fmt_ratio(row_ratio(row)):>6}  {' | '.join(notes)}")
 
 
@@ -122,15 +122,7 @@ def main(argv=None) -> int:
                            lambda f, g, _c: {"kernel": _build.kernel_id(f), "target": g})
     print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
           f"{len(files)} kernels x {', '.join(gpus)}; {time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
-    print(HEADER)
-    for row in rows:
-        print(row_line(row))
-    print()
-    for line in summary_lines(rows):
-        print(line)
-    if args.save:
-        _build.save_json(args.save, {"meta": {"commit": _build.git_head(), "targets": gpus}, "rows": rows})
-        print(f"\nsaved {len(rows)} rows to {args.save}")
+    _build.print_report(HEADER, rows, row_line, summary_lines(rows), args.save, {"targets": gpus})
     return 0
 
 

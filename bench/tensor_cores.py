@@ -59,10 +59,9 @@ HEADER = (f"{'kernel':<30} {'target':<6} {'ours: class':<16} {'real: class':<16}
 
 def row_line(row: dict) -> str:
     o, r = row["ours"], row["real"]
-    head = f"{row['kernel'][:30]:<30} {row['target']:<6}"
+    head = _build.row_head(row)
     if not o.get("ok") or not r.get("ok"):
-        side = [f"ours: {o['error']}" if not o.get("ok") else "", f"real: {r['error']}" if not r.get("ok") else ""]
-        return f"{head} " + "; ".join(s for s in side if s)
+        return f"{head} {_build.failures(row)}"
     ko, kr = kloop(o), kloop(r)
     kr_ratio = ratio(ko[0], kr[0]) if ko and kr else None
     return (f"{head} {tc_class(o)[:16]:<16} {tc_class(r)[:16]:<16} {o['registers']:>4}/{r['registers']:<4} "
@@ -120,15 +119,7 @@ def main(argv=None) -> int:
           f"{len(files)} matmul kernels x {', '.join(gpus)}; {time.perf_counter() - t0:.1f} s on {args.jobs} workers")
     print("K-loop = static instructions of the innermost loop holding the most tensor-core instructions "
           "(tensor-core instructions in it)\n")
-    print(HEADER)
-    for row in rows:
-        print(row_line(row))
-    print()
-    for line in summary_lines(rows):
-        print(line)
-    if args.save:
-        _build.save_json(args.save, {"meta": {"commit": _build.git_head(), "targets": gpus}, "rows": rows})
-        print(f"\nsaved {len(rows)} rows to {args.save}")
+    _build.print_report(HEADER, rows, row_line, summary_lines(rows), args.save, {"targets": gpus})
     return 0
 
 
