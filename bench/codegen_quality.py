@@ -190,7 +190,7 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
             out.append(f"{head} new (not in the baseline)")
             continue
         if not a.get("ok"):
-            out.append(f"{head} ours fails now: {a['error']}")
+            out.append(f"{head} ours fails{' now' if b.get('ok') else ', as in the baseline'}: {a['error']}")
             if b.get("ok"):
                 worse.append(f"WORSE: {key[0]} {key[1]}: no longer compiles ({a['error'][:80]})")
             else:

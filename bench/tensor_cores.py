@@ -9,7 +9,9 @@ in the SASS (HMMA/IMMA = mma.sync, HGMMA = wgmma, UTC*MMA = tcgen05) with their 
 static shared memory, tensor-memory columns (`tcgen05.alloc` in the PTX: ours from our compile, the real
 tool's from the corpus PTX, `?` where the corpus has none), and the K-loop: the innermost loop of the
 control-flow graph holding the most tensor-core instructions, its static instruction count and how many of
-them are tensor-core instructions (`-`: no loop holds one, e.g. a fully unrolled K).
+them are tensor-core instructions (`-`: no loop holds one, e.g. a fully unrolled K).  In the real tool's
+warp-specialised sm_100 code that loop is the MMA warp's (a few dozen instructions); the producer warps' load
+loops are separate loops and not counted in it.
 
 Issue 14's and 15's checks are printed at the end: the real tool's class matched on sm_90 (HGMMA) and sm_100
 (UTC*MMA), 0 spills, and the 128x128x64 f16 matmul's K-loop no longer than the real tool's.  Always exits 0.
