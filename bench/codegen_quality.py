@@ -1,7 +1,8 @@
 """Generated code, ours next to NVIDIA's tileiras: static SASS figures per corpus kernel and target.
 
     python bench/codegen_quality.py [--gpu-name sm_80,sm_90] [--kernels ID,ID...] [--sample N] [-j N]
-                                    [--save FILE.json] [--baseline FILE.json] [--cache-dir DIR] [--corpus DIR]
+                                    [--save FILE.json] [--baseline FILE.json] [--loops] [--cache-dir DIR]
+                                    [--corpus DIR]
 
 Each 13.4 corpus kernel is compiled for each target by ours (in-process, through tileiras_async.stages) and by
 the real tileiras (cached on disk: build/bench-cache/real), and both cubins are measured the same way
@@ -13,7 +14,8 @@ frame and static shared memory from the cubin's ELF attributes (shared memory as
 Columns: `o/r` = ours/real; `instr` also gives the ratio; `SH+RX` = SHFL+REDUX; `TC` = tensor-core
 instructions (HMMA/IMMA, HGMMA, UTC*MMA); `LDS+STS`; `ADDR` = address math; `loop` = static instructions of
 the main loop (the innermost loop holding the most tensor-core instructions, else the largest innermost loop);
-`local` = local-memory instructions (spills), `+` when only the stack frame is non-zero.
+`local` = local-memory instructions (spills), `+` when only the stack frame is non-zero.  --loops lists every
+innermost loop of both sides under its row (static instructions and classes per loop).
 
 --save writes every figure as JSON; --baseline compares ours now with ours in a saved run: per kernel
 before/after/delta, and a `WORSE:` line for every kernel x target whose static instructions, BAR or registers
@@ -74,6 +76,20 @@ def row_line(row: dict) -> str:
             f"{_pair(oc['LDS'] + oc['STS'], rc['LDS'] + rc['STS']):>9} {_pair(oc['ADDR'], rc['ADDR']):>9} "
             f"{_pair(o['registers'], r['registers']):>7} {_pair(o['shared'], r['shared']):>11} "
             f"{_pair(_local(o), _local(r)):>5} {_pair(_loop(o), _loop(r)):>9}")
+
+
+def loop_lines(row: dict) -> list[str]:
+    """Every innermost loop of both sides: header address, static instructions, classes in it."""
+    out = []
+    for side in ("ours", "real"):
+        m = row[side]
+        if not m.get("ok"):
+            continue
+        for lp in m["loops"]:
+            cls = " ".join(f"{k} {v}" for k, v in sorted(lp["classes"].items()))
+            out.append(f"    {side} loop @{lp['header']:#06x} depth {lp['depth']}: {lp['static']} instructions"
+                       + (f" ({cls})" if cls else ""))
+    return out
 
 
 # ---------------------------------------------------------------- summaries (the issues' figures)
@@ -237,6 +253,7 @@ def main(argv=None) -> int:
                     help="where the real tool's cubins are kept (default build/bench-cache/real)")
     ap.add_argument("--save", type=Path, help="write every figure as JSON")
     ap.add_argument("--baseline", type=Path, help="a --save file to compare ours with")
+    ap.add_argument("--loops", action="store_true", help="list every innermost loop under each row")
     args = ap.parse_args(argv)
 
     public = args.corpus / "out" / "public"
@@ -263,7 +280,8 @@ def main(argv=None) -> int:
     if baseline is not None:
         summary += ["", f"ours now vs the baseline {args.baseline} (commit {baseline.get('meta', {}).get('commit', '?')}):"]
         summary += compare_lines(baseline.get("rows", []), rows)
-    _build.print_report(HEADER, rows, row_line, summary, args.save,
+    line = (lambda r: "\n".join([row_line(r)] + loop_lines(r))) if args.loops else row_line
+    _build.print_report(HEADER, rows, line, summary, args.save,
                         {"real_tool": tool[2] if tool else None, "targets": gpus, "opt_level": _build.OPT_LEVEL})
     return 0
 

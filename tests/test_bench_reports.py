@@ -123,3 +123,10 @@ def test_tensor_core_summary_and_kloop():
            "missing: mm2" in text
     assert "K-loop: ours 400 static instructions (16 tensor-core), real 500 (4): issue 14 goal (<= real) met" in text
     assert "128" in tc.row_line(rows[1])
+
+
+def test_loop_listing():
+    ours = m()
+    ours["loops"] = [{"header": 0x200, "depth": 2, "static": 13, "classes": {"LDS": 2, "ADDR": 1}}]
+    lines = cq.loop_lines(row("k", "sm_90", ours, fail()))
+    assert lines == ["    ours loop @0x0200 depth 2: 13 instructions (ADDR 1 LDS 2)"]
