@@ -379,9 +379,11 @@ def row_head(row: dict) -> str:
     return f"{row['kernel'][:30]:<30} {row['target']:<6}"
 
 
-def failures(row: dict, sides=(("ours", "ours"), ("real", "real"))) -> str:
-    """`ours: <error>; real: <error>` for the sides of a row that failed ('' when none did)."""
-    return "; ".join(f"{label}: {row[key]['error']}" for key, label in sides if not row[key].get("ok"))
+def failed_row(row: dict) -> str | None:
+    """A compiled-both-ways row whose side(s) failed, as `<kernel> <target> ours: <error>; real: <error>`;
+    None when both compiled."""
+    errors = [f"{side}: {row[side]['error']}" for side in ("ours", "real") if not row[side].get("ok")]
+    return f"{row_head(row)} {'; '.join(errors)}" if errors else None
 
 
 def print_report(header: str, rows: list[dict], row_line, summary: list[str], save: Path | None,

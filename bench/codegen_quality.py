@@ -64,10 +64,10 @@ HEADER = (f"{'kernel':<30} {'target':<6} {'instr o/r':>11} {'ratio':>5} {'BAR':>
 
 
 def row_line(row: dict) -> str:
-    o, r = row["ours"], row["real"]
-    head = _build.row_head(row)
-    if not o.get("ok") or not r.get("ok"):
-        return f"{head} {_build.failures(row)}"
+    failed = _build.failed_row(row)
+    if failed:
+        return failed
+    o, r, head = row["ours"], row["real"], _build.row_head(row)
     oc, rc = o["classes"], r["classes"]
     return (f"{head} {_pair(o['static'], r['static']):>11} {fmt_ratio(ratio(o['static'], r['static'])):>5} "
             f"{_pair(oc['BAR'], rc['BAR']):>5} "
@@ -150,7 +150,8 @@ def summary_lines(rows: list[dict], features: dict[str, set[str]]) -> list[str]:
     def addr_ratio(x):
         return ratio(x["ours"]["classes"]["ADDR"], x["real"]["classes"]["ADDR"])
 
-    out.append(f"address math (IMAD+IADD3+SEL+ISETP) ours/real: median {fmt_ratio(median(addr_ratio(x) for x in both))}")
+    out.append("address math (IMAD+IADD3+SEL+ISETP) ours/real: median "
+               f"{fmt_ratio(median(addr_ratio(x) for x in both))}")
     bar_over = [x for x in both if x["ours"]["classes"]["BAR"] > x["real"]["classes"]["BAR"] + 1]
     out.append(f"BAR: ours {sum(x['ours']['classes']['BAR'] for x in both)}, real "
                f"{sum(x['real']['classes']['BAR'] for x in both)} in total; kernels with ours > real + 1: "
@@ -220,7 +221,8 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
                 better += 1
             continue
         d = a["static"] - b["static"]
-        out.append(f"{head} {b['static']:>10}->{a['static']:<10} {d:>+6} {b['classes']['BAR']:>3}->{a['classes']['BAR']:<3}"
+        out.append(f"{head} {b['static']:>10}->{a['static']:<10} {d:>+6} "
+                   f"{b['classes']['BAR']:>3}->{a['classes']['BAR']:<3}"
                    f" {b['registers']:>4}->{a['registers']:<4} {_local(a):>5}")
         grew = [f"{label} {f(b)} -> {f(a)} ({f(a) - f(b):+d})" for _k, label, f in COMPARED if f(a) > f(b)]
         if spills(a):
@@ -278,7 +280,8 @@ def main(argv=None) -> int:
           f"-O{_build.OPT_LEVEL}, {len(files)} kernels x {', '.join(gpus)}; {wall:.1f} s on {args.jobs} workers\n")
     summary = summary_lines(rows, features)
     if baseline is not None:
-        summary += ["", f"ours now vs the baseline {args.baseline} (commit {baseline.get('meta', {}).get('commit', '?')}):"]
+        commit = baseline.get("meta", {}).get("src_commit") or baseline.get("meta", {}).get("commit", "?")
+        summary += ["", f"ours now vs the baseline {args.baseline} (compiler at {commit}):"]
         summary += compare_lines(baseline.get("rows", []), rows)
     line = (lambda r: "\n".join([row_line(r)] + loop_lines(r))) if args.loops else row_line
     _build.print_report(HEADER, rows, line, summary, args.save,

@@ -60,10 +60,10 @@ HEADER = (f"{'kernel':<30} {'target':<6} {'ours: class':<16} {'real: class':<16}
 
 
 def row_line(row: dict) -> str:
-    o, r = row["ours"], row["real"]
-    head = _build.row_head(row)
-    if not o.get("ok") or not r.get("ok"):
-        return f"{head} {_build.failures(row)}"
+    failed = _build.failed_row(row)
+    if failed:
+        return failed
+    o, r, head = row["ours"], row["real"], _build.row_head(row)
     ko, kr = kloop(o), kloop(r)
     kr_ratio = ratio(ko[0], kr[0]) if ko and kr else None
     return (f"{head} {tc_class(o)[:16]:<16} {tc_class(r)[:16]:<16} {o['registers']:>4}/{r['registers']:<4} "
@@ -101,7 +101,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu-name", default=DEFAULT_TARGETS, help="comma-separated targets (default sm_90,sm_100)")
-    ap.add_argument("--kernels", default="", help="comma-separated kernel ids or substrings (default: every mma kernel)")
+    ap.add_argument("--kernels", default="", help="comma-separated kernel ids or substrings (default: all matmuls)")
     ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--cache-dir", type=Path, default=_build.DEFAULT_CACHE)

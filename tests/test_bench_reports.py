@@ -82,7 +82,8 @@ def test_baseline_comparison_flags_every_regression():
     assert len(worse) == 4
     assert any(ln.startswith("c ") and "100->90" in ln and "-10" in ln for ln in lines)
     assert any(ln.startswith("new ") and "not in the baseline" in ln for ln in lines)
-    assert lines[-1] == "against the baseline: 4 worse, 1 better, 0 unchanged, 1 new, 1 failing before and now, 1 not measured now"
+    assert lines[-1] == ("against the baseline: 4 worse, 1 better, 0 unchanged, 1 new, 1 failing before and now, "
+                         "1 not measured now")
     # a kernel that spills is flagged even when nothing else grew
     spill = cq.compare_lines([row("s", "sm_80", m(100), m())], [row("s", "sm_80", m(100, LOCAL=2), m())])
     assert "WORSE: s sm_80: spills (2 local-memory instructions, 0 bytes of stack)" in spill
