@@ -8,7 +8,7 @@ target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the s
 `<id>.v13.4.<target>.ptx`, what the real tileiras handed to ptxas) both run on the kernel's corpus inputs
 (`refs.make_inputs`) and are checked with `refs.check`: a wrong answer does not count.  The figure is the
 emulator's thread-instructions (PTX instructions executed, summed over the threads that executed them).
-Kernels whose NVIDIA PTX the emulator cannot run yet (wgmma, tcgen05) are listed as such.
+Kernels whose NVIDIA PTX the emulator cannot run (an instruction it lacks) are listed as such, never dropped.
 
 Issue 13's goal, over the reduction/scan kernels: ratio ours/NVIDIA median <= 1.0 and none above 1.5.
 Always exits 0.
@@ -71,7 +71,8 @@ def row_line(row: dict) -> str:
             f"{fmt_ratio(row_ratio(row)):>6}  {' | '.join(notes)}")
 
 
-def summary_lines(rows: list[dict]) -> list[str]:
+def summary_lines(rows: list[dict], goal: bool = True) -> list[str]:
+    """The figures; `goal`: the rows are issue 13's reduction/scan kernels, so its verdict applies."""
     out = []
     paired = [r for r in rows if row_ratio(r) is not None]
     targets = sorted({r["target"] for r in rows}, key=lambda t: int(t[3:]))
@@ -84,9 +85,9 @@ def summary_lines(rows: list[dict]) -> list[str]:
                    + ", ".join(f"{t} median {fmt_ratio(median(row_ratio(r) for r in paired if r['target'] == t))}"
                                for t in targets) + ")")
         verdict = "met" if med <= GOAL_MEDIAN and not over else "not met"
-        out.append(f"issue 13 goal (median <= {GOAL_MEDIAN}, none above {GOAL_MAX}): {verdict}; above {GOAL_MAX}: "
-                   f"{len(over)}" + (": " + ", ".join(f"{r['kernel']} {r['target']} {fmt_ratio(row_ratio(r))}"
-                                                      for r in over[:10]) if over else ""))
+        listed = ": " + ", ".join(f"{r['kernel']} {r['target']} {fmt_ratio(row_ratio(r))}" for r in over[:10])
+        out.append((f"issue 13 goal (median <= {GOAL_MEDIAN}, none above {GOAL_MAX}): {verdict}; " if goal else "")
+                   + f"above {GOAL_MAX}: {len(over)}" + (listed if over else ""))
     unsupported = [r for r in rows if r["nvidia"].get("unsupported")]
     if unsupported:
         out.append(f"NVIDIA PTX the emulator cannot run yet: {len(unsupported)}: " +
@@ -122,7 +123,9 @@ def main(argv=None) -> int:
                            lambda f, g, _c: {"kernel": _build.kernel_id(f), "target": g})
     print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
           f"{len(files)} kernels x {', '.join(gpus)}; {time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
-    _build.print_report(HEADER, rows, row_line, summary_lines(rows), args.save, {"targets": gpus})
+    default_set = not (args.all or args.kernels)
+    _build.print_report(HEADER, rows, row_line, summary_lines(rows, goal=default_set), args.save,
+                        {"targets": gpus})
     return 0
 
 
