@@ -52,6 +52,9 @@ bench: $(STAMP)
 	$(PY) bench/bench_emu.py
 	$(PY) bench/bench_pipelining.py
 	$(PY) bench/bench_tui.py
+	$(PY) bench/codegen_quality.py
+	$(PY) bench/dynamic_instructions.py
+	$(PY) bench/tensor_cores.py
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)

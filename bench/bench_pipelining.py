@@ -27,6 +27,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _build
+import _sass
 from _common import REPO, nvidia_bin  # noqa: E402  (also puts src/ on sys.path)
 
 from tileiras_async.bytecode.reader import read_module
@@ -90,63 +92,29 @@ def _classify(ops: list[str], classes: dict) -> dict:
 
 def _natural_loops(ops: list[str], label_at: dict[str, int], branches: dict[int, tuple[str, bool]],
                    exits: set[int]) -> list[list[int]]:
-    """Natural loops (lists of instruction indices) of a straight-line listing: basic blocks start at
-    labels and after branches; an edge to a block at or before the branching block closes a loop whose
-    body is every block that reaches the branch without passing through the target."""
+    """Natural loops (lists of instruction indices) of a straight-line PTX listing: basic blocks start at
+    labels and after branches; loops from dominators (_sass.loop_bodies)."""
     starts = sorted({0, *label_at.values(), *(i + 1 for i in branches), *(i + 1 for i in exits)})
     starts = [x for x in starts if x < len(ops)]
-    block_of = {}
-    bounds = []
-    for k, st in enumerate(starts):
-        en = starts[k + 1] if k + 1 < len(starts) else len(ops)
-        bounds.append((st, en))
-        for i in range(st, en):
-            block_of[i] = k
-    succ: dict[int, set[int]] = {k: set() for k in range(len(bounds))}
-    for k, (st, en) in enumerate(bounds):
-        last = en - 1
-        falls = True
-        if last in branches:
-            target, conditional = branches[last]
-            if target in label_at and label_at[target] in block_of:
-                succ[k].add(block_of[label_at[target]])
-            falls = conditional
-        if last in exits:
-            falls = False
-        if falls and k + 1 < len(bounds):
-            succ[k].add(k + 1)
-    pred: dict[int, set[int]] = {k: set() for k in succ}
-    for k, ss in succ.items():
-        for t in ss:
-            pred[t].add(k)
-    # dominators (iterative), so that only true back edges (to a dominator) close loops
-    nb = len(bounds)
-    dom = [set(range(nb)) for _ in range(nb)]
-    dom[0] = {0}
-    changed = True
-    while changed:
-        changed = False
-        for k in range(1, nb):
-            ps = [dom[p] for p in pred[k]]
-            new = (set.intersection(*ps) if ps else set()) | {k}
-            if new != dom[k]:
-                dom[k], changed = new, True
-    loops = []
-    for n, ss in succ.items():
-        for h in ss:
-            if h not in dom[n]:
-                continue
-            body, stack = {h, n}, [n]
-            while stack:
-                x = stack.pop()
-                if x == h:
-                    continue
-                for p in pred[x]:
-                    if p not in body:
-                        body.add(p)
-                        stack.append(p)
-            loops.append(sorted(i for b in body for i in range(*bounds[b])))
-    return loops
+    block_at = {st: k for k, st in enumerate(starts)}
+    bounds = [(st, starts[k + 1] if k + 1 < len(starts) else len(ops)) for k, st in enumerate(starts)]
+    succs: list[list[int]] = []
+    for k, (_st, en) in enumerate(bounds):
+        last, falls, out = en - 1, last_falls(en - 1, branches, exits), []
+        if last in branches and label_at.get(branches[last][0]) in block_at:
+            out.append(block_at[label_at[branches[last][0]]])
+        if falls and k + 1 < len(bounds) and k + 1 not in out:
+            out.append(k + 1)
+        succs.append(out)
+    bodies = _sass.loop_bodies(succs, [0]) if succs else {}
+    return [sorted(i for b in body for i in range(*bounds[b])) for body in bodies.values()]
+
+
+def last_falls(i: int, branches: dict[int, tuple[str, bool]], exits: set[int]) -> bool:
+    """Whether control reaches instruction i + 1 from instruction i."""
+    if i in exits:
+        return False
+    return branches[i][1] if i in branches else True
 
 
 def _pick(loops: list[list[int]], ops: list[str], classes: dict, prefer: str | None) -> LoopStats | None:
@@ -202,28 +170,15 @@ def ptx_kloop(ptx: str, prefer: str | None = r"^cp\.async\.cg") -> LoopStats | N
 
 
 def sass_kloop(sass: str, prefer: str | None = r"^LDGSTS\.E\.BYPASS.*\.128") -> LoopStats | None:
-    ops: list[str] = []
-    label_at: dict[str, int] = {}
-    branches: dict[int, tuple[str, bool]] = {}
-    exits: set[int] = set()
-    for raw in sass.splitlines():
-        m = re.match(r"^(\.L_x_\d+):", raw.strip())
-        if m:
-            label_at[m.group(1)] = len(ops)
-            continue
-        m = re.match(r"^\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", raw)
-        if not m:
-            continue
-        ins = m.group(1).strip()
-        cond = ins.startswith("@")
-        ins = re.sub(r"^@!?U?P\w+\s+", "", ins)
-        b = re.match(r"^BRA\S*\s+(?:!?U?P\w+,\s*)?`\((\.L_x_\d+)\)", ins)
-        if b:
-            branches[len(ops)] = (b.group(1), cond or "P" in ins.split("`")[0][3:])
-        elif re.match(r"^EXIT\b", ins) and not cond:
-            exits.add(len(ops))
-        ops.append(ins)
-    return _pick(_natural_loops(ops, label_at, branches, exits), ops, SASS_CLASSES, prefer)
+    loops = []
+    ops_of = {}
+    for fn in _sass.parse_sass(sass):
+        for lp in _sass.natural_loops(fn):
+            loops.append([len(ops_of) + k for k in range(len(lp.instrs))])
+            for k, ins in enumerate(lp.instrs):
+                ops_of[loops[-1][k]] = f"{ins.opcode} {ins.operands}".strip()
+    ops = [ops_of[i] for i in range(len(ops_of))]
+    return _pick(loops, ops, SASS_CLASSES, prefer)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -265,7 +220,7 @@ def ours(path: Path, gpu: str, stages: int) -> tuple[Build, str]:
     elif stages <= 1:
         b.per_stage = f"{shared} B x 1 (whole tile)"
     if remarks:
-        b.note = "; ".join(remarks)
+        b.note = "; ".join(r if isinstance(r, str) else r.message for r in remarks)
     return b, ptx
 
 
@@ -292,24 +247,17 @@ def ptxas_and_sass(ptx: str, gpu: str, b: Build, nvdisasm: Path | None) -> None:
 
 
 def real(path: Path, gpu: str, nvdisasm: Path | None) -> Build | None:
-    tool = nvidia_bin("tileiras")
-    if tool is None or nvdisasm is None:
+    if _build.real_tool() is None or nvdisasm is None:
         return None
     b = Build("NVIDIA tileiras")
-    env = dict(os.environ, CUDA_HOME=str(tool.parent.parent))
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d, "k.cubin")
-        r = subprocess.run([str(tool), "--gpu-name", gpu, "-O3", "-o", str(out), str(path)], capture_output=True,
-                           text=True, env=env, timeout=600, check=False)
-        if r.returncode or not out.is_file():
-            b.note = f"tileiras rc={r.returncode}"
-            return b
-        sass = subprocess.run([str(nvdisasm), str(out)], capture_output=True, text=True, timeout=600, check=False).stdout
-    b.sass_loop = sass_kloop(sass, None)
-    regs = re.search(r"SHI_REGISTERS=(\d+)", sass)
-    b.regs = int(regs.group(1)) if regs else None
-    smem = re.search(r"\.nv\.shared\.[^\n]*\n(?:[^\n]*\n){0,4}?\s*\.zero\s+(\d+)", sass)
-    b.smem_total = int(smem.group(1)) if smem else 0
+    built = _build.compile_real(path, gpu)          # cached: build/bench-cache/real
+    if not built["ok"]:
+        b.note = f"tileiras {built['error']}"
+        return b
+    b.sass_loop = sass_kloop(_build.disassemble(built["cubin"]), None)
+    res = list(_sass.cubin_resources(built["cubin"]).values())
+    b.regs = max((r.registers for r in res), default=None)
+    b.smem_total = max((r.shared_bytes for r in res), default=0)
     return b
 
 

@@ -1,0 +1,401 @@
+"""What the code-quality benchmarks share: compile a corpus kernel with ours and with NVIDIA's tileiras,
+measure each cubin (nvdisasm + ELF, see _sass.py), run PTX in the emulator against the references.
+
+Ours compiles in-process through `tileiras_async.stages` (the drop-in's path).  The real tool's cubins never
+change for a given input, target and tool version, so they are cached on disk under that key
+(default build/bench-cache/real; `make clean` removes it).  Every function here returns a plain dict that
+says what failed instead of raising, so one bad kernel shows as such in a table and never ends a run.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import _sass
+from _common import DEFAULT_CORPUS, REPO, nvidia_bin, nvidia_env
+
+PUBLIC = DEFAULT_CORPUS / "out" / "public"
+DEFAULT_CACHE = REPO / "build" / "bench-cache" / "real"
+OPT_LEVEL = 3
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def kernel_id(path: Path) -> str:
+    """`softmax_rows_f32_128` for `.../softmax_rows_f32_128.v13.4.tileirbc`."""
+    return path.name.split(".v13.")[0]
+
+
+def corpus_kernels(public: Path, select: str = "", sample: int = 0) -> list[Path]:
+    """The 13.4 bytecode files of the corpus; `select` = comma-separated ids or substrings; `sample` = every
+    n-th file when n > 0 (a deterministic sample)."""
+    files = sorted(public.glob("*.v13.4.tileirbc"))
+    if select:
+        want = [w.strip() for w in select.split(",") if w.strip()]
+        files = [f for f in files if any(w == kernel_id(f) or w in kernel_id(f) for w in want)]
+    if sample > 1:
+        files = files[::sample]
+    return files
+
+
+@functools.lru_cache(maxsize=None)
+def ir_ops(path: Path) -> frozenset[str]:
+    """The cuda_tile op names a module uses (which kernels reduce, scan or multiply matrices)."""
+    from tileiras_async.bytecode.reader import read_module
+    try:
+        mod = read_module(path.read_bytes())
+    except Exception:  # noqa: BLE001 - an unreadable file simply has no known ops
+        return frozenset()
+    return frozenset(op.name for fn in mod.functions for op in fn.walk())
+
+
+def has_reduction(path: Path) -> bool:
+    return bool(ir_ops(path) & {"reduce", "scan"})
+
+
+def has_mma(path: Path) -> bool:
+    return any(name.startswith("mma") for name in ir_ops(path))
+
+
+def nvidia_ptx(public: Path, cid: str, gpu: str) -> Path | None:
+    """The PTX NVIDIA's tileiras handed to ptxas for this kernel (the corpus kept sm_90 and sm_100)."""
+    p = public / f"{cid}.v13.4.{gpu}.ptx"
+    return p if p.is_file() else None
+
+
+# ---------------------------------------------------------------- compiling
+
+
+def compile_ours(path: Path, gpu: str) -> dict:
+    """{"ok", "cubin", "ptx"} or {"ok": False, "error"}: all stages in this process, ptxas included."""
+    from tileiras_async import stages
+    try:
+        res = stages.compile_in_process(str(path), path.read_bytes(), stages.CompileOptions(gpu, OPT_LEVEL))
+    except Exception as e:  # noqa: BLE001 - a compiler crash is a result here, not the end of the run
+        return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:160]}"}
+    if not res.ok:
+        first = res.diagnostics[0].message if res.diagnostics else res.tool_stderr.strip()[:160]
+        return {"ok": False, "error": f"exit {res.exit_code}: {first}"}
+    return {"ok": True, "cubin": res.cubin, "ptx": res.ptx}
+
+
+@functools.lru_cache(maxsize=1)
+def real_tool() -> tuple[str, dict, str] | None:
+    """(path, environment, version line) of NVIDIA's tileiras, or None when the wheel is absent."""
+    tool = nvidia_bin("tileiras")
+    if tool is None:
+        return None
+    env = nvidia_env(tool)
+    try:
+        out = subprocess.run([str(tool), "--version"], capture_output=True, text=True, env=env, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = next((ln.strip() for ln in out.splitlines() if "V1" in ln), out.strip() or "?")
+    return str(tool), env, version
+
+
+def real_cache_key(data: bytes, gpu: str, version: str) -> str:
+    h = hashlib.sha256()
+    for part in (data, gpu.encode(), version.encode(), str(OPT_LEVEL).encode()):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:32]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def compile_real(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -> dict:
+    """{"ok", "cubin", "cached"} or {"ok": False, "error"}; failures are cached too (they never change)."""
+    tool = real_tool()
+    if tool is None:
+        return {"ok": False, "error": "NVIDIA's tileiras not installed (wheel nvidia-cuda-tileiras)"}
+    exe, env, version = tool
+    data = path.read_bytes()
+    key = real_cache_key(data, gpu, version)
+    if cache_dir is not None:
+        hit, err = cache_dir / f"{key}.cubin", cache_dir / f"{key}.err"
+        if hit.is_file():
+            return {"ok": True, "cubin": hit.read_bytes(), "cached": True}
+        if err.is_file():
+            return {"ok": False, "error": err.read_text(), "cached": True}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.cubin"
+        try:
+            proc = subprocess.run([exe, "--gpu-name", gpu, f"-O{OPT_LEVEL}", "-o", str(out), str(path)],
+                                  capture_output=True, text=True, env=env, timeout=600)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": "timed out after 600 s"}
+        if proc.returncode != 0 or not out.is_file():
+            msg = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:160]}"
+            if cache_dir is not None:
+                _write_atomic(cache_dir / f"{key}.err", msg.encode())
+            return {"ok": False, "error": msg, "cached": False}
+        cubin = out.read_bytes()
+    if cache_dir is not None:
+        _write_atomic(cache_dir / f"{key}.cubin", cubin)
+    return {"ok": True, "cubin": cubin, "cached": False}
+
+
+# ---------------------------------------------------------------- measuring a cubin
+
+
+def disassemble(cubin: bytes) -> str:
+    tool = nvidia_bin("nvdisasm")
+    if tool is None:
+        raise RuntimeError("nvdisasm not installed (wheel nvidia-cuda-nvdisasm)")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        proc = subprocess.run([str(tool), "-c", f.name], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed: {proc.stderr.strip()[:160]}")
+    return proc.stdout
+
+
+_TMEM_ALLOC = re.compile(r"tcgen05\.alloc[.\w:]*\s+\[[^\]]*\]\s*,\s*(%?\w+)\s*;")
+
+
+def tmem_columns(ptx: str | None) -> int | None:
+    """Tensor-memory columns a kernel allocates (`tcgen05.alloc ..., N` or a register moved from a literal);
+    0 when it allocates none, None when there is no PTX to look at."""
+    if ptx is None:
+        return None
+    total = 0
+    for m in _TMEM_ALLOC.finditer(ptx):
+        arg = m.group(1)
+        if not arg.startswith("%"):
+            total = max(total, int(arg, 0))
+            continue
+        lit = re.findall(rf"mov\.[bu]32\s+{re.escape(arg)}\s*,\s*(\w+)\s*;", ptx)
+        if lit:
+            total = max(total, int(lit[-1], 0))
+    return total
+
+
+def loop_summary(lp: _sass.Loop) -> dict:
+    counts = _sass.class_counts(_sass.opcode_counts(lp.instrs))
+    return {"header": lp.header, "depth": lp.depth, "static": lp.static,
+            "classes": {k: v for k, v in counts.items() if v}}
+
+
+def measure_cubin(cubin: bytes, ptx: str | None = None) -> dict:
+    """The static figures of one cubin (all kernels of the module summed; resources: the largest)."""
+    funcs = _sass.parse_sass(disassemble(cubin))
+    opcodes: dict[str, int] = {}
+    loops: list[_sass.Loop] = []
+    static = 0
+    for fn in funcs:
+        static += _sass.static_count(fn)
+        for base, n in _sass.opcode_counts(fn.instrs, fn).items():
+            opcodes[base] = opcodes.get(base, 0) + n
+        loops.extend(_sass.natural_loops(fn))
+    res = _sass.cubin_resources(cubin).values()
+    main = _sass.main_loop(loops)
+    return {
+        "ok": True,
+        "static": static,
+        "classes": _sass.class_counts(opcodes),
+        "opcodes": dict(sorted(opcodes.items())),
+        "tensor_core": _sass.tensor_core_ops(opcodes),
+        "registers": max((r.registers for r in res), default=0),
+        "frame": max((r.frame_bytes for r in res), default=0),
+        "shared": max((r.shared_bytes for r in res), default=0),
+        "tmem": tmem_columns(ptx),
+        "loops": [loop_summary(lp) for lp in _sass.innermost(loops)],
+        "main_loop": loop_summary(main) if main else None,
+        "mma_loop": loop_summary(main) if main and any(_sass.TENSOR_CORE.match(i.base) for i in main.instrs)
+        else None,
+    }
+
+
+def measure_safely(build: dict, ptx: str | None = None) -> dict:
+    """measure_cubin of a build result, or its failure carried on."""
+    if not build.get("ok"):
+        return {"ok": False, "error": build.get("error", "failed")}
+    try:
+        return measure_cubin(build["cubin"], ptx)
+    except Exception as e:  # noqa: BLE001 - a tool failure on one kernel is shown in its row
+        return {"ok": False, "error": f"measure: {type(e).__name__}: {str(e)[:160]}"}
+
+
+@functools.lru_cache(maxsize=1)
+def _measure_code_hash() -> str:
+    """A digest of the code that turns a cubin into figures: cached figures of the real tool's cubins are
+    valid only for the code that computed them."""
+    h = hashlib.sha256()
+    for f in (Path(_sass.__file__), Path(__file__)):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def measure_real(path: Path, gpu: str, cache_dir: Path | None, public: Path = PUBLIC) -> dict:
+    """The real tool's figures for one kernel and target (cached with its cubin: disassembling a big cubin
+    costs seconds).  Tensor memory comes from the corpus PTX (the wheel's tileiras keeps none)."""
+    nv = nvidia_ptx(public, kernel_id(path), gpu)
+    figures = None
+    tool = real_tool()
+    if cache_dir is not None and tool is not None:
+        key = real_cache_key(path.read_bytes(), gpu, tool[2])
+        figures = cache_dir / f"{key}.{_measure_code_hash()}.json"
+        if figures.is_file():
+            return json.loads(figures.read_text())
+    real = measure_safely(compile_real(path, gpu, cache_dir), nv.read_text() if nv else None)
+    if figures is not None and real.get("ok"):
+        _write_atomic(figures, json.dumps(real, sort_keys=True).encode())
+    return real
+
+
+def measure_pair(path: Path, gpu: str, cache_dir: Path | None, public: Path = PUBLIC) -> dict:
+    """One row: ours and the real tool's cubin for one kernel and target, measured the same way."""
+    ours_build = compile_ours(path, gpu)
+    ours = measure_safely(ours_build, ours_build.get("ptx"))
+    return {"kernel": kernel_id(path), "target": gpu, "ours": ours, "real": measure_real(path, gpu, cache_dir, public)}
+
+
+def run_pool(fn, work: list[tuple], jobs: int, identify) -> list[dict]:
+    """fn(*args) for every args of `work` on `jobs` worker processes, results in `work` order.  A worker
+    that dies takes only its own row: `identify(*args)` plus an error for each side."""
+    if jobs <= 1 or len(work) <= 1:
+        return [fn(*args) for args in work]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    ctx = multiprocessing.get_context("spawn")  # no fork of a parent holding threads or LLVM state
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futs = [pool.submit(fn, *args) for args in work]
+        rows = []
+        for args, f in zip(work, futs):
+            try:
+                rows.append(f.result())
+            except Exception as e:  # noqa: BLE001
+                err = {"ok": False, "error": f"worker: {type(e).__name__}: {str(e)[:160]}"}
+                rows.append({**identify(*args), **{side: dict(err) for side in SIDES}})
+    return rows
+
+
+SIDES = ("ours", "real", "nvidia")
+
+
+def measure_all(paths: list[Path], gpus: list[str], cache_dir: Path | None, jobs: int,
+                public: Path = PUBLIC) -> list[dict]:
+    """measure_pair over kernels x targets; rows in (kernel, target) order."""
+    return run_pool(measure_pair, [(p, g, cache_dir, public) for p in paths for g in gpus], jobs,
+                    lambda p, g, *_: {"kernel": kernel_id(p), "target": g})
+
+
+# ---------------------------------------------------------------- the PTX emulator on corpus inputs
+
+
+@functools.lru_cache(maxsize=1)
+def load_refs(corpus: Path = DEFAULT_CORPUS):
+    """The corpus's numpy references (refs.py)."""
+    sys.path.insert(0, str(corpus))
+    try:
+        import refs
+    finally:
+        sys.path.remove(str(corpus))
+    return refs
+
+
+def emulate_on_corpus(ptx: str, cid: str, corpus: Path = DEFAULT_CORPUS) -> dict:
+    """Run PTX on the kernel's corpus inputs: {"ok", "thread_instructions", "correct", "problems"} or
+    {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks)."""
+    from tileiras_async.emu import DeviceMemory, EmuError, UnsupportedInstruction, emulate_ptx, load_program
+    from tileiras_async.emu.runner import default_block, map_arguments
+    refs = load_refs(corpus)
+    try:
+        prog = load_program(ptx)
+        inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+        mem = DeviceMemory()
+        args = list(inputs.values())
+        params, arrays = map_arguments(prog, args, mem)
+        rep = emulate_ptx(ptx, None, refs.grid(cid, inputs), default_block(prog), params, mem)
+        for i, addr in arrays:
+            mem.copy_back(addr, args[i])
+    except UnsupportedInstruction as e:
+        family = next((f for f in ("wgmma", "tcgen05", "mbarrier", "cp.async.bulk", "setmaxnreg") if f in str(e)),
+                      "")
+        return {"ok": False, "error": f"not emulated: {str(e)[:120]}", "unsupported": family or "other"}
+    except EmuError as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:140]}"}
+    except Exception as e:  # noqa: BLE001 - an emulator crash is a result here
+        return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:140]}"}
+    problems = refs.check(cid, orig, inputs)
+    return {"ok": True, "thread_instructions": rep.thread_instructions, "correct": not problems,
+            "problems": problems[:3]}
+
+
+# ---------------------------------------------------------------- small shared printing helpers
+
+
+def ratio(ours: float | None, real: float | None) -> float | None:
+    if ours is None or real is None:
+        return None
+    if real == 0:
+        return None if ours == 0 else float("inf")
+    return ours / real
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else ("inf" if r == float("inf") else f"{r:.2f}")
+
+
+def median(xs) -> float | None:
+    xs = [x for x in xs if x is not None and x != float("inf")]
+    return statistics.median(xs) if xs else None
+
+
+def git_head(*path: str) -> str:
+    """The checkout's commit; with a path, the last commit that changed it (`src`: the compiler measured)."""
+    argv = ["git", "-C", str(REPO), "log", "-1", "--format=%h", "HEAD", "--", *path]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def save_json(path: Path, payload: dict) -> None:
+    """{"meta": ..., "rows": [...]} with one row per line: compact, and a diff shows which kernels changed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in payload["rows"])
+    meta = json.dumps(payload["meta"], sort_keys=True)
+    path.write_text(f'{{"meta": {meta},\n"rows": [\n{rows}\n]}}\n')
+
+
+def row_head(row: dict) -> str:
+    return f"{row['kernel'][:30]:<30} {row['target']:<6}"
+
+
+def failed_row(row: dict) -> str | None:
+    """A compiled-both-ways row whose side(s) failed, as `<kernel> <target> ours: <error>; real: <error>`;
+    None when both compiled."""
+    errors = [f"{side}: {row[side]['error']}" for side in ("ours", "real") if not row[side].get("ok")]
+    return f"{row_head(row)} {'; '.join(errors)}" if errors else None
+
+
+def print_report(header: str, rows: list[dict], row_line, summary: list[str], save: Path | None,
+                 meta: dict) -> None:
+    """The table, the summary lines, and the rows saved as JSON when asked."""
+    print(header)
+    for row in rows:
+        print(row_line(row))
+    print()
+    for line in summary:
+        print(line)
+    if save:
+        save_json(save, {"meta": {"commit": git_head(), "src_commit": git_head("src"), **meta}, "rows": rows})
+        print(f"\nsaved {len(rows)} rows to {save}")
+
