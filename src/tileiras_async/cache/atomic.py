@@ -1,0 +1,50 @@
+"""All-or-nothing file writes: readers see the old file or the complete new one, never a part.
+
+The data goes to a uniquely named temporary file beside the target, which is then renamed over
+it (a rename within one directory is atomic on POSIX).  Only `os` is imported: this runs on the
+drop-in's cache-hit path.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+_counter = itertools.count()
+
+
+def temp_name(path: str) -> str:
+    """A name beside `path` that no other process or thread picks (pid, counter, clock)."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.{os.getpid()}.{next(_counter)}.{time.time_ns()}.tmp")
+
+
+def write_atomic(path: str, data: bytes, *, mode: int = 0o666, durable: bool = False) -> None:
+    """Replace `path` by `data`; raises OSError (with the target's name) and leaves `path` as it was.
+
+    `mode` is filtered by the umask as open() would; `durable` adds an fsync before the rename
+    (the cache does without: a torn entry fails its checksum and is recompiled).
+    """
+    tmp = temp_name(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
