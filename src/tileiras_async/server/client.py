@@ -1,0 +1,150 @@
+"""The drop-in's side of the compile server: connect (starting a server when asked), send one request,
+read one reply.  Blocking sockets; imported only on a cache miss (or by `serve --status/--stop`).
+
+A server that is not there, refuses the connection, dies mid-request or runs another compiler
+raises ServerUnavailable, and the drop-in compiles in-process instead: the right cubin either way.
+A worker that crashed or timed out on the request is ServerFailed: a clear error, not a retry.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+from ..cache import entry as cache_entry
+from . import paths
+from .protocol import (MAX_FRAME, CompileRequest, Compiled, Failed, StatusRequest, StopRequest, decode_reply,
+                       frame)
+
+START_WAIT_S = 20.0        # how long a client waits for a server it started (or saw starting) to listen
+REPLY_GRACE_S = 30.0       # on top of the request timeout: the server answers timeouts itself
+POLL_S = 0.02
+
+
+class ServerUnavailable(Exception):
+    """No usable server: compile in-process."""
+
+
+class ServerFailed(Exception):
+    """The server answered the request with an error (its worker crashed or timed out)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def compile_remote(sock_path: str, path: str, data: bytes, options: dict, fingerprint: str, *,
+                   start: bool = False, timeout_s: float = 600.0) -> dict[str, bytes]:
+    """The outcome's sections (see tileiras.DropInResult) with "cacheable" added."""
+    reply = request(sock_path, CompileRequest(path, data, options, fingerprint, timeout_s),
+                    timeout_s + REPLY_GRACE_S, start=start)
+    if isinstance(reply, Compiled):
+        try:
+            return cache_entry.decode(reply.entry)
+        except cache_entry.CorruptEntry as e:
+            raise ServerUnavailable(f"garbled reply: {e}") from None
+    if isinstance(reply, Failed):
+        raise ServerFailed(reply.message, reply.exit_code)
+    raise ServerUnavailable(getattr(reply, "reason", f"unexpected reply {type(reply).__name__}"))
+
+
+def status(sock_path: str, timeout_s: float = 10.0):
+    return request(sock_path, StatusRequest(), timeout_s)
+
+
+def stop(sock_path: str, timeout_s: float = 10.0):
+    return request(sock_path, StopRequest(), timeout_s)
+
+
+def request(sock_path: str, message, timeout_s: float, *, start: bool = False):
+    conn = connect(sock_path, start=start)
+    try:
+        conn.settimeout(timeout_s)
+        conn.sendall(frame(message))
+        size = int.from_bytes(_recv_exact(conn, 4), "big")
+        if size > MAX_FRAME:
+            raise ServerUnavailable("reply too large")
+        body = _recv_exact(conn, size)
+    except (OSError, socket.timeout) as e:
+        raise ServerUnavailable(f"connection lost: {e}") from None
+    finally:
+        conn.close()
+    try:
+        return decode_reply(body)
+    except Exception as e:  # noqa: BLE001 - any undecodable reply means: do not use this server
+        raise ServerUnavailable(f"garbled reply: {e}") from None
+
+
+def connect(sock_path: str, *, start: bool = False, wait_s: float = START_WAIT_S) -> socket.socket:
+    try:
+        return _connect(sock_path)
+    except OSError as e:
+        if not start:
+            raise ServerUnavailable(f"no server on {sock_path}: {e.strerror or e}") from None
+    if not server_running(sock_path):
+        spawn(sock_path)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return _connect(sock_path)
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ServerUnavailable(f"the server on {sock_path} did not start: {e.strerror or e}") from None
+        time.sleep(POLL_S)
+
+
+def _connect(sock_path: str) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(sock_path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = conn.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ConnectionResetError("the server closed the connection")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def server_running(sock_path: str) -> bool:
+    """Whether a server holds the socket's lock (it may still be starting)."""
+    import fcntl
+    try:
+        fd = os.open(paths.lock_path(sock_path), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock, if we got it
+    return False
+
+
+def spawn(sock_path: str, args: tuple[str, ...] = ()):
+    """Start a server in the background, detached from this process (its own session, output to the
+    log beside the socket); returns the Popen.  A second server started meanwhile exits on its own."""
+    import subprocess
+    if os.path.dirname(sock_path) == paths.runtime_dir():
+        paths.ensure_private_dir(os.path.dirname(sock_path))
+    env = dict(os.environ)
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    log = os.open(paths.log_path(sock_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return subprocess.Popen([sys.executable, "-m", "tileiras_async.server", "--socket", sock_path, *args],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=env,
+                                start_new_session=True)
+    finally:
+        os.close(log)
