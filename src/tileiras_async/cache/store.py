@@ -90,8 +90,15 @@ class CacheStore:
 
     def record(self, events: str) -> None:
         """Append statistics events (see EVENTS); one small O_APPEND write, no lock."""
+        log = os.path.join(self.base, "stats.log")
         try:
-            fd = os.open(os.path.join(self.base, "stats.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # a new cache: its directory comes with the first event
+            try:
+                os.makedirs(self.base, exist_ok=True)
+                fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError:
+                return
         except OSError:
             return
         try:

@@ -246,7 +246,8 @@ def _compile_on_server(path: str, data: bytes, request: dict, fp, store) -> Drop
         from ..cache.fingerprint import compute
         fp = compute(store.memo_dir)
     try:
-        sections = compile_remote(socket_path, path, data, request, fp.digest, start=mode == "start")
+        sections = compile_remote(socket_path, path, data, request, fp.digest, start=mode == "start",
+                                  timeout_s=server_paths.request_timeout())
     except ServerUnavailable:
         return None
     except ServerFailed as e:

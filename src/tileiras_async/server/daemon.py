@@ -67,6 +67,7 @@ class Server:
         self._inode = None
         self._accepting: trio.CancelScope | None = None
         self._stop_reason = ""
+        self._connections = 0
 
     # ------------------------------------------------------------------ lifecycle (blocking)
 
@@ -174,13 +175,13 @@ class Server:
                 inode = None
             if inode != self._inode:
                 self.stop("the socket file was removed or replaced")
-            elif (self.counts["in_flight"] == 0 and self.idle_timeout_s > 0
+            elif (self._connections == 0 and self.idle_timeout_s > 0
                   and time.monotonic() - self.last_activity > self.idle_timeout_s):
                 self.stop(f"idle for {self.idle_timeout_s:g} s")
 
     async def _handle(self, conn) -> None:
         stream = trio.SocketStream(conn)
-        self.counts["in_flight"] += 1
+        self._connections += 1
         self.last_activity = time.monotonic()
         try:
             if not _same_user(conn):
@@ -199,7 +200,7 @@ class Server:
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away; nothing to answer
         finally:
-            self.counts["in_flight"] -= 1
+            self._connections -= 1
             self.last_activity = time.monotonic()
             await stream.aclose()
 
@@ -220,17 +221,20 @@ class Server:
             self.counts["stale"] += 1
             return Stale("the server runs another compiler or toolchain than this client")
         timeout = min(req.timeout_s, self.request_timeout_s)
-        with trio.move_on_after(timeout) as scope:
-            try:
+        self.counts["in_flight"] += 1
+        try:
+            with trio.move_on_after(timeout) as scope:
                 raw = await self.ctx.run_sync(compile_job, body, current.ptxas, current.libdevice,
                                               kill_on_cancel=True, limiter=self.limiter)
-            except trio_parallel.BrokenWorkerError as e:
-                self.counts["failed"] += 1
-                self.counts["workers_replaced"] += 1
-                message = (f"error: the compile server's worker died ({_how(e)}) while compiling '{req.path}'; "
-                           f"it has been replaced")
-                log(message)
-                return Failed(message)
+        except trio_parallel.BrokenWorkerError as e:
+            self.counts["failed"] += 1
+            self.counts["workers_replaced"] += 1
+            message = (f"error: the compile server's worker died ({_how(e)}) while compiling '{req.path}'; "
+                       f"it has been replaced")
+            log(message)
+            return Failed(message)
+        finally:
+            self.counts["in_flight"] -= 1
         if scope.cancelled_caught:
             self.counts["failed"] += 1
             self.counts["workers_replaced"] += 1

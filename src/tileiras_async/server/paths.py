@@ -4,6 +4,8 @@
                              $TMPDIR/tileiras-async-<uid>/server.sock, a directory only we can enter)
     $TILEIRAS_ASYNC_SERVER   unset / "use": use a server when one is up; "start": also start one when
                              none is (as sccache does); "off": always compile in-process
+    $TILEIRAS_ASYNC_SERVER_TIMEOUT   the time limit of one compile on the server, in seconds (default
+                             600; the server's own --request-timeout may be shorter)
 
 The lock and the log sit beside the socket (<socket>.lock, <socket>.log).  Lean: `os` only.
 """
@@ -13,6 +15,8 @@ import os
 
 ENV_SOCKET = "TILEIRAS_ASYNC_SOCKET"
 ENV_SERVER = "TILEIRAS_ASYNC_SERVER"
+ENV_TIMEOUT = "TILEIRAS_ASYNC_SERVER_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600.0
 SOCKET_NAME = "server.sock"
 
 
@@ -29,6 +33,15 @@ def server_mode(env=None) -> str:
     if value in ("start", "auto", "spawn"):
         return "start"
     return "use"
+
+
+def request_timeout(env=None) -> float:
+    env = os.environ if env is None else env
+    try:
+        value = float(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if 0 < value < float("inf") else DEFAULT_TIMEOUT_S
 
 
 def runtime_dir(env=None) -> str:

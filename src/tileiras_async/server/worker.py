@@ -5,8 +5,8 @@ libdevice and the usual target machines before the first job; `compile_job` then
 function the drop-in runs in-process (`tileiras_compile.produce`), so both give the same outcome.
 An exception in the compiler becomes the outcome the drop-in would have printed for it.
 
-$TILEIRAS_ASYNC_SERVER_FAULT=crash|hang[:MATCH] makes jobs whose input path contains MATCH kill their
-worker or hang (tests only; read in the worker, never set by default).
+$TILEIRAS_ASYNC_SERVER_FAULT=MODE[:MATCH][,MODE[:MATCH]...] with MODE crash or hang makes jobs whose input
+path contains MATCH kill their worker or hang (tests only; read in the worker, never set by default).
 """
 from __future__ import annotations
 
@@ -50,15 +50,13 @@ def compile_job(payload: bytes, ptxas: str | None, libdevice: str | None) -> byt
 
 
 def _misbehave(path: str) -> None:
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    mode, _, match = spec.partition(":")
-    if match and match not in path:
-        return
-    if mode == "crash":
-        import signal
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif mode == "hang":
-        while True:
-            time.sleep(3600)
+    for spec in os.environ.get(FAULT_ENV, "").split(","):
+        mode, _, match = spec.partition(":")
+        if not mode or (match and match not in path):
+            continue
+        if mode == "crash":
+            import signal
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif mode == "hang":
+            while True:
+                time.sleep(3600)
