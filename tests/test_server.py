@@ -250,3 +250,31 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# ---------------------------------------------------------------------------- the client's msgpack
+
+
+def test_the_clients_msgpack_and_msgspec_read_each_other():
+    import msgspec
+
+    from tileiras_async.server import protocol, wire
+    request = {"kind": "compile", "path": "k.tileirbc", "data": bytes(range(256)) * 300,
+               "options": {"gpu-name": "sm_90", "lineinfo": True, "preview": ["a", "b"], "x" * 40: "y" * 300},
+               "fingerprint": "f" * 64, "timeout_s": 2.5}
+    decoded = protocol.decode_request(wire.pack(request))
+    assert decoded == protocol.CompileRequest(**{k: v for k, v in request.items() if k != "kind"})
+    replies = [protocol.Compiled(b"\x00" * 70000), protocol.Failed("error: x", 4), protocol.Stale("why"),
+               protocol.Status(123, "0.1.0", "/s", 1.5, 2, 600.0, 600.0, requests=2**40, failed=-1),
+               protocol.Stopping(7)]
+    for reply in replies:
+        unpacked = wire.unpack(protocol.frame(reply)[4:])
+        assert unpacked == msgspec.to_builtins(reply, builtin_types=(bytes,)) | {"kind": reply.__struct_config__.tag}
+    for value in [None, True, False, 0, 127, 128, -1, -32, -33, 2**63, -(2**63), 1.25, "", "é" * 40, b"",
+                  [], [1, [2, [3]]], {}, {"a": {"b": None}}, list(range(20)), {str(i): i for i in range(20)}]:
+        assert wire.unpack(wire.pack(value)) == value
+        assert wire.unpack(msgspec.msgpack.encode(value)) == value
+        assert msgspec.msgpack.decode(wire.pack(value)) == value
+    for bad in (b"", b"\x92\x01", b"\xc1", b"\xa3ab", b"\x81\x90\x01", wire.pack(1) + b"\x00"):
+        with pytest.raises(wire.WireError):
+            wire.unpack(bad)

@@ -19,11 +19,12 @@ def temp_name(path: str) -> str:
     return os.path.join(head, f".{tail}.{os.getpid()}.{next(_counter)}.{time.time_ns()}.tmp")
 
 
-def write_atomic(path: str, data: bytes, *, mode: int = 0o666, durable: bool = False) -> None:
+def write_atomic(path: str, data: bytes, *, mode: int = 0o666) -> None:
     """Replace `path` by `data`; raises OSError (with the target's name) and leaves `path` as it was.
 
-    `mode` is filtered by the umask as open() would; `durable` adds an fsync before the rename
-    (the cache does without: a torn entry fails its checksum and is recompiled).
+    `mode` is filtered by the umask as open() would.  No fsync: a compiler's outputs need not survive
+    a power cut (ptxas does not sync either), and a torn cache entry fails its checksum and is
+    recompiled; an fsync costs more than the rest of a cache hit.
     """
     tmp = temp_name(path)
     try:
@@ -35,8 +36,6 @@ def write_atomic(path: str, data: bytes, *, mode: int = 0o666, durable: bool = F
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            if durable:
-                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)

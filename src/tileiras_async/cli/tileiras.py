@@ -290,7 +290,7 @@ def deliver(result: DropInResult, opts) -> int:
         else:
             sys.stderr.write(result.remarks)
     try:
-        write_atomic(out_path, result.cubin, durable=True)
+        write_atomic(out_path, result.cubin)
     except OSError:
         return EXIT_CONFIG
     return 0

@@ -1,5 +1,6 @@
 """The drop-in's side of the compile server: connect (starting a server when asked), send one request,
 read one reply.  Blocking sockets; imported only on a cache miss (or by `serve --status/--stop`).
+The messages are protocol.py's, written and read with wire.py (no msgspec in the drop-in).
 
 A server that is not there, refuses the connection, dies mid-request or runs another compiler
 raises ServerUnavailable, and the drop-in compiles in-process instead: the right cubin either way.
@@ -13,9 +14,7 @@ import sys
 import time
 
 from ..cache import entry as cache_entry
-from . import paths
-from .protocol import (MAX_FRAME, CompileRequest, Compiled, Failed, StatusRequest, StopRequest, decode_reply,
-                       frame)
+from . import paths, wire
 
 START_WAIT_S = 20.0        # how long a client waits for a server it started (or saw starting) to listen
 REPLY_GRACE_S = 30.0       # on top of the request timeout: the server answers timeouts itself
@@ -38,33 +37,52 @@ class ServerFailed(Exception):
 def compile_remote(sock_path: str, path: str, data: bytes, options: dict, fingerprint: str, *,
                    start: bool = False, timeout_s: float = 600.0) -> dict[str, bytes]:
     """The outcome's sections (see tileiras.DropInResult) with "cacheable" added."""
-    reply = request(sock_path, CompileRequest(path, data, options, fingerprint, timeout_s),
-                    timeout_s + REPLY_GRACE_S, start=start)
-    if isinstance(reply, Compiled):
+    message = {"kind": "compile", "path": path, "data": data, "options": options, "fingerprint": fingerprint,
+               "timeout_s": float(timeout_s)}
+    reply = request(sock_path, message, timeout_s + REPLY_GRACE_S, start=start)
+    if reply.kind == "compiled" and isinstance(reply.entry, bytes):
         try:
             return cache_entry.decode(reply.entry)
         except cache_entry.CorruptEntry as e:
             raise ServerUnavailable(f"garbled reply: {e}") from None
-    if isinstance(reply, Failed):
-        raise ServerFailed(reply.message, reply.exit_code)
-    raise ServerUnavailable(getattr(reply, "reason", f"unexpected reply {type(reply).__name__}"))
+    if reply.kind == "failed":
+        raise ServerFailed(str(reply.message), int(reply.exit_code))
+    raise ServerUnavailable(str(reply.get("reason", f"unexpected reply {reply.kind!r}")))
 
 
-def status(sock_path: str, timeout_s: float = 10.0):
-    return request(sock_path, StatusRequest(), timeout_s)
+def status(sock_path: str, timeout_s: float = 10.0) -> "Reply":
+    """The server's protocol.Status, as a Reply."""
+    return _expect(request(sock_path, {"kind": "status"}, timeout_s), "status")
 
 
-def stop(sock_path: str, timeout_s: float = 10.0):
-    return request(sock_path, StopRequest(), timeout_s)
+def stop(sock_path: str, timeout_s: float = 10.0) -> "Reply":
+    return _expect(request(sock_path, {"kind": "stop"}, timeout_s), "stopping")
 
 
-def request(sock_path: str, message, timeout_s: float, *, start: bool = False):
+class Reply(dict):
+    """A reply's fields (protocol.py), readable as attributes: reply.kind, reply.pid, ..."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _expect(reply: Reply, kind: str) -> Reply:
+    if reply.kind != kind:
+        raise ServerUnavailable(f"unexpected reply {reply.kind!r}")
+    return reply
+
+
+def request(sock_path: str, message: dict, timeout_s: float, *, start: bool = False) -> Reply:
+    body = wire.pack(message)
     conn = connect(sock_path, start=start)
     try:
         conn.settimeout(timeout_s)
-        conn.sendall(frame(message))
+        conn.sendall(len(body).to_bytes(4, "big") + body)
         size = int.from_bytes(_recv_exact(conn, 4), "big")
-        if size > MAX_FRAME:
+        if size > wire.MAX_FRAME:
             raise ServerUnavailable("reply too large")
         body = _recv_exact(conn, size)
     except (OSError, socket.timeout) as e:
@@ -72,9 +90,12 @@ def request(sock_path: str, message, timeout_s: float, *, start: bool = False):
     finally:
         conn.close()
     try:
-        return decode_reply(body)
-    except Exception as e:  # noqa: BLE001 - any undecodable reply means: do not use this server
+        reply = wire.unpack(body)
+    except wire.WireError as e:
         raise ServerUnavailable(f"garbled reply: {e}") from None
+    if not isinstance(reply, dict) or not isinstance(reply.get("kind"), str):
+        raise ServerUnavailable("garbled reply: not a message")
+    return Reply(reply)
 
 
 def connect(sock_path: str, *, start: bool = False, wait_s: float = START_WAIT_S) -> socket.socket:

@@ -16,7 +16,7 @@ from typing import Union
 
 import msgspec
 
-MAX_FRAME = 1 << 30
+from .wire import MAX_FRAME  # noqa: F401  (re-exported: the limit both sides apply)
 
 
 class _Message(msgspec.Struct, frozen=True, tag_field="kind"):
