@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,17 +33,22 @@ from _common import DEFAULT_CORPUS, REPO, corpus_files, nvidia_bin, nvidia_env
 OURS = Path(sys.executable).parent / "tileiras"
 
 
-def run(argv: list[str], env: dict) -> tuple[float, int, bytes]:
+def run(argv: list[str], env: dict) -> tuple[float, int, bytes, float]:
+    """(wall seconds, exit status, stderr, CPU seconds of the process and the children it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, env=env, timeout=600)
-    return time.perf_counter() - t0, proc.returncode, proc.stderr
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, proc.returncode, proc.stderr, cpu
 
 
-def fastest(samples: list[tuple[float, int, bytes]], what: str) -> float:
+def fastest(samples: list[tuple], what: str, cpu: bool = False) -> float:
     bad = [s for s in samples if s[1] != 0]
     if bad:
         raise SystemExit(f"{what}: exit {bad[0][1]}: {bad[0][2].decode(errors='replace')[:500]}")
-    return min(s[0] for s in samples)
+    return min(s[3] if cpu else s[0] for s in samples)
 
 
 def editable_finder() -> bool:
@@ -85,15 +91,19 @@ def main() -> int:
     try:
         _wait_ready(sock, env_server, files[0], work, args.gpu_name)
         rows = [_measure(f, i, args, real, env_real, env_cold, env_server, work) for i, f in enumerate(files)]
-        help_real = fastest([run([str(real), "--help"], env_real) for _ in range(max(args.reps, 5))], "real --help")
-        help_ours = fastest([run([str(OURS), "--help"], env_cold) for _ in range(max(args.reps, 5))], "our --help")
+        reps = max(args.reps, 5)
+        help_real = fastest([run([str(real), "--help"], env_real) for _ in range(reps)], "real --help")
+        helps = [run([str(OURS), "--help"], env_cold) for _ in range(reps)]
+        help_ours = (fastest(helps, "our --help"), fastest(helps, "our --help", cpu=True))
+        floor = [run([sys.executable, *flags, "-c", "pass"], env_cold) for flags in ([], ["-S"]) for _ in range(reps)]
+        python = (fastest(floor[:reps], "python"), fastest(floor[reps:], "python -S"), fastest(floor[:reps], "", True))
         probe = _probe(args, real, env_real, env_cold, env_server, work)
     finally:
         subprocess.run([sys.executable, "-m", "tileiras_async.server", "--socket", str(sock), "--stop"],
                        capture_output=True, env=env_server)
         server.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
-    _report(rows, help_ours, help_real, probe, args)
+    _report(rows, help_ours, help_real, probe, python, args)
     return 0
 
 
@@ -103,7 +113,7 @@ def _wait_ready(sock: Path, env: dict, sample: Path, work: Path, gpu: str) -> No
     while time.monotonic() < deadline:
         if sock.exists():
             out = work / "warm.cubin"
-            _, rc, _ = run([str(OURS), "--gpu-name", gpu, "-o", str(out), str(sample)], env)
+            _, rc, _, _ = run([str(OURS), "--gpu-name", gpu, "-o", str(out), str(sample)], env)
             status = subprocess.run([sys.executable, "-m", "tileiras_async.server", "--socket", str(sock),
                                      "--status"], capture_output=True, text=True, env=env)
             if rc == 0 and "requests 1 " in status.stdout:
@@ -124,6 +134,7 @@ def _measure(path: Path, index: int, args, real: Path, env_real, env_cold, env_s
                                      env_server))
         samples["hit"].append(run([str(OURS), "--gpu-name", gpu, "-o", str(outs["hit"]), str(path)], env_c))
     t = {k: fastest(v, f"{k} {path.name}") for k, v in samples.items()}
+    t["hit_cpu"] = fastest(samples["hit"], "hit", cpu=True)
     same = outs["cold"].read_bytes() == outs["server"].read_bytes() == outs["hit"].read_bytes()
     name = path.name.split(".")[0]
     print(f"{name:40} real {t['real'] * 1e3:7.1f}  cold {t['cold'] * 1e3:7.1f}  server {t['server'] * 1e3:7.1f}  "
@@ -150,20 +161,24 @@ def _probe(args, real: Path, env_real, env_cold, env_server, work: Path) -> dict
     }
 
 
-def _report(rows, help_ours: float, help_real: float, probe: dict, args) -> None:
+def _report(rows, help_ours: tuple, help_real: float, probe: dict, python: tuple, args) -> None:
     ratio = {k: [t[k] / t["real"] for _, t, _ in rows] for k in ("cold", "server", "hit")}
     hit_ms = [t["hit"] * 1e3 for _, t, _ in rows]
     worst_server = max(rows, key=lambda r: r[1]["server"] / r[1]["real"])
     print(f"\n{len(rows)} files, {args.gpu_name}, fastest of {args.reps} runs each; ratios are ours / real tileiras")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; editable-install finder at start-up: "
           f"{'yes' if editable_finder() else 'no'}")
+    print(f"Python start-up alone (python -c pass): {python[0] * 1e3:.1f} ms wall, {python[2] * 1e3:.0f} ms CPU; "
+          f"without site (-S): {python[1] * 1e3:.1f} ms")
     print(f"median real tileiras {statistics.median(t['real'] for _, t, _ in rows) * 1e3:.1f} ms")
     print(f"cache hit:   median {statistics.median(hit_ms):.1f} ms, max {max(hit_ms):.1f} ms (goal <= 30 ms); "
-          f"ratio median {statistics.median(ratio['hit']):.2f}, max {max(ratio['hit']):.2f} (goal <= 0.3)")
+          f"ratio median {statistics.median(ratio['hit']):.2f}, max {max(ratio['hit']):.2f} (goal <= 0.3); "
+          f"CPU median {statistics.median(t['hit_cpu'] for _, t, _ in rows) * 1e3:.0f} ms")
     print(f"warm server: ratio median {statistics.median(ratio['server']):.2f} (goal <= 0.7), max "
           f"{max(ratio['server']):.2f} ({worst_server[0]}; goal <= 1.5)")
     print(f"cold:        ratio median {statistics.median(ratio['cold']):.2f} (goal <= 2.0), max {max(ratio['cold']):.2f}")
-    print(f"--help:      ours {help_ours * 1e3:.1f} ms (goal <= 100 ms), real {help_real * 1e3:.1f} ms")
+    print(f"--help:      ours {help_ours[0] * 1e3:.1f} ms (goal <= 100 ms; CPU {help_ours[1] * 1e3:.0f} ms), "
+          f"real {help_real * 1e3:.1f} ms")
     print("empty-module probe: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in probe.items())
           + f"; hit/real {probe['hit'] / probe['real']:.2f}, server/real {probe['server'] / probe['real']:.2f}, "
             f"cold/real {probe['cold'] / probe['real']:.2f}")

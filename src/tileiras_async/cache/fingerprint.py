@@ -53,8 +53,9 @@ def compute(memo_dir: str | None = None, *, env=None, sys_path=None) -> Fingerpr
     `memo_dir`: where content digests are memoized (None: computed every time)."""
     env = os.environ if env is None else env
     sys_path = sys.path if sys_path is None else sys_path
-    ptxas = resolve_tool("ptxas", env, sys_path)
-    libdevice = resolve_libdevice(env, sys_path)
+    roots = _roots(env, sys_path)
+    ptxas = resolve_tool("ptxas", env, sys_path, roots)
+    libdevice = resolve_libdevice(env, sys_path, roots)
     llvmlite_dir = _package_dir("llvmlite", sys_path)
     numpy_dir = _package_dir("numpy", sys_path)
     # (label, path, stat): digested by content, so a reinstall of the same files keeps the keys
@@ -110,18 +111,18 @@ def _same_file(a: str, b: str) -> bool:
 
 # ---------------------------------------------------------------------------- finding the toolchain
 
-def resolve_tool(name: str, env, sys_path) -> str | None:
+def resolve_tool(name: str, env, sys_path, roots: list[str] | None = None) -> str | None:
     """The executable `name` that toolchain.discovery.find_tool would return (None: none found)."""
     rel = os.path.join("bin", name)
-    for candidate in _candidates(rel, env, sys_path):
+    for candidate in _candidates(rel, env, sys_path, roots):
         if _is_file(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return _which(name, env)
 
 
-def resolve_libdevice(env, sys_path) -> str | None:
+def resolve_libdevice(env, sys_path, roots: list[str] | None = None) -> str | None:
     """The libdevice.10.bc that toolchain.discovery.find_libdevice would return (None: none found)."""
-    for candidate in _candidates(LIBDEVICE_REL, env, sys_path):
+    for candidate in _candidates(LIBDEVICE_REL, env, sys_path, roots):
         if _is_file(candidate):
             return candidate
     ptxas = _which("ptxas", env)
@@ -135,17 +136,19 @@ def resolve_libdevice(env, sys_path) -> str | None:
     return None
 
 
-def _candidates(rel: str, env, sys_path):
-    for var in ENV_ROOT_VARS:
-        root = env.get(var)
-        if root:
-            yield os.path.join(root, rel)
+def _roots(env, sys_path) -> list[str]:
+    """The CUDA roots to look in, in order: the environment's, then NVIDIA's wheels on sys.path."""
+    roots = [env[var] for var in ENV_ROOT_VARS if env.get(var)]
     for entry in sys_path:
         base = os.path.join(entry or ".", "nvidia")
-        for name in WHEEL_ROOT_NAMES:
-            root = os.path.join(base, name)
-            if os.path.isdir(root):
-                yield os.path.join(root, rel)
+        if os.path.isdir(base):
+            roots += [r for r in (os.path.join(base, name) for name in WHEEL_ROOT_NAMES) if os.path.isdir(r)]
+    return roots
+
+
+def _candidates(rel: str, env, sys_path, roots: list[str] | None):
+    for root in _roots(env, sys_path) if roots is None else roots:
+        yield os.path.join(root, rel)
 
 
 def _which(name: str, env) -> str | None:

@@ -275,7 +275,7 @@ def deliver(result: DropInResult, opts) -> int:
     trace_file = opts.get("schedule-trace-file")
     if trace_file is not None and result.trace is not None:
         try:
-            write_atomic(trace_file, result.trace.encode())
+            write_atomic(trace_file, result.trace.encode(), unlink_first=True)
         except OSError as e:
             print(f"error: cannot write schedule trace '{trace_file}': {e.strerror or e}", file=sys.stderr)
             return EXIT_CONFIG
@@ -283,14 +283,14 @@ def deliver(result: DropInResult, opts) -> int:
         remarks_file = opts.get("remarks-output-file")
         if remarks_file:
             try:
-                write_atomic(remarks_file, result.remarks.encode())
+                write_atomic(remarks_file, result.remarks.encode(), unlink_first=True)
             except OSError as e:
                 print(f"error: cannot write remarks to '{remarks_file}': {e.strerror or e}", file=sys.stderr)
                 return EXIT_CONFIG
         else:
             sys.stderr.write(result.remarks)
     try:
-        write_atomic(out_path, result.cubin)
+        write_atomic(out_path, result.cubin, unlink_first=True)
     except OSError:
         return EXIT_CONFIG
     return 0
