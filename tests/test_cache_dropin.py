@@ -42,7 +42,7 @@ def _outcome(argv, capsys, files):
 
 
 def test_gpu_names_match_the_code_generator():
-    from tileiras_async.codegen.targets import GPU_NAMES
+    from tileiras_async.targets import GPU_NAMES
     assert tileiras.GPU_NAMES == GPU_NAMES
 
 
@@ -79,10 +79,10 @@ def test_the_key_has_every_output_affecting_option_and_no_output_path(cache_on, 
     assert Path("a.cubin").read_bytes() == Path("b.cubin").read_bytes()
     assert cache_on.stats()["hits"] == 1
     for variant in (["-O2"], ["--lineinfo"], ["--gpu-name", "sm_100"], ["--remarks=memory"],
-                    ["--remarks=memory", "--remark-format=yaml"], ["--host-os=windows"]):
+                    ["--remarks=memory", "--remark-format=yaml"], ["--host-os=windows"], ["--num-stages", "2"]):
         assert _run(base + variant + ["-o", "c.cubin"], capsys)[0] == 0
     s = cache_on.stats()
-    assert (s["hits"], s["entries"]) == (1, 7)
+    assert (s["hits"], s["entries"]) == (1, 8)
     # an option added to the table is in the key without further code
     assert set(tileiras.NOT_IN_KEY) <= set(tileiras.PARSER.options)
     parsed = tileiras.PARSER.parse(["--gpu-name", "sm_90", "--host-arch=aarch64", "-o", "x", "--cache-dir=d", "f"])
@@ -147,6 +147,17 @@ def test_ptxas_rejections_are_cached_but_crashes_are_not(cache_on, capsys, monke
         monkeypatch.delenv("CUDA_ROOT")
         default_toolchain.cache_clear()
     assert _run(argv, capsys)[0] == 0  # the real ptxas: another fingerprint, a fresh compile
+
+
+@requires_corpus
+def test_ir_snapshots_compile_here_uncached(cache_on, capsys):
+    argv = ["--gpu-name", "sm_90", "--print-ir-after-all", "-o", "x.cubin", str(MATMUL)]
+    first = _outcome(argv, capsys, ["x.cubin"])
+    assert first[0] == 0 and "// -----// IR Dump After" in first[2]
+    assert _outcome(argv, capsys, ["x.cubin"]) == first
+    assert cache_on.stats()["entries"] == 0
+    rc, _, err = _run(["--gpu-name", "sm_90", "--print-ir-after=nope", "-o", "y.cubin", str(MATMUL)], capsys)
+    assert rc == 2 and err.startswith("error: unknown pass 'nope'") and not Path("y.cubin").exists()
 
 
 @requires_corpus

@@ -27,7 +27,7 @@ DEFAULT_OUTPUT = "elf.o"
 PREVIEW_FEATURES: tuple[str, ...] = ()  # none yet
 CACHE_KIND = "tileiras"
 
-# codegen.targets.GPU_NAMES, spelled out: importing the code generator costs more than a cache hit
+# targets.GPU_NAMES, spelled out: that module imports dataclasses and re, which cost more than a cache hit
 # (tests/test_cache_dropin.py checks that the two agree)
 GPU_NAMES = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103", "sm_107", "sm_110",
              "sm_120", "sm_121")
