@@ -51,6 +51,7 @@ docs: $(STAMP)
 bench: setup
 	$(PY) bench/bench_read.py
 	$(PY) bench/compile.py
+	$(PY) bench/bench_cache.py
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_dask.py
 	$(PY) bench/bench_interp.py
