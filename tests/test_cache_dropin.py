@@ -214,7 +214,7 @@ print(json.dumps({"rc": rc, "new": sorted(set(sys.modules) - before)}), file=sys
 _LEAN = {"tileiras_async", "tileiras_async.cli", "tileiras_async.cli.tileiras", "tileiras_async.cli.common",
          "tileiras_async.cli.options", "tileiras_async.inputs", "tileiras_async.cache",
          "tileiras_async.cache.config", "tileiras_async.cache.key", "tileiras_async.cache.entry",
-         "tileiras_async.cache.store", "tileiras_async.cache.atomic", "tileiras_async.cache.fingerprint",
+         "tileiras_async.cache.store", "tileiras_async.cache.files", "tileiras_async.cache.fingerprint",
          "_blake2", "itertools", "time", "errno"}
 
 

@@ -25,7 +25,9 @@ import os
 import sys
 
 from .. import __version__
-from .atomic import write_atomic
+from .files import listdir as _listdir
+from .files import scandir as _scandir
+from .files import write_atomic
 from .key import blake2b, canonical
 
 # toolchain.discovery's search order (tests/test_cache.py checks these against it)
@@ -211,19 +213,6 @@ def _is_native_library(name: str) -> bool:
     return name.endswith((".so", ".dylib", ".dll", ".pyd"))
 
 
-def _scandir(path: str):
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 def _stat(path: str) -> str:

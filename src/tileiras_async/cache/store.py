@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 
 from . import entry as _entry
-from .atomic import write_atomic
+from .files import listdir as _listdir
+from .files import scandir as _scandir
+from .files import write_atomic
 from .config import DEFAULT_MAX_SIZE
 
 LAYOUT = "v1"
@@ -288,16 +290,3 @@ def _unlink(path: str) -> bool:
         return False
 
 
-def _scandir(path: str):
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []

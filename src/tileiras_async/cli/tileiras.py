@@ -268,7 +268,7 @@ def deliver(result: DropInResult, opts) -> int:
         sys.stderr.write(result.stderr)
     if result.rc:
         return result.rc
-    from ..cache.atomic import write_atomic
+    from ..cache.files import write_atomic
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
     if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here

@@ -108,11 +108,9 @@ def _wait_listening(sock: str, proc) -> bool:
 
 
 def _status(sock: str) -> int:
-    from .client import ServerUnavailable, status
-    try:
-        s = status(sock)
-    except ServerUnavailable:
-        print(f"no compile server on {sock}")
+    from .client import status
+    s = _ask(status, sock)
+    if s is None:
         return EXIT_NO_SERVER
     print(f"compile server on {s.socket}: pid {s.pid}, tileiras-async {s.version}, up {s.uptime_s:.0f} s\n"
           f"  workers {s.workers} (replaced {s.workers_replaced}), idle timeout {s.idle_timeout_s:g} s, "
@@ -122,14 +120,22 @@ def _status(sock: str) -> int:
 
 
 def _stop(sock: str) -> int:
-    from .client import ServerUnavailable, stop
-    try:
-        reply = stop(sock)
-    except ServerUnavailable:
-        print(f"no compile server on {sock}")
+    from .client import stop
+    reply = _ask(stop, sock)
+    if reply is None:
         return EXIT_NO_SERVER
     print(f"compile server (pid {reply.pid}) is stopping")
     return 0
+
+
+def _ask(request, sock: str):
+    """The server's reply to `request`, or None (said on stdout) when no server answers."""
+    from .client import ServerUnavailable
+    try:
+        return request(sock)
+    except ServerUnavailable:
+        print(f"no compile server on {sock}")
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -227,22 +227,21 @@ class Server:
                 raw = await self.ctx.run_sync(compile_job, body, current.ptxas, current.libdevice,
                                               kill_on_cancel=True, limiter=self.limiter)
         except trio_parallel.BrokenWorkerError as e:
-            self.counts["failed"] += 1
-            self.counts["workers_replaced"] += 1
-            message = (f"error: the compile server's worker died ({_how(e)}) while compiling '{req.path}'; "
-                       f"it has been replaced")
-            log(message)
-            return Failed(message)
+            return self._worker_lost(f"the compile server's worker died ({_how(e)}) while compiling '{req.path}'; "
+                                     f"it has been replaced")
         finally:
             self.counts["in_flight"] -= 1
         if scope.cancelled_caught:
-            self.counts["failed"] += 1
-            self.counts["workers_replaced"] += 1
-            message = (f"error: compiling '{req.path}' took longer than {timeout:g} s on the compile server; "
-                       f"its worker was stopped and replaced")
-            log(message)
-            return Failed(message)
+            return self._worker_lost(f"compiling '{req.path}' took longer than {timeout:g} s on the compile server; "
+                                     f"its worker was stopped and replaced")
         return Compiled(raw)
+
+    def _worker_lost(self, what: str) -> Failed:
+        """A request whose worker died or was killed: counted, logged, answered with an error line."""
+        self.counts["failed"] += 1
+        self.counts["workers_replaced"] += 1
+        log(what)
+        return Failed(f"error: {what}")
 
     def status(self) -> Status:
         return Status(os.getpid(), __version__, self.sock_path, time.monotonic() - self.started, self.jobs,

@@ -1,8 +1,8 @@
-"""All-or-nothing file writes: readers see the old file or the complete new one, never a part.
+"""File helpers of the cache and the drop-in: all-or-nothing writes, and directory listings that never raise.
 
-The data goes to a uniquely named temporary file beside the target, which is then renamed over
-it (a rename within one directory is atomic on POSIX).  Only `os` is imported: this runs on the
-drop-in's cache-hit path.
+A write goes to a uniquely named temporary file beside the target, which is then renamed over it
+(a rename within one directory is atomic on POSIX): readers see the old file or the complete new
+one, never a part.  Only `os` is imported: this runs on the drop-in's cache-hit path.
 """
 from __future__ import annotations
 
@@ -58,3 +58,20 @@ def write_atomic(path: str, data: bytes, *, mode: int = 0o666, unlink_first: boo
         if isinstance(e, OSError):
             raise OSError(e.errno, e.strerror, path) from None
         raise
+
+
+def scandir(path: str) -> list:
+    """The entries of a directory ([] when it cannot be read)."""
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def listdir(path: str) -> list[str]:
+    """The names in a directory ([] when it cannot be read)."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
