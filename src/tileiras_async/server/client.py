@@ -120,6 +120,8 @@ def _connect(sock_path: str) -> socket.socket:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(sock_path)
+        if not paths.same_user(conn):
+            raise PermissionError(f"the server on {sock_path} runs as another user")
     except BaseException:
         conn.close()
         raise

@@ -20,7 +20,6 @@ import math
 import os
 import signal
 import socket as _socket
-import struct
 import sys
 import time
 
@@ -184,7 +183,7 @@ class Server:
         self._connections += 1
         self.last_activity = time.monotonic()
         try:
-            if not _same_user(conn):
+            if not paths.same_user(conn):
                 return
             body = None
             with trio.move_on_after(READ_TIMEOUT_S):
@@ -267,18 +266,6 @@ async def _receive_exact(stream, n: int) -> bytes | None:
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
-
-
-def _same_user(conn) -> bool:
-    """Only the user who runs the server may use it (the socket's mode says so too)."""
-    if not hasattr(_socket, "SO_PEERCRED"):
-        return True
-    try:
-        raw = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return uid == os.getuid()
 
 
 def _how(e: BaseException) -> str:

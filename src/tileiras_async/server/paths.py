@@ -79,3 +79,19 @@ def ensure_private_dir(path: str) -> None:
         raise UnsafeDirectory(f"{path} belongs to another user (uid {st.st_uid})")
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
+
+
+def same_user(conn) -> bool:
+    """Whether the process at the other end of a connected Unix socket runs as this user (SO_PEERCRED;
+    true where the platform cannot tell).  Both sides check: the server serves only its user, and
+    the drop-in sends its input to, and takes cubins from, only a server of its own."""
+    import socket
+    import struct
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return uid == os.getuid()
