@@ -44,10 +44,11 @@ def run(argv: list[str], env: dict) -> tuple[float, int, bytes, float]:
     return wall, proc.returncode, proc.stderr, cpu
 
 
-def fastest(samples: list[tuple], what: str, cpu: bool = False) -> float:
-    bad = [s for s in samples if s[1] != 0]
+def fastest(samples: list[tuple], what: str, cpu: bool = False, rc: int = 0) -> float:
+    """The fastest run; every run must have exited `rc` (a file both tools reject is timed too)."""
+    bad = [s for s in samples if s[1] != rc]
     if bad:
-        raise SystemExit(f"{what}: exit {bad[0][1]}: {bad[0][2].decode(errors='replace')[:500]}")
+        raise SystemExit(f"{what}: exit {bad[0][1]} (expected {rc}): {bad[0][2].decode(errors='replace')[:500]}")
     return min(s[3] if cpu else s[0] for s in samples)
 
 
@@ -133,12 +134,20 @@ def _measure(path: Path, index: int, args, real: Path, env_real, env_cold, env_s
         samples["server"].append(run([str(OURS), "--gpu-name", gpu, "-o", str(outs["server"]), str(path)],
                                      env_server))
         samples["hit"].append(run([str(OURS), "--gpu-name", gpu, "-o", str(outs["hit"]), str(path)], env_c))
-    t = {k: fastest(v, f"{k} {path.name}") for k, v in samples.items()}
-    t["hit_cpu"] = fastest(samples["hit"], "hit", cpu=True)
-    same = outs["cold"].read_bytes() == outs["server"].read_bytes() == outs["hit"].read_bytes()
+    rc = samples["real"][0][1]
+    t = {k: fastest(v, f"{k} {path.name}", rc=rc) for k, v in samples.items()}
+    t["hit_cpu"] = fastest(samples["hit"], "hit", cpu=True, rc=rc)
+    if rc:  # rejected by both tools: the same diagnostics from every path of ours, and no output
+        same = len({s[2] for k in ("cold", "server", "hit") for s in samples[k]}) == 1 and not any(
+            o.exists() for k, o in outs.items() if k != "real")
+    else:
+        same = outs["cold"].read_bytes() == outs["server"].read_bytes() == outs["hit"].read_bytes()
+    for o in outs.values():
+        o.unlink(missing_ok=True)
     name = path.name.split(".")[0]
     print(f"{name:40} real {t['real'] * 1e3:7.1f}  cold {t['cold'] * 1e3:7.1f}  server {t['server'] * 1e3:7.1f}  "
-          f"hit {t['hit'] * 1e3:6.1f} ms{'' if same else '  CUBINS DIFFER'}", flush=True)
+          f"hit {t['hit'] * 1e3:6.1f} ms{f'  (exit {rc} from both)' if rc else ''}"
+          f"{'' if same else '  OUTPUTS DIFFER'}", flush=True)
     return name, t, same
 
 
@@ -183,7 +192,7 @@ def _report(rows, help_ours: tuple, help_real: float, probe: dict, python: tuple
           + f"; hit/real {probe['hit'] / probe['real']:.2f}, server/real {probe['server'] / probe['real']:.2f}, "
             f"cold/real {probe['cold'] / probe['real']:.2f}")
     differ = [name for name, _, same in rows if not same]
-    print(f"cubins identical (cold, server, hit): {len(rows) - len(differ)} of {len(rows)}"
+    print(f"outputs identical (cold, server, hit): {len(rows) - len(differ)} of {len(rows)}"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
 
 
