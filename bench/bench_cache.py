@@ -137,6 +137,7 @@ def _measure(path: Path, index: int, args, real: Path, env_real, env_cold, env_s
     rc = samples["real"][0][1]
     t = {k: fastest(v, f"{k} {path.name}", rc=rc) for k, v in samples.items()}
     t["hit_cpu"] = fastest(samples["hit"], "hit", cpu=True, rc=rc)
+    t["rc"] = rc
     if rc:  # rejected by both tools: the same diagnostics from every path of ours, and no output
         same = len({s[2] for k in ("cold", "server", "hit") for s in samples[k]}) == 1 and not any(
             o.exists() for k, o in outs.items() if k != "real")
@@ -171,21 +172,28 @@ def _probe(args, real: Path, env_real, env_cold, env_server, work: Path) -> dict
 
 
 def _report(rows, help_ours: tuple, help_real: float, probe: dict, python: tuple, args) -> None:
-    ratio = {k: [t[k] / t["real"] for _, t, _ in rows] for k in ("cold", "server", "hit")}
-    hit_ms = [t["hit"] * 1e3 for _, t, _ in rows]
-    worst_server = max(rows, key=lambda r: r[1]["server"] / r[1]["real"])
-    print(f"\n{len(rows)} files, {args.gpu_name}, fastest of {args.reps} runs each; ratios are ours / real tileiras")
+    """The goals' figures over the files both tools compile; files both reject are summed up apart (the real
+    tool rejects them before any code generation, in a few milliseconds: a Python process cannot match that)."""
+    compiled = [r for r in rows if not r[1]["rc"]]
+    rejected = [r for r in rows if r[1]["rc"]]
+    ratio = {k: [t[k] / t["real"] for _, t, _ in compiled] for k in ("cold", "server", "hit")}
+    hit_ms = [t["hit"] * 1e3 for _, t, _ in compiled]
+    worst = {k: max(compiled, key=lambda r: r[1][k] / r[1]["real"])[0] for k in ratio}
+    print(f"\n{len(compiled)} files compiled, {args.gpu_name}, fastest of {args.reps} runs each; ratios are ours / real")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; editable-install finder at start-up: "
           f"{'yes' if editable_finder() else 'no'}")
     print(f"Python start-up alone (python -c pass): {python[0] * 1e3:.1f} ms wall, {python[2] * 1e3:.0f} ms CPU; "
           f"without site (-S): {python[1] * 1e3:.1f} ms")
-    print(f"median real tileiras {statistics.median(t['real'] for _, t, _ in rows) * 1e3:.1f} ms")
+    print(f"median real tileiras {statistics.median(t['real'] for _, t, _ in compiled) * 1e3:.1f} ms")
     print(f"cache hit:   median {statistics.median(hit_ms):.1f} ms, max {max(hit_ms):.1f} ms (goal <= 30 ms); "
-          f"ratio median {statistics.median(ratio['hit']):.2f}, max {max(ratio['hit']):.2f} (goal <= 0.3); "
-          f"CPU median {statistics.median(t['hit_cpu'] for _, t, _ in rows) * 1e3:.0f} ms")
-    print(f"warm server: ratio median {statistics.median(ratio['server']):.2f} (goal <= 0.7), max "
-          f"{max(ratio['server']):.2f} ({worst_server[0]}; goal <= 1.5)")
-    print(f"cold:        ratio median {statistics.median(ratio['cold']):.2f} (goal <= 2.0), max {max(ratio['cold']):.2f}")
+          f"ratio median {statistics.median(ratio['hit']):.2f}, max {max(ratio['hit']):.2f} ({worst['hit']}; "
+          f"goal <= 0.3); CPU median {statistics.median(t['hit_cpu'] for _, t, _ in compiled) * 1e3:.0f} ms")
+    for k, goal in (("server", "median <= 0.7, none above 1.5"), ("cold", "median <= 2.0")):
+        print(f"{'warm server' if k == 'server' else 'cold':12} ratio median {statistics.median(ratio[k]):.2f}, max "
+              f"{max(ratio[k]):.2f} ({worst[k]}); {sum(x > 1.5 for x in ratio[k])} above 1.5 (goal: {goal})")
+    for name, t, _ in rejected:
+        print(f"rejected by both ({name}, exit {t['rc']}): real {t['real'] * 1e3:.1f} ms; ours cold "
+              f"{t['cold'] * 1e3:.1f}, server {t['server'] * 1e3:.1f}, hit {t['hit'] * 1e3:.1f} ms")
     print(f"--help:      ours {help_ours[0] * 1e3:.1f} ms (goal <= 100 ms; CPU {help_ours[1] * 1e3:.0f} ms), "
           f"real {help_real * 1e3:.1f} ms")
     print("empty-module probe: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in probe.items())
