@@ -65,7 +65,7 @@ def test_batch_and_api_share_entries(tmp_path):
 
 
 def test_the_dashboard_marks_cached_targets(tmp_path):
-    from tui.model import RunModel
+    from tileiras_tui.model import RunModel
     cache = str(tmp_path / "cache")
     run_batch(MODULES[:1], tmp_path / "a", cache_dir=cache)
     _, events = run_batch(MODULES[:1], tmp_path / "b", cache_dir=cache)

@@ -48,7 +48,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args) -> int:
-    sock = args.socket or paths.socket_path()
+    sock = os.path.abspath(args.socket) if args.socket else paths.socket_path()
     if args.status:
         return _status(sock)
     if args.stop:

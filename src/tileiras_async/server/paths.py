@@ -53,8 +53,9 @@ def runtime_dir(env=None) -> str:
 
 
 def socket_path(env=None) -> str:
+    """Absolute: a server started elsewhere (another directory) must find the same file."""
     env = os.environ if env is None else env
-    return env.get(ENV_SOCKET) or os.path.join(runtime_dir(env), SOCKET_NAME)
+    return os.path.abspath(env.get(ENV_SOCKET) or os.path.join(runtime_dir(env), SOCKET_NAME))
 
 
 def lock_path(sock: str) -> str:
