@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-all run bench examples docs clean
+.PHONY: setup bytecode test test-all run bench examples docs clean
 
 # Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
 $(STAMP): pyproject.toml constraints.txt
@@ -25,17 +25,22 @@ $(STAMP): pyproject.toml constraints.txt
 		echo "note: jq could not be installed; the README's jq example will skip"
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) bytecode
+
+# Byte-compiled modules, so that each `tileiras` process loads them instead of compiling the sources
+# (this environment sets PYTHONDONTWRITEBYTECODE, so Python never writes them itself); incremental.
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q src tui >/dev/null
 
 # The main job: compile every bundled example for two GPUs through the batch pipeline (summary at the end).
-run: $(STAMP)
+run: setup
 	$(VENV)/bin/tileiras-async compile examples --gpu-name sm_100,sm_90 --out-dir build/examples
 
-test: $(STAMP)
+test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Every corpus file x every target, every fuzz seed: the sweeps CI samples.
-test-all: $(STAMP)
+test-all: setup
 	$(PY) -m pytest -q --run-all $(PYTEST_ARGS)
 
 # API reference from the docstrings (pdoc) into build/docs
@@ -43,9 +48,10 @@ docs: $(STAMP)
 	$(PY) -m pdoc -o build/docs tileiras_async tileiras_async.stages tileiras_async.pipeline.events tileiras_tui
 	@echo "docs: build/docs/index.html"
 
-bench: $(STAMP)
+bench: setup
 	$(PY) bench/bench_read.py
 	$(PY) bench/compile.py
+	$(PY) bench/bench_cache.py
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_dask.py
 	$(PY) bench/bench_interp.py

@@ -9,6 +9,7 @@ Python start-up and imports included).  The real tool is always a fresh process.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -60,6 +61,8 @@ def main() -> int:
     real = nvidia_bin("tileiras")
     env = nvidia_env(real) if real is not None else None
     ours_cli = [sys.executable, "-m", "tileiras_async.cli.tileiras"]
+    # a whole compile in a fresh process every time: no compile cache, no compile server (bench_cache.py times those)
+    ours_env = {**os.environ, "TILEIRAS_ASYNC_NO_CACHE": "1", "TILEIRAS_ASYNC_SERVER": "off"}
     rows = []
     stage_totals: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +79,7 @@ def main() -> int:
                 continue
             for k, v in best.items():
                 stage_totals.setdefault(k, []).append(v)
-            proc_s = min(time_process(ours_cli + ["--gpu-name", args.gpu_name, "-o", out, str(path)])[0]
+            proc_s = min(time_process(ours_cli + ["--gpu-name", args.gpu_name, "-o", out, str(path)], ours_env)[0]
                          for _ in range(args.reps))
             real_s = None
             if real is not None:

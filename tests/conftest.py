@@ -84,4 +84,18 @@ def nvidia_env() -> dict:
     return env
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compile_cache_off(tmp_path_factory):
+    """The compile cache and the compile server are off inside the test session: many tests compile a
+    module twice and expect two compiles (stage events, injected faults, fake tools).  The cache's
+    own tests turn it on for themselves (tests/test_cache*.py); nothing touches the user's cache or
+    talks to the user's server."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEIRAS_ASYNC_NO_CACHE", "1")
+    mp.setenv("TILEIRAS_ASYNC_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
+    mp.setenv("TILEIRAS_ASYNC_SERVER", "off")
+    yield
+    mp.undo()
+
+
 requires_corpus = pytest.mark.skipif(not PUBLIC.is_dir(), reason=f"corpus not found at {CORPUS}")

@@ -132,6 +132,7 @@ class Target:
     elapsed: float | None = None
     started: float | None = None
     outputs: list[str] = field(default_factory=list)
+    cached: bool = False              # served by the compile cache (CacheLookup hit): no stages ran
 
 
 @dataclass(eq=False)
@@ -391,7 +392,7 @@ class RunModel:
             t.rows[1:] = []
             t.stages = _stages(TARGET_STAGES)
             t.exit_code = t.elapsed = t.started = None
-            t.outputs = []
+            t.outputs, t.cached = [], False
             first.kernel, first.ok, first.elapsed = "", None, 0.0
             first.stages, first.schedules, first.scheduled = _stages(KERNEL_STAGES), [], False
             self._changes.schedules.add(first.key)
@@ -456,7 +457,19 @@ class RunModel:
 
     def _on_kernel_started(self, e: ev.KernelStarted) -> None:
         r = self._kernel_row(self._module(e.module), e.target, e.kernel)
+        if r.target.cached:
+            _mark_cached(r.stages["lower"])
         self._changes.rows.add(r)
+
+    def _on_cache_lookup(self, e: ev.CacheLookup) -> None:
+        """A hit: the target's stage cells say "cached" (they never run)."""
+        if not e.hit:
+            return
+        t = self._target(self._module(e.module), e.target)
+        t.cached = True
+        for name in ("codegen", "ptxas"):
+            _mark_cached(t.stages[name])
+        self._touch_target(t)
 
     def _on_kernel_finished(self, e: ev.KernelFinished) -> None:
         r = self._kernel_row(self._module(e.module), e.target, e.kernel)
@@ -575,6 +588,10 @@ class RunModel:
         self._changes.header = True
 
 
+def _mark_cached(stage: Stage) -> None:
+    stage.status, stage.detail = OK, "cached"
+
+
 _HANDLERS = {
     ev.RunStarted: RunModel._on_run_started,
     ev.RunFinished: RunModel._on_run_finished,
@@ -585,6 +602,7 @@ _HANDLERS = {
     ev.KernelStarted: RunModel._on_kernel_started,
     ev.KernelFinished: RunModel._on_kernel_finished,
     ev.KernelScheduled: RunModel._on_kernel_scheduled,
+    ev.CacheLookup: RunModel._on_cache_lookup,
     ev.StageStarted: RunModel._on_stage_started,
     ev.StageFinished: RunModel._on_stage_finished,
     ev.WorkerStarted: RunModel._on_worker_started,

@@ -5,41 +5,15 @@ prints and its exit code, so the CLIs only print and exit.
 """
 from __future__ import annotations
 
-import errno
-import os
-
 from .bytecode.errors import BytecodeError, NotTileIR
 from .bytecode.opspec import BASE_MINOR, MAX_MINOR
 from .bytecode.reader import peek_version, read_module
+from .inputs import (EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_PTXAS, EXIT_USAGE,  # noqa: F401  (re-exported)
+                     InputError, read_input_file)
 from .ir.core import Module
-
-EXIT_USAGE = 1        # option errors, unreadable input
-EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable output
-EXIT_BAD_INPUT = 3    # bytecode that does not parse or verify
-EXIT_CODEGEN = 5      # the module is valid but cannot be lowered (reported with the op and its location)
-EXIT_PTXAS = 5        # ptxas rejected the generated PTX
 
 VERIFY_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"
 SUPPORTED_VERSIONS = [f"13.{m}" for m in range(BASE_MINOR, MAX_MINOR + 1)]
-
-
-class InputError(Exception):
-    def __init__(self, lines: list[str], rc: int = EXIT_BAD_INPUT):
-        super().__init__("\n".join(lines))
-        self.lines = lines  # complete stderr lines
-        self.rc = rc
-
-
-def read_input_file(path: str) -> bytes:
-    """Read the input like the real tool: unreadable or a directory is exit 1."""
-    try:
-        if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise InputError([f"error: unable to read input file '{path}': {reason}"], EXIT_USAGE) from None
 
 
 def check_version_like_driver(data: bytes) -> tuple[int, int] | None:

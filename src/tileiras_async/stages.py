@@ -168,6 +168,7 @@ class CubinModule(msgspec.Struct, frozen=True):
     tool_stderr: str = ""
     exit_code: int = 0
     elapsed_s: float = 0.0
+    transient: bool = False           # failed for a reason outside the input (tool missing, timed out, killed)
 
 
 def _error(message: str, location: str | None = None) -> StageDiagnostic:
@@ -284,10 +285,11 @@ def assemble(req: AssembleRequest) -> CubinModule:
         from .failures import ptxas_notes
         return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program"),
                                                *ptxas_notes(e.stderr, req.ptx, req.options.gpu_name)],
-                           tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0)
+                           tool_stderr=e.stderr, exit_code=e.rc, elapsed_s=time.perf_counter() - t0,
+                           transient=e.ptxas_rc is None or e.ptxas_rc <= 0)
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,
-                           elapsed_s=time.perf_counter() - t0)
+                           elapsed_s=time.perf_counter() - t0, transient=True)
     remarks = from_ptxas_report(report) if req.resource_report else []
     return CubinModule(True, cubin, remarks, elapsed_s=time.perf_counter() - t0)
 
@@ -305,6 +307,7 @@ class CompileResult(msgspec.Struct, frozen=True):
     tool_stderr: str = ""
     exit_code: int = 0
     ir_dumps: list[IRDump] = []
+    transient: bool = False           # see CubinModule.transient: such a failure is not cached
 
 
 def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False,
@@ -324,6 +327,6 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     cubin = assemble(AssembleRequest(ptx.ptx, options, resource_report=with_remarks))
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
-                             exit_code=cubin.exit_code)
+                             exit_code=cubin.exit_code, transient=cubin.transient)
     remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
     return CompileResult(True, cubin.cubin, ptx.ptx, schedules, remarks, ir_dumps=dumps)

@@ -1,9 +1,11 @@
-"""What every command-line front door shares: printing diagnostics and never leaking a traceback."""
+"""What every command-line front door shares: printing diagnostics and never leaking a traceback.
+
+Lean on purpose (the drop-in's cache-hit path imports it): `os` and `sys` only.
+"""
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
 
 EXIT_INTERNAL = 4
 
@@ -13,8 +15,19 @@ def print_lines(lines: list[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def guarded_main(run: Callable[[list[str]], int], argv: list[str], prog: str) -> int:
-    """Run a CLI body; an unexpected exception is reported as one `error:` line, not a traceback."""
+def describe_exception(e: BaseException, prog: str) -> tuple[str, int]:
+    """The one `error:` line and exit status an unexpected exception is reported with (in-process,
+    or by the compile server for a request its worker failed)."""
+    if isinstance(e, RecursionError):
+        return "error: input is nested too deeply", 3
+    if isinstance(e, MemoryError):
+        return "error: out of memory", EXIT_INTERNAL
+    return f"error: internal error in {prog}: {type(e).__name__}: {e}", EXIT_INTERNAL
+
+
+def guarded_main(run, argv: list[str], prog: str) -> int:
+    """Run a CLI body (`run(argv) -> exit status`); an unexpected exception is reported as one
+    `error:` line, not a traceback."""
     try:
         return run(argv)
     except KeyboardInterrupt:
@@ -26,14 +39,9 @@ def guarded_main(run: Callable[[list[str]], int], argv: list[str], prog: str) ->
         except OSError:
             pass
         return 0
-    except RecursionError:
-        print("error: input is nested too deeply", file=sys.stderr)
-        return 3
-    except MemoryError:
-        print("error: out of memory", file=sys.stderr)
-        return EXIT_INTERNAL
     except Exception as e:  # noqa: BLE001 - last line of defence for users
-        if os.environ.get("TILEIRAS_ASYNC_TRACEBACK"):
+        if os.environ.get("TILEIRAS_ASYNC_TRACEBACK") and not isinstance(e, (RecursionError, MemoryError)):
             raise
-        print(f"error: internal error in {prog}: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_INTERNAL
+        line, rc = describe_exception(e, prog)
+        print(line, file=sys.stderr)
+        return rc

@@ -6,29 +6,36 @@ aliases, enum values, and its exact error texts and exit code 1.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
 class Option:
-    name: str                       # without dashes
-    help: str
-    kind: str = "flag"              # flag | value | enum | list
-    values: tuple[tuple[str, str], ...] = ()   # enum values and their help
-    meta: str = "value"
-    prefix: bool = False            # accepts the value glued on, like -O3
-    alias_of: str | None = None
-    hidden: bool = False
+    """One option of the table; plain class (not a dataclass): the drop-in's start-up imports this."""
+
+    __slots__ = ("name", "help", "kind", "values", "meta", "prefix", "alias_of", "hidden")
+
+    def __init__(self, name: str, help: str, kind: str = "flag", values: tuple[tuple[str, str], ...] = (),
+                 meta: str = "value", prefix: bool = False, alias_of: str | None = None, hidden: bool = False):
+        self.name = name                # without dashes
+        self.help = help
+        self.kind = kind                # flag | value | enum | list
+        self.values = values            # enum values and their help
+        self.meta = meta
+        self.prefix = prefix            # accepts the value glued on, like -O3
+        self.alias_of = alias_of
+        self.hidden = hidden
 
 
 class OptionError(Exception):
     """An option-parser error: the message lines are printed as they are and the exit code is 1."""
 
 
-@dataclass
 class Parsed:
-    values: dict[str, object] = field(default_factory=dict)
-    positionals: list[str] = field(default_factory=list)
+    """The options given (by canonical name) and the positional arguments."""
+
+    __slots__ = ("values", "positionals")
+
+    def __init__(self, values: dict[str, object] | None = None, positionals: list[str] | None = None):
+        self.values: dict[str, object] = {} if values is None else values
+        self.positionals: list[str] = [] if positionals is None else positionals
 
     def get(self, name: str, default=None):
         return self.values.get(name, default)

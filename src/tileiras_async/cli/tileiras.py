@@ -1,19 +1,36 @@
-"""`tileiras`: a drop-in for NVIDIA's CUDA Tile IR optimizing assembler (same options, messages, exit codes)."""
+"""`tileiras`: a drop-in for NVIDIA's CUDA Tile IR optimizing assembler (same options, messages, exit codes).
+
+One call is: parse the options, read the input, then
+
+    cache hit  -> replay the stored outcome (diagnostics, exit status, output files)
+    miss       -> compile on the warm compile server when one is up (`tileiras-async serve`), else in
+                  this process; store the outcome when it is deterministic (a success, or exit 3 / 5
+                  with diagnostics; never a timeout, a crash or a missing tool); then deliver it
+
+Whatever produced it, an outcome is delivered by the same code (`deliver`), so the cache, the server
+and an in-process compile print the same diagnostics, exit with the same status and write the same
+files, atomically.  This module stays lean: the cache-hit path, `--help` and the empty-module probe
+import no llvmlite, numpy, trio or msgspec, nor any of the compiler (`tileiras_compile` holds that part).
+"""
 from __future__ import annotations
 
 import os
 import sys
 
 from .. import __version__
-from ..targets import GPU_NAMES
-from ..frontend import (EXIT_CONFIG, EXIT_USAGE, SUPPORTED_VERSIONS, InputError, check_version_like_driver,
-                        read_input_file)
+from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
 from .common import guarded_main, print_lines
 from .options import Option, OptionError, OptionParser
 
 PROG = "tileiras"
 DEFAULT_OUTPUT = "elf.o"
 PREVIEW_FEATURES: tuple[str, ...] = ()  # none yet
+CACHE_KIND = "tileiras"
+
+# targets.GPU_NAMES, spelled out: that module imports dataclasses and re, which cost more than a cache hit
+# (tests/test_cache_dropin.py checks that the two agree)
+GPU_NAMES = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103", "sm_107", "sm_110",
+             "sm_120", "sm_121")
 
 OPTIONS = [
     Option("O", "Alias for --opt-level", kind="value", prefix=True, alias_of="opt-level"),
@@ -58,15 +75,64 @@ OPTIONS = [
     Option("sanitize", "Instrument generated code (memcheck)", kind="enum",
            values=(("memcheck", "Check global memory accesses"),)),
     Option("version", "Display the version of this program"),
+    # tileiras-async's own (not in NVIDIA's tool)
+    Option("cache-dir", "Compile cache directory (default: $TILEIRAS_ASYNC_CACHE_DIR, else the user cache "
+           "directory)", kind="value", meta="dir"),
+    Option("no-cache", "Compile without reading or writing the compile cache"),
 ]
+
+# Options that never change what a compile produces: kept out of the cache key.  Every other option
+# is in the key, so an option added to OPTIONS is keyed by construction.
+NOT_IN_KEY = frozenset({"output-file", "cache-dir", "no-cache"})
+# Options naming where an output goes: whether they are given is in the key, not the path.
+OUTPUT_PATHS = frozenset({"remarks-output-file", "schedule-trace-file"})
+# IR snapshots are a debugging aid written where the call runs: such calls compile here, uncached.
+PRINT_IR = frozenset({"print-ir-after-all", "print-ir-after", "print-ir-before", "print-ir-dir"})
 
 PARSER = OptionParser(PROG, "tileiras: CUDA Tile IR optimizing assembler (tileiras-async)",
                       "tileiras [options] <tile bytecode file>", OPTIONS)
 
 
 def version_text() -> str:
+    from ..frontend import SUPPORTED_VERSIONS
     return (f"tileiras: CUDA Tile IR optimizing assembler (tileiras-async {__version__})\n"
             f"Supported bytecode versions: {', '.join(SUPPORTED_VERSIONS)}\n")
+
+
+class DropInResult:
+    """The outcome of one compile, as the drop-in delivers it.
+
+    rc / stderr: exit status and the diagnostics printed before anything is written; cubin: the
+    output (rc 0); remarks / trace: the rendered remarks and schedule trace, when asked for.
+    `cacheable`: the outcome depends only on the input and options; `ir_dumps`: --print-ir-*
+    snapshots (stages.IRDump), printed first (neither is stored in entries).
+    """
+
+    __slots__ = ("rc", "stderr", "cubin", "remarks", "trace", "cacheable", "ir_dumps")
+
+    def __init__(self, rc: int, stderr: str = "", cubin: bytes = b"", remarks: str | None = None,
+                 trace: str | None = None, cacheable: bool = True, ir_dumps: list | None = None):
+        self.rc = rc
+        self.stderr = stderr
+        self.cubin = cubin
+        self.remarks = remarks
+        self.trace = trace
+        self.cacheable = cacheable
+        self.ir_dumps = ir_dumps or []
+
+    def sections(self) -> dict[str, bytes]:
+        out = {"rc": b"%d" % self.rc, "stderr": self.stderr.encode(), "cubin": self.cubin}
+        if self.remarks is not None:
+            out["remarks"] = self.remarks.encode()
+        if self.trace is not None:
+            out["trace"] = self.trace.encode()
+        return out
+
+    @classmethod
+    def from_sections(cls, s: dict[str, bytes]) -> "DropInResult":
+        remarks, trace = s.get("remarks"), s.get("trace")
+        return cls(int(s["rc"]), s["stderr"].decode(), s["cubin"], None if remarks is None else remarks.decode(),
+                   None if trace is None else trace.decode(), s.get("cacheable", b"1") != b"0")
 
 
 def _opt_level(opts) -> int:
@@ -80,35 +146,12 @@ def _opt_level(opts) -> int:
     return level
 
 
-def _num_stages(opts) -> int:
-    raw = opts.get("num-stages")
-    if raw is None:
-        return 0
-    try:
-        n = int(raw)
-    except ValueError:
-        n = -1
-    if not 1 <= n <= 8:
-        raise InputError([f"error: invalid number of pipeline stages: {raw} (expected 1 to 8)"], EXIT_CONFIG)
-    return n
-
-
-def _print_ir(opts):
-    from ..stages import PrintIR, check_print_ir, prepare_ir_dir
-    if not (opts.get("print-ir-after-all") or opts.get("print-ir-after") or opts.get("print-ir-before")):
-        return None
-    spec = PrintIR(list(opts.get("print-ir-before", [])), list(opts.get("print-ir-after", [])),
-                   bool(opts.get("print-ir-after-all")))
-    problem = check_print_ir(spec)
-    if problem:
-        raise InputError([f"error: {problem}"], EXIT_CONFIG)
-    problem = prepare_ir_dir(opts.get("print-ir-dir"))
-    if problem:
-        raise InputError([f"error: {problem}"], EXIT_CONFIG)
-    return spec
-
-
-def _check_unsupported(opts) -> None:
+def _check_options(opts) -> None:
+    """What the real tool rejects before it reads the input."""
+    opt_level = _opt_level(opts)
+    if opts.get("device-debug") and opt_level != 0:
+        raise InputError(["error: optimized debugging is currently not supported, change the optimization "
+                          "level to 0 or disable full debug info"], EXIT_CONFIG)
     if opts.get("l"):
         raise InputError(["error: -l requires the SIMT preview, which tileiras-async does not provide"],
                          EXIT_CONFIG)
@@ -130,6 +173,7 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(version_text())
         return 0
     if opts.get("list-versions"):
+        from ..frontend import SUPPORTED_VERSIONS
         sys.stdout.write("".join(f"{v}\n" for v in SUPPORTED_VERSIONS))
         return 0
     if not opts.positionals:
@@ -137,84 +181,119 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(PARSER.help_text())
         return EXIT_USAGE
     try:
-        return _compile(opts)
+        _check_options(opts)
+        path = opts.positionals[0]
+        data = read_input_file(path)
     except InputError as e:
         print_lines(e.lines)
         return e.rc
+    return deliver(obtain(path, data, opts), opts)
 
 
-def _compile(opts) -> int:
-    from ..stages import CompileOptions, compile_in_process
-    from ..toolchain import OutputWriteError, write_atomic
+def compile_options(path: str, opts) -> dict:
+    """The options as they go into the cache key and to the compile server: every option but those in
+    NOT_IN_KEY, output paths reduced to "given" (plus the input path when a schedule trace, which
+    names it, is asked for)."""
+    request = {name: (True if name in OUTPUT_PATHS else value) for name, value in opts.values.items()
+               if name not in NOT_IN_KEY}
+    if "schedule-trace-file" in request:
+        request["input-path"] = path
+    return request
 
-    opt_level = _opt_level(opts)
-    if opts.get("device-debug") and opt_level != 0:
-        raise InputError(["error: optimized debugging is currently not supported, change the optimization "
-                          "level to 0 or disable full debug info"], EXIT_CONFIG)
-    _check_unsupported(opts)
-    path = opts.positionals[0]
-    data = read_input_file(path)
-    version = check_version_like_driver(data)
-    gpu = opts.get("gpu-name")
-    if gpu is None:
-        shown = f"{version[0]}.{version[1]}" if version else "unknown"
-        raise InputError([f"error: GPU architecture sm_0 is not supported by this version of tileiras. You may "
-                          f"need a newer toolchain that supports this architecture (bytecode in file is version "
-                          f"{shown})."], EXIT_CONFIG)
-    out_path = opts.get("output-file", DEFAULT_OUTPUT)
-    options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
-                             device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts))
-    print_ir = _print_ir(opts)
-    trace_file = opts.get("schedule-trace-file")
-    remark_filter = _remark_filter(opts)
-    result = compile_in_process(path, data, options, with_schedules=trace_file is not None,
-                                with_remarks=bool(remark_filter), print_ir=print_ir)
-    if print_ir is not None:
+
+def obtain(path: str, data: bytes, opts) -> DropInResult:
+    """The outcome of compiling `data`: from the cache, the compile server, or this process."""
+    from ..cache import config as cache_config
+    from ..cache.store import CacheStore
+    request = compile_options(path, opts)
+    if PRINT_IR & request.keys():
+        from .tileiras_compile import produce
+        return produce(path, data, opts)
+    store = CacheStore(opts.get("cache-dir") or cache_config.default_dir(), cache_config.max_size_from_env())
+    use_cache = not opts.get("no-cache") and not cache_config.disabled_by_env()
+    fp = key = None
+    if use_cache:
+        from ..cache.fingerprint import compute
+        from ..cache.key import make_key
+        fp = compute(store.memo_dir)
+        key = make_key(CACHE_KIND, request, data, fp.digest)
+        hit = store.get(key)
+        if hit is not None:
+            try:
+                return DropInResult.from_sections(hit)
+            except (KeyError, ValueError, UnicodeDecodeError):
+                pass  # an entry from another layout: recompile and replace it
+    result = _compile_on_server(path, data, request, fp, store)
+    if result is None:
+        from .tileiras_compile import produce
+        result = produce(path, data, opts, expected=fp)
+    if use_cache and result.cacheable:
+        store.put(key, result.sections())
+    return result
+
+
+def _compile_on_server(path: str, data: bytes, request: dict, fp, store) -> DropInResult | None:
+    """The compile server's outcome, or None when no server is available (compile in-process then)."""
+    from ..server import paths as server_paths
+    mode = server_paths.server_mode()
+    if mode == "off":
+        return None
+    socket_path = server_paths.socket_path()
+    if mode != "start" and not os.path.exists(socket_path):
+        return None  # the common case without a server: one stat
+    from ..server.client import ServerFailed, ServerUnavailable, compile_remote
+    if fp is None:
+        from ..cache.fingerprint import compute
+        fp = compute(store.memo_dir)
+    try:
+        sections = compile_remote(socket_path, path, data, request, fp.digest, start=mode == "start",
+                                  timeout_s=server_paths.request_timeout())
+    except ServerUnavailable:
+        return None
+    except ServerFailed as e:
+        return DropInResult(e.exit_code, e.message + "\n", cacheable=False)
+    try:
+        return DropInResult.from_sections(sections)
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def deliver(result: DropInResult, opts) -> int:
+    """Print the diagnostics and write the outputs of an outcome, whatever produced it."""
+    if result.ir_dumps:
         from ..stages import write_ir_dumps
-        write_ir_dumps(result.ir_dumps, os.path.basename(path).removesuffix(".tileirbc") + f".{gpu}",
-                       opts.get("print-ir-dir"), sys.stderr)
-    if not result.ok:
-        if result.tool_stderr:
-            sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
-        raise InputError([f"{d.severity}: {d.message}" for d in result.diagnostics], result.exit_code)
+        path = os.path.basename(opts.positionals[0]).removesuffix(".tileirbc")
+        write_ir_dumps(result.ir_dumps, f"{path}.{opts.get('gpu-name')}", opts.get("print-ir-dir"), sys.stderr)
+    if result.stderr:
+        sys.stderr.write(result.stderr)
+    if result.rc:
+        return result.rc
+    from ..cache.files import write_atomic
+    out_path = opts.get("output-file", DEFAULT_OUTPUT)
     if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here
-    if trace_file is not None:
-        from ..schedule.report import schedule_trace_json
+    trace_file = opts.get("schedule-trace-file")
+    if trace_file is not None and result.trace is not None:
         try:
-            write_atomic(trace_file, (schedule_trace_json(result.schedules) + "\n").encode())
-        except (OutputWriteError, OSError) as e:
-            raise InputError([f"error: cannot write schedule trace '{trace_file}': {e}"], EXIT_CONFIG) from None
-    if remark_filter:
-        _emit_remarks(opts, [r for r in result.remarks if remark_filter.wants(r)])
+            write_atomic(trace_file, result.trace.encode(), unlink_first=True)
+        except OSError as e:
+            print(f"error: cannot write schedule trace '{trace_file}': {e.strerror or e}", file=sys.stderr)
+            return EXIT_CONFIG
+    if result.remarks is not None:
+        remarks_file = opts.get("remarks-output-file")
+        if remarks_file:
+            try:
+                write_atomic(remarks_file, result.remarks.encode(), unlink_first=True)
+            except OSError as e:
+                print(f"error: cannot write remarks to '{remarks_file}': {e.strerror or e}", file=sys.stderr)
+                return EXIT_CONFIG
+        else:
+            sys.stderr.write(result.remarks)
     try:
-        write_atomic(out_path, result.cubin)
-    except (OutputWriteError, OSError):
+        write_atomic(out_path, result.cubin, unlink_first=True)
+    except OSError:
         return EXIT_CONFIG
     return 0
-
-
-def _remark_filter(opts):
-    from ..remarks import RemarkFilter
-    return RemarkFilter.from_options(opts.get("remarks"), passed=opts.get("remarks-passed"),
-                                     missed=opts.get("remarks-missed"), failed=opts.get("remarks-failed"),
-                                     analysis=opts.get("remarks-analysis"))
-
-
-def _emit_remarks(opts, remarks) -> None:
-    """YAML to --remarks-output-file (the default format there), else one line per remark on stderr."""
-    from ..remarks import to_command_line, to_yaml
-    from ..toolchain import OutputWriteError, write_atomic
-    out_file = opts.get("remarks-output-file")
-    fmt = opts.get("remark-format") or ("yaml" if out_file else "command-line")
-    text = to_yaml(remarks) if fmt == "yaml" else to_command_line(remarks)
-    if out_file:
-        try:
-            write_atomic(out_file, text.encode())
-        except (OutputWriteError, OSError) as e:
-            raise InputError([f"error: cannot write remarks to '{out_file}': {e}"], EXIT_CONFIG) from None
-    else:
-        sys.stderr.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,6 +66,10 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     add_cluster_option(c)
     c.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line on the terminal (it is never shown when stderr is not a terminal)")
+    c.add_argument("--cache-dir", metavar="D", default=None,
+                   help="the compile cache (default: $TILEIRAS_ASYNC_CACHE_DIR, else the user cache directory)")
+    c.add_argument("--no-cache", action="store_true",
+                   help="compile everything, without reading or writing the compile cache")
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
@@ -137,6 +141,15 @@ class _ScheduleTrace:
         write_atomic(path, (schedule_trace_json(ordered) + "\n").encode())
 
 
+def _cache_dir(args, fault) -> str | None:
+    """The compile cache's directory, or None when the cache is off (--no-cache, the environment, or a
+    fault injected for a test: a cached module would never reach the faulty stage)."""
+    from ..cache import config as cache_config
+    if getattr(args, "no_cache", False) or fault is not None or cache_config.disabled_by_env():
+        return None  # (the dashboard's parser has no cache options: the defaults then)
+    return getattr(args, "cache_dir", None) or cache_config.default_dir()
+
+
 def build_config(args, **overrides) -> "BatchConfig | int":
     """The batch `compile` (or the dashboard) was asked for, or the exit status of a usage error
     (its `error:` line printed)."""
@@ -192,7 +205,8 @@ def build_config(args, **overrides) -> "BatchConfig | int":
     return BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
                        stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
                        keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
-                       num_stages=num_stages, print_ir=print_ir, cluster=cluster, **overrides)
+                       num_stages=num_stages, print_ir=print_ir, cluster=cluster, cache_dir=_cache_dir(args, fault),
+                       **overrides)
 
 
 def cmd_compile(args) -> int:

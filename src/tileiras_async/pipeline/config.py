@@ -44,6 +44,7 @@ class BatchConfig:
     toolchain: "Toolchain | None" = None   # None: the default search (tests point it at fake tools)
     handle_signals: bool = True            # SIGINT/SIGTERM/SIGHUP cancel the run (main thread only)
     cluster: str | None = None             # run the stages on Dask: "tcp://HOST:PORT" or "local:N" (dask_pool.py)
+    cache_dir: str | None = None           # the compile cache (cache/); None: compile everything
 
 
 def output_stem(path: str) -> str:

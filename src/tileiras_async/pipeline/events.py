@@ -110,6 +110,15 @@ class KernelFinished(_Event, tag="kernel_finished"):
     elapsed_s: float
 
 
+class CacheLookup(_Event, tag="cache_lookup"):
+    """The compile cache was asked for a module x target (before compiling it); on a hit the
+    target's kernels and outputs come from the cache: no lower/codegen/assemble stages run."""
+    module: str
+    target: str
+    hit: bool
+    key: str = ""
+
+
 class KernelScheduled(_Event, tag="kernel_scheduled"):
     """The modulo-scheduling analysis of a kernel's loops (with --schedules; for the dashboard)."""
     module: str
@@ -198,6 +207,7 @@ Event = Union[
     ModuleStarted, ModuleFinished,
     TargetStarted, TargetFinished,
     KernelStarted, KernelFinished, KernelScheduled, KernelIRDumped,
+    CacheLookup,
     StageStarted, StageFinished, StageRetried,
     Diagnostic,
     ClusterState,

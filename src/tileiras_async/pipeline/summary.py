@@ -11,8 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import IO
 
-from .events import (Diagnostic, ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, TargetFinished,
-                     WorkerExited, WorkerStarted, encode_json, format_diagnostic)
+from .events import (CacheLookup, Diagnostic, ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished,
+                     TargetFinished, WorkerExited, WorkerStarted, encode_json, format_diagnostic)
 from .config import output_stem
 
 STAGE_ORDER = ("parse", "schedule", "lower", "codegen", "assemble", "disasm")
@@ -73,6 +73,7 @@ class _Row:
     exit_code: int | None = None
     targets: dict[str, int] = field(default_factory=dict)
     stage_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cached: set[str] = field(default_factory=set)     # targets served by the compile cache
 
 
 @dataclass
@@ -95,6 +96,8 @@ class Summary:
         self.workers: set[int] = set()
         self.worker_faults: list[WorkerExited] = []
         self.peak_rss = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     def __call__(self, event) -> None:
         if isinstance(event, RunStarted):
@@ -110,6 +113,12 @@ class Summary:
                 row.kernels = len(event.kernels)
         elif isinstance(event, TargetFinished):
             self.rows[event.module].targets[event.target] = event.exit_code
+        elif isinstance(event, CacheLookup):
+            if event.hit:
+                self.cache_hits += 1
+                self.rows[event.module].cached.add(event.target)
+            else:
+                self.cache_misses += 1
         elif isinstance(event, StageFinished):
             st = self.stages[event.stage]
             st.jobs += 1
@@ -170,6 +179,8 @@ class Summary:
                  f"{f.kernels} kernels x targets: {f.kernels - f.kernels_failed} ok, {f.kernels_failed} failed",
                  f"{len(f.outputs)} files written"
                  + (f" to {self.started.out_dir}" if self.started and f.outputs else ""),
+                 *([f"cache {self.cache_hits} hits, {self.cache_misses} misses"]
+                   if self.cache_hits or self.cache_misses else []),
                  f"wall {f.elapsed_s:.2f} s",
                  f"{len(self.workers)} workers" + (f" (peak RSS {self.peak_rss / (1 << 20):.0f} MiB)"
                                                   if self.peak_rss else "")]
@@ -196,7 +207,9 @@ def describe_worker_exit(w: WorkerExited) -> str:
 def _status(row: _Row, target: str) -> str:
     if target in row.targets:
         code = row.targets[target]
-        return "ok" if code == 0 else f"FAIL({code})"
+        if code == 0:
+            return "cached" if target in row.cached else "ok"
+        return f"FAIL({code})"
     if row.exit_code is not None:
         return f"FAIL({row.exit_code})"
     return "-"

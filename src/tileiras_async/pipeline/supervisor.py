@@ -33,8 +33,9 @@ from ..stages import (AssembleRequest, CodegenRequest, CompileOptions, LoweredKe
 from ..toolchain import OutputWriteError, write_atomic
 from . import tools
 from .config import BatchConfig, expand_inputs, output_stem  # noqa: F401  (re-exported)
-from .events import (Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted, ModuleFinished, ModuleStarted,
-                     RunFinished, RunStarted, StageFinished, StageStarted, TargetFinished, TargetStarted)
+from .events import (CacheLookup, Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted,
+                     ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, StageStarted,
+                     TargetFinished, TargetStarted)
 from .pool import PrioritySlots, StageRaised, WorkerFault, WorkerPool
 
 EXIT_UNREADABLE = 1
@@ -170,6 +171,7 @@ class Batch:
         self.pool: WorkerPool | None = None
         self.slots = PrioritySlots(max(1, config.jobs))
         self._data: dict[int, bytes] = {}   # input bytes of the modules in flight
+        self.cache = None                   # cache.api.ModuleCache when config.cache_dir is set
 
     def emit(self, cls, **fields) -> None:
         event = cls(t=time.monotonic() - self.t0, **fields)
@@ -188,6 +190,13 @@ class Batch:
                   cluster=cfg.cluster)
         self._closed = trio.Event()
         self._index = {path: i for i, path in enumerate(cfg.inputs)}
+        # entries are keyed by this machine's default toolchain (a cluster's workers assemble with theirs);
+        # IR snapshots come from the lower stage, which a hit skips
+        if cfg.cache_dir is not None and cfg.toolchain is None and cfg.print_ir is None and not cfg.cluster:
+            from ..cache.api import ModuleCache
+            from ..cache.config import max_size_from_env
+            from ..cache.store import CacheStore
+            self.cache = ModuleCache(CacheStore(cfg.cache_dir, max_size_from_env()))
         try:
             async with trio.open_nursery() as outer:
                 self._outer = outer.cancel_scope
@@ -389,6 +398,13 @@ class Batch:
         options = CompileOptions(target, cfg.opt_level, num_stages=cfg.num_stages)
         data = self._data[index]
         state = self.modules[index]
+        key = None
+        if self.cache is not None:
+            key = self.cache.key(data, options)
+            hit = self.cache.get(key, path, schedules=cfg.schedules, ok_only=True)
+            self.emit(CacheLookup, module=path, target=target, hit=hit is not None, key=key)
+            if hit is not None:
+                return await self._replay_target(index, path, parsed, target, hit)
         lowered: list[LoweredKernel | None] = [None] * len(parsed.kernels)
 
         async def lower_one(i: int, kernel: str) -> None:
@@ -401,10 +417,7 @@ class Batch:
             if result is not None and result.ir_dumps:
                 self.emit(KernelIRDumped, module=path, target=target, kernel=kernel, dumps=list(result.ir_dumps))
             ok = result is not None and result.ok
-            self.kernels += 1
-            self.kernels_failed += not ok
-            state.kernels += 1
-            state.kernels_failed += not ok
+            self._count_kernel(state, ok)
             if result is not None and not result.ok:
                 self._diagnose(path, "lower", result.diagnostics, target, kernel)
             self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=ok,
@@ -435,26 +448,61 @@ class Batch:
         if not ptx.ok:
             self._diagnose(path, "codegen", ptx.diagnostics, target)
             return EXIT_CODEGEN, []
+        reports = ([r for per_kernel in schedules for r in per_kernel] if cfg.schedules
+                   and all(s is not None for s in schedules) else None)
+        return await self._outputs(index, path, target, options, ptx.ptx, reports, key)
+
+    async def _replay_target(self, index: int, path: str, parsed: ParsedModule, target: str, hit) -> tuple[int, list[str]]:
+        """A target served by the cache: its kernels' events, then the outputs (no stage runs)."""
+        state = self.modules[index]
+        for kernel in parsed.kernels:
+            self.emit(KernelStarted, module=path, target=target, kernel=kernel)
+            if self.config.schedules:
+                self.emit(KernelScheduled, module=path, target=target, kernel=kernel,
+                          reports=[r for r in hit.schedules if r.kernel == kernel])
+            self._count_kernel(state, True)
+            self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=True, elapsed_s=0.0)
+        return await self._outputs(index, path, target, None, hit.ptx, hit.schedules if self.config.schedules
+                                   else None, None, cubin=hit.cubin)
+
+    def _count_kernel(self, state: _ModuleState, ok: bool) -> None:
+        self.kernels += 1
+        self.kernels_failed += not ok
+        state.kernels += 1
+        state.kernels_failed += not ok
+
+    async def _outputs(self, index: int, path: str, target: str, options: CompileOptions | None, ptx: str,
+                       schedules: list | None, key: str | None, cubin: bytes | None = None) -> tuple[int, list[str]]:
+        """Write a target's outputs; assembles the PTX first unless `cubin` is given (a cache hit), and
+        files a fresh success in the cache under `key`."""
+        cfg = self.config
         stem = os.path.join(cfg.out_dir, f"{output_stem(path)}.{target}")
         outputs: list[str] = []
-        if cfg.schedules and all(s is not None for s in schedules):
+        if schedules is not None:
             from ..schedule.report import schedule_trace_json
-            trace = schedule_trace_json([r for per_kernel in schedules for r in per_kernel]) + "\n"
+            trace = schedule_trace_json(schedules) + "\n"
             if not self._write(path, target, f"{stem}.schedule.json", trace.encode(), outputs):
                 return EXIT_CONFIG, outputs
-        if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.ptx.encode(), outputs):
+        if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.encode(), outputs):
             return EXIT_CONFIG, outputs
-        cubin = await self._assemble(index, path, target, AssembleRequest(ptx.ptx, options, timeout_s=cfg.stage_timeout_s))
         if cubin is None:
-            return EXIT_INTERNAL, outputs
-        if not cubin.ok:
-            self._diagnose(path, "assemble", cubin.diagnostics, target, tool_stderr=cubin.tool_stderr)
-            return cubin.exit_code or tools.EXIT_TOOL_FAILED, outputs
-        if not self._write(path, target, f"{stem}.cubin", cubin.cubin, outputs):
+            assembled = await self._assemble(index, path, target,
+                                             AssembleRequest(ptx, options, timeout_s=cfg.stage_timeout_s))
+            if assembled is None:
+                return EXIT_INTERNAL, outputs
+            if not assembled.ok:
+                self._diagnose(path, "assemble", assembled.diagnostics, target, tool_stderr=assembled.tool_stderr)
+                return assembled.exit_code or tools.EXIT_TOOL_FAILED, outputs
+            cubin = assembled.cubin
+            if key is not None:
+                from ..stages import CompileResult
+                self.cache.put(key, CompileResult(True, cubin, ptx, schedules or []),
+                               schedules=schedules is not None, remarks=False)
+        if not self._write(path, target, f"{stem}.cubin", cubin, outputs):
             return EXIT_CONFIG, outputs
         if cfg.keep_sass:
             sass = await self._supervised(index, path, target, "disasm", partial(
-                tools.disassemble, cubin.cubin, timeout=cfg.stage_timeout_s, toolchain=cfg.toolchain))
+                tools.disassemble, cubin, timeout=cfg.stage_timeout_s, toolchain=cfg.toolchain))
             if not sass.ok:
                 self._diagnose(path, "disasm", [StageDiagnostic("error", sass.message)], target,
                                tool_stderr=sass.stderr)
