@@ -2,7 +2,7 @@
 
 Sections are scanned first, then parsed in dependency order (strings, types,
 constants, globals, debug, functions).  Ops are decoded by walking their
-OpSpec; nothing here knows an individual op.
+op definition (ir/cuda_tile.py); nothing here knows an individual op.
 """
 from __future__ import annotations
 
@@ -457,7 +457,7 @@ class _BodyReader:
             self.mr._check_location(loc)
         except BytecodeError as e:
             raise e.add_context("failed to read operation location.", r.offset)
-        if spec.results is None:
+        if spec.counted_results:
             n = r.varint("result count")
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
         else:
@@ -526,8 +526,8 @@ class _BodyReader:
     def _read_regions(self, spec: OpSpec) -> list[Region]:
         r = self.r
         n = r.varint("region count")
-        if n != spec.regions:
-            raise r.fail(f"expected {spec.regions} regions for {spec.cls}, got {n}")
+        if n != len(spec.regions):
+            raise r.fail(f"expected {len(spec.regions)} regions for {spec.cls}, got {n}")
         regions = []
         for ri in range(n):
             try:

@@ -212,7 +212,7 @@ class _BodyWriter:
         spec: OpSpec = op.spec
         out, sink = self.out, self.sink
         encode_varint(spec.opcode, out)
-        if spec.results is None:
+        if spec.counted_results:
             encode_varint(len(op.results), out)
         for r in op.results:
             encode_varint(sink.type(r.type), out)

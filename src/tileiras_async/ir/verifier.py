@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 
 from . import types as T
 from .core import Block, Function, Module, Operation
+from .cuda_tile import CUDA_TILE
 from .diagnostics import Diagnostic, resolve_loc
 from .verify_debug import body_debug, function_debug
 from .verify_ods import ODS, ods_rules
@@ -37,8 +38,7 @@ TERMINATORS = frozenset({"yield", "break", "continue", "return"})
 
 
 def _all_op_names() -> set[str]:
-    from ..bytecode.opspec import OPS_BY_NAME
-    return set(OPS_BY_NAME)
+    return set(CUDA_TILE.ops)
 
 
 def _build_rules() -> tuple[dict[str, list[Rule]], dict[str, list[Rule]]]:
