@@ -27,7 +27,6 @@ KNOWN_SECTION_IDS = 8  # ids 0..7 are accepted by the real reader (7 is reserved
 # section id -> required alignment multiple (Global has none)
 SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, SEC_FUNC: 8}
 
-TERMINATORS = frozenset({"yield", "continue", "break", "return"})
 FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
 
@@ -561,9 +560,9 @@ class _BodyReader:
                 block.ops.append(self._read_op())
             except BytecodeError as e:
                 raise e.add_context(f"failed to parse operation {i} in block.", r.offset)
-        last = block.ops[-1].name
-        if last not in TERMINATORS:
+        last = block.ops[-1]
+        if not last.spec.is_terminator:
             raise r.fail("invalid block structure: block is expected to have a terminator operation, "
-                         f"but the last operation 'cuda_tile.{last}' is not a terminator.")
+                         f"but the last operation 'cuda_tile.{last.name}' is not a terminator.")
         del self.values[saved:]
         return block

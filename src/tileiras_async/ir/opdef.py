@@ -236,6 +236,11 @@ class Terminator(Trait):
         return self.branch != "parent"
 
     @property
+    def targets_loop(self) -> bool:
+        """Passes control to the enclosing loop (continue, break)."""
+        return self.branch in ("next_iteration", "loop_exit")
+
+    @property
     def ends_loop(self) -> bool:
         """No further iteration of the enclosing loop runs (break, return)."""
         return self.branch in ("loop_exit", "function")

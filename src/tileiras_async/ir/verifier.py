@@ -35,8 +35,6 @@ Rule = Callable[["VerifyContext", Operation], "str | None"]
 
 VERIFICATION_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"
 
-TERMINATORS = frozenset({"yield", "break", "continue", "return"})
-
 
 def _build_rules() -> tuple[dict[str, list[Rule]], dict[str, list[Rule]]]:
     entry: dict[str, list[Rule]] = {}
@@ -193,7 +191,7 @@ def _verify_block(ctx: VerifyContext, block: Block, out: list[Diagnostic], first
     for op in block.ops:
         if not _verify_op(ctx, op, out, first_only):
             return False
-    if block.ops and block.ops[-1].name not in TERMINATORS:
+    if block.ops and not block.ops[-1].spec.is_terminator:
         last = block.ops[-1]
         # nested blocks: NVIDIA's reader rejects them; the entry body: MLIR's block verifier
         # (which prints the op in generic form after "has ")
