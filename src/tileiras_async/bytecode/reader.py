@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
+from ..ir.opdef import OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
 from .errors import BytecodeError, NotTileIR, UnsupportedVersion
-from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR, OpSpec
+from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
 
@@ -471,7 +472,7 @@ class _BodyReader:
         self.values.extend(op.results)
         return op
 
-    def _read_attrs(self, spec: OpSpec, flags: int, result_types) -> dict:
+    def _read_attrs(self, spec: OpDef, flags: int, result_types) -> dict:
         attrs = {}
         for a in spec.attrs:
             if a.since > self.minor:
@@ -487,7 +488,7 @@ class _BodyReader:
                 raise e.add_context(f"failed to parse attribute '{a.name}'", self.r.offset)
         return attrs
 
-    def _read_operands(self, spec: OpSpec, flags: int) -> dict:
+    def _read_operands(self, spec: OpDef, flags: int) -> dict:
         operands: dict = {}
         specs = [o for o in spec.operands if o.since <= self.minor]
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
@@ -522,7 +523,7 @@ class _BodyReader:
                 operands[o.name] = [self._value(next(counter)) for _ in range(n)]
         return operands
 
-    def _read_regions(self, spec: OpSpec) -> list[Region]:
+    def _read_regions(self, spec: OpDef) -> list[Region]:
         r = self.r
         n = r.varint("region count")
         if n != len(spec.regions):

@@ -820,6 +820,3 @@ op(122, "memory_fence_alias_tko", "MemoryFenceAliasTkoOp", since=4,
    traits=[MemoryEffects(Write())],
    format="$token attrs")
 
-
-OPS_BY_NAME = CUDA_TILE.ops
-OPS_BY_CODE = CUDA_TILE.by_opcode

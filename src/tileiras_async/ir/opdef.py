@@ -253,7 +253,8 @@ class Terminator(Trait):
 
 
 class HasParent(Trait):
-    """MLIR's ParentOneOf: the op must be nested directly in one of `parents` (op names)."""
+    """MLIR's ParentOneOf: the op must be nested directly in one of `parents` (op names as `op.name`
+    spells them; a name no dialect declares is taken to be of the op's own dialect)."""
     phase = "native"
 
     def __init__(self, *parents: str):
@@ -261,8 +262,8 @@ class HasParent(Trait):
 
     def verify(self, ctx, op):
         if ctx.parent_name(op) not in self.parents:
-            prefix = op.spec.dialect.name
-            names = ", ".join(p if "." in p else f"{prefix}.{p}" for p in self.parents)
+            names = ", ".join(_REGISTRY[p].qualified_name if p in _REGISTRY else f"{op.spec.dialect.name}.{p}"
+                              for p in self.parents)
             return f"expects parent op to be one of '{names}'"
         return None
 
@@ -568,10 +569,6 @@ def opdef(op_or_name) -> OpDef:
         except KeyError:
             raise KeyError(f"unknown op {op_or_name!r}") from None
     return op_or_name.spec
-
-
-def all_opdefs() -> Iterator[OpDef]:
-    return iter(list(_REGISTRY.values()))
 
 
 class Dialect:
