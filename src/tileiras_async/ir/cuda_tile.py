@@ -103,41 +103,44 @@ _STORE_MASK = TypesMatchWith("shape of 'destination' must match the shape of 'ma
                              _same_shape, optional=True)
 
 
+def _same_type(tc, *operands: str, traits=()) -> dict:
+    """Operands and one result of one type constrained by `tc` (the arithmetic ops): the declaration's
+    operands, result and traits (Pure, AllTypesMatch, then `traits`)."""
+    return {"operands": {n: tc for n in operands}, "results": {"result": tc},
+            "traits": [Pure(), AllTypesMatch(*operands, "result"), *traits]}
+
+
+def _conversion(source, result, frm: str = "from", to: str = "to", traits=()) -> dict:
+    """One operand converted elementwise to a result of the same shape."""
+    return {"operands": {frm: source}, "results": {to: result},
+            "traits": [Pure(), AllShapesMatch(frm, to), *traits]}
+
+
 # ============================================================================================================
 # the ops, by opcode (opcodes 25-36 and 52-57 are not used)
 # ============================================================================================================
 
 op(0, "absf", "AbsFOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result"), SameOperandsAndResultShape()],
+   **_same_type(BASE_FLOAT_TILE, "source", traits=[SameOperandsAndResultShape()]),
    format="$source attrs : type($result)")
 
 op(1, "absi", "AbsIOp",
-   operands={"source": INT_TILE},
-   results={"result": INT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result"), SameOperandsAndResultShape()],
+   **_same_type(INT_TILE, "source", traits=[SameOperandsAndResultShape()]),
    format="$source attrs : type($result)")
 
 op(2, "addf", "AddFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : "
            "type($result)"))
 
 op(3, "addi", "AddIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"overflow": IntegerOverflow},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs [[ overflow ~ $overflow=none^ ]] attrs : type($result)")
 
 op(4, "andi", "AndIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
+   **_same_type(INT_TILE, "lhs", "rhs"),
    format="$lhs , $rhs attrs : type($result)")
 
 op(5, "assert", "AssertOp",
@@ -174,9 +177,7 @@ op(8, "atomic_rmw_tko", "AtomicRMWTkoOp", flags=True,
            "type($result_token)"))
 
 op(9, "bitcast", "BitcastOp",
-   operands={"source": NUMBER_TILE},
-   results={"result": NUMBER_TILE},
-   traits=[Pure(), AllShapesMatch("source", "result")],
+   **_conversion(NUMBER_TILE, NUMBER_TILE, "source", "result"),
    format="$source attrs : type($source) -> type($result)")
 
 op(10, "break", "BreakOp", counted_operands=True, counted_results=True,
@@ -198,9 +199,7 @@ op(12, "cat", "CatOp",
    format="$lhs , $rhs dim = $dim attrs : type($lhs) , type($rhs) -> type($result)")
 
 op(13, "ceil", "CeilOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(14, "cmpf", "CmpFOp",
@@ -229,22 +228,16 @@ op(17, "continue", "ContinueOp", counted_operands=True, counted_results=True,
    format="attrs [[ $operands^ : type($operands) ]]")
 
 op(18, "cos", "CosOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(19, "cosh", "CosHOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(20, "divf", "DivFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : "
            "type($result)"))
 
@@ -262,24 +255,18 @@ op(22, "entry", "EntryOp", flags=True,
    format="%- sym($sym_name) ~ signature(0) [[ optimization_hints ~ = ~ $optimization_hints^ ]] region(0)")
 
 op(23, "exp", "ExpOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "source"),
    attrs={"rounding_mode@3": RoundingMode},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source rounding($rounding_mode=full) attrs : type($result)")
 
 op(24, "exp2", "Exp2Op", flags=True,
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "source"),
    attrs={"flush_to_zero!0": UNIT},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source [[ flush_to_zero $flush_to_zero^ ]] attrs : type($result)")
 
 op(37, "exti", "ExtIOp",
-   operands={"from": INT4_TILE},
-   results={"to": INT4_TILE},
+   **_conversion(INT4_TILE, INT4_TILE),
    attrs={"signedness": Signedness},
-   traits=[Pure(), AllShapesMatch("from", "to")],
    format="$from kw($signedness) attrs : type($from) -> type($to)")
 
 op(38, "extract", "ExtractOp", counted_operands=True, counted_results=True,
@@ -289,16 +276,12 @@ op(38, "extract", "ExtractOp", counted_operands=True, counted_results=True,
    format="$source [ $indices ] attrs : type($source) -> type($results)")
 
 op(39, "floor", "FloorOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(40, "fma", "FmaOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE, "acc": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs", "acc"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "acc", "result")],
    format=("$lhs , $rhs , $acc rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : "
            "type($result)"))
 
@@ -315,17 +298,13 @@ op(41, "for", "ForOp", flags=2, counted_operands=True, counted_results=True,
            "cfregion(0,continue) attrs"))
 
 op(42, "ftof", "FToFOp",
-   operands={"from": FLOAT_TILE},
-   results={"to": FLOAT_TILE},
+   **_conversion(FLOAT_TILE, FLOAT_TILE),
    attrs={"rounding_mode": RoundingMode},
-   traits=[Pure(), AllShapesMatch("from", "to")],
    format="$from rounding($rounding_mode=nearest_even) attrs : type($from) -> type($to)")
 
 op(43, "ftoi", "FToIOp", flags=4,
-   operands={"from": FLOAT_TILE},
-   results={"to": INT_TILE},
+   **_conversion(FLOAT_TILE, INT_TILE),
    attrs={"saturating!0": UNIT, "signedness": Signedness, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllShapesMatch("from", "to")],
    format=("$from kw($signedness) rounding($rounding_mode=nearest_int_to_zero) [[ saturating $saturating^ ]] attrs : "
            "type($from) -> type($to)"))
 
@@ -372,9 +351,7 @@ op(50, "if", "IfOp", counted_results=True,
    format="%- $condition [[ -> ( type($results)^ ) ]] cfregion(0,yield) [[ else cfregion(1,yield)^ ]] attrs")
 
 op(51, "int_to_ptr", "IntToPtrOp",
-   operands={"source": I64_TILE},
-   results={"result": PTR_TILE},
-   traits=[Pure(), AllShapesMatch("source", "result")],
+   **_conversion(I64_TILE, PTR_TILE, "source", "result"),
    format="$source attrs : type($source) -> type($result)")
 
 op(58, "iota", "IotaOp",
@@ -383,10 +360,8 @@ op(58, "iota", "IotaOp",
    format="attrs : type($result)")
 
 op(59, "itof", "IToFOp",
-   operands={"from": INT_TILE},
-   results={"to": FLOAT_TILE},
+   **_conversion(INT_TILE, FLOAT_TILE),
    attrs={"signedness": Signedness, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllShapesMatch("from", "to")],
    format="$from kw($signedness) rounding($rounding_mode=nearest_even) attrs : type($from) -> type($to)")
 
 op(60, "join_tokens", "JoinTokensOp", counted_operands=True, counted_results=True,
@@ -416,15 +391,11 @@ op(62, "load_view_tko", "LoadViewTkoOp", flags=True, counted_results=True,
            "idxtypes($index) -> type($results)"))
 
 op(63, "log", "LogOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(64, "log2", "Log2Op",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(65, "loop", "LoopOp", counted_operands=True, counted_results=True,
@@ -453,33 +424,25 @@ op(68, "make_token", "MakeTokenOp",
    format="attrs : type($result)")
 
 op(69, "maxf", "MaxFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"propagate_nan!0": UNIT, "flush_to_zero!1": UNIT},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs [[ flush_to_zero $flush_to_zero^ ]] [[ propagate_nan $propagate_nan^ ]] attrs : "
            "type($result)"))
 
 op(70, "maxi", "MaxIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"signedness": Signedness},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs kw($signedness) attrs : type($result)")
 
 op(71, "minf", "MinFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"propagate_nan!0": UNIT, "flush_to_zero!1": UNIT},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs [[ flush_to_zero $flush_to_zero^ ]] [[ propagate_nan $propagate_nan^ ]] attrs : "
            "type($result)"))
 
 op(72, "mini", "MinIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"signedness": Signedness},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs kw($signedness) attrs : type($result)")
 
 op(73, "mmaf", "MmaFOp", flags=3,
@@ -504,37 +467,27 @@ op(75, "module", "ModuleOp", flags=3,
    format="%- sym($sym_name) attrs region(0)")
 
 op(76, "mulf", "MulFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : "
            "type($result)"))
 
 op(77, "mulhii", "MulhiIOp",
-   operands={"x": INT_TILE, "y": INT_TILE},
-   results={"result": INT_TILE},
-   traits=[Pure(), AllTypesMatch("x", "y", "result")],
+   **_same_type(INT_TILE, "x", "y"),
    format="$x , $y attrs : type($result)")
 
 op(78, "muli", "MulIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"overflow": IntegerOverflow},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs [[ overflow ~ $overflow=none^ ]] attrs : type($result)")
 
 op(79, "negf", "NegFOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(80, "negi", "NegIOp",
-   operands={"source": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "source"),
    attrs={"overflow@2": IntegerOverflow},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source [[ overflow ~ $overflow=none^ ]] attrs : type($result)")
 
 op(81, "offset", "OffsetOp",
@@ -544,9 +497,7 @@ op(81, "offset", "OffsetOp",
    format="$ptr , $offset attrs : type($ptr) , type($offset) -> type($result)")
 
 op(82, "ori", "OrIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
+   **_same_type(INT_TILE, "lhs", "rhs"),
    format="$lhs , $rhs attrs : type($result)")
 
 op(83, "permute", "PermuteOp",
@@ -570,15 +521,11 @@ op(85, "print_tko", "PrintTkoOp", flags=2, counted_results=True,
    format="+token $str [[ , $args^ ]] [[ token ~ = ~ $token^ ]] attrs [[ : type($args)^ ]] -> type($results)")
 
 op(86, "ptr_to_int", "PtrToIntOp",
-   operands={"source": PTR_TILE},
-   results={"result": I64_TILE},
-   traits=[Pure(), AllShapesMatch("source", "result")],
+   **_conversion(PTR_TILE, I64_TILE, "source", "result"),
    format="$source attrs : type($source) -> type($result)")
 
 op(87, "ptr_to_ptr", "PtrToPtrOp",
-   operands={"source": PTR_TILE},
-   results={"result": PTR_TILE},
-   traits=[Pure(), AllShapesMatch("source", "result"), ViewLike("source")],
+   **_conversion(PTR_TILE, PTR_TILE, "source", "result", traits=[ViewLike("source")]),
    format="$source attrs : type($source) -> type($result)")
 
 op(88, "reduce", "ReduceOp", counted_operands=True, counted_results=True,
@@ -591,9 +538,7 @@ op(88, "reduce", "ReduceOp", counted_operands=True, counted_results=True,
            "type($results) argregion(0)"))
 
 op(89, "remf", "RemFOp",
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    format="$lhs , $rhs attrs : type($result)")
 
 op(90, "remi", "RemIOp",
@@ -615,10 +560,8 @@ op(92, "return", "ReturnOp", counted_operands=True, counted_results=True,
    format="attrs [[ $operands^ : type($operands) ]]")
 
 op(93, "rsqrt", "RsqrtOp", flags=True,
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "source"),
    attrs={"flush_to_zero!0": UNIT},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source [[ flush_to_zero $flush_to_zero^ ]] attrs : type($result)")
 
 op(94, "scan", "ScanOp", counted_operands=True, counted_results=True,
@@ -638,36 +581,26 @@ op(95, "select", "SelectOp",
    format="$cond , $val_if_true , $val_if_false attrs : type($cond) , type($result)")
 
 op(96, "shli", "ShLIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"overflow": IntegerOverflow},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs [[ overflow ~ $overflow=none^ ]] attrs : type($result)")
 
 op(97, "shri", "ShRIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"signedness": Signedness},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs kw($signedness) attrs : type($result)")
 
 op(98, "sin", "SinOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(99, "sinh", "SinHOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(100, "sqrt", "SqrtOp", flags=True,
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "source"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : type($result)")
 
 op(101, "store_ptr_tko", "StorePtrTkoOp", flags=True,
@@ -691,44 +624,32 @@ op(102, "store_view_tko", "StoreViewTkoOp", flags=True, counted_results=True,
            "type($view) ~ idxtypes($index) -> type($results)"))
 
 op(103, "subf", "SubFOp", flags=True,
-   operands={"lhs": BASE_FLOAT_TILE, "rhs": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "lhs", "rhs"),
    attrs={"flush_to_zero!0": UNIT, "rounding_mode": RoundingMode},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format=("$lhs , $rhs rounding($rounding_mode=nearest_even) [[ flush_to_zero $flush_to_zero^ ]] attrs : "
            "type($result)"))
 
 op(104, "subi", "SubIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
+   **_same_type(INT_TILE, "lhs", "rhs"),
    attrs={"overflow": IntegerOverflow},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
    format="$lhs , $rhs [[ overflow ~ $overflow=none^ ]] attrs : type($result)")
 
 op(105, "tan", "TanOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("source", "result")],
+   **_same_type(BASE_FLOAT_TILE, "source"),
    format="$source attrs : type($result)")
 
 op(106, "tanh", "TanHOp",
-   operands={"source": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
+   **_same_type(BASE_FLOAT_TILE, "source"),
    attrs={"rounding_mode@2": RoundingMode},
-   traits=[Pure(), AllTypesMatch("source", "result")],
    format="$source rounding($rounding_mode=full) attrs : type($result)")
 
 op(107, "trunci", "TruncIOp",
-   operands={"from": INT4_TILE},
-   results={"to": INT4_TILE},
+   **_conversion(INT4_TILE, INT4_TILE),
    attrs={"overflow": IntegerOverflow},
-   traits=[Pure(), AllShapesMatch("from", "to")],
    format="$from [[ overflow ~ $overflow=none^ ]] attrs : type($from) -> type($to)")
 
 op(108, "xori", "XOrIOp",
-   operands={"lhs": INT_TILE, "rhs": INT_TILE},
-   results={"result": INT_TILE},
-   traits=[Pure(), AllTypesMatch("lhs", "rhs", "result")],
+   **_same_type(INT_TILE, "lhs", "rhs"),
    format="$lhs , $rhs attrs : type($result)")
 
 op(109, "yield", "YieldOp", counted_operands=True, counted_results=True,
@@ -737,9 +658,7 @@ op(109, "yield", "YieldOp", counted_operands=True, counted_results=True,
    format="attrs [[ $operands^ : type($operands) ]]")
 
 op(110, "atan2", "Atan2Op", since=2,
-   operands={"x": BASE_FLOAT_TILE, "y": BASE_FLOAT_TILE},
-   results={"result": BASE_FLOAT_TILE},
-   traits=[Pure(), AllTypesMatch("x", "y", "result")],
+   **_same_type(BASE_FLOAT_TILE, "x", "y"),
    format="$x , $y attrs : type($result)")
 
 op(111, "pack", "PackOp", since=3,

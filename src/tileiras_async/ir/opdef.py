@@ -386,48 +386,42 @@ class TypesMatchWith(Trait):
 
 # -- verifier traits: native ------------------------------------------------------------------------------
 
-def _operand_types(op) -> list:
-    return [v.type for v in op.operand_values()]
-
-
-def _all_equal(keys) -> bool:
-    return all(k == keys[0] for k in keys[1:])
-
-
-class SameOperandsShape(Trait):
+class _SameForAll(Trait):
+    """Native: `key` is the same for every operand type (and result type, with `with_results`)."""
     phase = "native"
+    with_results = True
+    message = ""
+
+    @staticmethod
+    def key(t):
+        return t
 
     def verify(self, ctx, op):
-        if not _all_equal([shape_of(t) for t in _operand_types(op)]):
-            return "requires the same shape for all operands"
-        return None
+        types = [v.type for v in op.operand_values()]
+        if self.with_results:
+            types += [r.type for r in op.results]
+        keys = [self.key(t) for t in types]
+        return self.message if any(k != keys[0] for k in keys[1:]) else None
 
 
-class SameOperandsAndResultShape(Trait):
-    phase = "native"
-
-    def verify(self, ctx, op):
-        if not _all_equal([shape_of(t) for t in _operand_types(op) + [r.type for r in op.results]]):
-            return "requires the same shape for all operands and results"
-        return None
+class SameOperandsShape(_SameForAll):
+    with_results = False
+    message = "requires the same shape for all operands"
+    key = staticmethod(shape_of)
 
 
-class SameOperandsAndResultElementType(Trait):
-    phase = "native"
-
-    def verify(self, ctx, op):
-        if not _all_equal([element_type(t) for t in _operand_types(op) + [r.type for r in op.results]]):
-            return "requires the same element type for all operands and results"
-        return None
+class SameOperandsAndResultShape(_SameForAll):
+    message = "requires the same shape for all operands and results"
+    key = staticmethod(shape_of)
 
 
-class SameOperandsAndResultType(Trait):
-    phase = "native"
+class SameOperandsAndResultElementType(_SameForAll):
+    message = "requires the same element type for all operands and results"
+    key = staticmethod(element_type)
 
-    def verify(self, ctx, op):
-        if not _all_equal(_operand_types(op) + [r.type for r in op.results]):
-            return "requires the same type for all operands and results"
-        return None
+
+class SameOperandsAndResultType(_SameForAll):
+    message = "requires the same type for all operands and results"
 
 
 class Elementwise(Trait):
