@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import pickle
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -191,6 +193,23 @@ def test_a_second_dialect_is_verified_by_its_declaration():
     relabel.results[0].type = tile(T.F16)
     assert _messages(RELABEL, relabel) == ["requires the same type for all operands and results"]
     assert _messages(STASH, stash, parent="if") == ["expects parent op to be one of 'cuda_tile.for'"]
+
+
+def test_a_pickled_op_finds_its_dialect_in_a_fresh_process():
+    """Ops cross process boundaries pickled; their definitions travel by name and the receiving process
+    imports the module that declares the dialect (here tilegpu, which nothing else imports there)."""
+    from tileiras_async.tilegpu.ops import CONVERT_LAYOUT, SPECS
+    spec = SPECS[CONVERT_LAYOUT.full_name]
+    assert pickle.loads(pickle.dumps(spec)) is spec and pickle.loads(pickle.dumps(STASH)) is STASH
+    mb = ModuleBuilder()
+    with mb.kernel("k", [tile(T.F32)]) as k:
+        k.op(spec.name, [tile(T.F32)], source=k.args[0])
+        k.op("return")
+    code = ("import pickle, sys; fn = pickle.loads(sys.stdin.buffer.read()); "
+            "print([op.spec.qualified_name for op in fn.walk()])")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(mb.module.functions[0]),
+                         capture_output=True, check=True)
+    assert out.stdout.decode().strip() == "['tilegpu.convert_layout', 'cuda_tile.return']"
 
 
 def test_cuda_tile_still_round_trips_through_the_declarations():

@@ -6,8 +6,10 @@ scheduler's dependence graphs and the lowerings all ask it (``opdef("for").is_lo
 ``op.spec.is_terminator``, ``op.spec.effects``) instead of keeping their own lists of op names.
 Declaring an op of a new dialect::
 
+    from tileiras_async.ir import types
+    from tileiras_async.ir.core import Operation
     from tileiras_async.ir.opdef import (Dialect, MemoryEffects, Pure, Read, SameOperandsAndResultShape,
-                                         Write)
+                                         Write, opdef)
     from tileiras_async.ir.verify_types import ANY_TILE, I1_TILE, PTR_TILE, TOKEN
 
     TILEGPU = Dialect("tilegpu")                     # op.name is "tilegpu.<mnemonic>"
@@ -23,7 +25,7 @@ Declaring an op of a new dialect::
                traits=[MemoryEffects(Read("source"), Write("buffer"))])
 
     opdef("tilegpu.convert_layout").is_pure                          # True
-    Operation("tilegpu.async_copy", {"source": p, "buffer": b, "mask": None}, result_types=[TOKEN_TYPE])
+    Operation("tilegpu.async_copy", {"source": p, "buffer": b, "mask": None}, result_types=[types.TOKEN])
 
 Keys of ``operands`` / ``results`` / ``attrs`` carry the form: ``name`` (exactly one), ``name?`` (optional),
 ``name*`` (variadic); attributes also ``name!`` (a unit attribute: present or not).  A dialect with a
@@ -45,6 +47,8 @@ in that order by ``ir/verify_ods.py``.
 """
 from __future__ import annotations
 
+import importlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -542,7 +546,7 @@ class OpDef:
 
     # Definitions are singletons: copies of an IR (deepcopy, pickling to a worker) share them.
     def __reduce__(self):
-        return opdef, (self.name,)
+        return _unpickle_opdef, (self.dialect.module, self.name)
 
     def __deepcopy__(self, memo):
         return self
@@ -552,6 +556,14 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
+
+
+def _unpickle_opdef(module: str, name: str) -> OpDef:
+    """A pickled definition is its name; a process that has not declared the dialect yet imports the
+    module that declares it."""
+    if name not in _REGISTRY and module:
+        importlib.import_module(module)
+    return opdef(name)
 
 
 def opdef(op_or_name) -> OpDef:
@@ -578,6 +590,8 @@ class Dialect:
         self.attr_kinds = attr_kinds        # validates attribute kinds when given
         self.ops: dict[str, OpDef] = {}
         self.by_opcode: dict[int, OpDef] = {}
+        # the module declaring the dialect (as enum's functional API finds it): unpickling imports it
+        self.module: str = sys._getframe(1).f_globals.get("__name__", "")
 
     def __getitem__(self, name: str) -> OpDef:
         return self.ops[name]
