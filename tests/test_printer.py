@@ -211,10 +211,10 @@ def test_float_spelling(type_name, bits, text):
 
 
 def test_every_op_has_a_parsable_format():
-    from tileiras_async.bytecode.opspec import OPS_BY_NAME
+    from tileiras_async.ir.cuda_tile import CUDA_TILE
     from tileiras_async.ir.printer import CUSTOM_PRINTERS, _format
 
-    for spec in OPS_BY_NAME.values():
+    for spec in CUDA_TILE:
         fmt = _format(spec)
         assert spec.format, spec.name
         assert fmt.elems or fmt.custom in CUSTOM_PRINTERS, spec.name

@@ -836,8 +836,8 @@ def test_hint_value_rules():
 # ---------------------------------------------------------------------------
 
 def test_every_op_has_a_rule_list():
-    from tileiras_async.bytecode.opspec import OPS_BY_NAME
-    assert set(OPS_BY_NAME) <= set(RULES)
+    from tileiras_async.ir.cuda_tile import CUDA_TILE
+    assert set(CUDA_TILE.ops) <= set(RULES)
     for name in ("if", "for", "loop", "reduce", "scan"):
         assert EXIT_RULES[name]
     names = [r.__name__ for r in RULES["addf"]]

@@ -39,7 +39,7 @@ def parse(data: bytes, trailer: str) -> Module:
 def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
     """Run the verifier; the first diagnostic is fatal, as in the real tool."""
     from .ir.verifier import first_error
-    from .ir.debuginfo import render_debug_attr
+    from .ir.printer import render_location
 
     first = first_error(module)
     if first is None:
@@ -47,7 +47,7 @@ def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> N
     text = first.render()
     debug_id = first.debug_id
     if with_debug_locations and debug_id:
-        where = render_debug_attr(module, debug_id)
+        where = render_location(module, debug_id)
         if where:
             text = f"{where}: {text}"
     lines = [text, f"error: {VERIFY_FAILED}"]

@@ -2,7 +2,7 @@
 
 Sections are scanned first, then parsed in dependency order (strings, types,
 constants, globals, debug, functions).  Ops are decoded by walking their
-OpSpec; nothing here knows an individual op.
+op definition (ir/cuda_tile.py); nothing here knows an individual op.
 """
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
+from ..ir.opdef import OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
 from .errors import BytecodeError, NotTileIR, UnsupportedVersion
-from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR, OpSpec
+from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
 
@@ -27,7 +28,6 @@ KNOWN_SECTION_IDS = 8  # ids 0..7 are accepted by the real reader (7 is reserved
 # section id -> required alignment multiple (Global has none)
 SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, SEC_FUNC: 8}
 
-TERMINATORS = frozenset({"yield", "continue", "break", "return"})
 FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
 
@@ -457,7 +457,7 @@ class _BodyReader:
             self.mr._check_location(loc)
         except BytecodeError as e:
             raise e.add_context("failed to read operation location.", r.offset)
-        if spec.results is None:
+        if spec.counted_results:
             n = r.varint("result count")
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
         else:
@@ -472,7 +472,7 @@ class _BodyReader:
         self.values.extend(op.results)
         return op
 
-    def _read_attrs(self, spec: OpSpec, flags: int, result_types) -> dict:
+    def _read_attrs(self, spec: OpDef, flags: int, result_types) -> dict:
         attrs = {}
         for a in spec.attrs:
             if a.since > self.minor:
@@ -488,7 +488,7 @@ class _BodyReader:
                 raise e.add_context(f"failed to parse attribute '{a.name}'", self.r.offset)
         return attrs
 
-    def _read_operands(self, spec: OpSpec, flags: int) -> dict:
+    def _read_operands(self, spec: OpDef, flags: int) -> dict:
         operands: dict = {}
         specs = [o for o in spec.operands if o.since <= self.minor]
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
@@ -523,11 +523,11 @@ class _BodyReader:
                 operands[o.name] = [self._value(next(counter)) for _ in range(n)]
         return operands
 
-    def _read_regions(self, spec: OpSpec) -> list[Region]:
+    def _read_regions(self, spec: OpDef) -> list[Region]:
         r = self.r
         n = r.varint("region count")
-        if n != spec.regions:
-            raise r.fail(f"expected {spec.regions} regions for {spec.cls}, got {n}")
+        if n != len(spec.regions):
+            raise r.fail(f"expected {len(spec.regions)} regions for {spec.cls}, got {n}")
         regions = []
         for ri in range(n):
             try:
@@ -561,9 +561,9 @@ class _BodyReader:
                 block.ops.append(self._read_op())
             except BytecodeError as e:
                 raise e.add_context(f"failed to parse operation {i} in block.", r.offset)
-        last = block.ops[-1].name
-        if last not in TERMINATORS:
+        last = block.ops[-1]
+        if not last.spec.is_terminator:
             raise r.fail("invalid block structure: block is expected to have a terminator operation, "
-                         f"but the last operation 'cuda_tile.{last}' is not a terminator.")
+                         f"but the last operation 'cuda_tile.{last.name}' is not a terminator.")
         del self.values[saved:]
         return block

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.core import Block, DebugEntry, Function, Module, Operation
+from ..ir.opdef import OpDef
 from .attrs_codec import AttrSink, write_inline, write_tagged
-from .opspec import OpSpec
 from .reader import (FUNC_FLAG_HINTS, MAGIC, SEC_CONSTANT, SEC_DEBUG, SEC_END, SEC_FUNC, SEC_GLOBAL,
                      SEC_STRING, SEC_TYPE)
 from .types_codec import encode_type
@@ -209,10 +209,12 @@ class _BodyWriter:
             self._op(op)
 
     def _op(self, op: Operation) -> None:
-        spec: OpSpec = op.spec
+        spec: OpDef = op.spec
         out, sink = self.out, self.sink
+        if spec.opcode is None:
+            raise ValueError(f"'{spec.qualified_name}' has no bytecode encoding")
         encode_varint(spec.opcode, out)
-        if spec.results is None:
+        if spec.counted_results:
             encode_varint(len(op.results), out)
         for r in op.results:
             encode_varint(sink.type(r.type), out)

@@ -8,7 +8,7 @@
         k.op("return")
     data = write_module(mb.module)
 
-Every op is created from its OpSpec by name, so the builder needs no per-op code.
+Every op is created from its definition (ir/cuda_tile.py) by name, so the builder needs no per-op code.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..bytecode.opspec import OPS_BY_NAME
 from . import types as T
 from .attrs import DenseElements, OptimizationHintsAttr
 from .core import Block, Function, Module, Operation, Region, Value
+from .opdef import opdef
 
 
 def tile(elem: T.Type, *shape: int) -> T.TileType:
@@ -43,7 +43,7 @@ class BlockBuilder:
            **fields: Any) -> Operation:
         """Create op `op_name`; keyword arguments are its operands and attributes by spec name
         (the op name is positional-only so a field may be called `name`, as get_global's is)."""
-        spec = OPS_BY_NAME[op_name]
+        spec = opdef(op_name)
         name = op_name
         operand_names = {o.name for o in spec.operands}
         attr_names = {a.name for a in spec.attrs}

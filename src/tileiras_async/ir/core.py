@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..bytecode.opspec import OpSpec, OPS_BY_NAME
+from . import cuda_tile  # noqa: F401  (declares the cuda_tile ops, so op names resolve)
 from .attrs import DenseElements, OptimizationHintsAttr
+from .opdef import OpDef, opdef
 from .types import FunctionType, Type
 
 
@@ -47,7 +48,7 @@ class Region:
 
 
 class Operation:
-    """One cuda_tile op.
+    """One op of any dialect; `spec` is its definition (ir/opdef.py), given as an OpDef or by name.
 
     `operands` maps each operand name of the op's spec to a Value, None (an
     absent optional operand) or a list of Values (variadic); `attrs` maps
@@ -57,10 +58,10 @@ class Operation:
 
     __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc")
 
-    def __init__(self, spec: OpSpec | str, operands: dict[str, Any] | None = None,
+    def __init__(self, spec: OpDef | str, operands: dict[str, Any] | None = None,
                  attrs: dict[str, Any] | None = None, result_types: list[Type] | tuple = (),
                  regions: list[Region] | None = None, loc: int = 0):
-        self.spec = OPS_BY_NAME[spec] if isinstance(spec, str) else spec
+        self.spec = opdef(spec) if isinstance(spec, str) else spec
         self.operands = operands if operands is not None else {}
         self.attrs = attrs if attrs is not None else {}
         self.results = [Value(t, self, i) for i, t in enumerate(result_types)]

@@ -1,7 +1,7 @@
 """Print cuda_tile IR exactly as NVIDIA's ``tileirdisasm`` 13.5 does.
 
-The per-op syntax lives in the FORMAT column of the op table
-(``bytecode/opspec.py``); this module is a generic interpreter of it, plus the
+The per-op syntax lives in the `format` of each op's declaration
+(``ir/cuda_tile.py``); this module is a generic interpreter of it, plus the
 MLIR machinery every op shares: SSA value naming (``SSANameState``), type and
 attribute spellings, float formatting (``APFloat::toString``) and regions.
 
@@ -65,13 +65,13 @@ import enum
 from fractions import Fraction
 from typing import Callable
 
-from ..bytecode.opspec import OPS_BY_NAME, OpSpec
 from . import attrs as A
 from . import types as T
 from .core import Block, Function, Global, Module, Operation, Region, Value
 from .debuginfo import TAG_CALLSITE, TAG_COMPILE_UNIT, TAG_FILE, TAG_LEXICAL_BLOCK, TAG_LOC, TAG_SUBPROGRAM
 from .enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, PaddingValue, RoundingMode,
                     Signedness, SymbolVisibility, spelling)
+from .opdef import OpDef
 
 INDENT = 2
 UNKNOWN_VALUE = "<<UNKNOWN SSA VALUE>>"  # MLIR's spelling for a value it cannot name
@@ -719,7 +719,7 @@ class _Elem:
 class _Format:
     """A parsed FORMAT column."""
 
-    def __init__(self, spec: OpSpec):
+    def __init__(self, spec: OpDef):
         self.mnemonic = spec.name
         self.result_names: list[str] = []
         self.namer = self.arg_namer = self.custom = self.implied_result = None
@@ -747,7 +747,7 @@ class _Format:
             self.custom = body
 
 
-def _parse_elems(tokens: list[str], spec: OpSpec) -> list[_Elem]:
+def _parse_elems(tokens: list[str], spec: OpDef) -> list[_Elem]:
     out: list[_Elem] = []
     while tokens:
         tok = tokens.pop(0)
@@ -761,7 +761,7 @@ def _parse_elems(tokens: list[str], spec: OpSpec) -> list[_Elem]:
     return out
 
 
-def _parse_elem(tok: str, spec: OpSpec) -> _Elem:
+def _parse_elem(tok: str, spec: OpDef) -> _Elem:
     anchor = tok.endswith("^") and len(tok) > 1
     tok = tok.rstrip("^") if anchor else tok
     if tok == "~":
@@ -785,7 +785,7 @@ def _parse_elem(tok: str, spec: OpSpec) -> _Elem:
 _FORMATS: dict[str, _Format] = {}
 
 
-def _format(spec: OpSpec) -> _Format:
+def _format(spec: OpDef) -> _Format:
     fmt = _FORMATS.get(spec.name)
     if fmt is None:
         fmt = _FORMATS[spec.name] = _Format(spec)
@@ -846,7 +846,7 @@ class _Ctx:
         results = self.naming.results(op)
         if name == "results":
             return "results", results
-        spec_results = op.spec.results or ()
+        spec_results = op.spec.result_names
         if name in spec_results:
             i = spec_results.index(name)
             return "result", results[i] if i < len(results) else None
@@ -1278,14 +1278,14 @@ def _enum_or_int(cls, value: int):
 def _global_op(g: Global) -> Operation:
     attrs = {"constant": g.constant, "sym_name": g.name, "value": g.value, "alignment": g.alignment,
              "symbol_visibility": _enum_or_int(SymbolVisibility, g.visibility)}
-    return Operation(OPS_BY_NAME["global"], attrs=attrs)   # bytecode globals have no location: unknown
+    return Operation("global", attrs=attrs)   # bytecode globals have no location: unknown
 
 
 def _entry_op(fn: Function) -> Operation:
     attrs = {"sym_name": fn.name, "function_type": fn.type}
     if fn.hints is not None:
         attrs["optimization_hints"] = fn.hints
-    return Operation(OPS_BY_NAME["entry"], attrs=attrs, regions=[Region([fn.body])], loc=fn.loc)
+    return Operation("entry", attrs=attrs, regions=[Region([fn.body])], loc=fn.loc)
 
 
 def print_op(op: Operation) -> str:

@@ -8,7 +8,8 @@ cuda_tile::ModuleOp`, so a CLI prints `diagnostics[0]` (see `first_error`).
 
 The checks are tables of small rule functions `(ctx, op) -> message | None`:
 
-* `verify_ods.ODS` / `ods_rules`: operand/result type constraints, predicate
+* `verify_ods.ods_rules`: what each op's definition (ir/cuda_tile.py)
+  declares: attribute, operand/result type and region constraints, predicate
   and native traits (generated-verifier part);
 * `verify_ops.OP_RULES`: each op's hand-written `verify()`;
 * `verify_regions.ENTRY_RULES` / `REGION_RULES`: region, block-argument and
@@ -22,29 +23,23 @@ from typing import Callable, Iterable
 
 from . import types as T
 from .core import Block, Function, Module, Operation
+from .cuda_tile import CUDA_TILE
 from .diagnostics import Diagnostic, resolve_loc
 from .verify_debug import body_debug, function_debug
-from .verify_ods import ODS, ods_rules
+from .verify_ods import ods_rules
 from .verify_ops import OP_RULES, Fail, hint_problems, hints_shape
-from .verify_regions import ENTRY_RULES, REGION_RULES, implicit_terminator
+from .verify_regions import ENTRY_RULES, REGION_RULES, region_terminators
 from .verify_types import type_error
 
 Rule = Callable[["VerifyContext", Operation], "str | None"]
 
 VERIFICATION_FAILED = "verification failed for deserialized cuda_tile::ModuleOp"
 
-TERMINATORS = frozenset({"yield", "break", "continue", "return"})
-
-
-def _all_op_names() -> set[str]:
-    from ..bytecode.opspec import OPS_BY_NAME
-    return set(OPS_BY_NAME)
-
 
 def _build_rules() -> tuple[dict[str, list[Rule]], dict[str, list[Rule]]]:
     entry: dict[str, list[Rule]] = {}
-    for name in _all_op_names() | set(ODS):
-        entry[name] = [*ods_rules(name), *ENTRY_RULES.get(name, ()), *OP_RULES.get(name, ())]
+    for name, d in CUDA_TILE.ops.items():
+        entry[name] = [*ods_rules(d), *ENTRY_RULES.get(name, ()), *OP_RULES.get(name, ())]
     return entry, {name: list(rules) for name, rules in REGION_RULES.items()}
 
 
@@ -179,7 +174,7 @@ def entry_hints(ctx, fn: Function):
 
 
 ENTRY_OP_RULES: list[Rule] = [entry_signature, function_debug, entry_hints]
-ENTRY_REGION_RULES: list[Rule] = [implicit_terminator(("return",)), body_debug]
+ENTRY_REGION_RULES: list[Rule] = [region_terminators, body_debug]
 
 
 # ---------------------------------------------------------------------------
@@ -196,7 +191,7 @@ def _verify_block(ctx: VerifyContext, block: Block, out: list[Diagnostic], first
     for op in block.ops:
         if not _verify_op(ctx, op, out, first_only):
             return False
-    if block.ops and block.ops[-1].name not in TERMINATORS:
+    if block.ops and not block.ops[-1].spec.is_terminator:
         last = block.ops[-1]
         # nested blocks: NVIDIA's reader rejects them; the entry body: MLIR's block verifier
         # (which prints the op in generic form after "has ")

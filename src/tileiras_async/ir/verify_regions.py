@@ -7,7 +7,7 @@ verified); `REGION_RULES` run after the nested ops, as MLIR's
 from __future__ import annotations
 
 from . import types as T
-from .verify_ods import EFFECT_FREE_OPS, RECURSIVE_EFFECT_OPS, infer_result_types
+from .opdef import SingleBlockImplicitTerminator, memory_effect_free, opdef
 from .verify_ops import Fail
 from .verify_types import is_view, q, qlist
 
@@ -258,67 +258,60 @@ def aggregate_regions(ctx, op):
     return None
 
 
-def memory_effect_free(op) -> bool:
-    """isMemoryEffectFree: no effects of its own, and (for region ops) none inside."""
-    if op.name in RECURSIVE_EFFECT_OPS:
-        return all(memory_effect_free(o) for r in op.regions for b in r.blocks for o in b.ops)
-    return op.name in EFFECT_FREE_OPS
+def infer_result_types(ctx, op):
+    """InferTypeOpInterface (reduce/scan; checked with the regions): results as inferred from operands."""
+    operands = op.operand_values()
+    if not operands:
+        return "failed to infer returned types"
+    if op.name == "reduce":
+        dim = op.attrs.get("dim", 0)
+        inferred = [T.TileType(tuple(d for i, d in enumerate(v.type.shape) if i != dim), v.type.elem)
+                    if isinstance(v.type, T.TileType) else v.type for v in operands]
+    else:
+        inferred = [v.type for v in operands]
+    actual = [r.type for r in op.results]
+    if inferred != actual:
+        return (f"inferred type(s) {qlist(inferred)} are incompatible with return type(s) of "
+                f"operation {qlist(actual)}")
+    return None
 
 
 # ---------------------------------------------------------------------------
 # single-block regions ending in the right terminator (region traits)
 # ---------------------------------------------------------------------------
 
-def implicit_terminator(allowed: tuple[str, ...]):
-    """SingleBlockImplicitTerminator: every non-empty region ends with one of `allowed` (first is named)."""
-    def single_block_implicit_terminator(ctx, op):
-        for i, region in enumerate(op.regions):
-            if not region.blocks:
-                continue
-            if len(region.blocks) != 1:
-                return f"expects region #{i} to have 0 or 1 blocks"
-            block = region.blocks[0]
-            if not block.ops:
-                return "expects a non-empty block"
-            last = block.ops[-1]
-            if last.name not in allowed:
-                return f"expects regions to end with 'cuda_tile.{allowed[0]}', found 'cuda_tile.{last.name}'"
-        return None
-    return single_block_implicit_terminator
-
-
-def single_block_region(ctx, op):
-    """SizedRegion<1> on the op's regions (MaxSizedRegion<1> for if's else)."""
-    names = {"for": ("region",), "loop": ("region",), "reduce": ("body",), "scan": ("body",),
-             "if": ("thenRegion", "elseRegion")}[op.name]
+def region_terminators(ctx, op):
+    """SingleBlockImplicitTerminator: every non-empty region ends with one of the op's declared
+    terminators (the first is named)."""
+    allowed = opdef(op.name).trait(SingleBlockImplicitTerminator).terminators
     for i, region in enumerate(op.regions):
-        if op.name == "if" and i == 1:
-            if len(region.blocks) > 1:
-                return f"region #{i} ('{names[i]}') failed to verify constraint: region with at most 1 blocks"
+        if not region.blocks:
             continue
         if len(region.blocks) != 1:
-            return f"region #{i} ('{names[i]}') failed to verify constraint: region with 1 blocks"
+            return f"expects region #{i} to have 0 or 1 blocks"
+        block = region.blocks[0]
+        if not block.ops:
+            return "expects a non-empty block"
+        last = block.ops[-1]
+        if last.name not in allowed:
+            return f"expects regions to end with 'cuda_tile.{allowed[0]}', found 'cuda_tile.{last.name}'"
     return None
 
 
-IF_TERMINATORS = ("yield", "break", "continue", "return")
-LOOP_TERMINATORS = ("continue", "break", "return")
-
+# The ops' region constraints (SizedRegion) run with their declarative checks (verify_ods).
 ENTRY_RULES = {
-    "if": [single_block_region, if_regions],
-    "for": [single_block_region],
-    "loop": [single_block_region],
-    "reduce": [single_block_region, aggregate_op(False)],
-    "scan": [single_block_region, aggregate_op(True)],
+    "if": [if_regions],
+    "reduce": [aggregate_op(False)],
+    "scan": [aggregate_op(True)],
     "break": [break_types],
     "continue": [continue_types],
     "return": [return_in_entry],
 }
 
 REGION_RULES = {
-    "if": [implicit_terminator(IF_TERMINATORS)],
-    "for": [implicit_terminator(("continue",)), for_regions],
-    "loop": [implicit_terminator(LOOP_TERMINATORS), loop_regions],
-    "reduce": [infer_result_types, implicit_terminator(("yield",)), aggregate_regions],
-    "scan": [infer_result_types, implicit_terminator(("yield",)), aggregate_regions],
+    "if": [region_terminators],
+    "for": [region_terminators, for_regions],
+    "loop": [region_terminators, loop_regions],
+    "reduce": [infer_result_types, region_terminators, aggregate_regions],
+    "scan": [infer_result_types, region_terminators, aggregate_regions],
 }

@@ -9,11 +9,9 @@ Diagnostics quote a type the way MLIR's ``Diagnostic << Type`` does:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from . import types as T
 from .enums import PaddingValue
+from .opdef import TypeConstraint
 
 MAX_TILE_ELEMENTS = 16777216
 
@@ -139,15 +137,6 @@ def bit_width(t: T.Type) -> int:
 # ODS type constraints
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class TypeConstraint:
-    summary: str
-    pred: Callable[[T.Type], bool]
-
-    def __call__(self, t: T.Type) -> bool:
-        return self.pred(t)
-
-
 def _join(names) -> str:
     return " or ".join(names)
 
@@ -162,10 +151,6 @@ def tile_of(names, ranks=None, summary: str | None = None) -> TypeConstraint:
         return (isinstance(t, T.TileType) and elem_name(t.elem) in names
                 and (ranks is None or t.rank in ranks))
     return TypeConstraint(text, pred)
-
-
-def variadic(c: TypeConstraint) -> TypeConstraint:
-    return TypeConstraint(f"variadic of {c.summary}", c.pred)
 
 
 ANY_TILE = TypeConstraint("Tile type", lambda t: isinstance(t, T.TileType))

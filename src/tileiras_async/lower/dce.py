@@ -4,27 +4,19 @@ A value is live when something observable depends on it: a store, an atomic, a p
 ordered (non-weak) load, the control flow that decides whether those run.  Values carried around a loop
 are live only if their block argument or the loop's result is; a value that merely feeds itself from one
 iteration to the next (an accumulator nobody reads) is dropped together with the work that computes it.
-Weak loads are pure, so a load whose tile is never used disappears too.
+Weak loads are pure, so a load whose tile is never used disappears too.  What an op does (its effects,
+whether it is a loop or a terminator and where it branches) comes from its definition (ir/cuda_tile.py).
 """
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..ir.enums import MemoryOrderingSemantics
-
-_EFFECTS = frozenset({"store_ptr_tko", "store_view_tko", "atomic_cas_tko", "atomic_rmw_tko", "atomic_red_view_tko",
-                      "print_tko", "assert", "return", "gdc_wait_tko", "gdc_launch_dependents_tko",
-                      "memory_fence_alias_tko"})
-_LOADS = frozenset({"load_ptr_tko", "load_view_tko"})
-_LOOPS = frozenset({"for", "loop"})
-_TERMINATORS = frozenset({"yield", "continue", "break", "return"})
 
 
 def _has_effect(op: Operation) -> bool:
-    if op.name in _EFFECTS:
-        return True
-    if op.name in _LOADS:
-        return op.attrs.get("memory_ordering_semantics", MemoryOrderingSemantics.weak) != MemoryOrderingSemantics.weak
-    return False
+    """Observable on its own: a declared write (memory or output) or an effect ordered with the others (a
+    non-weak load).  Reads, allocations and ops that declare no effect go when nobody uses their results."""
+    eff = op.spec.effects
+    return eff is not None and (any(e.kind == "write" for e in eff.effects) or eff.is_ordered(op))
 
 
 class _Liveness:
@@ -65,34 +57,34 @@ class _Liveness:
 
 def _carried(loop: Operation) -> tuple[list[Value], list[Value], list[Value]]:
     """(init values, block arguments, results) of a loop, position by position."""
-    block = loop.regions[0].block
-    args = block.args[1:] if loop.name == "for" else block.args
-    return list(loop.operands["initValues"]), list(args), list(loop.results)
+    ll = loop.spec.loop
+    return ll.init_values(loop), ll.iter_args(loop), list(loop.results)
 
 
-def _enclosing(lv: _Liveness, op: Operation, names) -> Operation | None:
+def _enclosing_loop(lv: _Liveness, op: Operation) -> Operation | None:
     p = lv.parent.get(id(op))
-    while p is not None and p.name not in names:
+    while p is not None and not p.spec.is_loop:
         p = lv.parent.get(id(p))
     return p
 
 
 def _step(lv: _Liveness, fn: Function) -> None:
     for op in fn.walk():
-        if op.name in _TERMINATORS:
+        if op.spec.is_terminator:
             _terminator(lv, op)
             continue
         if _has_effect(op) or any(lv.is_live(r) for r in op.results):
             lv.mark_op(op)
         if id(op) not in lv.live_ops:
             continue
-        if op.name in _LOOPS:
+        if op.spec.is_loop:
             inits, args, results = _carried(op)
             for init, arg, res in zip(inits, args, results):
                 if lv.is_live(arg) or lv.is_live(res):
                     lv.mark_value(init)
-            for name in ("lowerBound", "upperBound", "step"):
-                lv.mark_value(op.operands.get(name))
+            for o in op.spec.operands:   # bounds and step: whatever is not a carried init
+                if o.name != op.spec.loop.inits:
+                    lv.mark_value(op.operands.get(o.name))
             continue
         for v in op.operand_values():  # any other live op needs all of its operands
             lv.mark_value(v)
@@ -101,20 +93,21 @@ def _step(lv: _Liveness, fn: Function) -> None:
 def _terminator(lv: _Liveness, op: Operation) -> None:
     """A terminator matters once the region it leaves runs; its operands as far as their targets are live."""
     values = op.operands.get("operands") or []
-    if op.name == "return":
+    branch = op.spec.terminator.branch
+    if branch == "function":
         lv.mark_op(op)
         for v in values:
             lv.mark_value(v)
         return
-    if op.name in ("continue", "break"):
-        loop = _enclosing(lv, op, _LOOPS)
+    if op.spec.terminator.targets_loop:
+        loop = _enclosing_loop(lv, op)
         if loop is None or id(loop) not in lv.live_ops:
             return
         lv.mark_op(op)  # leaving the iteration early changes what runs: enclosing ifs must stay
         _, args, results = _carried(loop)
         for j, v in enumerate(values):
             needed = (j < len(results) and lv.is_live(results[j])) or \
-                     (op.name == "continue" and j < len(args) and lv.is_live(args[j]))
+                     (branch == "next_iteration" and j < len(args) and lv.is_live(args[j]))
             if needed:
                 lv.mark_value(v)
         return
@@ -136,15 +129,17 @@ def _prune_loop(loop: Operation, lv: _Liveness) -> None:
     keep = [lv.is_live(a) or lv.is_live(r) for a, r in zip(args, results)]
     if all(keep):
         return
-    block = loop.regions[0].block
-    lead = block.args[:1] if loop.name == "for" else []
-    loop.operands["initValues"] = [v for v, k in zip(inits, keep) if k]
+    ll = loop.spec.loop
+    block = ll.body(loop)
+    lead = block.args[:ll.induction_vars]
+    loop.operands[ll.inits] = [v for v, k in zip(inits, keep) if k]
     block.args = lead + [a for a, k in zip(args, keep) if k]
     loop.results = [r for r, k in zip(results, keep) if k]
     for i, r in enumerate(loop.results):
         r.index = i
     for inner in loop.walk():
-        if inner.name in ("continue", "break") and _enclosing(lv, inner, _LOOPS) is loop:
+        t = inner.spec.terminator
+        if t is not None and t.targets_loop and _enclosing_loop(lv, inner) is loop:
             vals = inner.operands.get("operands") or []
             inner.operands["operands"] = [v for v, k in zip(vals, keep) if k]
 
@@ -166,9 +161,9 @@ def _prune_if(op: Operation, lv: _Liveness) -> None:
 
 
 def _prune_block(block: Block, lv: _Liveness) -> None:
-    block.ops = [op for op in block.ops if id(op) in lv.live_ops or op.name in _TERMINATORS]
+    block.ops = [op for op in block.ops if id(op) in lv.live_ops or op.spec.is_terminator]
     for op in block.ops:
-        if op.name in _LOOPS:
+        if op.spec.is_loop:
             _prune_loop(op, lv)
         elif op.name == "if":
             _prune_if(op, lv)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.core import Module, Operation
 from .constraints import parse_op_constraints
-from .depgraph import LOOP_OPS, DepGraph, Edge, build_loop_graph
+from .depgraph import DepGraph, Edge, build_loop_graph
 from .machine import MachineModel, machine_model, slot_name
 from .modulo import ScheduleError, ScheduleOptions, ScheduleResult, schedule_graph
 from .report import (
@@ -95,7 +95,7 @@ def _loops(op: Operation, depth: int, parent: int, out: list):
     for region in op.regions:
         for block in region.blocks:
             for inner in block.ops:
-                if inner.name in LOOP_OPS:
+                if inner.spec.is_loop:
                     ordinal = len(out)
                     out.append((inner, depth, parent))
                     _loops(inner, depth + 1, ordinal, out)
@@ -108,7 +108,7 @@ def module_loops(module: Module) -> list[tuple[str, list[tuple[Operation, int, i
     for fn in module.functions:
         loops: list = []
         for op in fn.body.ops:
-            if op.name in LOOP_OPS:
+            if op.spec.is_loop:
                 ordinal = len(loops)
                 loops.append((op, 0, -1))
                 _loops(op, 1, ordinal, loops)

@@ -37,12 +37,9 @@ from dataclasses import dataclass, field
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
+from ..ir.opdef import DefinesMemoryObject, ViewLike, effects_of, is_ordered
 from .constraints import NO_CONSTRAINTS, OpConstraints, parse_op_constraints
 from .machine import MachineModel, OpResources, classify
-
-TERMINATORS = frozenset(("continue", "break", "yield", "return"))
-LOOP_OPS = frozenset(("for", "loop"))
-
 
 @dataclass
 class Node:
@@ -156,29 +153,26 @@ def _own_exits(op: Operation) -> list[tuple[Operation, bool]]:
         for region in o.regions:
             for block in region.blocks:
                 for inner in block.ops:
-                    if inner.name == "return" or (inner.name in ("continue", "break") and not inside_loop):
+                    t = inner.spec.terminator
+                    if t is not None and (t.branch == "function" or (t.targets_loop and not inside_loop)):
                         out.append(inner)
-                    visit(inner, inside_loop or inner.name in LOOP_OPS)
+                    visit(inner, inside_loop or inner.spec.is_loop)
 
-    visit(op, op.name in LOOP_OPS)
+    visit(op, op.spec.is_loop)
     return out
 
 
 def _root(v: Value) -> int:
-    """Identity of the memory object behind a view or pointer value."""
+    """Identity of the memory object behind a view or pointer value: followed through view-like ops
+    (views, offsets, pointer-tile reshapes) to an op that defines a memory object (a global, an alloca)."""
     seen = 0
     while isinstance(v, Value) and isinstance(v.owner, Operation) and seen < 64:
         o = v.owner
         seen += 1
-        if o.name in ("make_partition_view", "make_gather_scatter_view", "make_strided_view"):
-            v = o.operands.get("tensor_view")
-        elif o.name == "make_tensor_view":
-            v = o.operands.get("base")
-        elif o.name == "offset":
-            v = o.operands.get("ptr")
-        elif o.name in ("broadcast", "reshape", "ptr_to_ptr", "permute"):
-            v = o.operands.get("source")
-        elif o.name in ("get_global", "alloca"):
+        view = o.spec.trait(ViewLike)
+        if view is not None:
+            v = o.operands.get(view.source)
+        elif o.spec.has_trait(DefinesMemoryObject):
             return id(v)
         else:
             return _UNKNOWN                   # computed address: may alias anything
@@ -189,45 +183,26 @@ _UNKNOWN = -1
 
 
 def _effects(op: Operation) -> tuple[list[tuple[str, int]], bool]:
-    """Memory effects of a node: ([(r|w, object)], ordered)."""
+    """Memory effects of a node, from the declarations of its ops: ([(r|w, object)], ordered).  Reads and
+    writes of a value touch the object behind it; effects on no particular value (print's output, a
+    grid-dependency wait, a fence) are ordered by the order chain or by their tokens only."""
     eff: list[tuple[str, int]] = []
     ordered = False
     for o in op.walk():
-        name = o.name
-        weak = int(o.attrs.get("memory_ordering_semantics", 0) or 0) == 0
-        if name == "load_view_tko":
-            eff.append(("r", _root(o.operands["view"])))
-        elif name == "load_ptr_tko":
-            eff.append(("r", _root(o.operands["source"])))
-        elif name == "store_view_tko":
-            eff.append(("w", _root(o.operands["view"])))
-        elif name == "store_ptr_tko":
-            eff.append(("w", _root(o.operands["destination"])))
-        elif name in ("atomic_rmw_tko", "atomic_cas_tko"):
-            eff += [("r", _root(o.operands["pointers"])), ("w", _root(o.operands["pointers"]))]
-            ordered = True
-            continue
-        elif name == "atomic_red_view_tko":
-            eff += [("r", _root(o.operands["view"])), ("w", _root(o.operands["view"]))]
-            ordered = True
-            continue
-        elif name in ("print_tko", "assert", "gdc_launch_dependents_tko", "gdc_wait_tko"):
-            ordered = True
-            continue
-        else:
-            continue
-        if not weak:
-            ordered = True
+        for e, value in effects_of(o):
+            if value is not None and e.kind in ("read", "write"):
+                eff.append(("r" if e.kind == "read" else "w", _root(value)))
+        ordered = ordered or is_ordered(o)
     return eff, ordered
 
 
 def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
     """The dependence graph of the body of a `for` or `loop` op."""
-    if loop_op.name not in LOOP_OPS:
+    if not loop_op.spec.is_loop:
         raise ValueError(f"not a loop op: {loop_op.name}")
-    body: Block = loop_op.regions[0].blocks[0]
+    body: Block = loop_op.spec.loop.body(loop_op)
     ops = list(body.ops)
-    term = ops.pop() if ops and ops[-1].name in TERMINATORS else None
+    term = ops.pop() if ops and ops[-1].spec.is_terminator else None
     nodes = [Node(i, o.name, classify(o, model), o, parse_op_constraints(o, model.gpu_name), o.loc)
              for i, o in enumerate(ops)]
     edges: list[Edge] = []
@@ -237,7 +212,7 @@ def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
     for i, o in enumerate(ops):
         for r in o.results:
             owner[id(r)] = i
-    first_iter = 1 if loop_op.name == "for" else 0
+    first_iter = loop_op.spec.loop.induction_vars
     arg_index = {id(a): k for k, a in enumerate(body.args)}
     users_of_arg: dict[int, list[int]] = {}
 
@@ -266,7 +241,7 @@ def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
             elif id(v) in arg_index and arg_index[id(v)] >= first_iter and arg_index[id(v)] != k:
                 passthrough.setdefault(k, []).append(arg_index[id(v)])
 
-    if term is not None and term.name == "continue":
+    if term is not None and term.spec.terminator.branch == "next_iteration":
         feed(term, None)
     exits_of: dict[int, list[Operation]] = {}
     for i, o in enumerate(ops):
@@ -274,7 +249,7 @@ def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
         if ex:
             exits_of[i] = ex
         for e in ex:
-            if e.name == "continue":
+            if e.spec.terminator.branch == "next_iteration":
                 feed(e, i)
 
     sources: dict[int, dict[int, int]] = {k: dict(v) for k, v in direct.items()}
@@ -321,10 +296,9 @@ def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
 
     # control
     for i in sorted(exits_of):
-        kinds = {e.name for e in exits_of[i]}
         for j in range(i + 1, len(ops)):
             edges.append(Edge(i, j, 1, 0, "control"))
-        if kinds & {"break", "return"}:
+        if any(e.spec.terminator.ends_loop for e in exits_of[i]):
             for j in range(len(ops)):
                 edges.append(Edge(i, j, 1, 1, "control"))
     return DepGraph(nodes, edges)

@@ -416,7 +416,7 @@ def _composite(op, model: MachineModel) -> OpResources:
             latency = max(latency, r_lat)
             any_async = any_async or r_async
     return OpResources(f"region:{op.name}", _runs(uses), latency, _pool_runs(pools), any_async,
-                       note="nested region as one unit" + (" (one iteration)" if op.name in ("for", "loop") else ""))
+                       note="nested region as one unit" + (" (one iteration)" if op.spec.is_loop else ""))
 
 
 def _compose_block(block, model: MachineModel):
@@ -427,7 +427,7 @@ def _compose_block(block, model: MachineModel):
     end = 0
     any_async = False
     for inner in block.ops:
-        if inner.name in ("yield", "continue", "break", "return"):
+        if inner.spec.is_terminator:
             continue
         res = classify(inner, model)
         any_async = any_async or res.async_capable

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..bytecode.opspec import OperandSpec, OpSpec
 from ..ir.core import Operation, Region, Value
+from ..ir.opdef import Dialect, OpDef
 from ..ir.types import Type
 
 DIALECT = "tilegpu"
+TILEGPU = Dialect(DIALECT)
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,14 @@ class OpDecl:
 
 
 DECLS: dict[str, OpDecl] = {}
-SPECS: dict[str, OpSpec] = {}
+SPECS: dict[str, OpDef] = {}
 
 
 def declare(name: str, operands: str = "", results: str = "", effects: str = "", doc: str = "") -> OpDecl:
     d = OpDecl(name, tuple(operands.split()), tuple(results.split()), frozenset(effects.split()), doc)
     DECLS[d.full_name] = d
-    SPECS[d.full_name] = OpSpec(
-        opcode=-1, name=d.full_name, cls="".join(p.title() for p in name.split("_")) + "Op", since=0,
-        flags_since=None, results=tuple(d.results),
-        attrs=(), operands=tuple(OperandSpec(o.rstrip("*"), "variadic" if o.endswith("*") else "one", None, 0)
-                                 for o in d.operands),
-        counted_operands=False, regions=0)
+    SPECS[d.full_name] = TILEGPU.op(name, operands=dict.fromkeys(d.operands), results=dict.fromkeys(d.results),
+                                    cls="".join(p.title() for p in name.split("_")) + "Op")
     return d
 
 
