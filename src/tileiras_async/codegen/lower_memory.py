@@ -10,7 +10,7 @@ from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
 from ..tilegpu.types import layout_of
-from .values import GLOBAL_PTR, PartitionView, TensorView, Tile, elem_bytes, llvm_type
+from .values import GLOBAL_PTR, PartitionView, TOKEN, TensorView, Tile, elem_bytes, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: ".cta", MemoryScope.device: ".gpu", MemoryScope.sys: ".sys"}
 # access width in bits -> (PTX register class constraint, register LLVM type)
@@ -207,7 +207,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
         addr, inb = _view_access(em, pv, index, coords)
         regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
     _access_remark(em, op, ty.elem, len(regs))
 
 
@@ -235,7 +235,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
         coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = _view_access(em, pv, index, coords)
         predicated_store(em, op, addr, inb, t.elem, t.regs[r])
-    em.set(op.results[0], None)
+    em.set(op.results[0], TOKEN)
     _access_remark(em, op, t.elem, n)
 
 
@@ -257,7 +257,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
         fill = pad.regs[r] if pad is not None else fill_default
         regs.append(predicated_load(em, op, addr, pred, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
 
 
 @lowers("store_ptr_tko")
@@ -267,4 +267,4 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     mask = em.tile(op.operands.get("mask"))
     for r, addr in enumerate(ptrs.regs):
         predicated_store(em, op, addr, mask.regs[r] if mask is not None else None, value.elem, value.regs[r])
-    em.set(op.results[0], None)
+    em.set(op.results[0], TOKEN)
