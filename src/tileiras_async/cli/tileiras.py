@@ -144,7 +144,7 @@ def run(argv: list[str]) -> int:
 
 
 def _compile(opts) -> int:
-    from ..stages import CompileOptions, compile_in_process
+    from ..stages import CompileOptions, compile_in_process, stderr_line
     from ..toolchain import OutputWriteError, write_atomic
 
     opt_level = _opt_level(opts)
@@ -176,7 +176,7 @@ def _compile(opts) -> int:
     if not result.ok:
         if result.tool_stderr:
             sys.stderr.write(result.tool_stderr if result.tool_stderr.endswith("\n") else result.tool_stderr + "\n")
-        raise InputError([f"{d.severity}: {d.message}" for d in result.diagnostics], result.exit_code)
+        raise InputError([stderr_line(d) for d in result.diagnostics], result.exit_code)
     if not os.path.isdir(os.path.dirname(out_path) or "."):
         return EXIT_CONFIG  # the real tool exits 2 silently here
     if trace_file is not None:

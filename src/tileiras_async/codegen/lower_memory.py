@@ -3,6 +3,7 @@ predicated PTX (bounds checks, masks, padding) emitted as inline assembly, one e
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Operation
@@ -71,7 +72,7 @@ def _get_index_space_shape(em: KernelEmitter, op: Operation) -> None:
 @lowers("get_tensor_shape")
 def _get_tensor_shape(em: KernelEmitter, op: Operation) -> None:
     src = em.get(op.operands["src"])
-    view = src.view if isinstance(src, PartitionView) else src
+    view = src if isinstance(src, TensorView) else src.view  # a partition or gather/scatter view
     _set_scalars(em, op, list(view.shape))
 
 
@@ -188,12 +189,24 @@ def _view_access(em: KernelEmitter, pv: PartitionView, index: list[Tile], coords
     return addr, inb
 
 
+# view value class -> (emitter, view, index tiles) -> the function from an element's tile coordinates to its
+# (address, in-bounds predicate); called once per access op (gather/scatter views: codegen/lower_gather.py)
+VIEW_ACCESSORS: dict[type, Callable] = {
+    PartitionView: lambda em, pv, index: lambda coords: _view_access(em, pv, index, coords),
+}
+
+
+def _accessor(em: KernelEmitter, op: Operation, what: str):
+    pv = em.get(op.operands["view"])
+    make = VIEW_ACCESSORS.get(type(pv))
+    if make is None:
+        raise LoweringError(f"{what} through this view kind are not supported yet")
+    return pv, make(em, pv, [em.get(v) for v in op.operands["index"]])
+
+
 @lowers("load_view_tko")
 def _load_view(em: KernelEmitter, op: Operation) -> None:
-    pv = em.get(op.operands["view"])
-    if not isinstance(pv, PartitionView):
-        raise LoweringError("loads through this view kind are not supported yet")
-    index = [em.get(v) for v in op.operands["index"]]
+    pv, access = _accessor(em, op, "loads")
     ty: T.TileType = op.results[0].type
     layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
@@ -204,7 +217,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
             regs.append(regs[r & ~dup])
             continue
         coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
-        addr, inb = _view_access(em, pv, index, coords)
+        addr, inb = access(coords)
         regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
     em.set(op.results[1], TOKEN)
@@ -225,15 +238,12 @@ def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: i
 
 @lowers("store_view_tko")
 def _store_view(em: KernelEmitter, op: Operation) -> None:
-    pv = em.get(op.operands["view"])
-    if not isinstance(pv, PartitionView):
-        raise LoweringError("stores through this view kind are not supported yet")
-    index = [em.get(v) for v in op.operands["index"]]
+    pv, access = _accessor(em, op, "stores")
     t: Tile = em.get(op.operands["tile"])
     n = 1 if t.is_scalar else t.layout.num_registers
     for r in range(n):
         coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
-        addr, inb = _view_access(em, pv, index, coords)
+        addr, inb = access(coords)
         predicated_store(em, op, addr, inb, t.elem, t.regs[r])
     em.set(op.results[0], TOKEN)
     _access_remark(em, op, t.elem, n)
