@@ -1,17 +1,18 @@
 """mmaf_scaled (cuTile's `ct.mma_scaled`): block-scaled MMA on MX/NV formats.
 
-    result[.., i, j] = acc[.., i, j] + sum_k lhs[.., i, k] * lhs_scale[.., i, k // B]
-                                           * rhs[.., k, j] * rhs_scale[.., k // B, j]
+    result[.., i, j] = acc[.., i, j] + sum_b lhs_scale[.., i, b] * rhs_scale[.., b, j]
+                                           * sum_{k in block b} lhs[.., i, k] * rhs[.., k, j]
 
-with B = K / (the scales' K extent): fp8 (e4m3/e5m2) or fp4 (e2m1) elements, e8m0 (a power of two,
-2^(code - 127); code 255 is NaN) or e4m3 scales.  The target check (ir/capabilities.py) lets it through
-wherever the real tool does (the sm_100 family and sm_120/121).
+with blocks of B = K / (the scales' K extent) elements along K: fp8 (e4m3/e5m2) or fp4 (e2m1) elements, e8m0
+(a power of two, 2^(code - 127); code 255 is NaN) or e4m3 scales.  The target check (ir/capabilities.py) lets
+it through wherever the real tool does (the sm_100 family and sm_120/121).
 
-Lowering (the same on every target): each operand element is decoded and multiplied by its block's scale in
-f32, which is exact for every element/scale pair short of f32 overflow (at most 6 significant bits, exponents
-within f32's subnormal range); the two f32 tiles then go through the ordinary mmaf lowering, an f32 FMA chain
-accumulating in the accumulator.  The scale tiles are staged in shared memory, where every operand element
-reads its block's scale.
+Lowering (the same on every such target), as block-scaled tensor cores compute it: per K block, the
+unscaled product of the block's fp8 operands on the tensor cores (the ordinary mmaf lowering: mma.sync
+.e4m3/.e5m2, exact products accumulated in f32), then acc = fma(product, lhs_scale * rhs_scale, acc) in the
+product's layout.  e2m1 elements are widened to e4m3 first (exactly: every e2m1 value is an e4m3 value).
+The operands are staged in shared memory once and each block read back from there; the scales are staged
+again after each block's product (the mma lowering reuses the scratch).
 """
 from __future__ import annotations
 
@@ -20,11 +21,8 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from .emitter import LOWERINGS, KernelEmitter, LoweringError, lowers
 from .lower_elementwise import FP8, fp8_to_f32
-from .values import SHARED_PTR, Tile
-
-
-def _f32_bits(em: KernelEmitter, bits: str) -> str:
-    return em.b.value(f"bitcast i32 {bits} to float")
+from .llvmir import float_literal
+from .values import SHARED_PTR, Tile, elem_bytes
 
 
 def _e8m0_to_f32(em: KernelEmitter, code: str) -> str:
@@ -33,67 +31,117 @@ def _e8m0_to_f32(em: KernelEmitter, code: str) -> str:
     normal = em.b.value(f"shl i32 {c}, 23")
     tiny = em.b.value(f"select i1 {em.b.value(f'icmp eq i32 {c}, 0')}, i32 4194304, i32 {normal}")
     bits = em.b.value(f"select i1 {em.b.value(f'icmp eq i32 {c}, 255')}, i32 2143289344, i32 {tiny}")
-    return _f32_bits(em, bits)
+    return em.b.value(f"bitcast i32 {bits} to float")
 
 
-def _e2m1_to_f32(em: KernelEmitter, code: str) -> str:
-    """S.EE.M with bias 1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (no NaN, no infinity)."""
-    c = em.b.value(f"zext i8 {code} to i32")
-    e = em.b.value(f"and i32 {em.b.value(f'lshr i32 {c}, 1')}, 3")
-    m = em.b.value(f"and i32 {c}, 1")
-    exp = em.b.value(f"shl i32 {em.b.value(f'add i32 {e}, 126')}, 23")
-    normal = em.b.value(f"or i32 {exp}, {em.b.value(f'shl i32 {m}, 22')}")
-    half = em.b.value(f"mul i32 {m}, 1056964608")  # 0.5 or +0
-    mag = em.b.value(f"select i1 {em.b.value(f'icmp eq i32 {e}, 0')}, i32 {half}, i32 {normal}")
-    sign = em.b.value(f"shl i32 {em.b.value(f'and i32 {c}, 8')}, 28")
-    return _f32_bits(em, em.b.value(f"or i32 {mag}, {sign}"))
+def _scale_to_f32(em: KernelEmitter, code: str, elem: T.Type) -> str:
+    name = getattr(elem, "name", "")
+    if name == "f8E8M0FNU":
+        return _e8m0_to_f32(em, code)
+    if name in FP8:
+        return fp8_to_f32(em, code, name)
+    raise LoweringError(f"mmaf_scaled with {elem} scales is not supported")
 
 
-def _to_f32(em: KernelEmitter, reg: str, elem: T.Type) -> str:
+def _e2m1_to_e4m3(em: KernelEmitter, code: str) -> str:
+    """S.EE.M (bias 1) -> the e4m3 code of the same value: 0.5 is 0x30, 2^(E-1) * 1.M is (E+6).M00."""
+    mag = em.b.value(f"and i8 {code}, 7")
+    e = em.b.value(f"lshr i8 {mag}, 1")
+    m = em.b.value(f"and i8 {mag}, 1")
+    normal = _e2m1_normal(em, e, m)
+    half = em.b.value(f"mul i8 {m}, 48")  # 0.5 or +0
+    out = em.b.value(f"select i1 {em.b.value(f'icmp eq i8 {e}, 0')}, i8 {half}, i8 {normal}")
+    sign = em.b.value(f"shl i8 {em.b.value(f'and i8 {code}, 8')}, 4")
+    return em.b.value(f"or i8 {out}, {sign}")
+
+
+def _e2m1_normal(em: KernelEmitter, e: str, m: str) -> str:
+    exp = em.b.value(f"shl i8 {em.b.value(f'add i8 {e}, 6')}, 3")
+    return em.b.value(f"or i8 {exp}, {em.b.value(f'shl i8 {m}, 2')}")
+
+
+def _operand_type(elem: T.Type) -> T.Type:
+    """The fp8 type a block's operand goes through the tensor cores as."""
     name = getattr(elem, "name", "")
     if name in FP8:
-        return fp8_to_f32(em, reg, name)
-    if name == "f8E8M0FNU":
-        return _e8m0_to_f32(em, reg)
+        return elem
     if name == "f4E2M1FN":
-        return _e2m1_to_f32(em, reg)
+        return T.F8E4M3FN
     raise LoweringError(f"mmaf_scaled with {elem} elements is not supported")
 
 
-def _scaled(em: KernelEmitter, x: Tile, scale: Tile, k_axis: int, byte_base: int) -> Tile:
-    """x decoded to f32 and multiplied by its block's scale (the scale tile staged at byte_base)."""
-    k = x.type.shape[k_axis]
-    block = k // scale.type.shape[k_axis]
-    if block & (block - 1):
-        raise LoweringError(f"mmaf_scaled block size {block} is not a power of two")
-    shift = block.bit_length() - 1
-    regs = []
-    for r, reg in enumerate(x.regs):
-        coords = list(em.coords(x.layout, r))
-        coords[k_axis] = em.b.value(f"lshr i32 {coords[k_axis]}, {shift}")
-        slot = em.shared_slot(em.linear_index(coords, scale.type.shape), scale.elem, byte_base)
-        s = _to_f32(em, em.b.value(f"load i8, {SHARED_PTR} {slot}"), scale.elem)
-        regs.append(em.b.value(f"fmul float {_to_f32(em, reg, x.elem)}, {s}"))
-    return Tile(T.TileType(x.type.shape, T.F32), x.layout, regs)
+def _stage(em: KernelEmitter, tiles: list[Tile]) -> list[int]:
+    """barrier; every tile into the scratch (row-major, one after another); barrier.  Returns the byte bases."""
+    bases, at = [], 0
+    em.barrier()  # whoever used the scratch before is done with it
+    for t in tiles:
+        bases.append(at)
+        em.store_to_shared(t, at)
+        at += -(-t.type.num_elements() * elem_bytes(t.elem) // 16) * 16
+    em.barrier()
+    return bases
+
+
+def _block(em: KernelEmitter, src: Tile, base: int, k_axis: int, start: int, size: int) -> Tile:
+    """Elements [start, start + size) along k_axis of a staged operand, as a tile of its tensor-core type."""
+    shape = list(src.type.shape)
+    full = tuple(shape)
+    shape[k_axis] = size
+    fp8 = _operand_type(src.elem)
+    ty = T.TileType(tuple(shape), src.elem)
+    layout = em.default_layout(ty.shape)
+
+    def index(c):
+        c = list(c)
+        c[k_axis] = em.b.value(f"add i32 {c[k_axis]}, {start}") if start else c[k_axis]
+        return em.linear_index(c, full)
+    t = em.load_from_shared(ty, layout, index, base)
+    if fp8 != src.elem:
+        t = Tile(T.TileType(ty.shape, fp8), layout, [_e2m1_to_e4m3(em, r) for r in t.regs])
+    return t
+
+
+def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation) -> Tile:
+    """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on made-up values."""
+    shape = op.result.type.shape
+    zero = Tile(T.TileType(shape, T.F32), em.default_layout(shape),
+                [float_literal(0.0, "float")] * em.default_layout(shape).num_registers)
+    va, vb, vc = Value(a.type), Value(b.type), Value(zero.type)
+    for v, t in ((va, a), (vb, b), (vc, zero)):
+        em.set(v, t)
+    spec = OPS_BY_NAME["mmaf"]
+    attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
+    mma = Operation(spec, {"lhs": va, "rhs": vb, "acc": vc}, attrs, [zero.type], loc=op.loc)
+    LOWERINGS["mmaf"](em, mma)
+    return em.get(mma.result)
 
 
 @lowers("mmaf_scaled")
 def _mmaf_scaled(em: KernelEmitter, op: Operation) -> None:
-    lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
+    lhs, rhs, acc = (em.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
     lscale, rscale = em.get(op.operands["lhs_scale"]), em.get(op.operands["rhs_scale"])
-    rhs_base = -(-lscale.type.num_elements() // 16) * 16
-    em.barrier()  # whoever used the scratch before is done with it
-    em.store_to_shared(lscale)
-    em.store_to_shared(rscale, rhs_base)
-    em.barrier()
-    a = _scaled(em, lhs, lscale, -1, 0)
-    b = _scaled(em, rhs, rscale, -2, rhs_base)
-    # the ordinary mmaf lowering on the f32 operands (the accumulator is the op's own)
-    va, vb = Value(a.type), Value(b.type)
-    em.set(va, a)
-    em.set(vb, b)
-    spec = OPS_BY_NAME["mmaf"]
-    attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
-    mma = Operation(spec, {"lhs": va, "rhs": vb, "acc": op.operands["acc"]}, attrs, [op.result.type], loc=op.loc)
-    LOWERINGS["mmaf"](em, mma)
-    em.set(op.result, em.get(mma.result))
+    nblocks = lscale.type.shape[-1]
+    size = lhs.type.shape[-1] // nblocks
+    # every block's operands into registers first: the products reuse the scratch
+    a_base, b_base = _stage(em, [lhs, rhs])
+    blocks = [(_block(em, lhs, a_base, -1, k * size, size), _block(em, rhs, b_base, -2, k * size, size))
+              for k in range(nblocks)]
+    out = None
+    for k, (a, b) in enumerate(blocks):
+        p = _product(em, a, b, op)
+        if out is None:
+            out = em.convert(acc, p.layout) if acc.layout != p.layout else acc
+        ls_base, rs_base = _stage(em, [lscale, rscale])
+        regs = []
+        for r, (preg, areg) in enumerate(zip(p.regs, out.regs)):
+            c = em.coords(p.layout, r)
+            lc, rc = list(c), list(c)
+            lc[-1], rc[-2] = str(k), str(k)
+            sa = em.b.value(f"load i8, {SHARED_PTR} "
+                            f"{em.shared_slot(em.linear_index(lc, lscale.type.shape), lscale.elem, ls_base)}")
+            sb = em.b.value(f"load i8, {SHARED_PTR} "
+                            f"{em.shared_slot(em.linear_index(rc, rscale.type.shape), rscale.elem, rs_base)}")
+            s = em.b.value(f"fmul float {_scale_to_f32(em, sa, lscale.elem)}, {_scale_to_f32(em, sb, rscale.elem)}")
+            regs.append(em.b.call("float", "llvm.fma.f32", [("float", preg), ("float", s), ("float", areg)]))
+        out = Tile(op.result.type, p.layout, regs)
+    em.set(op.result, out)
