@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-all run bench examples docs clean
+.PHONY: setup test test-all run bench examples oracle docs clean
 
 # Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
 $(STAMP): pyproject.toml constraints.txt
@@ -56,6 +56,10 @@ bench: $(STAMP)
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)
 	$(PY) examples/export_all.py
+
+# What NVIDIA's tileiras does with the suite, the capability probes and the corpus (examples/suite/oracle.json).
+oracle: $(STAMP)
+	$(PY) examples/record_oracle.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
