@@ -12,7 +12,8 @@ unscaled product of the block's fp8 operands on the tensor cores (the ordinary m
 .e4m3/.e5m2, exact products accumulated in f32), then acc = fma(product, lhs_scale * rhs_scale, acc) in the
 product's layout.  e2m1 elements are widened to e4m3 first (exactly: every e2m1 value is an e4m3 value).
 The operands are staged in shared memory once and each block read back from there; the scales are staged
-again after each block's product (the mma lowering reuses the scratch).
+again after each block's product (the mma lowering reuses the scratch).  The accumulator moves to the
+products' layout for the blocks and the result to the layout assign-layouts gave it.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from ..ir.core import Operation, Value
 from .emitter import LOWERINGS, KernelEmitter, LoweringError, lowers
 from .lower_elementwise import FP8, fp8_to_f32
 from .llvmir import float_literal
+from ..tilegpu.mma import result_layout
+from ..tilegpu.types import layout_of, with_layout
 from .values import SHARED_PTR, Tile, elem_bytes
 
 
@@ -89,7 +92,7 @@ def _block(em: KernelEmitter, src: Tile, base: int, k_axis: int, start: int, siz
     shape[k_axis] = size
     fp8 = _operand_type(src.elem)
     ty = T.TileType(tuple(shape), src.elem)
-    layout = em.default_layout(ty.shape)
+    layout = em.options.default_layout(ty.shape)
 
     def index(c):
         c = list(c)
@@ -102,16 +105,16 @@ def _block(em: KernelEmitter, src: Tile, base: int, k_axis: int, start: int, siz
 
 
 def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation) -> Tile:
-    """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on made-up values."""
-    shape = op.result.type.shape
-    zero = Tile(T.TileType(shape, T.F32), em.default_layout(shape),
-                [float_literal(0.0, "float")] * em.default_layout(shape).num_registers)
-    va, vb, vc = Value(a.type), Value(b.type), Value(zero.type)
-    for v, t in ((va, a), (vb, b), (vc, zero)):
-        em.set(v, t)
+    """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on made-up values
+    (the accumulator typed in the layout the mma plan produces, as assign-layouts would have it)."""
+    va, vb, vc = Value(a.type), Value(b.type), Value(T.TileType(op.result.type.shape, T.F32))
     spec = OPS_BY_NAME["mmaf"]
     attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
-    mma = Operation(spec, {"lhs": va, "rhs": vb, "acc": vc}, attrs, [zero.type], loc=op.loc)
+    mma = Operation(spec, {"lhs": va, "rhs": vb, "acc": vc}, attrs, [vc.type], loc=op.loc)
+    layout = result_layout(em.options, mma)
+    vc.type = mma.result.type = with_layout(vc.type, layout)
+    for v, t in ((va, a), (vb, b), (vc, Tile(vc.type, layout, [float_literal(0.0, "float")] * layout.num_registers))):
+        em.set(v, t)
     LOWERINGS["mmaf"](em, mma)
     return em.get(mma.result)
 
@@ -144,4 +147,5 @@ def _mmaf_scaled(em: KernelEmitter, op: Operation) -> None:
             s = em.b.value(f"fmul float {_scale_to_f32(em, sa, lscale.elem)}, {_scale_to_f32(em, sb, rscale.elem)}")
             regs.append(em.b.call("float", "llvm.fma.f32", [("float", preg), ("float", s), ("float", areg)]))
         out = Tile(op.result.type, p.layout, regs)
-    em.set(op.result, out)
+    want = layout_of(op.result.type)
+    em.set(op.result, em.convert(out, want) if want is not None and want != out.layout else out)

@@ -46,7 +46,8 @@ ATOMICS = {"atomic_rmw_tko": ("pointers", ("arg", "mask")), "atomic_cas_tko": ("
 SPECIAL = frozenset({"reduce", "scan", "mmaf", "mmai", "reshape", "broadcast", "permute", "load_ptr_tko",
                      "store_ptr_tko"}) | DEFAULT_RESULT
 NO_LAYOUT_RULE = frozenset({"store_view_tko", "print_tko", "assert", "return", "make_token", "join_tokens",
-                            "make_tensor_view", "make_partition_view", "get_index_space_shape",
+                            "make_tensor_view", "make_partition_view", "make_gather_scatter_view",
+                            "get_index_space_shape",
                             "get_tensor_shape", "get_tile_block_id", "get_num_tile_blocks", "global",
                             "gdc_wait_tko", "gdc_launch_dependents_tko", "memory_fence_alias_tko"})
 
