@@ -85,8 +85,9 @@ def sha256(data: bytes) -> str:
 
 def record(tool: Path, progress=None) -> dict:
     out: dict = {"targets": list(TARGETS)}
-    version = subprocess.run([str(tool), "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    out["tool"] = version[-1] if version else ""
+    version = subprocess.run([str(tool), "--version"], capture_output=True, text=True,
+                             env=dict(os.environ, CUDA_HOME=str(tool.parent.parent))).stdout.splitlines()
+    out["tool"] = next((line for line in version if line.startswith("Cuda compilation tools")), "")
     for section, items in inputs().items():
         entries = {}
         for name, data, targets in items:
