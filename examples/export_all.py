@@ -51,6 +51,8 @@ def load_kernels(which: str = "examples") -> types.ModuleType:
     mod = sys.modules.get(module_name)
     if mod is not None:
         return mod
+    if str(HERE) not in sys.path:  # both kernel files import example_signatures.py from here
+        sys.path.insert(0, str(HERE))
     src = (HERE / rel).read_text()
     # inspect.findsource (used by the frontend) finds the text here; mtime None = never stale.
     linecache.cache[rel] = (len(src), None, src.splitlines(True), rel)

@@ -2,6 +2,7 @@
 
     python examples/record_oracle.py            # run the real tool, (re)write examples/suite/oracle.json
     python examples/record_oracle.py --check    # run it again and compare with the file (exit 1 on a difference)
+    python examples/record_oracle.py --section suite   # re-record one section, keep the others
 
 For every input and target: the exit code and the first stderr line.  Inputs:
 
@@ -83,12 +84,16 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def record(tool: Path, progress=None) -> dict:
-    out: dict = {"targets": list(TARGETS)}
+def record(tool: Path, progress=None, sections: list[str] | None = None, keep: dict | None = None) -> dict:
+    """The whole oracle; with `sections`, only those are run again and the rest comes from `keep`."""
+    out: dict = dict(keep or {})
+    out["targets"] = list(TARGETS)
     version = subprocess.run([str(tool), "--version"], capture_output=True, text=True,
                              env=dict(os.environ, CUDA_HOME=str(tool.parent.parent))).stdout.splitlines()
     out["tool"] = next((line for line in version if line.startswith("Cuda compilation tools")), "")
     for section, items in inputs().items():
+        if sections and section not in sections:
+            continue
         entries = {}
         for name, data, targets in items:
             entries[name] = {"sha256": sha256(data), "results": {g: run_real(tool, data, g) for g in targets}}
@@ -106,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare a fresh recording with oracle.json")
     ap.add_argument("--out", type=Path, default=ORACLE)
+    ap.add_argument("--section", action="append", choices=("suite", "corpus", "probes"),
+                    help="re-record only this section (repeatable); the others are kept from --out")
     args = ap.parse_args(argv)
     tool = real_tileiras()
     if tool is None:
         print("error: NVIDIA's tileiras (wheel nvidia-cuda-tileiras) is not installed here", file=sys.stderr)
         return 2
-    fresh = dumps(record(tool, progress=lambda line: print(line, flush=True)))
+    keep = json.loads(args.out.read_text()) if args.section and args.out.exists() else None
+    fresh = dumps(record(tool, progress=lambda line: print(line, flush=True), sections=args.section, keep=keep))
     if args.check:
         old = args.out.read_text() if args.out.exists() else ""
         if old != fresh:

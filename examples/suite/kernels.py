@@ -3,20 +3,15 @@
 Each ``Case`` pairs a kernel with the one signature it is exported with (``examples/export_all.py``
 writes ``examples/suite/<id>.v<ver>.tileirbc``).  The shapes follow cuTile's own samples and tests
 (persistent and split-K matmuls, layer/RMS norms, fused MoE, flash attention, FFT, block-scaled
-matmul); the code is written for this project.  Nothing here needs a GPU.
-
-Parameter specs follow the ``cutile_python_v1`` calling convention: an array becomes
-``(base pointer, shape..., strides...)`` entry parameters, a scalar one parameter, and a
-constant disappears into the mangled symbol name.
+matmul); the code is written for this project.  Signatures: ``examples/example_signatures.py``.
+Nothing here needs a GPU.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import cuda.tile as ct
-from cuda.tile.compilation import (ArrayConstraint, CallingConvention, KernelSignature,
-                                   ScalarConstraint)
+from example_signatures import Case, arr, scal
 
 CI = ct.Constant[int]
 CB = ct.Constant[bool]
@@ -60,18 +55,23 @@ def loop_runtime_step(x, y, start, step, T: CI):
 
 
 # ------------------------------------------------------------------ split-K matmuls
+def _splitk_partial(A, B, bm, bn, TM, TN, TK, SPLIT):
+    """This block's share of output tile (bm, bn): every SPLIT-th K tile from bid(1) on."""
+    acc = ct.zeros((TM, TN), dtype=ct.float32)
+    for k in range(ct.bid(1), ct.num_tiles(A, axis=1, shape=(TM, TK)), SPLIT):
+        a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)
+        b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ZERO)
+        acc = ct.mma(a, b, acc)
+    return acc
+
+
 @ct.kernel
 def splitk_matmul_atomic(A, B, C, TM: CI, TN: CI, TK: CI, SPLIT: CI):
     """Split-K: grid (output tiles, SPLIT); each block sums every SPLIT-th K tile and adds its
     partial tile into C with a float atomic add (index tiles; out-of-range rows/cols are masked
     by the bounds check)."""
     bm, bn = _tile_coords(ct.bid(0), B.shape[1], TN)
-    nk = ct.num_tiles(A, axis=1, shape=(TM, TK))
-    acc = ct.zeros((TM, TN), dtype=ct.float32)
-    for k in range(ct.bid(1), nk, SPLIT):
-        a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)
-        b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ZERO)
-        acc = ct.mma(a, b, acc)
+    acc = _splitk_partial(A, B, bm, bn, TM, TN, TK, SPLIT)
     rows = bm * TM + ct.arange(TM, dtype=ct.int32)
     cols = bn * TN + ct.arange(TN, dtype=ct.int32)
     ct.atomic_add(C, (rows[:, None], cols[None, :]), acc)
@@ -83,12 +83,7 @@ def splitk_matmul_lock(A, B, C, Locks, Counts, TM: CI, TN: CI, TK: CI, SPLIT: CI
     load-add-store; a per-tile counter (scalar gather/scatter) says which."""
     t = ct.bid(0)
     bm, bn = _tile_coords(t, B.shape[1], TN)
-    nk = ct.num_tiles(A, axis=1, shape=(TM, TK))
-    acc = ct.zeros((TM, TN), dtype=ct.float32)
-    for k in range(ct.bid(1), nk, SPLIT):
-        a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)
-        b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ZERO)
-        acc = ct.mma(a, b, acc)
+    acc = _splitk_partial(A, B, bm, bn, TM, TN, TK, SPLIT)
     while ct.atomic_cas(Locks, t, 0, 1, memory_order=ct.MemoryOrder.ACQUIRE) == 1:
         pass
     count = ct.gather(Counts, t)
@@ -559,34 +554,6 @@ def runtime_scalars(x, y, offset, flag, mult, T: CI):
 
 
 # ------------------------------------------------------------------ signatures
-_DT = {
-    "bool": ct.bool_, "int8": ct.int8, "int16": ct.int16, "int32": ct.int32, "int64": ct.int64,
-    "uint8": ct.uint8, "float16": ct.float16, "bfloat16": ct.bfloat16, "float32": ct.float32,
-    "float64": ct.float64, "float8_e4m3fn": ct.float8_e4m3fn, "float8_e5m2": ct.float8_e5m2,
-    "float8_e8m0fnu": ct.float8_e8m0fnu,
-}
-
-
-def arr(dtype: str, ndim: int, index: str = "int32"):
-    return ArrayConstraint(_DT[dtype], ndim, index_dtype=_DT[index], stride_lower_bound_incl=0,
-                           alias_groups=(), may_alias_internally=False)
-
-
-def scal(dtype: str):
-    return ScalarConstraint(_DT[dtype])
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str            # file stem: examples/suite/<name>.v<ver>.tileirbc; key of refs.py
-    kernel: object       # a @ct.kernel
-    params: tuple        # one entry per Python parameter: constraint or constant value
-    gpu_code: str = "sm_100"
-
-    def signature(self) -> KernelSignature:
-        return KernelSignature(list(self.params), CallingConvention.cutile_python_v1())
-
-
 A16_2 = arr("float16", 2)
 F32_1 = arr("float32", 1)
 F32_2 = arr("float32", 2)
