@@ -12,7 +12,7 @@ from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from ..toolchain.ptxas import PtxasOptions, assemble
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
                lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_pipeline,
-               lower_reduce, lower_shape)  # (importing registers the lowerings)
+               lower_reduce, lower_shape, lower_subbyte)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx

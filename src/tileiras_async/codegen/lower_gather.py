@@ -7,7 +7,8 @@ index + c.  Coordinates outside the tensor view (negative sparse indices include
 huge unsigned numbers) are masked: loads read the padding value, stores skip them.
 
 The index tile's elements live in other threads' registers than the elements they place, so the
-index tile goes through shared memory once per access, and every element reads its row's index there.
+index tile goes through the access op's scratch (tilegpu/smem.py sizes it), and every element reads its
+row's index there.
 """
 from __future__ import annotations
 
@@ -22,24 +23,26 @@ def _make_gather_scatter_view(em: KernelEmitter, op: Operation) -> None:
     em.set(op.result, GatherScatterView(op.result.type, em.get(op.operands["tensor_view"])))
 
 
-def _sparse_index(em: KernelEmitter, rows: Tile):
-    """The index tile made readable by every thread: a function from a row (i32) to its index (i64)."""
-    em.barrier()  # whoever used the scratch before is done with it
-    em.store_to_shared(rows)
+def _sparse_index(em: KernelEmitter, op: Operation, rows: Tile):
+    """The index tile made readable by every thread (through the access op's scratch): a function from a
+    row (i32) to its index (i64)."""
+    base = em.scratch_base(op)      # insert-barriers separated it from the ops before
+    em.store_to_shared(rows, base)
     em.barrier()
     lt = rows.llvm
 
     def index_of(row: str) -> str:
-        slot = em.shared_slot(row, rows.elem)
+        slot = em.shared_slot(row, rows.elem, base)
         return _i64(em, em.b.value(f"load {lt}, {SHARED_PTR} {slot}", "gi"), lt)
     return index_of
 
 
-def gather_accessor(em: KernelEmitter, gv: GatherScatterView, index: list[Tile]):
-    """(emitter, view, index tiles) -> coords -> (address, in-bounds predicate), for lower_memory's loads/stores."""
+def gather_accessor(em: KernelEmitter, op: Operation, gv: GatherScatterView, index: list[Tile]):
+    """(emitter, access op, view, index tiles) -> coords -> (address, in-bounds predicate), for lower_memory's
+    loads and stores."""
     sd = gv.type.sparse_dim
     view = gv.view
-    row_index = _sparse_index(em, index[sd])
+    row_index = _sparse_index(em, op, index[sd])
     starts = [None if i == sd else _i64(em, t.regs[0], t.llvm) for i, t in enumerate(index)]
     elem_lt = llvm_type(view.type.elem)
 

@@ -189,10 +189,11 @@ def _view_access(em: KernelEmitter, pv: PartitionView, index: list[Tile], coords
     return addr, inb
 
 
-# view value class -> (emitter, view, index tiles) -> the function from an element's tile coordinates to its
-# (address, in-bounds predicate); called once per access op (gather/scatter views: codegen/lower_gather.py)
+# view value class -> (emitter, access op, view, index tiles) -> the function from an element's tile
+# coordinates to its (address, in-bounds predicate); called once per access op (gather/scatter views:
+# codegen/lower_gather.py)
 VIEW_ACCESSORS: dict[type, Callable] = {
-    PartitionView: lambda em, pv, index: lambda coords: _view_access(em, pv, index, coords),
+    PartitionView: lambda em, op, pv, index: lambda coords: _view_access(em, pv, index, coords),
 }
 
 
@@ -201,7 +202,7 @@ def _accessor(em: KernelEmitter, op: Operation, what: str):
     make = VIEW_ACCESSORS.get(type(pv))
     if make is None:
         raise LoweringError(f"{what} through this view kind are not supported yet")
-    return pv, make(em, pv, [em.get(v) for v in op.operands["index"]])
+    return pv, make(em, op, pv, [em.get(v) for v in op.operands["index"]])
 
 
 @lowers("load_view_tko")

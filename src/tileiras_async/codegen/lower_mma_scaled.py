@@ -11,21 +11,21 @@ Lowering (the same on every such target), as block-scaled tensor cores compute i
 unscaled product of the block's fp8 operands on the tensor cores (the ordinary mmaf lowering: mma.sync
 .e4m3/.e5m2, exact products accumulated in f32), then acc = fma(product, lhs_scale * rhs_scale, acc) in the
 product's layout.  e2m1 elements are widened to e4m3 first (exactly: every e2m1 value is an e4m3 value).
-The operands are staged in shared memory once and each block read back from there; the scales are staged
-again after each block's product (the mma lowering reuses the scratch).  The accumulator moves to the
-products' layout for the blocks and the result to the layout assign-layouts gave it.
+The operands and the scales are staged in the op's scratch once (tilegpu/scaled_mma.py says where); every
+block's operands are read back into registers before the first product, whose own staging reuses the
+operands' bytes.  assign-layouts put the accumulator and the result in the block products' layout.
 """
 from __future__ import annotations
 
-from ..bytecode.opspec import OPS_BY_NAME
 from ..ir import types as T
-from ..ir.core import Operation, Value
+from ..ir.core import Operation
 from .emitter import LOWERINGS, KernelEmitter, LoweringError, lowers
 from .lower_elementwise import FP8, fp8_to_f32
 from .llvmir import float_literal
+from ..tilegpu import scaled_mma
 from ..tilegpu.mma import result_layout
-from ..tilegpu.types import layout_of, with_layout
-from .values import SHARED_PTR, Tile, elem_bytes
+from ..tilegpu.types import with_layout
+from .values import SHARED_PTR, Tile
 
 
 def _e8m0_to_f32(em: KernelEmitter, code: str) -> str:
@@ -63,34 +63,14 @@ def _e2m1_normal(em: KernelEmitter, e: str, m: str) -> str:
     return em.b.value(f"or i8 {exp}, {em.b.value(f'shl i8 {m}, 2')}")
 
 
-def _operand_type(elem: T.Type) -> T.Type:
-    """The fp8 type a block's operand goes through the tensor cores as."""
-    name = getattr(elem, "name", "")
-    if name in FP8:
-        return elem
-    if name == "f4E2M1FN":
-        return T.F8E4M3FN
-    raise LoweringError(f"mmaf_scaled with {elem} elements is not supported")
-
-
-def _stage(em: KernelEmitter, tiles: list[Tile]) -> list[int]:
-    """barrier; every tile into the scratch (row-major, one after another); barrier.  Returns the byte bases."""
-    bases, at = [], 0
-    em.barrier()  # whoever used the scratch before is done with it
-    for t in tiles:
-        bases.append(at)
-        em.store_to_shared(t, at)
-        at += -(-t.type.num_elements() * elem_bytes(t.elem) // 16) * 16
-    em.barrier()
-    return bases
-
-
 def _block(em: KernelEmitter, src: Tile, base: int, k_axis: int, start: int, size: int) -> Tile:
     """Elements [start, start + size) along k_axis of a staged operand, as a tile of its tensor-core type."""
     shape = list(src.type.shape)
     full = tuple(shape)
     shape[k_axis] = size
-    fp8 = _operand_type(src.elem)
+    if getattr(src.elem, "name", "") not in (*FP8, "f4E2M1FN"):
+        raise LoweringError(f"mmaf_scaled with {src.elem} elements is not supported")
+    fp8 = scaled_mma.block_elem(src.elem)
     ty = T.TileType(tuple(shape), src.elem)
     layout = em.options.default_layout(ty.shape)
 
@@ -104,48 +84,55 @@ def _block(em: KernelEmitter, src: Tile, base: int, k_axis: int, start: int, siz
     return t
 
 
-def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation) -> Tile:
-    """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on made-up values
-    (the accumulator typed in the layout the mma plan produces, as assign-layouts would have it)."""
-    va, vb, vc = Value(a.type), Value(b.type), Value(T.TileType(op.result.type.shape, T.F32))
-    spec = OPS_BY_NAME["mmaf"]
-    attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
-    mma = Operation(spec, {"lhs": va, "rhs": vb, "acc": vc}, attrs, [vc.type], loc=op.loc)
+def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation, scratch: int) -> Tile:
+    """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on the block's
+    operands, staging through the start of this op's scratch."""
+    mma = scaled_mma.block_product(op)
     layout = result_layout(em.options, mma)
-    vc.type = mma.result.type = with_layout(vc.type, layout)
-    for v, t in ((va, a), (vb, b), (vc, Tile(vc.type, layout, [float_literal(0.0, "float")] * layout.num_registers))):
-        em.set(v, t)
+    acc_type = with_layout(mma.result.type, layout)
+    mma.operands["acc"].type = mma.result.type = acc_type
+    mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op, em.options))
+    zero = Tile(acc_type, layout, [float_literal(0.0, "float")] * layout.num_registers)
+    for name, t in (("lhs", a), ("rhs", b), ("acc", zero)):
+        em.set(mma.operands[name], t)
     LOWERINGS["mmaf"](em, mma)
     return em.get(mma.result)
 
 
 @lowers("mmaf_scaled")
 def _mmaf_scaled(em: KernelEmitter, op: Operation) -> None:
-    lhs, rhs, acc = (em.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
+    lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
+    out = em.expect(op.operands["acc"])  # in the block products' layout (assign-layouts)
     lscale, rscale = em.get(op.operands["lhs_scale"]), em.get(op.operands["rhs_scale"])
     nblocks = lscale.type.shape[-1]
     size = lhs.type.shape[-1] // nblocks
-    # every block's operands into registers first: the products reuse the scratch
-    a_base, b_base = _stage(em, [lhs, rhs])
-    blocks = [(_block(em, lhs, a_base, -1, k * size, size), _block(em, rhs, b_base, -2, k * size, size))
+    base = em.scratch_base(op)      # insert-barriers separated it from the ops before
+    rhs_at = scaled_mma.staged_operand_bytes(op)[1]
+    scales = base + scaled_mma.scale_offset(op, em.options)
+    rs_at = scaled_mma.staged_scale_bytes(op)[1]
+    em.store_to_shared(lhs, base)
+    em.store_to_shared(rhs, base + rhs_at)
+    em.store_to_shared(lscale, scales)
+    em.store_to_shared(rscale, scales + rs_at)
+    em.barrier()
+    # every block's operands into registers first: the products reuse the operands' bytes
+    blocks = [(_block(em, lhs, base, -1, k * size, size), _block(em, rhs, base + rhs_at, -2, k * size, size))
               for k in range(nblocks)]
-    out = None
     for k, (a, b) in enumerate(blocks):
-        p = _product(em, a, b, op)
-        if out is None:
-            out = em.convert(acc, p.layout) if acc.layout != p.layout else acc
-        ls_base, rs_base = _stage(em, [lscale, rscale])
+        em.barrier()    # every warp is done with what the scratch held before this product's staging
+        p = _product(em, a, b, op, base)
+        if p.layout != out.layout:
+            raise LoweringError("internal: the accumulator is not in the block products' layout")
         regs = []
         for r, (preg, areg) in enumerate(zip(p.regs, out.regs)):
             c = em.coords(p.layout, r)
             lc, rc = list(c), list(c)
             lc[-1], rc[-2] = str(k), str(k)
             sa = em.b.value(f"load i8, {SHARED_PTR} "
-                            f"{em.shared_slot(em.linear_index(lc, lscale.type.shape), lscale.elem, ls_base)}")
+                            f"{em.shared_slot(em.linear_index(lc, lscale.type.shape), lscale.elem, scales)}")
             sb = em.b.value(f"load i8, {SHARED_PTR} "
-                            f"{em.shared_slot(em.linear_index(rc, rscale.type.shape), rscale.elem, rs_base)}")
+                            f"{em.shared_slot(em.linear_index(rc, rscale.type.shape), rscale.elem, scales + rs_at)}")
             s = em.b.value(f"fmul float {_scale_to_f32(em, sa, lscale.elem)}, {_scale_to_f32(em, sb, rscale.elem)}")
             regs.append(em.b.call("float", "llvm.fma.f32", [("float", preg), ("float", s), ("float", areg)]))
         out = Tile(op.result.type, p.layout, regs)
-    want = layout_of(op.result.type)
-    em.set(op.result, em.convert(out, want) if want is not None and want != out.layout else out)
+    em.set(op.result, out)
