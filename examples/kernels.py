@@ -3,6 +3,10 @@
 Each kernel exercises a different family of Tile IR operations.  ``EXAMPLES`` pairs every
 kernel with the one signature it is exported with (see ``export_all.py`` and
 ``example_signatures.py``); nothing here needs a GPU.
+
+Parameter specs follow the ``cutile_python_v1`` calling convention: an array becomes
+``(base pointer, shape..., strides...)`` entry parameters, a scalar one parameter, and a
+constant disappears into the mangled symbol name.
 """
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import math
 
 import cuda.tile as ct
 from example_signatures import Case, arr, scal
+# (this file's line numbers are in the exported bytecode's debug info, which tests and the
+# dashboard's snapshots point into: keep the kernels where they are)
 
 CI = ct.Constant[int]
 CF = ct.Constant[float]

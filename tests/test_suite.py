@@ -5,7 +5,8 @@
   every corpus file at 13.1 and 13.4; where it fails, the first stderr line is the real one; never exit 4;
 * the target-capability table (ir/capabilities.py) says what the real tool says about every suite file,
   corpus file and capability probe, on every architecture the real tool knows;
-* where both compile, the interpreter and the emulator (our PTX) match the numpy references (refs.py);
+* where both compile, the interpreter and the emulator (our PTX) match the numpy references (refs.py), and
+  the corpus runs on the emulator for sm_120 too (test_emu_manifest.py covers sm_80, sm_90, sm_100);
 * when the real tool is installed, it is run again on a sample (the suite at 13.3/13.4 and the probes on
   the four targets under --run-all; `examples/record_oracle.py --check` re-runs everything) and must
   still say what oracle.json says.
@@ -28,7 +29,7 @@ from tileiras_async.bytecode.reader import read_module
 from tileiras_async.ir.capabilities import check_kernel
 from tileiras_async.stages import CompileOptions, compile_in_process, stderr_line
 
-from conftest import PUBLIC
+from conftest import PUBLIC, manifest_entries, requires_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / "examples" / "suite"
@@ -223,6 +224,18 @@ def test_emulator_matches_numpy_everywhere(name, target):
 @pytest.mark.parametrize("name", [n for n in SUITE_FILES if n not in _NEWEST], ids=lambda n: n.removesuffix(".tileirbc"))
 def test_interpreter_matches_numpy_older_bytecode(name):
     _run(name, "interpret", "sm_100")
+
+
+# the corpus on sm_120 (test_emu_manifest.py runs it on sm_80, sm_90 and sm_100), oldest and newest bytecode
+CORPUS_ENDS = [e for e in manifest_entries() if e["bytecode_version"] in ("13.1", "13.4")]
+
+
+@pytest.mark.slow
+@requires_corpus
+@pytest.mark.parametrize("entry", CORPUS_ENDS, ids=[f"{e['id']}@{e['bytecode_version']}" for e in CORPUS_ENDS])
+def test_corpus_emulates_on_sm120(refs, entry):
+    from test_emu_manifest import run_entry
+    run_entry(refs, entry, "sm_120")
 
 
 # ----------------------------------------------------------------------------- the oracle itself
