@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup bytecode test test-all run bench examples docs clean
+.PHONY: setup bytecode test test-all run bench examples oracle docs clean
 
 # Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
 $(STAMP): pyproject.toml constraints.txt
@@ -65,6 +65,10 @@ bench: setup
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)
 	$(PY) examples/export_all.py
+
+# What NVIDIA's tileiras does with the suite, the capability probes and the corpus (examples/suite/oracle.json).
+oracle: $(STAMP)
+	$(PY) examples/record_oracle.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

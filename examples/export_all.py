@@ -1,6 +1,8 @@
-"""Export every kernel of examples/kernels.py to Tile IR bytecode with the real cuTile frontend.
+"""Export every kernel of examples/kernels.py and examples/suite/kernels.py to Tile IR bytecode with
+the real cuTile frontend.
 
-    python examples/export_all.py            # (re)write examples/<name>.v<ver>.tileirbc
+    python examples/export_all.py            # (re)write examples/<name>.v<ver>.tileirbc and
+                                             # examples/suite/<name>.v<ver>.tileirbc
     python examples/export_all.py --check    # export in memory, compare with the files on disk
     python examples/export_all.py --only axpby_f32 --versions 13.4 --out DIR
 
@@ -21,8 +23,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 VERSIONS = ("13.1", "13.2", "13.3", "13.4")
 
-KERNELS_FILE = "kernels.py"
-_MODULE_NAME = "tileiras_async_examples_kernels"
+# (source file relative to examples/, module name, output folder relative to examples/): the bundled
+# examples and the workload suite
+SETS = {
+    "examples": ("kernels.py", "tileiras_async_examples_kernels", "."),
+    "suite": ("suite/kernels.py", "tileiras_async_examples_suite", "suite"),
+}
 
 
 class _SourceLoader:
@@ -33,29 +39,38 @@ class _SourceLoader:
         return self._src
 
 
-def load_kernels() -> types.ModuleType:
-    """examples/kernels.py as a module whose code objects carry the bare file name.
+def load_kernels(which: str = "examples") -> types.ModuleType:
+    """examples/kernels.py (or suite/kernels.py) as a module whose code objects carry the
+    file name relative to examples/.
 
     The frontend writes the kernel's source file (directory and name) into the bytecode's
     debug info; loading the source under the relative name "kernels.py" keeps the checkout's
     absolute path out of it, so the bytes do not depend on where the repository lives.
     """
-    mod = sys.modules.get(_MODULE_NAME)
+    rel, module_name, _ = SETS[which]
+    mod = sys.modules.get(module_name)
     if mod is not None:
         return mod
-    src = (HERE / KERNELS_FILE).read_text()
+    if str(HERE) not in sys.path:  # both kernel files import example_signatures.py from here
+        sys.path.insert(0, str(HERE))
+    src = (HERE / rel).read_text()
     # inspect.findsource (used by the frontend) finds the text here; mtime None = never stale.
-    linecache.cache[KERNELS_FILE] = (len(src), None, src.splitlines(True), KERNELS_FILE)
-    mod = types.ModuleType(_MODULE_NAME)
-    mod.__file__ = KERNELS_FILE
+    linecache.cache[rel] = (len(src), None, src.splitlines(True), rel)
+    mod = types.ModuleType(module_name)
+    mod.__file__ = rel
     mod.__loader__ = _SourceLoader(src)  # lets linecache reload the text if its cache is cleared
-    sys.modules[_MODULE_NAME] = mod  # dataclasses look the module up while it executes
+    sys.modules[module_name] = mod  # dataclasses look the module up while it executes
     try:
-        exec(compile(src, KERNELS_FILE, "exec"), mod.__dict__)
+        exec(compile(src, rel, "exec"), mod.__dict__)
     except BaseException:
-        del sys.modules[_MODULE_NAME]
+        del sys.modules[module_name]
         raise
     return mod
+
+
+def out_dir_of(which: str, root: Path = HERE) -> Path:
+    """Where a set's bytecode goes under `root` (examples/ or an --out folder)."""
+    return root / SETS[which][2]
 
 
 def export_bytes(example, version: str) -> bytes:
@@ -80,28 +95,30 @@ def _refusal(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    EXAMPLES = load_kernels().EXAMPLES
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE, help="output directory (default: examples/)")
+    ap.add_argument("--out", type=Path, default=HERE,
+                    help="output directory (default: examples/; the suite goes to its suite/ folder)")
+    ap.add_argument("--set", choices=sorted(SETS), action="append", dest="sets",
+                    help="export only this set (repeatable; default: all)")
     ap.add_argument("--versions", nargs="+", default=list(VERSIONS), metavar="VER")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="export only these examples")
     ap.add_argument("--check", action="store_true",
                     help="do not write; compare fresh exports with the existing files")
     args = ap.parse_args(argv)
 
-    examples = EXAMPLES
+    work = [(which, ex) for which in (args.sets or sorted(SETS)) for ex in load_kernels(which).EXAMPLES]
     if args.only:
-        unknown = set(args.only) - {e.name for e in EXAMPLES}
+        unknown = set(args.only) - {ex.name for _, ex in work}
         if unknown:
             ap.error(f"unknown example(s): {', '.join(sorted(unknown))}")
-        examples = [e for e in EXAMPLES if e.name in args.only]
+        work = [(which, ex) for which, ex in work if ex.name in args.only]
 
-    args.out.mkdir(parents=True, exist_ok=True)
     failed = 0
-    for ex in examples:
+    for which, ex in work:
+        out = out_dir_of(which, args.out)
+        out.mkdir(parents=True, exist_ok=True)
         for ver in args.versions:
-            path = out_path(args.out, ex.name, ver)
+            path = out_path(out, ex.name, ver)
             try:
                 data = export_bytes(ex, ver)
             except Exception as exc:  # noqa: BLE001 - report and keep going

@@ -1,8 +1,8 @@
 """Example cuTile kernels bundled with tileiras-async.
 
 Each kernel exercises a different family of Tile IR operations.  ``EXAMPLES`` pairs every
-kernel with the one signature it is exported with (see ``export_all.py``); nothing here
-needs a GPU.
+kernel with the one signature it is exported with (see ``export_all.py`` and
+``example_signatures.py``); nothing here needs a GPU.
 
 Parameter specs follow the ``cutile_python_v1`` calling convention: an array becomes
 ``(base pointer, shape..., strides...)`` entry parameters, a scalar one parameter, and a
@@ -11,11 +11,11 @@ constant disappears into the mangled symbol name.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import cuda.tile as ct
-from cuda.tile.compilation import (ArrayConstraint, CallingConvention, KernelSignature,
-                                   ScalarConstraint)
+from example_signatures import Case, arr, scal
+# (this file's line numbers are in the exported bytecode's debug info, which tests and the
+# dashboard's snapshots point into: keep the kernels where they are)
 
 CI = ct.Constant[int]
 CF = ct.Constant[float]
@@ -146,51 +146,25 @@ def collatz_steps(out, limit):
 
 
 # --------------------------------------------------------------- signatures
-_DT = {
-    "int32": ct.int32, "int64": ct.int64, "float16": ct.float16, "bfloat16": ct.bfloat16,
-    "float32": ct.float32, "float64": ct.float64,
-}
-
-
-def arr(dtype: str, ndim: int):
-    return ArrayConstraint(_DT[dtype], ndim, index_dtype=ct.int32, stride_lower_bound_incl=0,
-                           alias_groups=(), may_alias_internally=False)
-
-
-def scal(dtype: str):
-    return ScalarConstraint(_DT[dtype])
-
-
-@dataclass(frozen=True)
-class Example:
-    name: str            # file stem: examples/<name>.v<ver>.tileirbc
-    kernel: object       # a @ct.kernel
-    params: tuple        # one entry per Python parameter: constraint or constant value
-    gpu_code: str = "sm_100"
-
-    def signature(self) -> KernelSignature:
-        return KernelSignature(list(self.params), CallingConvention.cutile_python_v1())
-
-
 EXAMPLES = [
-    Example("axpby_f32", axpby,
-            (scal("float32"), scal("float32"), arr("float32", 1), arr("float32", 1),
-             arr("float32", 1), 256)),
-    Example("online_softmax_f16", online_softmax,
-            (arr("float16", 2), arr("float16", 2), 128)),
-    Example("matmul_bias_relu_f16", matmul_bias_relu,
-            (arr("float16", 2), arr("float16", 2), arr("float16", 1), arr("float16", 2),
-             64, 64, 32)),
-    Example("batched_transpose_f32", batched_transpose,
-            (arr("float32", 3), arr("float32", 3), 32, 16)),
-    Example("exclusive_scan_max_i32", exclusive_scan_max,
-            (arr("int32", 1), arr("int32", 1), arr("int32", 1), 128)),
-    Example("clamp_count_i32", clamp_count,
-            (arr("int32", 1), arr("int32", 1), arr("int32", 1), scal("int32"), scal("int32"),
-             64)),
-    Example("bucket_histogram_f32", bucket_histogram,
-            (arr("float32", 1), arr("int32", 1), arr("int32", 1), scal("float32"),
-             scal("float32"), 128, 32)),
-    Example("collatz_steps_i32", collatz_steps,
-            (arr("int32", 1), scal("int32"))),
+    Case("axpby_f32", axpby,
+         (scal("float32"), scal("float32"), arr("float32", 1), arr("float32", 1),
+          arr("float32", 1), 256)),
+    Case("online_softmax_f16", online_softmax,
+         (arr("float16", 2), arr("float16", 2), 128)),
+    Case("matmul_bias_relu_f16", matmul_bias_relu,
+         (arr("float16", 2), arr("float16", 2), arr("float16", 1), arr("float16", 2),
+          64, 64, 32)),
+    Case("batched_transpose_f32", batched_transpose,
+         (arr("float32", 3), arr("float32", 3), 32, 16)),
+    Case("exclusive_scan_max_i32", exclusive_scan_max,
+         (arr("int32", 1), arr("int32", 1), arr("int32", 1), 128)),
+    Case("clamp_count_i32", clamp_count,
+         (arr("int32", 1), arr("int32", 1), arr("int32", 1), scal("int32"), scal("int32"),
+          64)),
+    Case("bucket_histogram_f32", bucket_histogram,
+         (arr("float32", 1), arr("int32", 1), arr("int32", 1), scal("float32"),
+          scal("float32"), 128, 32)),
+    Case("collatz_steps_i32", collatz_steps,
+         (arr("int32", 1), scal("int32"))),
 ]

@@ -17,7 +17,7 @@ import pytest
 from conftest import corpus_files
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.driver import link_kernels_ptx, module_llvm_ir
+from tileiras_async.codegen.driver import CodegenUnavailable, link_kernels_ptx, module_llvm_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.codegen.llvmir import ModuleIR
 from tileiras_async.codegen.lower_misc import globals_llvm_ir
@@ -282,8 +282,10 @@ def test_bf16_addf_native_from_sm90_else_cas_loop():
     mb = atomic_kernel(M.addf, T.BF16)
     for sm in ("sm_90", "sm_100"):
         assert "atom.relaxed.gpu.global.add.noftz.bf16" in compile_ptx(mb, sm)
-    ptx = compile_ptx(mb, "sm_80")
+    ptx = compile_ptx(mb, "sm_89")
     assert "atom.relaxed.gpu.global.cas.b16" in ptx and "add.noftz.bf16" not in ptx
+    with pytest.raises(CodegenUnavailable, match="atomicRMW ADDF with bf16 is not supported"):
+        compile_ptx(mb, "sm_80")  # refused below sm_89, as by the real tool (ir/capabilities.py)
 
 
 @pytest.mark.parametrize("elem,bits", [(T.I32, 32), (T.I64, 64), (T.F32, 32), (T.F64, 64)])
@@ -478,9 +480,10 @@ FP8_TYPES = [T.F8E4M3FN, T.F8E5M2]
 @pytest.mark.parametrize("src", [T.F16, T.BF16, T.F32, T.F64])
 @pytest.mark.parametrize("f8", FP8_TYPES, ids=str)
 def test_fp8_conversions_software(f8, src):
-    ptx = compile_ptx(convert_kernel("ftof", src, f8, rounding_mode=RM.nearest_even), "sm_80")
-    assert "satfinite" not in ptx  # sm_80 has no fp8 conversion instructions
-    compile_ptx(convert_kernel("ftof", f8, src, rounding_mode=RM.nearest_even), "sm_80")
+    # fp8 needs sm_89+ (ir/capabilities.py); sm_89 converts in software (the cvt is used from sm_90 on)
+    ptx = compile_ptx(convert_kernel("ftof", src, f8, rounding_mode=RM.nearest_even), "sm_89")
+    assert "satfinite" not in ptx
+    compile_ptx(convert_kernel("ftof", f8, src, rounding_mode=RM.nearest_even), "sm_89")
 
 
 @pytest.mark.parametrize("sm", ["sm_90", "sm_100", "sm_120"])
@@ -515,7 +518,7 @@ def test_itof_rounding_modes(src, dst, rnd):
     if dst == T.TF32 and rnd != RM.nearest_even:
         pytest.skip("not a case of interest")
     mb = convert_kernel("itof", src, dst, signedness=Signedness.signed, rounding_mode=rnd)
-    ins = instructions(compile_ptx(mb, "sm_80", verify=False))
+    ins = instructions(compile_ptx(mb, "sm_89" if dst == T.F8E4M3FN else "sm_80", verify=False))
     if rnd != RM.nearest_even and dst in (T.F16, T.F32, T.F64):
         assert any(i.startswith(f"cvt.{'rz' if rnd == RM.zero else 'rp'}.") for i in ins)
 
@@ -670,7 +673,7 @@ def test_print_atomic_and_assert_inside_a_loop():
             body.op("continue")
         k.op("for", [], [body.built_region], lowerBound=lb, upperBound=ub, step=st, initValues=[])
         k.op("return")
-    ptx = compile_ptx(mb, "sm_80")  # sm_80 has no bf16 atomic add: the CAS loop opens blocks of its own
+    ptx = compile_ptx(mb, "sm_89")  # sm_89 has no bf16 atomic add: the CAS loop opens blocks of its own
     assert "vprintf" in ptx and "atom.relaxed.gpu.global.cas.b16" in ptx and "trap;" in ptx
     ptx = compile_ptx(mb, "sm_100")
     assert "vprintf" in ptx and "atom.relaxed.gpu.global.add.noftz.bf16" in ptx and "trap;" in ptx
@@ -689,7 +692,7 @@ def test_print_every_conversion_of_every_element_type(elem):
     text = b"".join(f.rstrip(b"\0") for f in _format_strings(ir))
     assert text.startswith(b"[%lld, ")  # every element converted to the argument its specification reads
     assert b"[%llu, " in text and b"[%llx, " in text and b"[%f, " in text and b"[%+08.3f, " in text
-    compile_ptx(mb, "sm_80")
+    compile_ptx(mb, "sm_89" if elem == T.F8E4M3FN else "sm_80")  # fp8 needs sm_89+
 
 
 def test_two_kernels_with_prints_and_globals_link():

@@ -475,8 +475,8 @@ ELEMS = [  # (A/B element, accumulator, tile M N K, numpy dtype of the A/B data,
     (T.BF16, T.F32, (32, 32, 16), np.uint16, np.float32, ("sm_80",)),
     (T.F16, T.F16, (32, 32, 32), np.float16, np.float16, ("sm_80",)),
     (T.I8, T.I32, (32, 32, 64), np.int8, np.int32, ("sm_80",)),               # 8-bit B words from bytes
-    (T.F8E4M3FN, T.F32, (32, 32, 32), np.uint8, np.float32, ("sm_80", "sm_100")),  # via f16 / native
-    (T.F8E5M2, T.F16, (32, 32, 32), np.uint8, np.float16, ("sm_80", "sm_100")),
+    (T.F8E4M3FN, T.F32, (32, 32, 32), np.uint8, np.float32, ("sm_89", "sm_100")),  # via f16 / native (fp8: sm_89+)
+    (T.F8E5M2, T.F16, (32, 32, 32), np.uint8, np.float16, ("sm_89", "sm_100")),
     (T.F64, T.F64, (16, 16, 16), np.float64, np.float64, ("sm_80",)),         # m8n8k4, 16-byte = 2 elements
     (T.TF32, T.F32, (32, 32, 16), np.float32, np.float32, ("sm_80",)),
 ]

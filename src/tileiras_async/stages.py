@@ -175,6 +175,16 @@ def _error(message: str, location: str | None = None) -> StageDiagnostic:
     return StageDiagnostic("error", message, location)
 
 
+def _from_stderr_line(line: str) -> StageDiagnostic:
+    """A real-tool stderr line as a diagnostic; a located one ("#cuda_tile.di_loc<...>: error: ...") is kept whole."""
+    return _error(line.removeprefix("error: "))
+
+
+def stderr_line(d: StageDiagnostic) -> str:
+    """The line the drop-in prints for a diagnostic (located ones already are whole lines)."""
+    return d.message if d.message.startswith("#cuda_tile.di_loc<") else f"{d.severity}: {d.message}"
+
+
 def parse(req: ParseRequest) -> ParsedModule:
     """Read and verify; on failure the diagnostics are the real tool's stderr lines."""
     from .frontend import InputError, check_version_like_driver, load
@@ -209,8 +219,12 @@ def lower(req: LowerRequest) -> LoweredKernel:
                                     printing=_printing(req.print_ir), snapshots=snapshots, schedules=schedules,
                                     source=req.path)
     except CodegenUnavailable as e:
-        from .failures import lowering_notes
-        return LoweredKernel(req.kernel, False, diagnostics=[_error(str(e)), *lowering_notes(e, req.options.gpu_name)],
+        if e.lines:   # refused as the real tool refuses it: its lines, nothing added
+            diagnostics = [_from_stderr_line(line) for line in e.lines]
+        else:
+            from .failures import lowering_notes
+            diagnostics = [_error(str(e)), *lowering_notes(e, req.options.gpu_name)]
+        return LoweredKernel(req.kernel, False, diagnostics=diagnostics,
                              elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.kernel, s.when, s.pass_name, s.text) for s in snapshots]
     return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,

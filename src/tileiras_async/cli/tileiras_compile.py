@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..cache.fingerprint import compiled_with
 from ..frontend import EXIT_CONFIG, InputError, check_version_like_driver
-from ..stages import CompileOptions, compile_in_process
+from ..stages import CompileOptions, compile_in_process, stderr_line
 from .tileiras import DropInResult, _opt_level
 
 
@@ -45,7 +45,7 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
         stderr = result.tool_stderr
         if stderr and not stderr.endswith("\n"):
             stderr += "\n"
-        stderr += "".join(f"{d.severity}: {d.message}\n" for d in result.diagnostics)
+        stderr += "".join(stderr_line(d) + "\n" for d in result.diagnostics)
         return DropInResult(result.exit_code, stderr, cacheable=not result.transient, ir_dumps=dumps)
     trace = None
     if want_trace:

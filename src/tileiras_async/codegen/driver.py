@@ -2,6 +2,7 @@
 -> cubin (ptxas)."""
 from __future__ import annotations
 
+from ..ir.capabilities import check_kernel
 from ..ir.core import Function, Module
 from ..ir.diagnostics import resolve_loc
 from ..targets import Target
@@ -9,9 +10,9 @@ from ..tilegpu.ir import KernelIR, clone_function
 from ..tilegpu.pipeline import pipeline_info
 from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from ..toolchain.ptxas import PtxasOptions, assemble
-from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_math,  # noqa: F401
-               lower_memory, lower_misc, lower_mma, lower_pipeline, lower_reduce,
-               lower_shape)  # (importing registers the lowerings)
+from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
+               lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_pipeline,
+               lower_reduce, lower_shape, lower_subbyte)  # (importing registers the lowerings)
 from .emitter import CodegenOptions, KernelEmitter, LoweringError
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx
@@ -21,13 +22,16 @@ class CodegenUnavailable(Exception):
     """The module is valid, but this build cannot generate code for part of it.
 
     Besides the message, it says where and why (for failures.lowering_notes): the kernel, the op's
-    name, its index in the kernel's walk order, its source location, and the lowering's reason."""
+    name, its index in the kernel's walk order, its source location, and the lowering's reason.  `lines`,
+    when given, are the real tool's own stderr lines for something it refuses too (printed as they are,
+    without notes)."""
 
     def __init__(self, message: str, *, kernel: str = "", op_name: str = "", op_index: int | None = None,
-                 location: str | None = None, reason: str = ""):
+                 location: str | None = None, reason: str = "", lines: list[str] | None = None):
         super().__init__(message)
         self.kernel, self.op_name, self.op_index = kernel, op_name, op_index
         self.location, self.reason = location, reason or message
+        self.lines = lines
 
 
 
@@ -39,6 +43,11 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
     for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
+    # what the target cannot run is refused as the real tool does, before any rewriting
+    incompatible = check_kernel(module, fn, options.target)
+    if incompatible is not None:
+        raise CodegenUnavailable(incompatible.message, lines=incompatible.lines(), kernel=fn.name.decode(errors="replace"),
+                                 op_name=f"cuda_tile.{incompatible.op.name}")
     fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
     k = KernelIR(module, fn, options, source=source)
     try:

@@ -24,7 +24,7 @@ from ..ir.enums import AtomicRMWMode as M
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import MemoryScope
 from .emitter import KernelEmitter, LoweringError, lowers
-from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
+from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, TOKEN, Tile, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: "cta", MemoryScope.device: "gpu", MemoryScope.sys: "sys"}
 _SEM = {MO.weak: "relaxed", MO.relaxed: "relaxed", MO.acquire: "acquire", MO.release: "release",
@@ -222,7 +222,7 @@ def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
     def one(r, addr, o, primary):
         return rmw_element(em, op, mode, lt, addr, o[0], _and(em, primary, o[1]))
     em.set(op.results[0], per_element(em, op, ptrs, [arg, mask], op.results[0].type, one))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
 
 
 @lowers("atomic_cas_tko")
@@ -240,7 +240,7 @@ def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
         return atom(em, f"atom{ordering(op)}.global.cas.b{bits}", lt, addr, [o[0], o[1]],
                     _and(em, primary, o[2]), o[0])
     em.set(op.results[0], per_element(em, op, ptrs, [cmp, val, mask], op.results[0].type, one))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
 
 
 @lowers("atomic_red_view_tko")
@@ -267,4 +267,4 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
         coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = _view_access(em, pv, index, coords)
         rmw_element(em, op, mode, lt, addr, value.regs[r], _and(em, primary, inb))
-    em.set(op.results[0], None)
+    em.set(op.results[0], TOKEN)

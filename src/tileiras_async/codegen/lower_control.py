@@ -3,7 +3,9 @@
 Conditions and loop bounds are rank-0 tiles, which every thread holds with the
 same value, so all threads take the same path and barriers inside stay legal.
 Values carried around loops and out of ifs keep one layout: assign-layouts made
-every terminator pass its values in the layouts of the join they reach.
+every terminator pass its values in the layouts of the join they reach.  Only
+tiles live in registers: a carried token (memory order is program order here)
+or view is the same object on every edge and passes through without phis.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ class _Edges:
     layouts: list
     incoming: list[tuple[str, list[Tile]]] = field(default_factory=list)
 
-    def add(self, em: KernelEmitter, tiles: list[Tile]) -> None:
+    def add(self, em: KernelEmitter, tiles: list) -> None:
         if self.layouts is None:  # the first arrival fixes the layouts
             self.layouts = [getattr(t, "layout", None) for t in tiles]
         if any(getattr(t, "layout", None) != lay for t, lay in zip(tiles, self.layouts)):
@@ -36,6 +38,9 @@ class _Edges:
         out = []
         for i, ty in enumerate(types):
             first = self.incoming[0][1][i]
+            if not isinstance(first, Tile):
+                out.append(_same_on_every_edge(first, [tiles[i] for _, tiles in self.incoming]))
+                continue
             regs = []
             for r in range(len(first.regs)):
                 phi = em.b.phi(first.llvm)
@@ -60,9 +65,20 @@ class _IfCtx:
     merge_label: str
 
 
-def _carried_phis(em: KernelEmitter, inits: list[Tile], pre: str) -> list[tuple[list, Tile]]:
+def _same_on_every_edge(first, values: list):
+    """A non-tile value (token, view) reaching a join: it has no registers, so every edge must bring
+    the same one."""
+    if any(v is not first for v in values):
+        raise LoweringError(f"cannot join different {type(first).__name__} values at a control-flow merge")
+    return first
+
+
+def _carried_phis(em: KernelEmitter, inits: list, pre: str) -> list[tuple[list, object]]:
     out = []
     for t in inits:
+        if not isinstance(t, Tile):  # tokens and views: no registers, no phis
+            out.append(([], t))
+            continue
         phis = []
         for reg in t.regs:
             p = em.b.phi(t.llvm)
@@ -72,8 +88,11 @@ def _carried_phis(em: KernelEmitter, inits: list[Tile], pre: str) -> list[tuple[
     return out
 
 
-def _close_back_edge(carried, next_values: list[Tile], label: str) -> None:
-    for (phis, _), t in zip(carried, next_values):
+def _close_back_edge(carried, next_values: list, label: str) -> None:
+    for (phis, init), t in zip(carried, next_values):
+        if not isinstance(init, Tile):
+            _same_on_every_edge(init, [t])
+            continue
         for p, reg in zip(phis, t.regs):
             p.add(reg, label)
 
@@ -92,7 +111,8 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     carried = _carried_phis(em, inits, pre)
     cmp = "ult" if op.attrs.get("unsignedCmp") else "slt"
     cond = em.b.value(f"icmp {cmp} {it} {iv.name}, {ub.regs[0]}")
-    ctx = _LoopCtx(_Edges([t.layout for t in inits]), _Edges([t.layout for t in inits]), latch, exit_)
+    layouts = [getattr(t, "layout", None) for t in inits]
+    ctx = _LoopCtx(_Edges(layouts), _Edges(list(layouts)), latch, exit_)
     ctx.exit.incoming.append((header, [t for _, t in carried]))
     em.b.cond_br(cond, body, exit_)
     em.b.start_block(body)
@@ -104,7 +124,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     em.emit_block(block)
     em.loops.pop()
     em.b.start_block(latch)
-    nxt = ctx.next_iter.join(em, [t.type for t in inits])
+    nxt = ctx.next_iter.join(em, [a.type for a in block.args[1:]])
     new_iv = em.b.value(f"add {it} {iv.name}, {step.regs[0]}", "ivn")
     iv.add(new_iv, latch)
     _close_back_edge(carried, nxt, latch)
@@ -126,13 +146,13 @@ def _loop(em: KernelEmitter, op: Operation) -> None:
     block = op.regions[0].block
     for arg, (_, t) in zip(block.args, carried):
         em.set(arg, t)
-    ctx = _LoopCtx(_Edges([t.layout for t in inits]), _Edges(None), latch, exit_)
+    ctx = _LoopCtx(_Edges([getattr(t, "layout", None) for t in inits]), _Edges(None), latch, exit_)
     em.loops.append(ctx)
     em.emit_block(block)
     em.loops.pop()
     if ctx.next_iter.incoming:
         em.b.start_block(latch)
-        _close_back_edge(carried, ctx.next_iter.join(em, [t.type for t in inits]), latch)
+        _close_back_edge(carried, ctx.next_iter.join(em, [a.type for a in block.args]), latch)
         em.b.br(header)
     em.b.start_block(exit_)
     if not ctx.exit.incoming:

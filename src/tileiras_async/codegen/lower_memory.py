@@ -3,6 +3,7 @@ predicated PTX (bounds checks, masks, padding) emitted as inline assembly, one e
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Operation
@@ -10,7 +11,7 @@ from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
 from ..tilegpu.types import layout_of
-from .values import GLOBAL_PTR, PartitionView, TensorView, Tile, elem_bytes, llvm_type
+from .values import GLOBAL_PTR, PartitionView, TOKEN, TensorView, Tile, elem_bytes, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: ".cta", MemoryScope.device: ".gpu", MemoryScope.sys: ".sys"}
 # access width in bits -> (PTX register class constraint, register LLVM type)
@@ -71,7 +72,7 @@ def _get_index_space_shape(em: KernelEmitter, op: Operation) -> None:
 @lowers("get_tensor_shape")
 def _get_tensor_shape(em: KernelEmitter, op: Operation) -> None:
     src = em.get(op.operands["src"])
-    view = src.view if isinstance(src, PartitionView) else src
+    view = src if isinstance(src, TensorView) else src.view  # a partition or gather/scatter view
     _set_scalars(em, op, list(view.shape))
 
 
@@ -188,12 +189,25 @@ def _view_access(em: KernelEmitter, pv: PartitionView, index: list[Tile], coords
     return addr, inb
 
 
+# view value class -> (emitter, access op, view, index tiles) -> the function from an element's tile
+# coordinates to its (address, in-bounds predicate); called once per access op (gather/scatter views:
+# codegen/lower_gather.py)
+VIEW_ACCESSORS: dict[type, Callable] = {
+    PartitionView: lambda em, op, pv, index: lambda coords: _view_access(em, pv, index, coords),
+}
+
+
+def _accessor(em: KernelEmitter, op: Operation, what: str):
+    pv = em.get(op.operands["view"])
+    make = VIEW_ACCESSORS.get(type(pv))
+    if make is None:
+        raise LoweringError(f"{what} through this view kind are not supported yet")
+    return pv, make(em, op, pv, [em.get(v) for v in op.operands["index"]])
+
+
 @lowers("load_view_tko")
 def _load_view(em: KernelEmitter, op: Operation) -> None:
-    pv = em.get(op.operands["view"])
-    if not isinstance(pv, PartitionView):
-        raise LoweringError("loads through this view kind are not supported yet")
-    index = [em.get(v) for v in op.operands["index"]]
+    pv, access = _accessor(em, op, "loads")
     ty: T.TileType = op.results[0].type
     layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
@@ -204,10 +218,10 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
             regs.append(regs[r & ~dup])
             continue
         coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
-        addr, inb = _view_access(em, pv, index, coords)
+        addr, inb = access(coords)
         regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
     _access_remark(em, op, ty.elem, len(regs))
 
 
@@ -225,17 +239,14 @@ def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: i
 
 @lowers("store_view_tko")
 def _store_view(em: KernelEmitter, op: Operation) -> None:
-    pv = em.get(op.operands["view"])
-    if not isinstance(pv, PartitionView):
-        raise LoweringError("stores through this view kind are not supported yet")
-    index = [em.get(v) for v in op.operands["index"]]
+    pv, access = _accessor(em, op, "stores")
     t: Tile = em.get(op.operands["tile"])
     n = 1 if t.is_scalar else t.layout.num_registers
     for r in range(n):
         coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
-        addr, inb = _view_access(em, pv, index, coords)
+        addr, inb = access(coords)
         predicated_store(em, op, addr, inb, t.elem, t.regs[r])
-    em.set(op.results[0], None)
+    em.set(op.results[0], TOKEN)
     _access_remark(em, op, t.elem, n)
 
 
@@ -257,7 +268,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
         fill = pad.regs[r] if pad is not None else fill_default
         regs.append(predicated_load(em, op, addr, pred, ty.elem, fill))
     em.set(op.results[0], Tile(ty, layout, regs))
-    em.set(op.results[1], None)
+    em.set(op.results[1], TOKEN)
 
 
 @lowers("store_ptr_tko")
@@ -267,4 +278,4 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     mask = em.tile(op.operands.get("mask"))
     for r, addr in enumerate(ptrs.regs):
         predicated_store(em, op, addr, mask.regs[r] if mask is not None else None, value.elem, value.regs[r])
-    em.set(op.results[0], None)
+    em.set(op.results[0], TOKEN)

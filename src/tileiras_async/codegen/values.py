@@ -62,4 +62,11 @@ class PartitionView:
     view: TensorView
 
 
+@dataclass
+class GatherScatterView:
+    """A gather/scatter view: one dimension (`type.sparse_dim`) indexed by a tile of coordinates."""
+    type: T.GatherScatterViewType
+    view: TensorView
+
+
 TOKEN = object()  # tokens order memory ops; program order already does, so they carry nothing

@@ -454,15 +454,7 @@ def _mmai(it, op, env):
 
 @handler("mmaf_scaled")
 def _mmaf_scaled(it, op, env):
-    lv, rv, av = op.operands["lhs"], op.operands["rhs"], op.operands["acc"]
-    a = np.asarray(env[lv], np.float64)
-    b = np.asarray(env[rv], np.float64)
-    sa = np.asarray(env[op.operands["lhs_scale"]], np.float64)
-    sb = np.asarray(env[op.operands["rhs_scale"]], np.float64)
-    k = a.shape[-1]
-    va = k // sa.shape[-1]
-    vb = k // sb.shape[-2]
-    a = a * np.repeat(sa, va, axis=-1)
-    b = b * np.repeat(sb, vb, axis=-2)
-    r = np.matmul(a, b).astype(np.float32) + np.asarray(env[av], np.float32)
-    env[op.results[0]] = r.astype(np.float32)
+    from .mx import scaled_mma
+    o = op.operands
+    env[op.results[0]] = scaled_mma(env[o["lhs"]], env[o["lhs_scale"]], env[o["rhs"]], env[o["rhs_scale"]],
+                                    env[o["acc"]])

@@ -261,7 +261,7 @@ def round_to_format(x, fmt: FloatFormat, mode=RNE, resid=None) -> np.ndarray:
 
 def _f32_rne_drop_bits(x32: np.ndarray, k: int) -> np.ndarray:
     """float32 values rounded to nearest even with the low `k` significand bits cleared (NaN stays NaN)."""
-    u = np.ascontiguousarray(x32, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = np.asarray(x32, dtype=np.float32).view(np.uint32).astype(np.uint64)
     r = ((u + ((1 << (k - 1)) - 1) + ((u >> k) & 1)) & ~np.uint64((1 << k) - 1)).astype(np.uint32)
     out = r.view(np.float32)
     return np.where(np.isnan(x32), np.float32(np.nan), out)
@@ -460,11 +460,11 @@ def compute_to_bits(x: np.ndarray, t: T.Type) -> np.ndarray:
         ft, ut = _IEEE[name]
         return x.astype(ft).view(ut)
     if name == "bf16":
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        u = np.asarray(x, dtype=np.float32).view(np.uint32)
         r = (u >> 16).astype(np.uint16)
         return np.where(np.isnan(x), np.uint16(0x7FC0), r).astype(np.uint16)
     if name == "tf32":
-        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        u = np.asarray(x, dtype=np.float32).view(np.uint32)
         return (((u >> 31) & 1) << 18 | ((u >> 23) & 0xFF) << 10 | ((u >> 13) & 0x3FF)).astype(np.uint32)
     if name in ("f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN"):
         return table(name).encode(x)

@@ -35,7 +35,8 @@ def decode_dense(d: DenseElements, t: T.TileType | None = None) -> np.ndarray:
         return np.full(shp, vals[0], dtype=vals.dtype)
     if count != n:
         raise UndefinedBehavior(f"dense constant has {count} elements, its type {t} needs {n}")
-    return np.ascontiguousarray(vals.reshape(shp))
+    # (np.ascontiguousarray would turn a 0-d constant into shape (1,))
+    return np.array(vals.reshape(shp), order="C")
 
 
 def attr_value(a, t: T.Type) -> np.ndarray:

@@ -6,11 +6,12 @@ of coordinates in the tensor view:
 
 * partition view:  coord[dim_map[i]] = index[i] * tile[i] + t[i]
 * strided view:    coord[dim_map[i]] = index[i] * traversal_stride[i] + t[i]
-* gather/scatter:  as a partition view, except along `sparse_dim`, where the
+* gather/scatter:  coord[i] = index[i] + t[i] (the other indices are element offsets:
+  cuTile's `ct.Slice(start, n)` passes `start`), except along `sparse_dim`, where the
   index is a 1-D tile giving the coordinate of each tile row.
 
 Index spaces: ceil(shape[dim_map[i]] / tile[i]) (partition), ceil(shape / traversal
-stride) (strided).  An index outside the index space is undefined behaviour and
+stride) (strided), shape (gather/scatter).  An index outside the index space is undefined behaviour and
 reported.  Tile elements whose coordinates fall outside the tensor view are
 out of bounds: loads give the padding value (zero when the view has none; the
 hardware's value is unspecified), stores skip them.  Dimensions flagged
@@ -72,7 +73,7 @@ def make_tile_view(vt: T.Type, tv: TensorView) -> TileView:
         return TileView("strided", tv, tuple(vt.tile_shape), dm, tuple(vt.traversal_strides), pad)
     if isinstance(vt, T.GatherScatterViewType):
         r = len(vt.tile_shape)
-        return TileView("gather", tv, tuple(vt.tile_shape), tuple(range(r)), tuple(vt.tile_shape), pad,
+        return TileView("gather", tv, tuple(vt.tile_shape), tuple(range(r)), (1,) * r, pad,
                         sparse_dim=vt.sparse_dim)
     raise TypeError(f"not a tile view type: {vt}")
 

@@ -11,6 +11,8 @@ Edges ``src -> dst`` carry ``latency`` and ``distance`` (iterations); a schedule
 * ``token``   the same for a token operand (cuda_tile's memory-ordering chains);
 * ``carried`` a ``continue`` operand feeding the body's block argument: the producer -> every user of
   that argument, distance 1 (or more when a value is passed through several arguments unchanged).
+  A carried *token* gives ``token`` edges instead: the memory op that produced it in iteration i
+  precedes the accesses ordered by it in iteration i + 1 (a store's data must land first);
   For ``for`` the block arguments are (induction variable, iter values...), so ``continue`` operand
   ``j`` feeds argument ``j + 1``; for ``loop`` it feeds argument ``j``.  A ``continue`` nested in an
   ``if`` unit makes that unit the producer;
@@ -265,9 +267,10 @@ def build_loop_graph(loop_op: Operation, model: MachineModel) -> DepGraph:
         if not changed:
             break
     for k in sorted(users_of_arg):
+        kind = "token" if isinstance(body.args[k].type, T.TokenType) else "carried"
         for s, d in sorted(sources.get(k, {}).items()):
             for u in users_of_arg[k]:
-                edges.append(Edge(s, u, lat[s], d, "carried"))
+                edges.append(Edge(s, u, lat[s], d, kind))
 
     # memory order
     effects = [_effects(o) for o in ops]

@@ -103,7 +103,21 @@ def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
         return _staged_tiles_bytes(tiles, lambda v: v.type.num_elements() * elem_bytes(v.type.elem))
     if name == "alloca":
         return 8
+    if name == "mmaf_scaled":
+        from .scaled_mma import scratch_bytes as scaled_scratch
+        return scaled_scratch(op, options)
+    if name in ("load_view_tko", "store_view_tko") and isinstance(op.operands["view"].type, T.GatherScatterViewType):
+        rows = op.operands["index"][op.operands["view"].type.sparse_dim].type   # the sparse index tile
+        return rows.num_elements() * elem_bytes(rows.elem)
+    if name in ("pack", "unpack") and sub_byte_bytes_view(op):
+        return op.operands["source"].type.num_elements() * elem_bytes(op.operands["source"].type.elem)
     return 0
+
+
+def sub_byte_bytes_view(op: Operation) -> bool:
+    """pack/unpack of 4-bit elements (two to a byte): staged by their own lowering, not by local_* ops."""
+    return any(isinstance(e, (T.IntType, T.FloatType)) and e.width == 4
+               for e in (op.operands["source"].type.elem, op.result.type.elem))
 
 
 def _staged_elem(e: T.Type) -> T.Type:

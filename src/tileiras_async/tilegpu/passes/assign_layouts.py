@@ -21,7 +21,8 @@ The rules, per op (first match):
 - `load_ptr_tko` / `store_ptr_tko`: the pointer tile's layout, to which mask, padding and value convert;
 - atomics: the pointer (or value) tile's layout, unless it replicates elements and the tile has at least as
   many elements as the CTA has threads (then the default layout, so every thread does its share);
-- `mmaf` / `mmai`: the plan's accumulator layout (tilegpu.mma), the accumulator converts to it;
+- `mmaf` / `mmai`: the plan's accumulator layout (tilegpu.mma), the accumulator converts to it; `mmaf_scaled`:
+  the layout of its per-K-block fp8 products (tilegpu.scaled_mma), likewise;
 - `for` / `loop`: a carried value keeps its initial value's layout, except a value that feeds an mma
   accumulator (or is computed from an mma result), which starts in the mma layout; `continue` and `break`
   convert to the loop's layouts; a `loop`'s results take the layouts of its first `break`;
@@ -36,6 +37,7 @@ from ...ir.core import Block, Operation, Value
 from ...lower.layout import LinearLayout
 from ..errors import LoweringError
 from ..ir import KernelIR, walk_ops
+from .. import scaled_mma
 from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
 from ..ops import CONVERT_LAYOUT, build
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
@@ -43,10 +45,11 @@ from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layo
 DEFAULT_RESULT = frozenset({"constant", "iota", "load_view_tko", "extract", "cat", "insert", "pack", "unpack"})
 ATOMICS = {"atomic_rmw_tko": ("pointers", ("arg", "mask")), "atomic_cas_tko": ("pointers", ("cmp", "val", "mask")),
            "atomic_red_view_tko": ("value", ())}
-SPECIAL = frozenset({"reduce", "scan", "mmaf", "mmai", "reshape", "broadcast", "permute", "load_ptr_tko",
-                     "store_ptr_tko"}) | DEFAULT_RESULT
+SPECIAL = frozenset({"reduce", "scan", "mmaf", "mmai", "mmaf_scaled", "reshape", "broadcast", "permute",
+                     "load_ptr_tko", "store_ptr_tko"}) | DEFAULT_RESULT
 NO_LAYOUT_RULE = frozenset({"store_view_tko", "print_tko", "assert", "return", "make_token", "join_tokens",
-                            "make_tensor_view", "make_partition_view", "get_index_space_shape",
+                            "make_tensor_view", "make_partition_view", "make_gather_scatter_view",
+                            "get_index_space_shape",
                             "get_tensor_shape", "get_tile_block_id", "get_num_tile_blocks", "global",
                             "gdc_wait_tko", "gdc_launch_dependents_tko", "memory_fence_alias_tko"})
 
@@ -178,6 +181,11 @@ class _Assign:
             if plan is not None:
                 check_size(plan, op)
             layout = result_layout(self.options, op)
+            self.require(op, ("acc",), layout, new)
+            self.set_layout(op.result, layout)
+            return
+        if name == "mmaf_scaled":   # the layout of its per-block products (tilegpu/scaled_mma.py)
+            layout = scaled_mma.result_layout(self.options, op)
             self.require(op, ("acc",), layout, new)
             self.set_layout(op.result, layout)
             return

@@ -3,7 +3,8 @@
 Contract: in: tile-GPU IR with layouts. out:
 - a `tilegpu.convert_layout` that would move data between threads becomes `local_alloc` + `local_store` +
   `local_load` (the conversions left move nothing: register relabelling, splat constants, uniforms);
-- `extract`, `cat`, `insert`, `pack`, `unpack` become the same three ops with the addressing in attributes;
+- `extract`, `cat`, `insert`, `pack`, `unpack` become the same three ops with the addressing in attributes
+  (pack/unpack of 4-bit elements stage through their own scratch: two elements share a byte);
 - ops that stage through shared memory themselves get a `scratch_bytes` attribute (allocate-shared-memory
   adds `scratch_offset`).
 No barriers yet: insert-barriers places them where the accesses need them.
@@ -15,7 +16,7 @@ from ...ir.core import Operation, Value
 from ..errors import LoweringError
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, build
-from ..smem import free_conversion, scratch_bytes
+from ..smem import free_conversion, scratch_bytes, sub_byte_bytes_view
 from ..types import SmemType, elem_bytes, layout_of
 
 _SHAPE_OPS = frozenset({"extract", "cat", "insert", "pack", "unpack"})
@@ -29,7 +30,7 @@ def run(k: KernelIR) -> None:
             if op.name == CONVERT_LAYOUT.full_name and not free_conversion(op.operands["source"],
                                                                           layout_of(op.result.type)):
                 out += _through_smem(op, mapping)
-            elif op.name in _SHAPE_OPS:
+            elif op.name in _SHAPE_OPS and not (op.name in ("pack", "unpack") and sub_byte_bytes_view(op)):
                 out += _shape_op(op, mapping)
             else:
                 n = scratch_bytes(op, k.options)
@@ -99,7 +100,7 @@ def _shape_op(op: Operation, mapping: dict) -> list[Operation]:
     else:  # pack / unpack: the same bytes read as another element type
         src = op.operands["source"]
         for e in (src.type.elem, ty.elem):
-            if isinstance(e, (T.IntType, T.FloatType)) and e.width < 8 and e != T.I1:
+            if isinstance(e, (T.IntType, T.FloatType)) and e.width < 8 and e != T.I1:   # (4-bit: not here)
                 raise LoweringError(f"{op.name} of sub-byte element type {e} is not supported yet", op)
         a = _alloc(_nbytes(src.type), loc)
         ops = [a, _store(src, a.result, src.type.shape, loc), _load(a.result, ty, ty.shape, loc)]
