@@ -153,6 +153,14 @@ class ModuleIR:
             self._md_index[text] = ref
         return ref
 
+    def no_unroll_loop(self) -> str:
+        """A fresh `!llvm.loop` node that tells LLVM not to unroll the loop whose back edge carries it."""
+        off = self.md('!{!"llvm.loop.unroll.disable"}')
+        ref = f"!{len(self.metadata)}"
+        got = self.md(f"!{{{ref}, {off}}}", distinct=True)
+        assert got == ref
+        return ref
+
     def declare(self, ret: str, name: str, arg_types: list[str], attrs: str = "") -> None:
         if name not in self.decls:
             self.decls[name] = f"declare {ret} @{name}({', '.join(arg_types)}) {attrs}".rstrip()

@@ -128,7 +128,10 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     new_iv = em.b.value(f"add {it} {iv.name}, {step.regs[0]}", "ivn")
     iv.add(new_iv, latch)
     _close_back_edge(carried, nxt, latch)
-    em.b.br(header)
+    if op.attrs.get("unroll") is False:     # the IR's decision (e.g. a rolled pipeline prologue)
+        em.b.emit(f"br label %{header}, !llvm.loop {em.module_ir.no_unroll_loop()}")
+    else:
+        em.b.br(header)
     em.b.start_block(exit_)
     results = ctx.exit.join(em, [r.type for r in op.results])
     for res, t in zip(op.results, results):

@@ -188,17 +188,5 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
     nxt = em.b.value(f"add i32 {i.name}, 1")
     i.add(nxt, em.b.block_label)
     more = em.b.value(f"icmp ult i32 {nxt}, {per}")
-    em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {_no_unroll(em)}")
+    em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {em.module_ir.no_unroll_loop()}")
     em.b.start_block(done)
-
-
-def _no_unroll(em: KernelEmitter) -> str:
-    """A fresh `!llvm.loop` node that disables unrolling."""
-    mir = em.module_ir
-    off = mir.md('!{!"llvm.loop.unroll.disable"}')
-    ref = f"!{len(mir.metadata)}"
-    got = mir.md(f"!{{{ref}, {off}}}", distinct=True)
-    assert got == ref
-    return ref
-
-

@@ -310,23 +310,19 @@ def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int
 def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     """Bytes per copy for each operand, per loop version, widest first; every version but the last runs only
     when the views are aligned to its copy widths (a run-time check).  Empty: the rows are too short for any
-    copy.  Versions: the widest copy (up to 16 bytes) the tile rows allow; 4-byte copies (pairs/quads of
-    16/8-bit elements, or one 32/64-bit element); one 8/16-bit element at a time (synchronous)."""
+    copy.  Versions: the widest copy (up to 16 bytes) the tile rows allow, then one element at a time (a
+    4/8-byte cp.async, or a synchronous copy for 8/16-bit elements).  No 4-byte version for 16-bit elements
+    between them: each version is a whole pipelined loop of code, and views aligned to 4 but not 16 bytes
+    are rare (NVIDIA's tileiras copies such K-loops one element at a time throughout)."""
     xs = (cand.a, cand.b)
-    wide, narrow = {}, {}
+    wide = {}
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
-        narrow[x.role] = max(x.eb, 4)
-        if inner < narrow[x.role]:
+        if inner < max(x.eb, 4):
             return []
-    out = []
-    if any(wide[r] > narrow[r] for r in wide):
-        out.append(wide)
-    out.append(narrow)
-    if any(x.eb < 4 for x in xs):
-        out.append({x.role: x.eb for x in xs})
-    return out
+    element = {x.role: x.eb for x in xs}
+    return ([wide] if wide != element else []) + [element]
 
 
 def body_scratch_bytes(cand: Candidate) -> int:

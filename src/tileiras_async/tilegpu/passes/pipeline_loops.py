@@ -179,10 +179,7 @@ class _Expander:
     def pipelined_loop(self, out: list, ring: Value, vbs: dict) -> list[Value]:
         g = self.geom
         s, c = g.stages, g.chunks
-        for u in range(s - 1):
-            d, chunk = divmod(u, c)
-            self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
-            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+        self.prologue(out, ring, vbs)
         loop = self.cand.loop
         old = loop.regions[0].block
         dynamic = c % s != 0   # the buffer of an iteration's first unit moves: carried as an i32
@@ -219,6 +216,39 @@ class _Expander:
         out.append(new)
         out.append(build(ASYNC_WAIT, {}, [], {"pending": 0}, loc=self.loc))
         return list(new.results[:len(loop.results)])
+
+    def prologue(self, out: list, ring: Value, vbs: dict) -> None:
+        """The copies of the first stages - 1 units, one commit group each.  Whole iterations ahead are a
+        loop LLVM may not unroll when there are two or more (each unrolled copy block is a full set of
+        address computations, per loop version); the units past them are unrolled."""
+        g = self.geom
+        s, c = g.stages, g.chunks
+        full = (s - 1) // c if (s - 1) // c >= 2 else 0
+        if full:
+            ity = self.lb.type
+            body = Block([ity])
+            d = body.args[0]
+            target = self.add(body.ops, self.lb, self.mul(body.ops, self.step, d))
+            first = self.mul(body.ops, self.i32(body.ops, d), self.const(body.ops, c, T.I32)) if c > 1 else \
+                self.i32(body.ops, d)
+            for chunk in range(c):
+                slot = first if chunk == 0 else self.add(body.ops, first, self.const(body.ops, chunk, T.I32))
+                self.copies(body.ops, target, 0, chunk, ring, slot, vbs, guard=True)
+                body.ops.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+            body.ops.append(Operation(OPS_BY_NAME["continue"], {"operands": []}, {}, [], loc=self.loc))
+            bounds = {"lowerBound": self.const(out, 0), "upperBound": self.const(out, full),
+                      "step": self.const(out, 1), "initValues": []}
+            out.append(Operation(self.cand.loop.spec, bounds, {"unroll": False}, [], [Region([body])], self.loc))
+        for u in range(full * c, s - 1):
+            d, chunk = divmod(u, c)
+            self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
+            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+
+    def i32(self, out: list, x: Value) -> Value:
+        """x (a uniform integer of the loop's type) as the i32 a ring slot is."""
+        if x.type.elem == T.I32:
+            return x
+        return self._op(out, "trunci", {"from": x}, {"overflow": IntegerOverflow.none}, LayoutTile((), T.I32, None))
 
     def units(self, out: list, ring: Value, vbs: dict, iv: Value, bufj: Value | None, acc: Value) -> Value:
         g = self.geom
