@@ -93,7 +93,7 @@ def test_cache_commands(tmp_path, monkeypatch, capsys):
     assert main(argv) == 0 and main(argv) == 0
     assert "cache 1 hits, 0 misses" in capsys.readouterr().out
     assert main(argv + ["--no-cache"]) == 0
-    assert "cache" not in capsys.readouterr().out.splitlines()[-1]
+    assert "| cache " not in capsys.readouterr().out.splitlines()[-1]   # no cache figures in the summary
     assert main(["cache", "--cache-dir", cache, "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert (stats["entries"], stats["hits"], stats["misses"]) == (1, 1, 1)

@@ -92,7 +92,9 @@ def readme_options(text: str) -> set[str]:
     """Every option of ours the README spells: in command lines and in inline code."""
     found: set[str] = set()
     ours = [c for _, c in readme_commands(text) if not c.startswith("dask ")]   # Dask's own options are not ours
-    for span in re.findall(r"`([^`\n]+)`", text) + ours:
+    # a span that runs another program (`ptxas -v`, `bench/codegen_quality.py --save F`) names its options
+    spans = [s for s in re.findall(r"`([^`\n]+)`", text) if not re.match(r"(\S+\.py|ptxas|nvdisasm)\b", s)]
+    for span in spans + ours:
         for token in re.findall(r"(?<![\w/.-])(--?[A-Za-z][\w-]*)", span):
             found.add(token)
     expanded = set()

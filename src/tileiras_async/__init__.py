@@ -11,17 +11,29 @@ typed msgspec structs; the package ships `py.typed`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable, Literal
 
+# `typing` costs the drop-in's cache hit more than the rest of its imports: only type checkers (and the
+# docs, which read this block) import it here; `Engine` is made on first use at run time
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, Callable, Literal
+
     from .interp.runner import RunReport
     from .ir.core import Module
     from .stages import CompileResult
 
+    Engine = Literal["interpret", "emulate", "both"]
+
 __version__ = "0.1.0"
 
-Engine = Literal["interpret", "emulate", "both"]
+
+def __getattr__(name: str):
+    if name == "Engine":
+        from typing import Literal
+        globals()["Engine"] = engine = Literal["interpret", "emulate", "both"]
+        return engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compile_module(source: str | os.PathLike[str] | bytes, gpu_name: str, *, opt_level: int = 3,

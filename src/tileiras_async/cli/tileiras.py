@@ -21,6 +21,7 @@ from .. import __version__
 from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
 from .common import guarded_main, print_lines
 from .options import Option, OptionError, OptionParser
+from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
 DEFAULT_OUTPUT = "elf.o"
@@ -99,57 +100,10 @@ def version_text() -> str:
             f"Supported bytecode versions: {', '.join(SUPPORTED_VERSIONS)}\n")
 
 
-class DropInResult:
-    """The outcome of one compile, as the drop-in delivers it.
-
-    rc / stderr: exit status and the diagnostics printed before anything is written; cubin: the
-    output (rc 0); remarks / trace: the rendered remarks and schedule trace, when asked for.
-    `cacheable`: the outcome depends only on the input and options; `ir_dumps`: --print-ir-*
-    snapshots (stages.IRDump), printed first (neither is stored in entries).
-    """
-
-    __slots__ = ("rc", "stderr", "cubin", "remarks", "trace", "cacheable", "ir_dumps")
-
-    def __init__(self, rc: int, stderr: str = "", cubin: bytes = b"", remarks: str | None = None,
-                 trace: str | None = None, cacheable: bool = True, ir_dumps: list | None = None):
-        self.rc = rc
-        self.stderr = stderr
-        self.cubin = cubin
-        self.remarks = remarks
-        self.trace = trace
-        self.cacheable = cacheable
-        self.ir_dumps = ir_dumps or []
-
-    def sections(self) -> dict[str, bytes]:
-        out = {"rc": b"%d" % self.rc, "stderr": self.stderr.encode(), "cubin": self.cubin}
-        if self.remarks is not None:
-            out["remarks"] = self.remarks.encode()
-        if self.trace is not None:
-            out["trace"] = self.trace.encode()
-        return out
-
-    @classmethod
-    def from_sections(cls, s: dict[str, bytes]) -> "DropInResult":
-        remarks, trace = s.get("remarks"), s.get("trace")
-        return cls(int(s["rc"]), s["stderr"].decode(), s["cubin"], None if remarks is None else remarks.decode(),
-                   None if trace is None else trace.decode(), s.get("cacheable", b"1") != b"0")
-
-
-def _opt_level(opts) -> int:
-    raw = opts.get("opt-level", "3")
-    try:
-        level = int(raw)
-    except ValueError:
-        level = None
-    if level is None or not 0 <= level <= 3:
-        raise InputError([f"error: invalid optimization level: {raw}"], EXIT_CONFIG)
-    return level
-
-
 def _check_options(opts) -> None:
     """What the real tool rejects before it reads the input."""
-    opt_level = _opt_level(opts)
-    if opts.get("device-debug") and opt_level != 0:
+    level = opt_level(opts)
+    if opts.get("device-debug") and level != 0:
         raise InputError(["error: optimized debugging is currently not supported, change the optimization "
                           "level to 0 or disable full debug info"], EXIT_CONFIG)
     if opts.get("l"):

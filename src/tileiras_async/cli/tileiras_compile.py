@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..cache.fingerprint import compiled_with
 from ..frontend import EXIT_CONFIG, InputError, check_version_like_driver
 from ..stages import CompileOptions, compile_in_process, stderr_line
-from .tileiras import DropInResult, _opt_level
+from .dropin_result import DropInResult, opt_level
 
 
 def produce(path: str, data: bytes, opts, *, expected=None) -> DropInResult:
@@ -25,7 +25,7 @@ def produce(path: str, data: bytes, opts, *, expected=None) -> DropInResult:
 
 
 def _produce(path: str, data: bytes, opts) -> DropInResult:
-    opt_level = _opt_level(opts)
+    level = opt_level(opts)
     version = check_version_like_driver(data)
     gpu = opts.get("gpu-name")
     if gpu is None:
@@ -33,7 +33,7 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
         raise InputError([f"error: GPU architecture sm_0 is not supported by this version of tileiras. You may "
                           f"need a newer toolchain that supports this architecture (bytecode in file is version "
                           f"{shown})."], EXIT_CONFIG)
-    options = CompileOptions(gpu, opt_level, lineinfo=bool(opts.get("lineinfo")),
+    options = CompileOptions(gpu, level, lineinfo=bool(opts.get("lineinfo")),
                              device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts))
     print_ir = _print_ir(opts)
     want_trace = opts.get("schedule-trace-file") is not None

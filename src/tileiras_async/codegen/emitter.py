@@ -206,7 +206,7 @@ class KernelEmitter:
         self.reserve_shared(byte_base + count * elem_bytes(t.elem))
         ty = t.llvm
         index = dst_index or (lambda c: self.linear_index(c, shape))
-        dup = 0 if t.is_scalar else sum(1 << b for b, v in enumerate(t.layout.bases[0]) if not any(v))
+        dup = 0 if t.is_scalar else t.layout.duplicate_register_mask()
         for r, reg in enumerate(t.regs):
             if r & dup:
                 continue
@@ -219,8 +219,12 @@ class KernelEmitter:
         """Read a tile whose register r comes from scratch element src_index(coords of r)."""
         lt = llvm_type(ty.elem)
         n = 1 if layout is None else layout.num_registers
+        dup = 0 if layout is None else layout.duplicate_register_mask()
         regs = []
         for r in range(n):
+            if r & dup:  # a copy of a register already loaded
+                regs.append(regs[r & ~dup])
+                continue
             coords = [] if layout is None else self.coords(layout, r)
             p = self.shared_slot(src_index(coords), ty.elem, byte_base)
             regs.append(self.b.value(f"load {lt}, {SHARED_PTR} {p}", "ld"))

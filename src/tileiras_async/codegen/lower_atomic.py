@@ -142,10 +142,6 @@ def _half_add_cas_loop(em: KernelEmitter, op: Operation, lt: str, addr: str, arg
 
 # -- layouts and replicas ---------------------------------------------------------------------
 
-def _zero_register_mask(layout) -> int:
-    return sum(1 << bit for bit, b in enumerate(layout.bases[0]) if not any(b))
-
-
 def _and(em: KernelEmitter, a: str | None, b: str | None) -> str | None:
     if a is None:
         return b
@@ -166,7 +162,7 @@ def per_element(em: KernelEmitter, op: Operation, ptrs: Tile, others: list[Tile 
         layout = ptrs.layout
         primary = em.is_primary(layout)
     n = 1 if layout is None else layout.num_registers
-    dup_mask = 0 if layout is None else _zero_register_mask(layout)
+    dup_mask = 0 if layout is None else layout.duplicate_register_mask()
     results: list[str | None] = [None] * n
     for r in range(n):
         if r & dup_mask:
@@ -260,7 +256,7 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     primary = em.b.value(f"icmp eq i32 {em.tid}, 0") if layout is None else em.is_primary(layout)
     lt = value.llvm
     n = 1 if layout is None else layout.num_registers
-    dup_mask = 0 if layout is None else _zero_register_mask(layout)
+    dup_mask = 0 if layout is None else layout.duplicate_register_mask()
     for r in range(n):
         if r & dup_mask:
             continue

@@ -211,7 +211,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     ty: T.TileType = op.results[0].type
     layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
-    dup = _duplicate_registers(layout)
+    dup = 0 if layout is None else layout.duplicate_register_mask()
     regs: list[str] = []
     for r in range(1 if layout is None else layout.num_registers):
         if r & dup:  # a register that holds the same element as one already loaded
@@ -223,11 +223,6 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     em.set(op.results[0], Tile(ty, layout, regs))
     em.set(op.results[1], TOKEN)
     _access_remark(em, op, ty.elem, len(regs))
-
-
-def _duplicate_registers(layout) -> int:
-    """Register bits that do not move the element (the layout holds copies in several registers)."""
-    return 0 if layout is None else sum(1 << bit for bit, b in enumerate(layout.bases[0]) if not any(b))
 
 
 def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int) -> None:
@@ -242,7 +237,10 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     pv, access = _accessor(em, op, "stores")
     t: Tile = em.get(op.operands["tile"])
     n = 1 if t.is_scalar else t.layout.num_registers
+    dup = 0 if t.is_scalar else t.layout.duplicate_register_mask()
     for r in range(n):
+        if r & dup:  # a copy of a register already stored
+            continue
         coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = access(coords)
         predicated_store(em, op, addr, inb, t.elem, t.regs[r])
@@ -258,7 +256,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     mask = em.tile(op.operands.get("mask"))
     pad = em.tile(op.operands.get("paddingValue"))
     fill_default = padding_constant(ty.elem, None)
-    dup = _duplicate_registers(layout)
+    dup = 0 if layout is None else layout.duplicate_register_mask()
     regs: list[str] = []
     for r, addr in enumerate(ptrs.regs):
         if r & dup:
@@ -276,6 +274,9 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     ptrs: Tile = em.get(op.operands["destination"])
     value = em.expect(op.operands["value"])
     mask = em.tile(op.operands.get("mask"))
+    dup = 0 if ptrs.layout is None else ptrs.layout.duplicate_register_mask()
     for r, addr in enumerate(ptrs.regs):
+        if r & dup:
+            continue
         predicated_store(em, op, addr, mask.regs[r] if mask is not None else None, value.elem, value.regs[r])
     em.set(op.results[0], TOKEN)

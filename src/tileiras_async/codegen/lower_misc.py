@@ -243,7 +243,7 @@ def _assert(em: KernelEmitter, op: Operation) -> None:
         layout, primary = None, em.b.value(f"icmp eq i32 {em.tid}, 0")
     else:
         layout, primary = cond.layout, em.is_primary(cond.layout)
-    dup = 0 if layout is None else sum(1 << b for b, v in enumerate(layout.bases[0]) if not any(v))
+    dup = 0 if layout is None else layout.duplicate_register_mask()
     any_failed = "false"
     for r, ok in enumerate(cond.regs):
         if r & dup:

@@ -47,11 +47,6 @@ def identity_literal(attr, elem: T.Type) -> str:
 
 # -- where the reduced dimension lives ------------------------------------------------------------------
 
-def zero_register_mask(layout: LinearLayout) -> int:
-    """Register bits that do not move the element (duplicates)."""
-    return sum(1 << bit for bit, b in enumerate(layout.bases[0]) if not any(b))
-
-
 # -- moving values between lanes ---------------------------------------------------------------------------
 
 def shuffle_xor(em: KernelEmitter, value: str, lt: str, lane_mask: int) -> str:
@@ -149,7 +144,7 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
     out_layout = layout_of(op.results[0].type)
     bits = dim_bits(layout, dim)
     lts = [t.llvm for t in tiles]
-    dup = zero_register_mask(layout)
+    dup = layout.duplicate_register_mask()
     # 1. registers: fold the registers along the dimension into the one with those bits clear
     reps = [r for r in range(layout.num_registers) if not r & (bits.reg_mask | dup)]
     order = sorted(bits.regs, key=lambda bw: bw[1])
@@ -225,7 +220,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     ids = [identity_literal(a, t.elem) for a, t in zip(op.attrs["identities"], tiles)]
     bits = dim_bits(layout, dim)
     lts = [t.llvm for t in tiles]
-    dup = zero_register_mask(layout)
+    dup = layout.duplicate_register_mask()
     n = layout.num_registers
 
     def later_first(bit_set: bool) -> bool:

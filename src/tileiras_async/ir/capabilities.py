@@ -116,7 +116,7 @@ def check_kernel(module: Module | None, fn: Function, target: str) -> Incompatib
         if reason is not None:
             where = None
             if module is not None and op.loc:
-                from .debuginfo import render_debug_attr
-                where = render_debug_attr(module, op.loc)
+                from .printer import render_location
+                where = render_location(module, op.loc)
             return Incompatibility(target, reason, op, where)
     return None

@@ -153,6 +153,11 @@ class LinearLayout:
                       for dims in self.bases)
         return LinearLayout(tuple(shape), bases)
 
+    def duplicate_register_mask(self) -> int:
+        """Register bits that do not move the element: a thread holds copies of one element in the
+        registers that differ only in these bits (each is computed, loaded and stored once)."""
+        return sum(1 << bit for bit, b in enumerate(self.bases[0]) if not any(b))
+
     def replicated(self) -> bool:
         """Some lane or warp bit does not move the element: several threads hold each element."""
         return any(not any(b) for bases in self.bases[1:] for b in bases)

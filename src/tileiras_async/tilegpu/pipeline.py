@@ -29,7 +29,7 @@ from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import PaddingValue
 from ..targets import sm_number
 from .options import CodegenOptions
-from .types import elem_bytes
+from .types import align, elem_bytes
 
 FAILED = "Failed to pipeline loop"
 
@@ -253,10 +253,6 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
     return Candidate(op, mma, a, b, slice_ops)
 
 
-def _align(x: int, a: int) -> int:
-    return -(-x // a) * a
-
-
 def _pow2(n: int) -> bool:
     return n > 0 and not n & (n - 1)
 
@@ -275,13 +271,13 @@ def _operand_layout(x: Operand, kc: int) -> None:
     e = x.eb
     rank = len(shape)
     if x.role == "a":   # ([B,] M, K): rows of kc elements
-        x.row = _align(kc * e, 16) + ROW_PAD
+        x.row = align(kc * e, 16) + ROW_PAD
         lead = (shape[-2] * x.row,) if rank == 3 else ()
         ostrides = lead + (x.row, e)
         rows = prod(shape[:-1])
         x.kdim = x.lead + rank - 1
     else:               # ([B,] K, N): kc rows of N elements
-        x.row = _align(shape[-1] * e, 16) + ROW_PAD
+        x.row = align(shape[-1] * e, 16) + ROW_PAD
         lead = (kc * x.row,) if rank == 3 else ()
         ostrides = lead + (x.row, e)
         rows = prod(shape[:-2]) * kc
@@ -299,8 +295,8 @@ def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int
             _operand_layout(cand.a, kc)
             _operand_layout(cand.b, kc)
             cand.a.base = 0
-            cand.b.base = _align(cand.a.nbytes, UNIT_ALIGN)
-            unit = _align(cand.b.base + cand.b.nbytes, UNIT_ALIGN)
+            cand.b.base = align(cand.a.nbytes, UNIT_ALIGN)
+            unit = align(cand.b.base + cand.b.nbytes, UNIT_ALIGN)
             if s * unit <= budget:
                 return Geometry(s, c, kc, unit)
             c *= 2

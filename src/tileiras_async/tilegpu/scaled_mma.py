@@ -14,8 +14,7 @@ from ..ir.core import Operation, Value
 from ..lower.layout import LinearLayout
 from .mma import fma_plan_for, plan_for, result_layout as mma_result_layout
 from .options import CodegenOptions
-from .smem import align
-from .types import elem_bytes
+from .types import align, elem_bytes
 
 _FP8 = ("f8E4M3FN", "f8E5M2")
 

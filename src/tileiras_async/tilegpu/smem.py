@@ -16,13 +16,7 @@ from ..lower.layout import LinearLayout
 from .errors import LoweringError
 from .mma import fma_plan_for, plan_for
 from .options import CodegenOptions
-from .types import elem_bytes, is_splat, layout_of
-
-ALIGN = 16
-
-
-def align(n: int, a: int = ALIGN) -> int:
-    return -(-n // a) * a
+from .types import align, elem_bytes, is_splat, layout_of
 
 
 def free_conversion(v: Value, target: LinearLayout | None) -> bool:

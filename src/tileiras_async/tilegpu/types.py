@@ -67,3 +67,10 @@ def is_splat(raw: bytes, elem: T.Type) -> bool:
     if isinstance(elem, T.IntType) and elem.width == 1:
         return len(raw) == 1 and raw[0] in (0, 0xFF)
     return len(raw) == (3 if elem == T.TF32 else max(1, elem.width // 8))
+
+
+ALIGN = 16      # bytes: every shared-memory buffer and scratch area starts on a 16-byte boundary (vector accesses)
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return -(-n // a) * a

@@ -14,7 +14,7 @@ from ..errors import LoweringError
 from ..ir import KernelIR
 from ..mma import SHARED_LIMIT
 from ..ops import LOCAL_ALLOC
-from ..smem import align
+from ..types import align
 
 _LOOPS = ("for", "loop")
 
