@@ -116,9 +116,30 @@ def test_assign_layouts_carries_mma_accumulators_in_the_mma_layout():
     acc_arg = loop.regions[0].block.args[1]
     assert layout_of(acc_arg.type) == c and layout_of(loop.results[0].type) == c
     assert layout_of(mma.result.type) == c
-    # the zero splat converts once, before the loop (free in registers), not every iteration
+    # the zero splat is made in the mma layout before the loop (an index-like value is computed where it is
+    # needed instead of converted), and nothing converts inside the loop
     init = loop.operands["initValues"][0]
-    assert init.owner.name == "tilegpu.convert_layout" and layout_of(init.type) == c
+    assert init.owner.name == "constant" and layout_of(init.type) == c
+    assert not any(o.name == "tilegpu.convert_layout" for o in walk_ops(loop.regions[0].block))
+
+
+@pytest.mark.parametrize("name", ["flash_attention_causal_gqa_f16", "flash_attention_ragged_f16"])
+def test_attention_loops_carry_and_mask_in_the_mma_layouts(name):
+    """Online softmax: the running max and sum are carried in the layout the mma's row reductions produce
+    them in, and the causal mask is computed in the mma layout -- the loops move at most the masks' 1-D
+    sources between threads, never a 32x32 tile or a carried vector (the first assignment converted them
+    on every iteration)."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu.smem import free_conversion
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
+    k = _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_90")
+    _passes(k, "remove-layout-conversions")
+    loops = [o for o in walk_ops(k.fn.body) if o.name == "for"]
+    assert loops
+    for loop in loops:
+        moving = [o for o in walk_ops(loop.regions[0].block) if o.name == "tilegpu.convert_layout"
+                  and not free_conversion(o.operands["source"], layout_of(o.result.type))]
+        assert all(o.result.type.shape[0] == 1 for o in moving), [o.result.type for o in moving]
 
 
 def test_if_results_take_the_first_yield_layout_and_the_other_branch_converts():

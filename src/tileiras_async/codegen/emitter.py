@@ -230,8 +230,11 @@ class KernelEmitter:
             regs.append(self.b.value(f"load {lt}, {SHARED_PTR} {p}", "ld"))
         return Tile(ty, layout, regs)
 
-    def convert(self, t: Tile, layout: LinearLayout | None) -> Tile:
-        """The same tile in another layout (through shared memory unless nothing moves)."""
+    def convert(self, t: Tile, layout: LinearLayout | None, uniform: bool = False) -> Tile:
+        """The same tile in another layout (through shared memory unless nothing moves).  `uniform`: the IR
+        shows every element is one value (tilegpu.smem.is_uniform), which every thread holds."""
+        if uniform and layout is not None:
+            return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
         if t.layout == layout or t.is_scalar:
             return t if t.layout == layout else self.broadcast_scalar(t, layout)
         moved = layout.register_map_from(t.layout) if layout is not None else None

@@ -5,6 +5,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
+from ..tilegpu.smem import is_uniform
 from ..tilegpu.types import is_splat, layout_of
 from .values import TOKEN, Tile, llvm_type
 
@@ -33,7 +34,8 @@ def _token(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("tilegpu.convert_layout")
 def _convert_layout(em: KernelEmitter, op: Operation) -> None:
-    t = em.convert(em.get(op.operands["source"]), layout_of(op.result.type))
+    src = op.operands["source"]
+    t = em.convert(em.get(src), layout_of(op.result.type), uniform=is_uniform(src))
     em.set(op.result, Tile(op.result.type, t.layout, t.regs))
 
 

@@ -25,10 +25,28 @@ def free_conversion(v: Value, target: LinearLayout | None) -> bool:
     src = layout_of(v.type)
     if target is None or src is None or src == target:
         return True
-    owner = v.owner
-    if isinstance(owner, Operation) and owner.name == "constant" and is_splat(owner.attrs["value"].raw, v.type.elem):
+    if is_uniform(v):
         return True
     return target.register_map_from(src) is not None
+
+
+UNIFORM_CHAIN = frozenset({"broadcast", "reshape", "tilegpu.convert_layout"})
+
+
+def is_uniform(v: Value) -> bool:
+    """Every element of `v` is the same value: a splat constant, a one-element tile, or a broadcast or
+    reshape of such a value (each thread holds it in registers, so any layout is a relabelling)."""
+    while True:
+        if not v.type.shape or all(d == 1 for d in v.type.shape):
+            return True
+        owner = v.owner
+        if not isinstance(owner, Operation):
+            return False
+        if owner.name == "constant":
+            return is_splat(owner.attrs["value"].raw, v.type.elem)
+        if owner.name not in UNIFORM_CHAIN:
+            return False
+        v = owner.operands["source"]
 
 
 # -- where a dimension lives -----------------------------------------------------------------------------

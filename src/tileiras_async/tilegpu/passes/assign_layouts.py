@@ -7,14 +7,15 @@ chooses a layout: it reads them from the types.
 
 The rules, per op (first match):
 - elementwise ops (one tile result, operands of the result's shape or uniform): the layout of the first
-  operand that has one, else the default blocked layout of the result; every operand is converted to it
-  (a uniform operand converts for free: it is broadcast in registers);
+  operand that has one and is data rather than index-like (computed from iota, constants and broadcasts
+  alone), else of the first that has one, else the default blocked layout of the result; every operand is
+  converted to it (a uniform operand converts for free: it is broadcast in registers);
 - loads, constants, iota, shape changes through shared memory (extract, cat, insert, pack/unpack): the
   default blocked layout (`CodegenOptions.default_layout`);
 - permute: the operand's layout with its dimensions permuted; reshape: the operand's layout over the new
   shape (nothing moves in either); a reshape to a scalar needs every thread to hold the element;
-- broadcast: the layout of the tile the result is combined with (an elementwise user's other operand), else
-  the default; the source converts to that layout collapsed along the broadcast dimensions, so the
+- broadcast: the layout of the tile the result is combined with (an elementwise user's other operand, looking
+  through up to CONSUMER_DEPTH elementwise steps), else the default; the source converts to that layout collapsed along the broadcast dimensions, so the
   broadcast itself moves nothing;
 - reduce: the operand layout with the reduced dimension sliced away (every thread that held part of a row
   holds its result); scan: the operand layout; further operands convert to the first's;
@@ -27,21 +28,28 @@ The rules, per op (first match):
   accumulator (or is computed from an mma result), which starts in the mma layout; `continue` and `break`
   convert to the loop's layouts; a `loop`'s results take the layouts of its first `break`;
 - `if`: the results take the layouts of the first `yield` reached in program order; the other converts.
+
+These forward rules run twice: first on a private copy, whose conversions show (1) loop-carried values the
+body converts into the carried layout on every iteration (they are then carried in the layout the body
+produces them in: one conversion before the loop) and (2) index-like values converted to another layout
+(their whole chain then computes in that layout, so a mask moves as its small 1-D sources, if at all).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...ir import types as T
 from ...ir.core import Block, Operation, Value
 from ...lower.layout import LinearLayout
 from ..errors import LoweringError
-from ..ir import KernelIR, walk_ops
+from ..ir import KernelIR, clone_function, walk_ops
 from .. import scaled_mma
 from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
 from ..ops import CONVERT_LAYOUT, build
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
 
+INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
+CONSUMER_DEPTH = 4     # elementwise steps a broadcast looks through for the tile its result is combined with
 DEFAULT_RESULT = frozenset({"constant", "iota", "load_view_tko", "extract", "cat", "insert", "pack", "unpack"})
 ATOMICS = {"atomic_rmw_tko": ("pointers", ("arg", "mask")), "atomic_cas_tko": ("pointers", ("cmp", "val", "mask")),
            "atomic_red_view_tko": ("value", ())}
@@ -55,8 +63,103 @@ NO_LAYOUT_RULE = frozenset({"store_view_tko", "print_tko", "assert", "return", "
 
 
 def run(k: KernelIR) -> None:
-    _Assign(k).run()
+    _Assign(k, *_hints(k)).run()
     _check_complete(k)
+
+
+LOOPS = ("for", "loop")
+HINTABLE = frozenset({"iota", "constant", "broadcast"})     # besides elementwise ops
+
+
+def _hints(k: KernelIR) -> tuple[dict, dict]:
+    """What a first assignment (of a private copy) shows the forward rules get wrong, as hints for the real
+    one: (per loop index, per carried value: the layout the body computes its next value in, when the body
+    converts into the carried layout instead -- carrying it in the produced layout moves it once, before the
+    loop), and (per op index: the layout an index-like value -- a mask or index tile from iota, constants
+    and broadcasts -- is converted to, for every op of its chain: it is recomputed there instead of moved).
+    Indices are positions in walk order before the pass, the same in the copy and in `k`."""
+    trial = replace(k, fn=clone_function(k.fn), remarks=[], notes={})
+    order = {id(op): i for i, op in enumerate(walk_ops(trial.fn.body))}
+    first = _Assign(trial, {}, {})
+    first.run()
+    loop_hints: dict[int, dict[int, LinearLayout]] = {}
+    loops = [op for op in walk_ops(trial.fn.body) if op.name in LOOPS]
+    for index, loop in enumerate(loops):
+        block = loop.regions[0].block
+        args = block.args[1:] if loop.name == "for" else block.args
+        for term in block.ops:
+            if term.name != "continue":
+                continue
+            for i, v in enumerate(term.operands.get("operands") or []):
+                produced = _produced_layout(v, layout_of(args[i].type))
+                if produced is not None:
+                    loop_hints.setdefault(index, {})[i] = produced
+    op_hints: dict[int, LinearLayout] = {}
+    for op in walk_ops(trial.fn.body):
+        if op.name == CONVERT_LAYOUT.full_name and first.index_like(op.operands["source"]):
+            _recompute_in(op.operands["source"], layout_of(op.result.type), first, order, op_hints)
+    return loop_hints, op_hints
+
+
+def _recompute_in(v: Value, layout: LinearLayout | None, a: "_Assign", order: dict, hints: dict) -> None:
+    """Hint every op of v's index-like chain to compute in `layout` (its broadcasts' sources in the
+    collapsed layout)."""
+    work = [(v, layout)]
+    while work:
+        v, layout = work.pop()
+        owner = v.owner
+        if layout is None or not isinstance(owner, Operation):
+            continue
+        if owner.name == CONVERT_LAYOUT.full_name:      # a conversion the copy's pass inserted: look through
+            work.append((owner.operands["source"], layout))
+            continue
+        index = order.get(id(owner))
+        if index is None or index in hints or not v.type.shape or not a.index_like(v):
+            continue
+        if owner.name == "broadcast":
+            hints[index] = layout
+            src = owner.operands["source"]
+            if src.type.shape and not all(d == 1 for d in src.type.shape):
+                work.append((src, layout.collapse(src.type.shape)))
+        elif owner.name in HINTABLE:
+            hints[index] = layout
+        elif _elementwise(owner):
+            hints[index] = layout
+            work.extend((o, layout) for o in owner.operand_values()
+                        if isinstance(o.type, T.TileType) and o.type.shape == v.type.shape)
+
+
+def _elementwise(op: Operation) -> bool:
+    return (not op.regions and len(op.results) == 1 and op.name not in SPECIAL and op.name not in NO_LAYOUT_RULE
+            and op.name not in ATOMICS and op.name not in ("reshape", "permute"))
+
+
+def _produced_layout(v: Value, carried: LinearLayout | None) -> LinearLayout | None:
+    """The layout the next value of a carried tile is computed in, when the body converts to the carried
+    layout on the way to `v`: the source layout of the nearest conversion into `carried` among `v` and the
+    elementwise ops that compute it (breadth first)."""
+    if carried is None:
+        return None
+    frontier, seen = [v], {id(v)}
+    for _ in range(CONSUMER_DEPTH):
+        nxt = []
+        for x in frontier:
+            owner = x.owner
+            if not isinstance(owner, Operation):
+                continue
+            if owner.name == CONVERT_LAYOUT.full_name:
+                src = layout_of(owner.operands["source"].type)
+                if layout_of(x.type) == carried and src is not None and src != carried:
+                    return src
+                continue
+            if owner.regions or len(owner.results) != 1 or owner.name in SPECIAL:
+                continue
+            for o in owner.operand_values():
+                if id(o) not in seen and isinstance(o.type, T.TileType) and o.type.shape == v.type.shape:
+                    seen.add(id(o))
+                    nxt.append(o)
+        frontier = nxt
+    return None
 
 
 @dataclass
@@ -80,8 +183,12 @@ class _Frame:
 
 
 class _Assign:
-    def __init__(self, k: KernelIR):
+    def __init__(self, k: KernelIR, hints: dict[int, dict[int, LinearLayout]], op_hints: dict[int, LinearLayout]):
         self.k = k
+        self.hints = hints
+        self.op_hints = {id(op): op_hints[i] for i, op in enumerate(walk_ops(k.fn.body)) if i in op_hints}
+        self.index_memo: dict[int, bool] = {}
+        self.loop_index = {id(op): i for i, op in enumerate(o for o in walk_ops(k.fn.body) if o.name in LOOPS)}
         self.options = k.options
         self.regions: list = []      # innermost last: _LoopCtx | _IfCtx | None (a combiner region)
         self.users: dict[int, list[Operation]] = {}
@@ -153,8 +260,9 @@ class _Assign:
         if name in NO_LAYOUT_RULE:
             return
         if name in DEFAULT_RESULT:
+            hint = self.op_hints.get(id(op))
             for r in op.results:
-                self.set_layout(r, self.default(r.type))
+                self.set_layout(r, hint if hint is not None and r.type.shape == hint.shape else self.default(r.type))
             return
         if name == "permute":
             src = layout_of(op.operands["source"].type)
@@ -196,7 +304,11 @@ class _Assign:
         if len(op.results) != 1 or not tiles:
             raise LoweringError(f"assign-layouts has no rule for '{op.name}'", op)
         res = op.result
-        layout = next((layout_of(v.type) for v in op.operand_values() if layout_of(v.type) is not None), None)
+        laid = [v for v in op.operand_values() if layout_of(v.type) is not None]
+        # a value computed from indices and constants alone converts by recomputing it
+        # (remove-layout-conversions retypes its chain): follow the data operand
+        lead = next((v for v in laid if not self.index_like(v)), laid[0] if laid else None)
+        layout = self.op_hints.get(id(op)) or (None if lead is None else layout_of(lead.type))
         if layout is None and res.type.shape:
             layout = self.default(res.type)
         if layout is not None:
@@ -204,6 +316,25 @@ class _Assign:
                 if isinstance(v, Value):
                     op.operands[name] = self.convert(v, layout, new, op.loc)
         self.set_layout(res, layout if res.type.shape else None)
+
+    def index_like(self, v: Value) -> bool:
+        """`v` is computed only from iota, constants and broadcasts (elementwise, reshaped): a mask or an
+        index tile, cheap to compute in any layout."""
+        key = id(v)
+        if key not in self.index_memo:
+            self.index_memo[key] = False          # cycles (loop-carried values) are not index-like
+            owner = v.owner
+            result = False
+            if isinstance(owner, Operation):
+                if owner.name in INDEX_SOURCES:
+                    result = True
+                elif owner.name in ("reshape", CONVERT_LAYOUT.full_name):
+                    result = self.index_like(owner.operands["source"])
+                elif _elementwise(owner):
+                    tiles = [o for o in owner.operand_values() if isinstance(o.type, T.TileType) and o.type.shape]
+                    result = bool(tiles) and all(self.index_like(o) for o in tiles)
+            self.index_memo[key] = result
+        return self.index_memo[key]
 
     def atomic(self, op: Operation, new: list[Operation]) -> None:
         lead, others = ATOMICS[op.name]
@@ -235,20 +366,30 @@ class _Assign:
         if not src.type.shape:
             self.set_layout(op.result, self.default(ty))
             return
-        layout = self.consumer_layout(op.result) or self.default(ty)
+        layout = self.op_hints.get(id(op)) or self.consumer_layout(op.result) or self.default(ty)
         self.require(op, ("source",), layout.collapse(src.type.shape), new)
         self.set_layout(op.result, layout)
 
     def consumer_layout(self, v: Value) -> LinearLayout | None:
-        """The layout of another operand, of v's shape, of an elementwise op that uses v (already assigned:
-        it is defined earlier), so that combining them needs no conversion."""
-        for user in self.users.get(id(v), ()):
-            if user.regions or len(user.results) != 1 or user.name in SPECIAL:
-                continue
-            for other in user.operand_values():
-                lay = layout_of(other.type)
-                if other is not v and lay is not None and other.type.shape == v.type.shape:
-                    return lay
+        """The layout of another operand, of v's shape, of an elementwise op that uses v or a value computed
+        from it elementwise (already assigned: it is defined earlier), so that combining them needs no
+        conversion.  Breadth first: the nearest combination decides."""
+        frontier, seen = [v], {id(v)}
+        for _ in range(CONSUMER_DEPTH):
+            nxt = []
+            for x in frontier:
+                for user in self.users.get(id(x), ()):
+                    if user.regions or len(user.results) != 1 or user.name in SPECIAL:
+                        continue
+                    for other in user.operand_values():
+                        lay = layout_of(other.type)
+                        if other is not x and lay is not None and other.type.shape == v.type.shape:
+                            return lay
+                    r = user.result
+                    if isinstance(r.type, T.TileType) and r.type.shape == v.type.shape and id(r) not in seen:
+                        seen.add(id(r))
+                        nxt.append(r)
+            frontier = nxt
         return None
 
     def region_op(self, op: Operation, new: list[Operation]) -> None:
@@ -265,6 +406,9 @@ class _Assign:
             return
         inits = list(op.operands["initValues"])
         wanted = carried_layouts(self.options, op)
+        for i, lay in self.hints.get(self.loop_index.get(id(op), -1), {}).items():
+            if i < len(wanted) and wanted[i] is None:
+                wanted[i] = lay
         layouts = []
         for v, lay in zip(inits, wanted):
             cur = layout_of(v.type)
