@@ -1,0 +1,384 @@
+"""The GPU timing job (bench/gpu/): what build.py reads from cubins and writes, that its kernel-parameter packing
+is the PTX emulator's (cuTile's calling convention v1), how run_on_device.py checks outputs, and the runner's
+whole flow -- isolation, faults, crashes, hangs, the time budget, timing arithmetic -- against a stand-in
+libcuda (bench/gpu/fake_libcuda.py), so that the one run on a real GPU works the first time."""
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PUBLIC, nvidia_bin, requires_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+GPU = REPO / "bench" / "gpu"
+RUNNER = GPU / "run_on_device.py"
+FAKE = GPU / "fake_libcuda.py"
+sys.path.insert(0, str(GPU))
+sys.path.insert(0, str(REPO / "bench"))
+
+import build  # noqa: E402
+import run_on_device as rod  # noqa: E402
+
+from tileiras_async.emu import DeviceMemory, load_program  # noqa: E402
+from tileiras_async.emu.machine import _param_bytes  # noqa: E402
+from tileiras_async.emu.runner import default_block, map_arguments  # noqa: E402
+
+pytestmark = requires_corpus
+
+
+def _emulator_block(ptx: str, inputs: dict) -> tuple[bytes, list, dict]:
+    """The parameter block the PTX emulator builds for these arguments, its layout and the array addresses."""
+    prog = load_program(ptx)
+    args = list(inputs.values())
+    params, arrays = map_arguments(prog, args, DeviceMemory())
+    block = bytearray(prog.kparam_size)
+    for kp, v in zip(prog.kparams, params):
+        block[kp.offset:kp.offset + kp.size] = _param_bytes(kp, v).tobytes()
+    names = list(inputs)
+    return bytes(block), [[kp.offset, kp.size] for kp in prog.kparams], {names[i]: a for i, a in arrays}
+
+
+def _bases(loc: dict, addresses: dict) -> list:
+    """Buffer base addresses that put every array where the emulator put it."""
+    bases: dict[int, int] = {}
+    for name, (buf, off) in loc.items():
+        base = addresses[name] - off
+        assert bases.setdefault(buf, base) == base, f"{name}: arrays of one buffer at inconsistent addresses"
+    return [bases[b] for b in range(len(bases))]
+
+
+# ---------------------------------------------------------------- argument packing = the emulator's
+
+
+@pytest.mark.parametrize("case", ["vec_add_f32_t128", "layernorm_f32_64", "gather_idx_f16_i64_t256",
+                                  "rmsnorm_bf16_1024", "branch_scalar_neg_t64", "saxpy_f64_t64",
+                                  "matmul_f16_f16out_128x128x64", "bmm_f32_16x32x16"])
+def test_parameter_block_is_the_emulators(case):
+    """NVIDIA's own sm_90 PTX fixes the entry's parameters; the runner's block for the job's values must be
+    byte for byte what the emulator passes that PTX (pointers, shapes, strides, i64 indices, f32/f64/i32
+    scalars, a negative scalar)."""
+    refs = build.refs_for("corpus")
+    inputs = refs.make_inputs(case)
+    images, params, loc = build.plan_arguments(inputs)
+    want, kparams, addresses = _emulator_block((PUBLIC / f"{case}.v13.4.sm_90.ptx").read_text(), inputs)
+    assert build.check_layout(params, kparams) is None
+    got = rod.param_block(params, kparams, _bases(loc, addresses))
+    assert got == want
+    # the buffer images are the arguments' bytes
+    for name, (buf, off) in loc.items():
+        a = inputs[name]
+        assert images[buf][off:off + a.nbytes] == np.ascontiguousarray(a).tobytes()
+
+
+def test_overlapping_arrays_share_a_buffer_and_views_keep_their_strides():
+    base = np.arange(40, dtype=np.float32)
+    inputs = {"x": base[::2], "y": base[10:20], "z": np.zeros(3, np.int64), "s": np.float32(2.5),
+              "t": np.int32(-4), "flag": np.bool_(True)}
+    images, params, loc = build.plan_arguments(inputs)
+    assert len(images) == 2 and loc["x"][0] == loc["y"][0] == 0 and loc["z"] == (1, 0)
+    assert loc["y"][1] - loc["x"][1] == 40
+    assert params[:3] == [{"ptr": [0, 0]}, {"int": 20}, {"int": 2}]
+    assert params[-3:] == [{"raw": np.float32(2.5).tobytes().hex()}, {"int": -4}, {"int": 1}]
+    kparams = [[0, 8], [8, 4], [12, 4], [16, 8], [24, 4], [28, 4], [32, 8], [40, 4], [44, 4], [48, 4], [52, 4],
+               [56, 1]]
+    assert build.check_layout(params, kparams) is None
+    block = rod.param_block(params, kparams, [0x1000, 0x2000])
+    assert struct.unpack_from("<QiiQii", block, 0) == (0x1000, 20, 2, 0x1000 + 40, 10, 1)
+    assert struct.unpack_from("<fiB", block, 48) == (2.5, -4, 1)
+    assert "pointer" in build.check_layout(params, [[0, 4]] + kparams[1:])
+    bad = [dict(p) for p in params]
+    bad[-2] = {"int": 1 << 40}
+    assert "does not fit" in build.check_layout(bad, kparams)
+    assert "parameter values" in build.check_layout(params, kparams[:-1])
+
+
+# ---------------------------------------------------------------- what build.py reads from cubins
+
+
+@pytest.fixture(scope="module")
+def vec_add_cubins(tmp_path_factory):
+    """Ours and (when the wheel is installed) NVIDIA's sm_90 cubin of vec_add_f32_t128."""
+    path = PUBLIC / "vec_add_f32_t128.v13.4.tileirbc"
+    ours = build.compile_side("ours", path, "sm_90", None)
+    assert ours["ok"], ours
+    real = None
+    if nvidia_bin("tileiras") is not None:
+        real = build.compile_side("nvidia", path, "sm_90", tmp_path_factory.mktemp("real-cache"))
+        assert real["ok"], real
+    return ours, real
+
+
+def test_launch_info_is_the_ptx_entry(vec_add_cubins):
+    """EIATTR_KPARAM_INFO / EIATTR_REQNTID of the cubin give the PTX entry's parameter layout and .reqntid."""
+    ours, real = vec_add_cubins
+    prog = load_program(ours["ptx"])
+    (name, info), = build.launch_info(ours["cubin"]).items()
+    assert name == prog.kernel
+    assert info["kparams"] == [[kp.offset, kp.size] for kp in prog.kparams]
+    assert tuple(info["block"]) == tuple(default_block(prog))
+    if real is None:
+        pytest.skip("NVIDIA's tileiras not installed: only our cubin checked")
+    nv = load_program((PUBLIC / "vec_add_f32_t128.v13.4.sm_90.ptx").read_text())
+    (nname, ninfo), = build.launch_info(real["cubin"]).items()
+    assert nname == nv.kernel == name
+    assert ninfo["kparams"] == [[kp.offset, kp.size] for kp in nv.kparams] == info["kparams"]
+    assert ninfo["block"] == [128, 1, 1]
+
+
+def test_cubin_entry_rejects_a_layout_that_does_not_fit(vec_add_cubins):
+    ours, _ = vec_add_cubins
+    _, params, _ = build.plan_arguments(build.refs_for("corpus").make_inputs("vec_add_f32_t128"))
+    entry = build.cubin_entry(ours["cubin"], params, "cubins/x.cubin")
+    assert entry["block"] == [128, 1, 1] and len(entry["kparams"]) == 9 and "error" not in entry
+    assert "parameter values" in build.cubin_entry(ours["cubin"], params[:-1], "x")["error"]
+
+
+# ---------------------------------------------------------------- the case list
+
+
+def test_default_cases_exist_and_large_sizes_register():
+    cases = build.default_cases(large=False)
+    assert len({c.name for c in cases}) == len(cases) >= 20
+    for c in cases:
+        assert build.bytecode_path(c).is_file(), c
+        assert c.name in build.refs_for(c.source).REFS
+    big = build.select_cases("matmul_f16_f16out_128x128x64.large")
+    assert big == [build.Case("matmul_f16_f16out_128x128x64.large", "matmul_f16_f16out_128x128x64", "corpus",
+                              "large")]
+    refs = build.refs_for("corpus")
+    assert refs.grid(big[0].name, {}) == (16, 16, 1)
+    assert build.select_cases("matmul_f16_f16out_128x128x64.large") == big      # registered once
+    with pytest.raises(SystemExit, match="unknown kernel"):
+        build.select_cases("no_such_kernel")
+    with pytest.raises(SystemExit, match="no large size"):
+        build.select_cases("vec_add_f32_t128.large")
+
+
+# ---------------------------------------------------------------- checking outputs on the device side
+
+
+def _both_paths(monkeypatch, *args):
+    """compare() with numpy and with its pure-Python fallback (the device may have no numpy)."""
+    with_np = rod.compare(*args)
+    monkeypatch.setattr(rod, "_first_bad_numpy", lambda *a: None)
+    without = rod.compare(*args)
+    monkeypatch.undo()
+    return with_np, without
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [("float32", np.float32), ("float16", np.float16),
+                                            ("float64", np.float64)])
+def test_compare_floats_within_tolerance(monkeypatch, dtype, np_dtype):
+    want = np.array([1.0, -2.0, np.nan, np.inf, 0.0, 100.0], np_dtype)
+    close = want.copy()
+    close[1] = np_dtype(-2.001)
+    assert _both_paths(monkeypatch, close.tobytes(), want.tobytes(), dtype, 1e-3, 1e-6, [6]) == (None, None)
+    off = want.copy()
+    off[5] = np_dtype(101.0)
+    off[2] = np_dtype(1.0)                 # NaN expected, a number came
+    a, b = _both_paths(monkeypatch, off.tobytes(), want.tobytes(), dtype, 1e-3, 1e-6, [2, 3])
+    assert a == b and a.startswith("2 of 6 differ, first at (0, 2): got 1.0 expected nan")
+    inf = want.copy()
+    inf[3] = -np.inf
+    a, b = _both_paths(monkeypatch, inf.tobytes(), want.tobytes(), dtype, 1.0, 1.0, [6])
+    assert a == b and "first at (3,)" in a
+
+
+def test_compare_bf16_ints_and_raw_formats(monkeypatch):
+    bits = np.array([0x3F80, 0x4000, 0xC040], np.uint16)          # 1.0, 2.0, -3.0
+    near = np.array([0x3F81, 0x4000, 0xC040], np.uint16)          # 1.0078125
+    assert _both_paths(monkeypatch, near.tobytes(), bits.tobytes(), "bfloat16", 1e-2, 0.0, [3]) == (None, None)
+    a, b = _both_paths(monkeypatch, near.tobytes(), bits.tobytes(), "bfloat16", 1e-3, 0.0, [3])
+    assert a == b == "1 of 3 differ, first at (0,): got 1.0078125 expected 1.0"
+    ints = np.array([1, -5, 7], np.int32)
+    other = np.array([1, -5, 8], np.int32)
+    a, b = _both_paths(monkeypatch, other.tobytes(), ints.tobytes(), "int32", 1.0, 1.0, [3])   # ints: exact
+    assert a == b == "1 of 3 differ, first at (2,): got 8 expected 7"
+    assert rod.compare(b"\x01\x02", b"\x01\x03", "float8_e4m3fn", 0, 0, [2]) == \
+        "1 bytes differ (compared bit for bit)"
+    assert rod.compare(b"\x01", b"\x01\x03", "uint8", 0, 0, [2]) == "1 bytes, expected 2"
+
+
+def test_gather_follows_strides():
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    raw = a.tobytes()
+    view = a[1:, ::2]
+    got = rod.gather(raw, 6 * 4, list(view.shape), list(view.strides), 4)
+    assert got == np.ascontiguousarray(view).tobytes()
+    t = a.T
+    assert rod.gather(raw, 0, list(t.shape), list(t.strides), 4) == np.ascontiguousarray(t).tobytes()
+    assert rod.gather(raw, 8, [3], [4], 4) == a.reshape(-1)[2:5].tobytes()
+
+
+# ---------------------------------------------------------------- the runner against a stand-in libcuda
+
+
+def _vec_add_entry(name: str) -> tuple[dict, dict]:
+    entry, files = build.plan_case(build.Case("vec_add_f32_t128", "vec_add_f32_t128", "corpus"))
+    entry["case"] = name
+    return entry, files
+
+
+def _fake_job(tmp_path: Path, behaviours: dict) -> Path:
+    """A job of vec_add cases whose cubins are fake_libcuda directives: {case: (ours, nvidia)}."""
+    job = tmp_path / "job"
+    (job / "cubins").mkdir(parents=True)
+    cases = []
+    for name, sides in behaviours.items():
+        entry, files = _vec_add_entry(name)
+        for rel, data in files.items():
+            (job / rel).parent.mkdir(parents=True, exist_ok=True)
+            (job / rel).write_bytes(data)
+        entry["cubins"] = {}
+        for side, directive in zip(build.SIDES, sides):
+            if directive.startswith("error:"):
+                entry["cubins"][side] = {"error": directive[6:]}
+                continue
+            rel = f"cubins/{name}.{side}.cubin"
+            (job / rel).write_bytes(b"FAKE kernel=vec_add " + directive.encode())
+            entry["cubins"][side] = {"file": rel, "symbol": "vec_add_kernel", "block": [128, 1, 1],
+                                     "kparams": [[0, 8], [8, 4], [12, 4], [16, 8], [24, 4], [28, 4], [32, 8],
+                                                 [40, 4], [44, 4]], "static_smem": 0}
+        cases.append(entry)
+    (job / "job.json").write_text(json.dumps({"format": 1, "gpu_name": "sm_90", "commit": "test", "cases": cases}))
+    return job
+
+
+def _run(job: Path, *extra: str, timeout: float = 120) -> tuple[int, list, str, dict | None]:
+    out = job.parent / "gpu.json"
+    proc = subprocess.run([sys.executable, str(RUNNER), str(job), "--fake-driver", str(FAKE), "--out", str(out),
+                           "--repeats", "3", "--target-ms", "0.1", *extra],
+                          capture_output=True, text=True, timeout=timeout)
+    rows = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    doc = json.loads(out.read_text()) if out.is_file() else None
+    return proc.returncode, rows, proc.stdout + proc.stderr, doc
+
+
+def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
+    job = _fake_job(tmp_path, {"good": ("mode=ok us=4", "mode=ok us=5"),
+                               "wrong": ("mode=wrong us=2", "mode=ok us=2"),
+                               "nocubin": ("error:compile: exit 5: no", "mode=ok us=3"),
+                               "fault": ("mode=fault", "mode=ok us=3"),
+                               "later": ("mode=ok us=3", "mode=ok us=3")})
+    out = tmp_path / "gpu.json"
+    rc = rod.main([str(job), "--fake-driver", str(FAKE), "--no-isolate", "--repeats", "3", "--target-ms", "0.05",
+                   "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 1
+    rows = {r["case"]: r for r in json.loads(out.read_text())["rows"]}
+    good = rows["good"]
+    assert good["ours"]["correct"] and good["nvidia"]["correct"]
+    assert good["ours"]["us"] == good["ours"]["us_graph"] == good["ours"]["us_stream"] == 4.0
+    assert good["nvidia"]["us"] == 5.0 and good["ratio"] == 0.8
+    assert good["ours"]["launches"] == 13 and good["ours"]["repeats"] == 3      # ceil(0.05 ms / 4 us)
+    assert good["ours"]["block"] == [128, 1, 1]
+    wrong = rows["wrong"]
+    assert wrong["ours"]["ok"] and not wrong["ours"]["correct"] and wrong["nvidia"]["correct"]
+    assert wrong["ours"]["problems"][0].startswith("c: 1 of 1000 differ, first at (0,)")
+    fault = rows["fault"]
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["ours"]["error"]
+    assert "context died" in fault["nvidia"]["error"] and "use process isolation" in fault["nvidia"]["error"]
+    assert fault["ratio"] is None
+    # in one process a dead context stays dead: the cases after it fail (process isolation, the default, avoids it)
+    assert all("CUDA_ERROR_ILLEGAL_ADDRESS" in rows["later"][s]["error"] for s in build.SIDES)
+    assert rows["nocubin"]["ours"]["error"] == "compile: exit 5: no" and rows["nocubin"]["nvidia"]["correct"]
+    assert "good" in text and "0.80" in text and "wrong output: c: 1 of 1000" in text
+
+
+def test_runner_isolates_faults_crashes_and_hangs(tmp_path):
+    job = _fake_job(tmp_path, {"fault": ("mode=fault", "mode=ok us=3"),
+                               "crash": ("mode=crash", "mode=ok us=3"),
+                               "hang": ("mode=ok us=2", "mode=hang"),
+                               "after": ("mode=ok us=6", "mode=ok us=3")})
+    rc, rows, text, doc = _run(job, "--kernel-timeout-s", "3")
+    assert rc == 1, text
+    by = {r["case"]: r for r in rows}
+    assert list(by) == ["fault", "crash", "hang", "after"]
+    # the fault killed ours's context; NVIDIA's cubin ran again in a fresh worker
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in by["fault"]["ours"]["error"]
+    assert by["fault"]["nvidia"]["correct"] and by["fault"]["nvidia"]["us"] == 3.0
+    assert all("worker exited 3" in by["crash"][s]["error"] for s in build.SIDES)
+    # the hang killed the worker; the side it had finished is kept
+    assert by["hang"]["ours"]["correct"] and "worker killed after 3.0s" in by["hang"]["nvidia"]["error"]
+    assert by["after"]["ratio"] == 2.0 and by["after"]["ours"]["correct"]
+    assert doc["device"]["name"] == "Fake GPU" and doc["options"]["isolated"] and len(doc["rows"]) == 4
+    assert "geometric mean of ours/NVIDIA over 1 case: 2.00" in text
+
+
+def test_runner_budget_filter_and_bad_jobs(tmp_path):
+    job = _fake_job(tmp_path, {"a": ("mode=ok us=1", "mode=ok us=1"), "b": ("mode=ok us=1", "mode=ok us=1")})
+    rc, rows, _, _ = _run(job, "--budget-s", "0")
+    assert rc == 1 and all("budget is spent" in r[s]["error"] for r in rows for s in build.SIDES)
+    rc, rows, text, _ = _run(job, "--kernels", "b")
+    assert rc == 0 and [r["case"] for r in rows] == ["b"], text
+    proc = subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "missing")], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: cannot read the job")
+
+
+def test_driver_names_and_sticky_errors():
+    class Lib:
+        def cuInit(self, flags):
+            return 3
+
+        def cuMemAlloc_v2(self, out, size):
+            return 700
+
+    drv = rod.Driver(Lib())
+    with pytest.raises(rod.CudaError) as e:
+        drv.init()
+    assert str(e.value) == "cuInit failed: CUDA_ERROR_NOT_INITIALIZED (3)" and not e.value.sticky
+    with pytest.raises(rod.CudaError) as e:
+        drv.alloc(16)
+    assert e.value.sticky and e.value.name == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    with pytest.raises(rod.CudaError, match="symbol not found"):
+        drv.synchronize()
+
+
+def test_runner_is_stdlib_only():
+    """The device machine has python3 and the driver only: the runner imports nothing else (numpy optional)."""
+    src = RUNNER.read_text()
+    imports = {ln.split()[1].split(".")[0] for ln in src.splitlines() if ln.startswith(("import ", "from "))}
+    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "statistics",
+                       "struct", "subprocess", "sys", "time", "zlib"}, imports
+
+
+# ---------------------------------------------------------------- build.py end to end on one kernel
+
+
+def test_build_writes_a_job_the_runner_reads(tmp_path):
+    if nvidia_bin("tileiras") is None:
+        pytest.skip("NVIDIA's tileiras not installed (wheel nvidia-cuda-tileiras)")
+    out = tmp_path / "job"
+    rc = build.main(["--kernels", "vec_add_f32_t128,flash_attention_ragged_f16", "--out", str(out),
+                     "--cache-dir", str(tmp_path / "cache")])
+    assert rc == 0
+    job = json.loads((out / "job.json").read_text())
+    assert job["gpu_name"] == "sm_90" and job["nvidia_tileiras"]
+    names = [c["case"] for c in job["cases"]]
+    assert names == ["vec_add_f32_t128", "flash_attention_ragged_f16"]
+    for case in job["cases"]:
+        for side in build.SIDES:
+            cub = case["cubins"][side]
+            assert "error" not in cub, cub
+            assert (out / cub["file"]).read_bytes()[:4] == b"\x7fELF"
+            assert build.check_layout(case["params"], cub["kparams"]) is None
+        for b in case["buffers"]:
+            assert len(zlib.decompress((out / b["file"]).read_bytes())) == b["nbytes"]
+    fa = job["cases"][1]
+    assert fa["grid"] == [1, 4, 1] and fa["outputs"][0]["name"] == "Out" and fa["outputs"][0]["dtype"] == "float16"
+    refs = build.refs_for("suite")
+    expected = refs.reference("flash_attention_ragged_f16", refs.make_inputs("flash_attention_ragged_f16"))
+    blob = zlib.decompress((out / fa["outputs"][0]["expected"]).read_bytes())
+    assert blob == expected["Out"].astype(np.float16).tobytes()
+    # a dry run of the real job through the stand-in driver: every cubin loads, launches, and (doing nothing) fails
+    rc, rows, text, _ = _run(out, "--no-isolate")
+    assert rc == 1 and len(rows) == 2, text
+    assert all(r[s]["ok"] and not r[s]["correct"] for r in rows for s in build.SIDES)
+    assert math.isclose(rows[0]["ratio"], 1.0)
