@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup bytecode test test-all run bench examples oracle docs clean
+.PHONY: setup bytecode test test-all run bench gpu-job examples oracle docs clean
 
 # Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
 $(STAMP): pyproject.toml constraints.txt
@@ -61,6 +61,11 @@ bench: setup
 	$(PY) bench/codegen_quality.py
 	$(PY) bench/dynamic_instructions.py
 	$(PY) bench/tensor_cores.py
+
+# The GPU timing job (bench/gpu/): both compilers' cubins, inputs and expected outputs in build/gpu_job, which
+# bench/gpu/run_on_device.py runs on a machine with a GPU (python3 and libcuda only).
+gpu-job: setup
+	$(PY) bench/gpu/build.py --out build/gpu_job
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(GPU))
 sys.path.insert(0, str(REPO / "bench"))
 
 import build  # noqa: E402
+import report  # noqa: E402
 import run_on_device as rod  # noqa: E402
 
 from tileiras_async.emu import DeviceMemory, load_program  # noqa: E402
@@ -263,9 +264,8 @@ def _run(job: Path, *extra: str, timeout: float = 120) -> tuple[int, list, str, 
 
 def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
     job = _fake_job(tmp_path, {"good": ("mode=ok us=4", "mode=ok us=5"),
-                               "wrong": ("mode=wrong us=2", "mode=ok us=2"),
-                               "nocubin": ("error:compile: exit 5: no", "mode=ok us=3"),
-                               "fault": ("mode=fault", "mode=ok us=3"),
+                               "wrong": ("mode=ok us=2", "mode=wrong us=2"),
+                               "fault": ("mode=fault", "mode=ok us=3"),     # 3rd case: ours runs first
                                "later": ("mode=ok us=3", "mode=ok us=3")})
     out = tmp_path / "gpu.json"
     rc = rod.main([str(job), "--fake-driver", str(FAKE), "--no-isolate", "--repeats", "3", "--target-ms", "0.05",
@@ -280,35 +280,46 @@ def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
     assert good["ours"]["launches"] == 13 and good["ours"]["repeats"] == 3      # ceil(0.05 ms / 4 us)
     assert good["ours"]["block"] == [128, 1, 1]
     wrong = rows["wrong"]
-    assert wrong["ours"]["ok"] and not wrong["ours"]["correct"] and wrong["nvidia"]["correct"]
-    assert wrong["ours"]["problems"][0].startswith("c: 1 of 1000 differ, first at (0,)")
+    assert wrong["nvidia"]["ok"] and not wrong["nvidia"]["correct"] and wrong["ours"]["correct"]
+    assert wrong["nvidia"]["problems"][0].startswith("c: 1 of 1000 differ, first at (0,)")
     fault = rows["fault"]
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["ours"]["error"]
     assert "context died" in fault["nvidia"]["error"] and "use process isolation" in fault["nvidia"]["error"]
     assert fault["ratio"] is None
     # in one process a dead context stays dead: the cases after it fail (process isolation, the default, avoids it)
     assert all("CUDA_ERROR_ILLEGAL_ADDRESS" in rows["later"][s]["error"] for s in build.SIDES)
-    assert rows["nocubin"]["ours"]["error"] == "compile: exit 5: no" and rows["nocubin"]["nvidia"]["correct"]
-    assert "good" in text and "0.80" in text and "wrong output: c: 1 of 1000" in text
+    assert "good" in text and "0.80" in text and "wrong nvidia: wrong output: c: 1 of 1000" in text
+    # the results file and the README's table
+    assert report.main([str(out), "--save", str(tmp_path / "results.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "| good | 8x1x1 | 4.00 | 5.00 | 0.80 | yes, yes |" in printed
+    assert "| wrong | 8x1x1 | 2.00 | 2.00 | 1.00 | yes, **no** |" in printed
+    assert "corpus sizes: geometric mean ours/NVIDIA 0.89 over 2 cases (best 0.80, worst 1.00)" in printed
+    assert "nvidia: 1/4 correct; failed: fault, later; wrong output: wrong" in printed
+    assert "cubins for sm_90 at -O3, ours at ?" in printed
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["meta"]["device"]["name"] == "Fake GPU" and len(saved["rows"]) == 4
 
 
 def test_runner_isolates_faults_crashes_and_hangs(tmp_path):
-    job = _fake_job(tmp_path, {"fault": ("mode=fault", "mode=ok us=3"),
-                               "crash": ("mode=crash", "mode=ok us=3"),
+    job = _fake_job(tmp_path, {"fault": ("mode=fault", "mode=ok us=3"),       # ours first
+                               "crash": ("mode=crash", "mode=ok us=3"),       # NVIDIA's first
                                "hang": ("mode=ok us=2", "mode=hang"),
-                               "after": ("mode=ok us=6", "mode=ok us=3")})
+                               "after": ("mode=ok us=6", "mode=ok us=3"),
+                               "nocubin": ("error:compile: exit 5: no", "mode=ok us=3")})
     rc, rows, text, doc = _run(job, "--kernel-timeout-s", "3")
     assert rc == 1, text
     by = {r["case"]: r for r in rows}
-    assert list(by) == ["fault", "crash", "hang", "after"]
+    assert list(by) == ["fault", "crash", "hang", "after", "nocubin"]
     # the fault killed ours's context; NVIDIA's cubin ran again in a fresh worker
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in by["fault"]["ours"]["error"]
     assert by["fault"]["nvidia"]["correct"] and by["fault"]["nvidia"]["us"] == 3.0
-    assert all("worker exited 3" in by["crash"][s]["error"] for s in build.SIDES)
+    assert "worker exited 3" in by["crash"]["ours"]["error"] and by["crash"]["nvidia"]["correct"]
     # the hang killed the worker; the side it had finished is kept
     assert by["hang"]["ours"]["correct"] and "worker killed after 3.0s" in by["hang"]["nvidia"]["error"]
     assert by["after"]["ratio"] == 2.0 and by["after"]["ours"]["correct"]
-    assert doc["device"]["name"] == "Fake GPU" and doc["options"]["isolated"] and len(doc["rows"]) == 4
+    assert by["nocubin"]["ours"]["error"] == "compile: exit 5: no" and by["nocubin"]["nvidia"]["correct"]
+    assert doc["device"]["name"] == "Fake GPU" and doc["options"]["isolated"] and len(doc["rows"]) == 5
     assert "geometric mean of ours/NVIDIA over 1 case: 2.00" in text
 
 
