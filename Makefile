@@ -62,10 +62,10 @@ bench: setup
 	$(PY) bench/dynamic_instructions.py
 	$(PY) bench/tensor_cores.py
 
-# The GPU timing job (bench/gpu/): both compilers' cubins, inputs and expected outputs in build/gpu_job, which
-# bench/gpu/run_on_device.py runs on a machine with a GPU (python3 and libcuda only).
+# The GPU timing job (bench/gpu/): both compilers' cubins, inputs and expected outputs in build/gpu_job (checked on
+# the PTX emulator first), which bench/gpu/run_on_device.py runs on a machine with a GPU (python3 and libcuda only).
 gpu-job: setup
-	$(PY) bench/gpu/build.py --out build/gpu_job
+	$(PY) bench/gpu/build.py --out build/gpu_job --verify
 
 # Re-export examples/*.py to bytecode with the real cuTile producer.
 examples: $(STAMP)

@@ -141,6 +141,45 @@ def test_cubin_entry_rejects_a_layout_that_does_not_fit(vec_add_cubins):
     assert "parameter values" in build.cubin_entry(ours["cubin"], params[:-1], "x")["error"]
 
 
+# ---------------------------------------------------------------- a job entry run on the PTX emulator
+
+
+def _write_entry(job: Path, case: str, side: str, ptx: str) -> dict:
+    entry, files = build.plan_case(build.Case(case, case, "corpus"))
+    for rel, data in files.items():
+        (job / rel).parent.mkdir(parents=True, exist_ok=True)
+        (job / rel).write_bytes(data)
+    prog = load_program(ptx)
+    entry["cubins"] = {side: {"symbol": prog.kernel, "block": list(default_block(prog)),
+                              "kparams": [[kp.offset, kp.size] for kp in prog.kparams]}}
+    return entry
+
+
+@pytest.mark.parametrize("case", ["vec_add_f32_t128", "layernorm_f32_64", "rmsnorm_bf16_1024"])
+def test_job_entry_runs_correctly_on_the_emulator(tmp_path, case):
+    """NVIDIA's own PTX, fed exactly what the device gets (the job's buffer images, the runner's parameter
+    bytes), computes the job's expected outputs, as the runner checks them."""
+    ptx = (PUBLIC / f"{case}.v13.4.sm_90.ptx").read_text()
+    entry = _write_entry(tmp_path, case, "nvidia", ptx)
+    assert build.emulate_entry(tmp_path, entry, ptx, "nvidia") == []
+    # a wrong expectation is caught by the same check
+    out = entry["outputs"][-1]
+    path = tmp_path / out["expected"]
+    want = bytearray(zlib.decompress(path.read_bytes()))
+    want[:out["itemsize"]] = b"\x7f" * out["itemsize"]
+    path.write_bytes(zlib.compress(bytes(want)))
+    problems = build.emulate_entry(tmp_path, entry, ptx, "nvidia")
+    assert len(problems) == 1 and problems[0].startswith(f"{out['name']}: 1 of ")
+
+
+def test_job_entry_with_our_ptx_and_a_layout_mismatch(tmp_path, vec_add_cubins):
+    ours, _ = vec_add_cubins
+    entry = _write_entry(tmp_path, "vec_add_f32_t128", "ours", ours["ptx"])
+    assert build.emulate_entry(tmp_path, entry, ours["ptx"]) == []
+    entry["cubins"]["ours"]["kparams"][1] = [8, 8]
+    assert "is not the cubin's" in build.emulate_entry(tmp_path, entry, ours["ptx"])[0]
+
+
 # ---------------------------------------------------------------- the case list
 
 

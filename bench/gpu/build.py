@@ -3,7 +3,7 @@ buffers, launch configurations and expected outputs, in one folder that `bench/g
 machine with a GPU and nothing but python3 and the CUDA driver (no numpy, no venv, no network).
 
     python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...] [--no-large]
-                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR]
+                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify]
 
 Kernels: the corpus's (shared/corpus, inputs from its refs.py) and the workload suite's (examples/suite, its
 refs.py), each at the size its refs.py gives ("corpus": small, launch-bound) and, for a few, a large size
@@ -25,6 +25,11 @@ The job folder:
     cubins/<id>.{ours,nvidia}.cubin
     data/<case>/b<k>.bin.z, out_<name>.bin.z      zlib-compressed buffer images and expected outputs
 
+--verify runs every corpus-size case of the job on the CPU as the device will: our PTX (and NVIDIA's, where the
+corpus kept its sm_90 PTX) in the PTX emulator, fed from the job's own buffer images and parameter bytes
+(run_on_device.param_values) for that cubin's layout, checked with the runner's own output check -- the job's
+plumbing end to end, short of the GPU.
+
 Exit status 0 when the job was written (a kernel that one compiler rejects is kept with that side's error), 1
 when nothing could be written or the job exceeds --max-mib.
 """
@@ -44,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: _build, _sass, _common
+sys.path.insert(0, str(Path(__file__).resolve().parent))          # bench/gpu/: run_on_device
 
 import _build  # noqa: E402
 import _sass  # noqa: E402
@@ -356,9 +362,49 @@ def cubin_entry(cubin: bytes, params: list[dict], file: str) -> dict:
             "static_smem": k["static_smem"], "sha256": hashlib.sha256(cubin).hexdigest()[:16]}
 
 
+def emulate_entry(job_dir: Path, entry: dict, ptx: str, side: str = "ours") -> list[str]:
+    """Run a job entry on the PTX emulator exactly as run_on_device.py runs it on a GPU (the job's buffer images,
+    the runner's parameter bytes for `side`'s layout, the runner's output check); returns the problems."""
+    import run_on_device as rod
+    from tileiras_async.emu import DeviceMemory, emulate_ptx, load_program
+    cub = entry["cubins"][side]
+    if "error" in cub:
+        return [f"{side}: {cub['error']}"]
+    prog = load_program(ptx, cub["symbol"])
+    layout = [[kp.offset, kp.size] for kp in prog.kparams]
+    if layout != cub["kparams"]:
+        return [f"the PTX's parameter layout {layout} is not the cubin's {cub['kparams']}"]
+    mem = DeviceMemory()
+    images = [rod.read_blob(str(job_dir), b["file"]) for b in entry["buffers"]]
+    bases = [mem.alloc(len(img), f"buffer {k}", init=img) for k, img in enumerate(images)]
+    values = rod.param_values(entry["params"], cub["kparams"], bases)
+    emulate_ptx(ptx, cub["symbol"], tuple(entry["grid"]), tuple(cub["block"]), values, mem)
+    after = [mem.read(base, len(img)).tobytes() for base, img in zip(bases, images)]
+    return rod.check_outputs(str(job_dir), entry, after)
+
+
+def verify_entry(job_dir: Path, entry: dict, case: Case, gpu: str, ours: dict, corpus: Path) -> str:
+    """emulate_entry with our PTX and, where the corpus kept it, NVIDIA's PTX: a short verdict per side."""
+    ptx = {"ours": ours.get("ptx")}
+    if case.source == "corpus":
+        nv = _build.nvidia_ptx(corpus / "out" / "public", case.base, gpu)
+        ptx["nvidia"] = nv.read_text() if nv else None
+    verdicts = []
+    for side, text in ptx.items():
+        if text is None:
+            continue
+        try:
+            problems = emulate_entry(job_dir, entry, text, side)
+        except Exception as e:  # noqa: BLE001 - the emulator's verdict is information, not the job
+            problems = [f"{type(e).__name__}: {str(e)[:120]}"]
+        verdicts.append(f"{side} " + ("correct" if not problems else "; ".join(problems)[:120]))
+    return ", ".join(verdicts) or "no PTX"
+
+
 def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, corpus: Path = DEFAULT_CORPUS,
-              log=print) -> dict:
-    """Write the job folder; returns its job.json content."""
+              log=print, verify: bool = False) -> dict:
+    """Write the job folder; returns its job.json content.  `verify`: run each corpus-size case's entry on
+    the PTX emulator (verify_entry) and say what it found."""
     if out.exists():
         shutil.rmtree(out)
     (out / "cubins").mkdir(parents=True)
@@ -392,6 +438,8 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
         entries.append(entry)
         state = "  ".join(f"{s}: {'ok' if 'error' not in entry['cubins'][s] else entry['cubins'][s]['error'][:60]}"
                           for s in SIDES)
+        if verify and case.size == "corpus":
+            state += "  emulated: " + verify_entry(out, entry, case, gpu, compiled[(case.base, "ours")], corpus)
         log(f"{case.name:<44} grid {entry['grid']}  {state}  ({time.perf_counter() - t0:.1f} s)")
     tool = _build.real_tool()
     job = {"format": FORMAT, "gpu_name": gpu, "opt_level": _build.OPT_LEVEL,
@@ -415,12 +463,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--cache-dir", type=Path, default=_build.DEFAULT_CACHE,
                     help="cache of NVIDIA's cubins (bench/_build.py)")
+    ap.add_argument("--verify", action="store_true",
+                    help="run the corpus-size cases of the job on the PTX emulator (our PTX) first")
     args = ap.parse_args(argv)
     if not (args.corpus / "refs.py").is_file():
         print(f"error: no corpus at {args.corpus} (refs.py missing)", file=sys.stderr)
         return 1
     cases = select_cases(args.kernels, not args.no_large, args.corpus)
-    job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus)
+    job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify)
     size = folder_bytes(args.out)
     runnable = sum(1 for e in job["cases"] if all("error" not in e["cubins"][s] for s in SIDES))
     print(f"\n{len(job['cases'])} cases ({runnable} with both cubins) for {args.gpu_name} in {args.out}: "
