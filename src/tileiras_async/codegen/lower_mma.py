@@ -25,6 +25,7 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
 from ..tilegpu.types import layout_of
+from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .values import SHARED_PTR, Tile, llvm_type
 
@@ -417,6 +418,9 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     plan = plan_for(em.options, op)
     if plan is None:
         _lower_fma(em, op)
+    elif isinstance(plan, WgmmaPlan):
+        from .lower_wgmma import lower_wgmma
+        lower_wgmma(em, op, plan)
     else:
         _lower_tensor_core(em, op, plan)
 

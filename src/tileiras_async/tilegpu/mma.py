@@ -29,6 +29,7 @@ from ..targets import sm_number, target
 from .errors import LoweringError
 from .options import CodegenOptions
 from .types import elem_bytes
+from .wgmma import WgmmaPlan, select_wgmma
 
 Coord = tuple[int, ...]
 
@@ -421,7 +422,13 @@ def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
     return instr
 
 
-def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | None:
+def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | None:
+    """The tensor-core plan of an mmaf/mmai (None: the FMA chain); a WgmmaPlan where the options ask for
+    wgmma and the op and target allow it."""
+    if getattr(options, "mma_instruction", "auto") == "wgmma":
+        wplan = select_wgmma(options, op)
+        if wplan is not None:
+            return wplan
     instr = select_instr(options, op)
     if instr is None:
         return None
