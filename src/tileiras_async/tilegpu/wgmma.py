@@ -47,7 +47,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..lower.layout import LinearLayout
-from ..targets import sm_number
+from ..targets import sm_number, target
 from .options import CodegenOptions
 from .types import elem_bytes
 
@@ -63,6 +63,7 @@ SCRATCH_ALIGN = 16          # what allocate-shared-memory guarantees for an op's
 TRASH_BYTES = 16            # a slot for stores whose K chunk is not the one being staged
 ACC_REG_LIMIT = 128         # 32-bit accumulator registers per thread beyond which wgmma is not chosen
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # descriptor bits 62-63 per swizzle width (0: none)
+MIXED_INT_PTX_ISA = (8, 4)  # .s8.u8 / .u8.s8 wgmma (ptxas: "WGMMA with mixed integer types")
 
 
 @dataclass(frozen=True)
@@ -402,7 +403,8 @@ def _instr_for(op: Operation) -> tuple[WgmmaInstr, str, str] | str:
 
 def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     """The wgmma plan for an mmaf/mmai, or the reason the op keeps mma.sync (or the FMA chain)."""
-    if sm_number(getattr(options.target, "name", options.target)) != 90:
+    name = getattr(options.target, "name", options.target)
+    if sm_number(name) != 90:
         return "wgmma exists on sm_90a only"
     if options.num_warps % WARPGROUP_WARPS:
         return f"{options.num_warps} warps are not whole warpgroups"
@@ -410,6 +412,10 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     if isinstance(r, str):
         return r
     instr, at, bt = r
+    isa = target("sm_90").emitted_ptx_isa
+    if instr is WG_I8_I32 and at != bt and isa < MIXED_INT_PTX_ISA:
+        return (f"wgmma .{at}.{bt} needs PTX ISA {'.'.join(map(str, MIXED_INT_PTX_ISA))} (the module declares "
+                f"{'.'.join(map(str, isa))})")
     lhs, rhs = op.operands["lhs"].type.shape, op.operands["rhs"].type.shape
     if len(lhs) not in (2, 3):
         return "mma operands must be 2-D or 3-D"
@@ -428,7 +434,7 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
         return f"the accumulator needs {regs} registers per thread (limit {ACC_REG_LIMIT})"
     from .errors import LoweringError
     try:
-        return WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps)
+        return WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
     except LoweringError as e:
         return str(e)
 
