@@ -364,6 +364,14 @@ def test_choice_needs_sm90_whole_warpgroups_and_the_option():
     assert isinstance(plan_for(_sm90(), op), W.WgmmaPlan)
 
 
+def test_remarks_say_which_instruction_and_why():
+    for shape, want in (((None, 64, 64, 32), "lowered to wgmma.mma_async m64n64k16 (f16.f32, 1 warpgroup(s)"),
+                        ((None, 32, 64, 32), "lowered to mma.sync m16n8k16 (f16.f32); not wgmma: M = 32 is below")):
+        module = build_mma(T.F16, T.F16, T.F32, shape)
+        em = emit_kernel(module, module.functions[0], _sm90())
+        assert any(want in r.message for r in em.remarks), [r.message for r in em.remarks]
+
+
 def _corpus_mma_ids() -> list[str]:
     out = []
     for p in sorted(PUBLIC.glob("*.v13.4.disasm.txt")) if PUBLIC.is_dir() else []:

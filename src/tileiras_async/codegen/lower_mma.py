@@ -25,8 +25,9 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
 from ..tilegpu.types import layout_of
-from ..tilegpu.wgmma import WgmmaPlan
+from ..tilegpu.wgmma import WgmmaPlan, wgmma_choice
 from .emitter import KernelEmitter, LoweringError, lowers
+from .lower_wgmma import lower_wgmma
 from .values import SHARED_PTR, Tile, llvm_type
 
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
@@ -419,7 +420,6 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     if plan is None:
         _lower_fma(em, op)
     elif isinstance(plan, WgmmaPlan):
-        from .lower_wgmma import lower_wgmma
         lower_wgmma(em, op, plan)
     else:
         _lower_tensor_core(em, op, plan)
