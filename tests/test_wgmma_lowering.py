@@ -527,6 +527,29 @@ def test_built_kernel_runs_more_shapes(case, monkeypatch):
     check_kernel(a, c, shape, nw, sg, b)
 
 
+def test_issue_from_a_buffer_at_a_run_time_offset(monkeypatch):
+    """What a pipelined loop does: stage into a buffer `shift` bytes into the scratch (a run-time value, as
+    a ring slot is) and issue with that shift."""
+    from tileiras_async.codegen import lower_mma
+    from tileiras_async.codegen.values import Tile
+    monkeypatch.setattr(W, "TRASH_BYTES", 2048)    # room for the shifted copy
+
+    def shifted(em, op, plan):
+        lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
+        acc = em.expect(op.operands["acc"])
+        base = LW.scratch_address(em, op, plan)
+        descs = LW.descriptor_bases(em, plan, base)
+        shift = em.b.asm("i32", f"mov.u32 $0, {plan.align};", "=r", [], sideeffect=False)   # opaque to LLVM
+        LW.stage_chunk(em, plan, lhs, rhs, em.b.value(f"add i32 {base}, {shift}"), 0)
+        LW.publish(em)
+        words = LW.issue_chunk(em, plan, LW.pack_accumulators(em, plan, list(acc.regs)), descs, shift)
+        words = LW.wait(em, plan, words, 0)
+        em.set(op.result, Tile(op.result.type, plan.c, LW.unpack_accumulators(em, plan, words)))
+
+    monkeypatch.setattr(lower_mma, "lower_wgmma", shifted)
+    check_kernel(T.F16, T.F32, (None, 64, 32, 32))
+
+
 def test_loop_carried_accumulator_stays_in_the_wgmma_layout():
     """A K-loop with wgmma: no layout conversion of the accumulator per iteration (one fence + barrier of
     the staging), the loop is left unpipelined with a remark, and it computes the sum."""

@@ -113,19 +113,19 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
     vec = _vector(layout, plan, role, sm.ebytes)
     dynamic, entries = stage_entries(layout, plan, role, chunk, vec)
     thread, tmask = _xor_over_threads(em, layout, lambda bs: plan.stage_offset(role, bs))
-    start = em.b.entry_value(f"add i32 {base}, {sm.base}") if sm.base else base
     if dynamic:
         thread_hi, _ = _xor_over_threads(em, layout, lambda bs: plan.chunk_part(role, bs))
-        trash = em.b.entry_value(f"add i32 {base}, {plan.trash}")
-    # per register constant c: the bits the thread part may also set are XORed in at run time (once per
-    # distinct value), the others are added as an immediate offset
+        trash = em.b.value(f"add i32 {base}, {plan.trash}")
+    # per register constant c: the bits the thread part may also set are XORed in (once per distinct value,
+    # in the entry block), the others are an immediate offset; `base` may be a value of the current block
+    # (a pipelined loop's buffer)
     starts: dict[int, str] = {}
 
     def row_start(overlap: int) -> str:
         if overlap not in starts:
-            x = overlap if thread == "0" else (em.b.entry_value(f"xor i32 {thread}, {overlap}") if overlap
-                                               else thread)
-            starts[overlap] = em.b.entry_value(f"add i32 {start}, {x}") if x not in (0, "0") else start
+            x = str(overlap) if thread == "0" else (em.b.entry_value(f"xor i32 {thread}, {overlap}") if overlap
+                                                    else thread)
+            starts[overlap] = base if x == "0" else em.b.value(f"add i32 {base}, {x}")
         return starts[overlap]
 
     lt = t.llvm
@@ -140,6 +140,7 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
             val = "poison"
             for j in range(vec):
                 val = em.b.value(f"insertelement {vty} {val}, {lt} {t.regs[r + j]}, i32 {j}")
+        rest += sm.base
         if need is None:
             ptr = _smem_ptr(em, at, rest)
         else:
@@ -237,18 +238,22 @@ def _mma_template(plan: WgmmaPlan, nregs: int) -> str:
 
 
 def issue_chunk(em: KernelEmitter, plan: WgmmaPlan, words: list[str], descs: tuple[str, str],
-                a_shift: int = 0, b_shift: int = 0) -> list[str]:
-    """wgmma.fence, every instruction of one K chunk (operands at the descriptor bases plus a_shift/b_shift
-    bytes: another buffer of a pipelined loop), commit_group.  `words`: D registers (pack_accumulators),
-    returned updated (not readable before `wait`)."""
+                shift: str | int = 0) -> list[str]:
+    """wgmma.fence, every instruction of one K chunk, commit_group.  The operands are where `stage_chunk`
+    put them, `shift` bytes further (i32 value or constant: the stage buffer of a pipelined loop, a multiple
+    of plan.align).  `words`: D registers (pack_accumulators), returned updated (not readable before `wait`)."""
     em.b.asm("void", "wgmma.fence.sync.aligned;", "~{memory}", [])
+    if isinstance(shift, str):
+        s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
+        descs = tuple(em.b.value(f"add i64 {d}, {s64}", "desc") for d in descs)
+        shift = 0
     words = list(words)
     per = plan.instr.acc_per_reg
     for step in plan.issues():
         for iss in step:
             idx = [r // per for r in iss.c_regs[::per]]
-            da = _desc(em, descs[0], (iss.a_off + a_shift) >> 4)
-            db = _desc(em, descs[1], (iss.b_off + b_shift) >> 4)
+            da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
+            db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
             out = _tied_asm(em, plan, _mma_template(plan, len(idx)), [words[i] for i in idx],
                             [("i64", da, "l"), ("i64", db, "l")])
             for i, v in zip(idx, out):
