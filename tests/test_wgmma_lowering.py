@@ -39,8 +39,8 @@ S, U = Signedness.signed, Signedness.unsigned
 F8A, F8B = T.F8E4M3FN, T.F8E5M2
 
 
-def make_plan(instr, bsz, m, n, k, nw=4, budget=W.SHARED_LIMIT, atype="f16", btype="f16"):
-    return W.WgmmaPlan(instr, atype, btype, bsz is not None, bsz or 1, m, n, k, nw, budget)
+def make_plan(instr, bsz, m, n, k, nw=4, budget=W.SHARED_LIMIT, atype="f16", btype="f16", b_major="k"):
+    return W.WgmmaPlan(instr, atype, btype, bsz is not None, bsz or 1, m, n, k, nw, budget, b_major)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,6 +138,37 @@ def test_descriptor_bit_fields():
         W.SmemDescriptor(8, 16, 1024, 128).encode()
 
 
+def isa_canonical(major: str, width: int, ebytes: int, lbo: int, sbo: int, mn: int, k: int) -> int:
+    """Unswizzled byte offset of element (mn, k) from the descriptor's start in the PTX ISA's canonical layouts
+    ("Shared Memory Matrix Layout", canonical layouts as CuTe layouts in T = 16 / ebytes element units, g =
+    width / 16 chunks per swizzle row; LBO/SBO in bytes).  The hardware swizzles start + this."""
+    t = 16 // ebytes
+    g = width // 16
+    if major == "k":                    # ((8,m),(T,2k)):((gT,SBO),(1,T)): one K step lies within the row
+        return ((mn % 8) * g * t + k) * ebytes + (mn // 8) * sbo
+    # ((T,g,m),(8,k)):((1,T,LBO),(gT,SBO))
+    return ((mn % t) + ((mn // t) % g) * t + (k % 8) * g * t) * ebytes + (mn // (t * g)) * lbo + (k // 8) * sbo
+
+
+@pytest.mark.parametrize("major,instr,rows,kc", [("k", W.WG_F16_F32, 64, 64), ("k", W.WG_F16_F32, 128, 32),
+                                                 ("k", W.WG_F16_F32, 64, 16), ("k", W.WG_TF32_F32, 64, 32),
+                                                 ("k", W.WG_I8_I32, 64, 128), ("mn", W.WG_F16_F32, 128, 32),
+                                                 ("mn", W.WG_BF16_F32, 32, 16), ("mn", W.WG_F16_F32, 16, 64)])
+def test_operand_layout_is_the_isa_canonical_layout(major, instr, rows, kc):
+    """For every instruction's operand (all its rows, one K step), where staging puts an element is where
+    the ISA's canonical layout, with our descriptor's start/LBO/SBO/swizzle, says the hardware reads it."""
+    e = instr.ebytes
+    width = min(128, rows * e) if major == "mn" else 0
+    sm = W.SmemOperand(rows, kc, e, 1, 0, major, width)
+    for k0 in range(0, kc, instr.k):
+        d = sm.descriptor(0, 0, k0)
+        assert d.swizzle == sm.width and d.sbo == 8 * d.swizzle and d.lbo == (16 if major == "k" else kc * width)
+        for r in range(rows):
+            for kk in range(instr.k):
+                want = W.swizzle(d.start + isa_canonical(major, d.swizzle, e, d.lbo, d.sbo, r, kk), d.swizzle)
+                assert sm.offset(0, r, k0 + kk) == want, (r, k0 + kk)
+
+
 @requires_corpus
 @pytest.mark.parametrize("cid,instr,shape", [
     ("matmul_f16_f32acc_64x64x32", W.WG_F16_F32, (64, 64, 32)),
@@ -158,13 +189,14 @@ def test_descriptors_are_nvidias(cid, instr, shape):
     assert ours == theirs
 
 
-@pytest.mark.parametrize("instr,m,n,k", [(W.WG_F16_F32, 64, 64, 32), (W.WG_TF32_F32, 128, 64, 64),
-                                         (W.WG_I8_I32, 64, 32, 256), (W.WG_F16_F32, 64, 8, 16),
-                                         (W.WG_BF16_F32, 128, 256, 64)])
-def test_descriptor_addresses_are_the_staged_places(instr, m, n, k):
+@pytest.mark.parametrize("instr,m,n,k,b_major", [(W.WG_F16_F32, 64, 64, 32, "k"), (W.WG_TF32_F32, 128, 64, 64, "k"),
+                                                 (W.WG_I8_I32, 64, 32, 256, "k"), (W.WG_F16_F32, 64, 8, 16, "k"),
+                                                 (W.WG_BF16_F32, 128, 256, 64, "k"), (W.WG_F16_F32, 64, 64, 32, "mn"),
+                                                 (W.WG_BF16_F32, 128, 512, 64, "mn")])
+def test_descriptor_addresses_are_the_staged_places(instr, m, n, k, b_major):
     """For every instruction, the emulator decodes our descriptor into the address of each (row, k) it
     reads: that is where `stage_offset` put the element (A row mt*64 + r, B row nt*n + r)."""
-    plan = make_plan(instr, None, m, n, k)
+    plan = make_plan(instr, None, m, n, k, b_major=b_major)
     da, db = plan.descriptors()
     base = 4096   # any multiple of plan.align
     assert base % plan.align == 0
@@ -172,7 +204,7 @@ def test_descriptor_addresses_are_the_staged_places(instr, m, n, k):
         for iss in step:
             for role, off, rows, tmpl in (("a", iss.a_off, W.TILE_M, da), ("b", iss.b_off, plan.n, db)):
                 addr = EMU_DESC.operand_addresses(EMU_DESC.decode_wgmma_desc(tmpl.template() + ((base + off) >> 4)),
-                                                  rows, instr.k, instr.ebytes, False)
+                                                  rows, instr.k, instr.ebytes, role == "b" and b_major == "mn")
                 first = plan.c.apply(iss.c_regs[0], 0, 0)
                 r0 = first[0] if role == "a" else first[1]
                 sm = plan.operand(role)
@@ -266,7 +298,7 @@ def simulate_plan(plan: W.WgmmaPlan, a, b, c, a_layout=None, b_layout=None, base
                         W.TILE_M, i.k, i.ebytes, False)])
                     bm = np.array([[mem[int(x)] for x in row] for row in EMU_DESC.operand_addresses(
                         EMU_DESC.decode_wgmma_desc(db.template() + ((base + b_wg + iss.b_off) >> 4)),
-                        plan.n, i.k, i.ebytes, False)])
+                        plan.n, i.k, i.ebytes, plan.b_major == "mn")])
                     d = am @ bm.T
                     for w4 in range(4):
                         for lane in range(WARP_SIZE):
@@ -307,6 +339,30 @@ def test_plan_computes_the_matmul(instr, bsz, m, n, k, nw, budget):
         assert LW.stage_entries(blocked(a.shape, nw, 4), plan, "a", 0, 4)[0]   # via the trash slot
 
 
+N_MAJOR_CASES = [(W.WG_F16_F32, None, 64, 64, 32, 4), (W.WG_BF16_F32, None, 128, 32, 64, 4),
+                 (W.WG_F16_F32, None, 64, 256, 16, 4), (W.WG_F16_F32, 2, 64, 32, 16, 8),
+                 (W.WG_F16_F32, None, 64, 64, 32, 8)]
+
+
+@pytest.mark.parametrize("instr,bsz,m,n,k,nw", N_MAJOR_CASES,
+                         ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in N_MAJOR_CASES])
+def test_plan_with_n_major_b_computes_the_matmul(instr, bsz, m, n, k, nw):
+    """B stored N-major (imm-trans-b 1): the blocked layout's runs along N become vector stores."""
+    plan = make_plan(instr, bsz, m, n, k, nw, b_major="mn")
+    lead = (bsz,) if bsz else ()
+    a, b, c = _rand(lead + (m, k), 7), _rand(lead + (k, n), 8), _rand(lead + (m, n), 9)
+    assert LW._vector(blocked(b.shape, nw, 4), plan, "b", 2) == 4
+    simulate_plan(plan, a, b, c)
+
+
+def test_n_major_b_needs_f16_and_32_bytes_of_n():
+    with pytest.raises(ValueError):
+        make_plan(W.WG_TF32_F32, None, 64, 64, 32, b_major="mn")
+    with pytest.raises(ValueError):
+        make_plan(W.WG_F16_F32, None, 64, 8, 32, b_major="mn")
+    assert make_plan(W.WG_F16_F32, None, 64, 16, 32, b_major="mn").b_smem.width == 32
+
+
 def test_plan_with_transposed_operand_layouts():
     plan = make_plan(W.WG_F16_F32, None, 64, 64, 64)
     a, b, c = _rand((64, 64), 4), _rand((64, 64), 5), _rand((64, 64), 6)
@@ -328,16 +384,17 @@ def _sm90(**kw) -> CodegenOptions:
 
 
 @pytest.mark.parametrize("elems,shape,sg,expect", [
-    ((T.F16, T.F32), (None, 64, 64, 32), None, "f16.f32 f16 f16"),
-    ((T.F16, T.F16), (None, 64, 64, 32), None, "f16.f16 f16 f16"),
-    ((T.BF16, T.F32), (None, 64, 64, 32), None, "bf16.f32 bf16 bf16"),
-    ((T.TF32, T.F32), (None, 64, 64, 32), None, "tf32.f32 tf32 tf32"),
-    ((T.I8, T.I32), (None, 64, 64, 32), (U, U), "i8.i32 u8 u8"),
+    ((T.F16, T.F32), (None, 64, 64, 32), None, "f16.f32 f16 f16 mn"),
+    ((T.F16, T.F16), (None, 64, 64, 32), None, "f16.f16 f16 f16 mn"),
+    ((T.BF16, T.F32), (None, 64, 64, 32), None, "bf16.f32 bf16 bf16 mn"),
+    ((T.TF32, T.F32), (None, 64, 64, 32), None, "tf32.f32 tf32 tf32 k"),
+    ((T.I8, T.I32), (None, 64, 64, 32), (U, U), "i8.i32 u8 u8 k"),
     ((T.I8, T.I32), (None, 64, 64, 32), (U, S), "PTX ISA 8.4"),
-    ((F8A, T.F32), (None, 64, 64, 32), None, "f8.f32 e4m3 e4m3"),
-    ((F8B, T.F16), (None, 64, 64, 32), None, "f8.f16 e5m2 e5m2"),
+    ((F8A, T.F32), (None, 64, 64, 32), None, "f8.f32 e4m3 e4m3 k"),
+    ((F8B, T.F16), (None, 64, 64, 32), None, "f8.f16 e5m2 e5m2 k"),
     ((T.F16, T.F32), (None, 32, 64, 32), None, "M = 32"),
     ((T.F16, T.F32), (None, 64, 4, 32), None, "N = 4"),
+    ((T.F16, T.F32), (None, 64, 8, 32), None, "f16.f32 f16 f16 k"),     # 16 bytes of N: no N-major swizzle
     ((T.F16, T.F32), (None, 64, 64, 8), None, "K = 8"),
     ((T.F32, T.F32), (None, 64, 64, 32), None, "no wgmma for f32"),
     ((T.F64, T.F64), (None, 64, 64, 32), None, "no wgmma for f64"),
@@ -352,7 +409,7 @@ def test_choice(elems, shape, sg, expect):
         assert W.select_wgmma(_sm90(), op) is None
         assert isinstance(plan_for(_sm90(), op), (MmaPlan, type(None)))   # mma.sync / FMA as before
     else:
-        assert f"{r.instr.key} {r.atype} {r.btype}" == expect
+        assert f"{r.instr.key} {r.atype} {r.btype} {r.b_major}" == expect
         assert plan_for(_sm90(), op) is not None
 
 

@@ -72,14 +72,18 @@ def _smem_ptr(em: KernelEmitter, addr: str, const: int = 0) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 def _vector(layout: LinearLayout, plan: WgmmaPlan, role: str, ebytes: int) -> int:
-    """Registers per store: the leading register bits that step k by 1, 2, 4, ... within 16 bytes (their
-    elements are consecutive bytes of one 16-byte chunk: the swizzle moves whole chunks)."""
+    """Registers per store: the leading register bits whose elements are the next ebytes, 2 ebytes, ... of
+    shared memory within one 16-byte chunk (the swizzle moves whole chunks), every other basis of the layout
+    a multiple of the vector's bytes away."""
+    regs = [(plan.stage_offset(role, b), plan.chunk_part(role, b)) for b in layout.bases[0]]
     v = 1
-    for basis in layout.bases[0]:
-        b, row, k = plan.split(role, basis)
-        if b or row or k != v or 2 * v * ebytes > MAX_VECTOR_BYTES or 2 * v > plan.kc:
-            break
+    while len(regs) > v.bit_length() - 1 and regs[v.bit_length() - 1] == (v * ebytes, 0) \
+            and 2 * v * ebytes <= MAX_VECTOR_BYTES:
         v *= 2
+    others = [o for o, _ in regs[v.bit_length() - 1:]] + [plan.stage_offset(role, b) for bs in layout.bases[1:]
+                                                          for b in bs]
+    while v > 1 and any(o % (v * ebytes) for o in others):
+        v //= 2
     return v
 
 
@@ -233,7 +237,12 @@ def _tied_asm(em: KernelEmitter, plan: WgmmaPlan, template: str, words: list[str
 def _mma_template(plan: WgmmaPlan, nregs: int) -> str:
     d = ", ".join(f"${j}" for j in range(nregs))
     a, b = f"${2 * nregs}", f"${2 * nregs + 1}"
-    tail = ", 1" if not plan.instr.scaled else (", 1, 1, 1, 0, 0" if plan.instr.transposable else ", 1, 1, 1")
+    if not plan.instr.scaled:
+        tail = ", 1"
+    elif plan.instr.transposable:   # imm-trans-a 0 (A K-major), imm-trans-b 1 when B is N-major
+        tail = f", 1, 1, 1, 0, {int(plan.b_major == 'mn')}"
+    else:
+        tail = ", 1, 1, 1"
     return f"{plan.ptx} {{{d}}}, {a}, {b}{tail};"
 
 

@@ -41,7 +41,7 @@ separate steps so a software-pipelined loop can run them on buffers it manages.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ir import types as T
 from ..ir.core import Operation
@@ -150,17 +150,27 @@ def swizzle_width(row_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class SmemOperand:
-    """A K-major operand tile in shared memory: `batches` x `rows` x `kc` elements of `ebytes` bytes at byte
-    `base` of the (aligned) scratch; W-byte swizzled rows, 128-byte atom columns along K one after another."""
+    """An operand tile in shared memory: `batches` x `rows` (M of A, N of B) x `kc` (K) elements of `ebytes`
+    bytes at byte `base` of the (aligned) scratch, swizzled in `width`-byte rows.
+
+    K-major (`major="k"`, what NVIDIA's tileiras stages): a `width`-byte row of K elements per M/N row (rows
+    longer than 128 bytes are split into 128-byte atom columns stored one after another); descriptor LBO
+    unused (16), SBO = 8 x width between 8-row groups.
+    MN-major (`major="mn"`, B only, f16/bf16: imm-trans-b = 1): a `width`-byte row holds width/ebytes
+    consecutive N elements of one k; the kc rows of k follow each other (SBO = 8 x width between 8-row
+    groups), then the next `width` bytes of N (LBO = kc x width): the PTX ISA's canonical MN-major layout
+    ((T,W/16,m),(8,k)):((1,T,LBO),(W/16 T,SBO)).  `mn_width`: the swizzle width, at most one instruction's N."""
     rows: int
     kc: int
     ebytes: int
     batches: int = 1
     base: int = 0
+    major: str = "k"
+    mn_width: int = 0
 
     @property
     def width(self) -> int:
-        return swizzle_width(self.kc * self.ebytes)
+        return self.mn_width if self.major == "mn" else swizzle_width(self.kc * self.ebytes)
 
     @property
     def batch_bytes(self) -> int:
@@ -177,8 +187,11 @@ class SmemOperand:
 
     def linear(self, b: int, row: int, k: int) -> int:
         """Unswizzled byte offset from `base` (k within the chunk)."""
-        w = self.width
-        kb = k * self.ebytes
+        w, e = self.width, self.ebytes
+        if self.major == "mn":
+            per = w // e
+            return b * self.batch_bytes + (row // per) * (self.kc * w) + k * w + (row % per) * e
+        kb = k * e
         return b * self.batch_bytes + (kb // w) * (self.rows * w) + row * w + kb % w
 
     def offset(self, b: int, row: int, k: int) -> int:
@@ -187,11 +200,19 @@ class SmemOperand:
         return self.base + swizzle(self.linear(b, row, k), self.width)
 
     def descriptor(self, b: int, row0: int, k0: int, scratch_address: int = 0) -> SmemDescriptor:
-        """The descriptor of the rows row0.. (a multiple of 8) and 32 bytes of K from k0 (a K-step start)."""
-        if row0 % 8 or (k0 * self.ebytes) % K_BYTES:
-            raise ValueError("a wgmma operand starts on an 8-row group and a 32-byte K step")
-        start = scratch_address + self.base + self.linear(b, row0, k0)   # phase 0 here: swizzled == linear
-        return SmemDescriptor(start, 16, 8 * self.width, self.width)
+        """The descriptor of one instruction's operand: rows row0.. and one K step from k0.  Every start is
+        on a pattern boundary (an 8-row group / a width-byte run of N and 8 rows of k), so its swizzle phase
+        is 0 and the base offset field too."""
+        w = self.width
+        if self.major == "mn":
+            if row0 % (w // self.ebytes) or k0 % 8:
+                raise ValueError("an MN-major wgmma operand starts on a swizzle row of N and 8 rows of K")
+            lbo, sbo = self.kc * w, 8 * w
+        else:
+            if row0 % 8 or (k0 * self.ebytes) % K_BYTES:
+                raise ValueError("a K-major wgmma operand starts on an 8-row group and a 32-byte K step")
+            lbo, sbo = 16, 8 * w
+        return SmemDescriptor(scratch_address + self.base + self.linear(b, row0, k0), lbo, sbo, w)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -222,6 +243,7 @@ class WgmmaPlan:
     K: int
     num_warps: int
     budget: int = SHARED_LIMIT
+    b_major: str = "k"      # "mn": B stored N-major (f16/bf16, imm-trans-b = 1; see SmemOperand)
     wgs: tuple[int, int, int] = field(init=False)
 
     def __post_init__(self):
@@ -241,7 +263,7 @@ class WgmmaPlan:
             kc //= 2
         self.kc = kc
         self.a_smem = SmemOperand(self.M, kc, e, self.B, 0)
-        self.b_smem = SmemOperand(self.N, kc, e, self.B, self.a_smem.nbytes)
+        self.b_smem = SmemOperand(self.N, kc, e, self.B, self.a_smem.nbytes, self.b_major, self._mn_width())
         self.align = max(self.a_smem.align, self.b_smem.align)
         self.trash = self.a_smem.nbytes + self.b_smem.nbytes
         self.smem_bytes = self._bytes(kc)
@@ -251,10 +273,18 @@ class WgmmaPlan:
                                 f"(limit {self.budget})")
         self.tk = self.K // i.k                             # k steps in all (MmaPlan's meaning)
 
+    def _mn_width(self) -> int:
+        if self.b_major == "k":
+            return 0
+        if not self.instr.transposable or self.n * self.instr.ebytes < K_BYTES:
+            raise ValueError(f"no N-major B for {self.instr.key} with N = {self.n} per instruction")
+        return min(128, self.n * self.instr.ebytes)
+
     def _bytes(self, kc: int) -> int:
         """Scratch bytes: A and B, the trash slot, and the slack that aligns the base to the swizzle repeat."""
         stage = self.B * (self.M + self.N) * kc * self.instr.ebytes
-        return stage + TRASH_BYTES + 8 * swizzle_width(kc * self.instr.ebytes) - SCRATCH_ALIGN
+        align = 8 * max(swizzle_width(kc * self.instr.ebytes), self._mn_width())
+        return stage + TRASH_BYTES + align - SCRATCH_ALIGN
 
     # -- the accumulator -----------------------------------------------------------------------------
     def _embed(self, b: int, row: int, col: int) -> Coord:
@@ -434,7 +464,11 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
         return f"the accumulator needs {regs} registers per thread (limit {ACC_REG_LIMIT})"
     from .errors import LoweringError
     try:
-        return WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
+        plan = WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
+        if instr.transposable and plan.n * instr.ebytes >= K_BYTES:
+            # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores
+            plan = replace(plan, b_major="mn")
+        return plan
     except LoweringError as e:
         return str(e)
 
