@@ -5,7 +5,7 @@
 For every public-corpus kernel with an mma op, three builds go through the same `ptxas -v -O3 -arch sm_90a`
 and nvdisasm:
 
-* ours with `CodegenOptions(mma_instruction="wgmma")` (tilegpu/wgmma.py where it applies, mma.sync where
+* ours with `CodegenOptions(mma_instruction="auto")` (tilegpu/wgmma.py where it applies, mma.sync where
   select_wgmma keeps it; wgmma K-loops are not software-pipelined yet),
 * ours by default (mma.sync, software-pipelined K-loops),
 * NVIDIA's: the corpus's sm_90 PTX of the real tool (`*.v13.4.sm_90.ptx`), assembled the same way, so both
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     rows, summary = [], []
     for path in paths:
         kid = path.name.split(".v13")[0]
-        forced_ptx, why = our_ptx(path, mma_instruction="wgmma")
+        forced_ptx, why = our_ptx(path, mma_instruction="auto")
         builds = [measure("ours, wgmma", forced_ptx, nvdisasm), measure("ours, default", our_ptx(path)[0], nvdisasm)]
         theirs = path.with_name(f"{kid}.v13.4.{GPU}.ptx")
         if theirs.is_file():

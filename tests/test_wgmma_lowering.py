@@ -8,7 +8,7 @@
    stores (per-thread part XOR per-register constant, vector runs, K chunks and the trash slot), then each
    instruction reads its operands at the emulator's descriptor addresses; D must be acc + A @ B.
 3. The choice: select_wgmma keeps mma.sync exactly where NVIDIA's tileiras does on the public corpus.
-4. Code generation with `CodegenOptions(mma_instruction="wgmma")`: kernels built here for every operand
+4. Code generation with `CodegenOptions(mma_instruction="auto")`: kernels built here for every operand
    type, ptxas -v (0 spills), the emulator against numpy; the corpus matmuls that get HGMMA from NVIDIA.
 """
 from __future__ import annotations
@@ -380,7 +380,7 @@ def _mma_op(module):
 
 
 def _sm90(**kw) -> CodegenOptions:
-    return CodegenOptions(target="sm_90", mma_instruction="wgmma", **kw)
+    return CodegenOptions(**{"target": "sm_90", **kw})
 
 
 @pytest.mark.parametrize("elems,shape,sg,expect", [
@@ -413,12 +413,13 @@ def test_choice(elems, shape, sg, expect):
         assert plan_for(_sm90(), op) is not None
 
 
-def test_choice_needs_sm90_whole_warpgroups_and_the_option():
+def test_choice_needs_sm90_whole_warpgroups_and_not_mma_sync():
     op = _mma_op(build_mma(T.F16, T.F16, T.F32, (None, 64, 64, 32)))
-    assert "sm_90a only" in W.wgmma_choice(CodegenOptions(target="sm_100", mma_instruction="wgmma"), op)
+    assert "sm_90a only" in W.wgmma_choice(CodegenOptions(target="sm_100"), op)
     assert "warpgroups" in W.wgmma_choice(_sm90(num_warps=2), op)
-    assert isinstance(plan_for(CodegenOptions(target="sm_90"), op), MmaPlan)       # the default: mma.sync
-    assert isinstance(plan_for(_sm90(), op), W.WgmmaPlan)
+    assert isinstance(plan_for(CodegenOptions(target="sm_90"), op), W.WgmmaPlan)    # the default on sm_90
+    assert isinstance(plan_for(_sm90(mma_instruction="mma.sync"), op), MmaPlan)     # asked for mma.sync
+    assert isinstance(plan_for(CodegenOptions(target="sm_100"), op), MmaPlan)
 
 
 def test_remarks_say_which_instruction_and_why():
