@@ -608,15 +608,31 @@ def test_issue_from_a_buffer_at_a_run_time_offset(monkeypatch):
     check_kernel(T.F16, T.F32, (None, 64, 32, 32))
 
 
-def test_loop_carried_accumulator_stays_in_the_wgmma_layout():
-    """A K-loop with wgmma: no layout conversion of the accumulator per iteration (one fence + barrier of
-    the staging), the loop is left unpipelined with a remark, and it computes the sum."""
+@pytest.mark.parametrize("stages", [4, 2, 1])
+def test_loop_carried_accumulator_stays_in_the_wgmma_layout(stages):
+    """A K-loop with wgmma: no layout conversion of the accumulator per iteration.  Pipelined (the default):
+    per K chunk one cp.async wait + proxy fence + barrier, the copies of the chunk stages - 1 ahead, and the
+    chunk's wgmma; with --num-stages 1 the loop is left unpipelined (one fence + barrier of the staging per
+    iteration).  Both compute the sum."""
     m, n, k, steps = 64, 64, 32, 3
     module = build_mma_loop(T.F16, T.F32, m, n, k, steps)
-    ptx, ems = compile_wgmma(module)
-    assert any("not software-pipelined yet" in r.message for r in ems[0].remarks)
-    loop = ptx[ptx.index("$L__BB0_"):]
-    assert loop.count("wgmma.mma_async") == k // 16 and loop.count("fence.proxy.async") == 1
+    ptx, ems = compile_wgmma(module, pipeline_stages=stages)
+    assert len(ems[0].pipelines) == (stages > 1)
+    if stages > 1:
+        info = ems[0].pipelines[0]
+        assert info.stages == stages and info.offset % 16 == 0
+        assert f"cp.async.wait_group {stages - 2}" in ptx and "cp.async.cg.shared.global" in ptx
+        # each unit's wait is followed by the fence (the copies are read through the async proxy), every
+        # wgmma group by its wait (LLVM may peel or unroll, so the counts are relative)
+        waits = re.findall(r"cp\.async\.wait_group (\d+);\s*// end inline asm\s*// begin inline asm\s*"
+                           r"(fence\.proxy\.async)?", ptx)
+        assert waits and all(f for w, f in waits if int(w) == stages - 2)
+        assert ptx.count("fence.proxy.async") == sum(int(w) == stages - 2 for w, _ in waits)
+        assert ptx.count("wgmma.mma_async") == k // 16 * ptx.count("wgmma.commit_group")
+        assert ptx.count("wgmma.commit_group") == ptx.count("wgmma.wait_group")
+    else:
+        loop = ptx[ptx.index("$L__BB0_"):]
+        assert loop.count("wgmma.mma_async") == k // 16 and loop.count("fence.proxy.async") == 1
     rng = np.random.default_rng(3)
     av = rng.integers(-3, 4, (m, k * steps)).astype(np.float64)
     bv = rng.integers(-3, 4, (k * steps, n)).astype(np.float64)
@@ -627,24 +643,30 @@ def test_loop_carried_accumulator_stays_in_the_wgmma_layout():
 
 WGMMA_CORPUS = ["matmul_f16_f32acc_64x64x32", "matmul_bf16_64x64x64", "matmul_tf32_64x64x32",
                 "matmul_f16_f16out_128x128x64"]
-# spills with the reason: the unpipelined K-loop holds a whole 128x64 and 64x128 f16 operand tile in
-# registers (loaded element by element: run-time strides) on top of 128 f32 accumulators; software
-# pipelining (cp.async into the swizzled buffers) is what removes it.  NVIDIA's own PTX for this kernel
-# spills too under plain `ptxas -arch sm_90a` (116 bytes).
+# spills with --num-stages 1, and why: the unpipelined K-loop holds a whole 128x64 and 64x128 f16 operand
+# tile in registers (loaded element by element: run-time strides) on top of 128 f32 accumulators.  Software
+# pipelining (the default: cp.async straight into the swizzled stage buffers) leaves no operand in
+# registers.  NVIDIA's own PTX for this kernel spills too under plain `ptxas -arch sm_90a` (116 bytes).
 SPILLS_UNPIPELINED = {"matmul_f16_f16out_128x128x64"}
+# K-loops that stay unpipelined on wgmma: the tf32 operands are rounded (ftof) between load and mma
+UNPIPELINED = {"matmul_tf32_64x64x32"}
 
 
 @requires_corpus
+@pytest.mark.parametrize("stages", [None, 1], ids=["pipelined", "num-stages-1"])
 @pytest.mark.parametrize("cid", WGMMA_CORPUS)
-def test_corpus_matmul_with_wgmma_matches_the_reference(cid):
+def test_corpus_matmul_with_wgmma_matches_the_reference(cid, stages):
     from tileiras_async.bytecode.reader import read_module
     from test_pipelining import emulate
     refs = load_refs()
     module = read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes())
-    ptx, _ = compile_wgmma(module)
+    ptx, ems = compile_wgmma(module, **({"pipeline_stages": stages} if stages else {}))
     assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "mma.sync" not in ptx
+    pipelined = stages is None and cid not in UNPIPELINED
+    assert len(ems[0].pipelines) == int(pipelined)
+    assert ("cp.async.wait_group" in ptx) == pipelined
     spills = int(re.search(r"(\d+) bytes spill stores", ptxas_report(ptx)).group(1))
-    assert (spills > 0) == (cid in SPILLS_UNPIPELINED)
+    assert (spills > 0) == (not pipelined and cid in SPILLS_UNPIPELINED)
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))
     assert not refs.check(cid, orig, inputs)

@@ -27,7 +27,8 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
 from ..tilegpu.types import layout_of
 from ..tilegpu.wgmma import WgmmaPlan, wgmma_choice
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_wgmma import lower_wgmma
+from .lower_pipeline import unit_offset
+from .lower_wgmma import lower_wgmma, lower_wgmma_staged
 from .values import SHARED_PTR, Tile, llvm_type
 
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
@@ -536,16 +537,6 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
     return words
 
 
-def _unit_offset(em: KernelEmitter, op: Operation) -> str:
-    """i32: the byte offset of the stage buffer a `mma_staged` reads (ring offset + slot * unit bytes)."""
-    ring = op.operands["buffer"].owner.attrs["offset"]
-    if "slot" in op.attrs:
-        return str(ring + op.attrs["slot"] * op.attrs["unit_bytes"])
-    slot = em.get(op.operands["slot"]).regs[0]
-    scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
-    return em.b.value(f"add i32 {scaled}, {ring}")
-
-
 @lowers("tilegpu.mma_staged")
 def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     """One K chunk (`unit`) of a pipelined loop's mma, its A and B read from the stage buffer the copies
@@ -554,7 +545,10 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     lowering's: the results are bit-identical."""
     op = staged.attrs["mma"]
     plan = plan_for(em.options, op)
-    unit_off = _unit_offset(em, staged)
+    unit_off = unit_offset(em, staged)
+    if isinstance(plan, WgmmaPlan):
+        lower_wgmma_staged(em, staged, plan, unit_off)
+        return
     if plan is None:
         _lower_fma_staged(em, staged, op, unit_off)
         return

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..ir.core import Operation
 from ..lower.layout import LinearLayout
-from ..tilegpu.wgmma import WgmmaPlan
+from ..tilegpu.wgmma import SmemOperand, WgmmaPlan
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile
 
@@ -65,6 +65,64 @@ def _smem_ptr(em: KernelEmitter, addr: str, const: int = 0) -> str:
     if const:
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {p}, i32 {const}", "sp")
     return p
+
+
+def swizzled_offset(em: KernelEmitter, sm: SmemOperand, b: str, row: str, k: str) -> str:
+    """i32: `sm.offset(b, row, k)` for run-time coordinates (i32 values or literals; k within the chunk):
+    what a pipelined loop's copy of an element or vector writes to.  Dimensions are powers of two, so the
+    divisions are shifts and masks."""
+    w, e = sm.width, sm.ebytes
+    if sm.major == "mn":
+        per = w // e
+        terms = [(_shr(em, row, per), sm.kc * w), (k, w), (_and(em, row, per - 1), e)]
+    else:
+        kb = _mul(em, k, e)
+        terms = [(_shr(em, kb, w), sm.rows * w), (row, w), (_and(em, kb, w - 1), 1)]
+    terms.append((b, sm.batch_bytes))
+    lin = "0"
+    for v, scale in terms:
+        lin = _add(em, lin, _mul(em, v, scale))
+    if w > 16 and lin != "0":
+        phase = _and(em, em.b.value(f"lshr i32 {lin}, 7"), w // 16 - 1)
+        lin = em.b.value(f"xor i32 {lin}, {_mul(em, phase, 16)}")
+    return _add(em, lin, str(sm.base)) if sm.base else lin
+
+
+def _mul(em: KernelEmitter, v: str, c: int) -> str:
+    if v == "0" or c == 0:
+        return "0"
+    if c == 1:
+        return v
+    if v.lstrip("-").isdigit():
+        return str(int(v) * c)
+    if c & (c - 1) == 0:
+        return em.b.value(f"shl i32 {v}, {c.bit_length() - 1}")
+    return em.b.value(f"mul i32 {v}, {c}")
+
+
+def _add(em: KernelEmitter, a: str, b: str) -> str:
+    if a == "0":
+        return b
+    if b == "0":
+        return a
+    return em.b.value(f"add i32 {a}, {b}")
+
+
+def _shr(em: KernelEmitter, v: str, c: int) -> str:
+    """v // c (c a power of two)."""
+    if v == "0" or c == 1:
+        return v
+    if v.lstrip("-").isdigit():
+        return str(int(v) // c)
+    return em.b.value(f"lshr i32 {v}, {c.bit_length() - 1}")
+
+
+def _and(em: KernelEmitter, v: str, mask: int) -> str:
+    if v == "0" or mask == 0:
+        return "0"
+    if v.lstrip("-").isdigit():
+        return str(int(v) & mask)
+    return em.b.value(f"and i32 {v}, {mask}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -283,6 +341,21 @@ def wait(em: KernelEmitter, plan: WgmmaPlan, words: list[str], pending: int = 0)
 # ---------------------------------------------------------------------------------------------------------
 # the op
 # ---------------------------------------------------------------------------------------------------------
+
+def lower_wgmma_staged(em: KernelEmitter, staged: Operation, plan: WgmmaPlan, unit_off: str) -> None:
+    """One K chunk (`unit`) of a pipelined loop's mma on wgmma: the copies put A and B in the stage buffer at
+    `unit_off` (from the scratch; aligned to the swizzle repeat at run time) in the plan's swizzled layouts,
+    and the wait before the barrier fenced them for the async proxy; issue the chunk's instructions and wait
+    for them (the next copies into this buffer come after the next barrier)."""
+    p = plan.chunked(staged.attrs["kc"])
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    descs = descriptor_bases(em, p, sym)
+    words = pack_accumulators(em, p, list(em.expect(staged.operands["acc"]).regs))
+    shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
+    words = issue_chunk(em, p, words, descs, shift)
+    words = wait(em, p, words, 0)
+    em.set(staged.result, Tile(staged.result.type, p.c, unpack_accumulators(em, p, words)))
+
 
 def lower_wgmma(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> None:
     lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])

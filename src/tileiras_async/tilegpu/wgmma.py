@@ -244,6 +244,7 @@ class WgmmaPlan:
     num_warps: int
     budget: int = SHARED_LIMIT
     b_major: str = "k"      # "mn": B stored N-major (f16/bf16, imm-trans-b = 1; see SmemOperand)
+    chunk: int = 0          # K per chunk when the caller decides it (a pipelined loop's unit); 0: the budget does
     wgs: tuple[int, int, int] = field(init=False)
 
     def __post_init__(self):
@@ -258,8 +259,8 @@ class WgmmaPlan:
         self.c = self._accumulator()
         # K chunks: the largest power of two (>= one instruction) whose A and B fit the budget
         e = i.ebytes
-        kc = self.K
-        while kc > i.k and self._bytes(kc) > self.budget:
+        kc = self.chunk or self.K
+        while not self.chunk and kc > i.k and self._bytes(kc) > self.budget:
             kc //= 2
         self.kc = kc
         self.a_smem = SmemOperand(self.M, kc, e, self.B, 0)
@@ -285,6 +286,11 @@ class WgmmaPlan:
         stage = self.B * (self.M + self.N) * kc * self.instr.ebytes
         align = 8 * max(swizzle_width(kc * self.instr.ebytes), self._mn_width())
         return stage + TRASH_BYTES + align - SCRATCH_ALIGN
+
+    def chunked(self, kc: int) -> "WgmmaPlan":
+        """The same op in K chunks of kc (a power of two, at least one instruction's K): what one unit of a
+        software-pipelined loop stages and issues.  Operands stay where `operand` says, A at 0, B after it."""
+        return replace(self, chunk=kc, budget=max(self.budget, self._bytes(kc)))
 
     # -- the accumulator -----------------------------------------------------------------------------
     def _embed(self, b: int, row: int, col: int) -> Coord:
