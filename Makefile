@@ -61,7 +61,6 @@ bench: setup
 	$(PY) bench/codegen_quality.py
 	$(PY) bench/dynamic_instructions.py
 	$(PY) bench/tensor_cores.py
-	$(PY) bench/wgmma_sm90.py
 
 # The GPU timing job (bench/gpu/): both compilers' cubins, inputs and expected outputs in build/gpu_job (checked on
 # the PTX emulator first), which bench/gpu/run_on_device.py runs on a machine with a GPU (python3 and libcuda only).

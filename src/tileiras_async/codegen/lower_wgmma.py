@@ -18,7 +18,10 @@ buffers it manages:
 5. `wait`: `wgmma.wait_group N`, again with the accumulators tied, so nothing reads them before the group
    retired.
 
-`lower_wgmma` puts them together for an unpipelined op: per K chunk stage, publish, issue, wait 0.
+`lower_wgmma` puts them together for an unpipelined op: per K chunk stage, publish, issue, wait 0.  In a
+software-pipelined loop the copies write each element at `swizzled_offset` of its stage buffer (cp.async:
+the swizzle moves whole 16-byte chunks), the unit's `async_wait` fences them for the async proxy before the
+barrier, and `lower_wgmma_staged` issues and waits for the unit's group.
 """
 from __future__ import annotations
 

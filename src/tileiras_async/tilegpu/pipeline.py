@@ -16,7 +16,11 @@ Geometry: the unit of the pipeline is a *K chunk* of one iteration: the A rows x
 one of S shared-memory buffers.  An iteration has C = K / kc chunks; C is the smallest power of two for which S
 buffers fit the budget, and S is lowered (down to 2) when no C fits.  Stage layout: A ([b,] m, k) row-major
 with k contiguous, rows of align16(kc * e) + 16 bytes; B ([b,] k, n) row-major with n contiguous, rows of
-align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).
+align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).  An mma on
+wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
+operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
+swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
+cannot convert what it reads, so its loops pipeline only when nothing but reshapes sits between load and mma.
 """
 from __future__ import annotations
 
