@@ -98,6 +98,23 @@ def aligned(em: KernelEmitter, x: Operand, pv: PartitionView, vb: int) -> str:
     return em.b.value(f"and i1 {ok}, {zero}")
 
 
+def converted_on_copy(x: Operand) -> bool:
+    """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
+    memory as it is, so the copy converts each element on its way there."""
+    return x.smem is not None and any(o.name == "ftof" for o in x.chain)
+
+
+def convert_on_copy(em: KernelEmitter, x: Operand, val: str):
+    """(value, element type) after the operand's ftof chain."""
+    from .lower_elementwise import _ftof
+    elem = x.elem
+    for o in x.chain:
+        if o.name == "ftof":
+            val = _ftof(em, o, llvm_type(elem), [val])
+            elem = o.result.type.elem
+    return val, elem
+
+
 def _operand_coord(x: Operand, coord: list[str]) -> tuple[str, str, str]:
     """(batch, row, k) of a tile coordinate of operand x: rows are M of A, N of B."""
     c = coord[x.lead:]
@@ -136,6 +153,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
             st = em.b.value(f"add i64 {st}, {chunk * kc}")
         starts.append(st)
     fill = [None]
+    convert = converted_on_copy(x)
 
     def coords_of(q: str, entry: bool) -> list[str]:
         val = em.b.entry_value if entry else em.b.value
@@ -171,12 +189,13 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
         lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
         addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
-        if vb < 4:  # an 8/16-bit element: a synchronous predicated load and a shared store
-            from .lower_memory import padding_constant, predicated_load
+        if vb < 4 or convert:   # an 8/16-bit element, or one converted on its way (a synchronous
+            from .lower_memory import padding_constant, predicated_load    # predicated load and a shared store)
             if fill[0] is None:
                 fill[0] = padding_constant(x.elem, pv.type.padding)
             val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
-            em.b.emit(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+            val, elem = convert_on_copy(em, x, val) if convert else (val, x.elem)
+            em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
             return
         if v > 1:   # the vector may cross the end of the row: copy what is left of it
             left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")

@@ -20,7 +20,7 @@ align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in dif
 wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
 operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
 swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
-cannot convert what it reads, so its loops pipeline only when nothing but reshapes sits between load and mma.
+cannot convert what it reads: a converted operand (tf32) is copied one element at a time, converted on its way.
 """
 from __future__ import annotations
 
@@ -262,11 +262,13 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
 
 def wgmma_unpipelinable(cand: Candidate) -> str | None:
     """Why a K-loop whose mma runs on wgmma cannot be pipelined (None: it can).  wgmma reads its operands from
-    shared memory as the copies left them: nothing can convert them on the way (a tf32 operand's rounding)."""
+    shared memory as the copies left them: a conversion between load and mma (a tf32 operand's rounding) is
+    done by the copy (one element at a time, synchronously), if it keeps the element's size."""
     for x in (cand.a, cand.b):
-        if any(o.name != "reshape" for o in x.chain):
-            return (f"wgmma reads the {x.role} operand from shared memory as copied, and it is converted "
-                    f"('{next(o.name for o in x.chain if o.name != 'reshape')}') between the load and the mma")
+        for o in x.chain:
+            if o.name == "ftof" and elem_bytes(o.result.type.elem) != elem_bytes(o.operands["from"].type.elem):
+                return (f"wgmma reads the {x.role} operand from shared memory as copied, and its conversion "
+                        f"changes the element size")
     return None
 
 
@@ -354,6 +356,8 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
+        if x.smem is not None and any(o.name == "ftof" for o in x.chain):
+            wide[x.role] = x.eb     # converted on its way to a wgmma buffer: one element at a time
         if inner < max(x.eb, 4):
             return []
     element = {x.role: x.eb for x in xs}
