@@ -25,10 +25,10 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
 from ..tilegpu.types import layout_of
-from ..tilegpu.wgmma import WgmmaPlan, wgmma_choice
+from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_pipeline import unit_offset
-from .lower_wgmma import lower_wgmma, lower_wgmma_staged
+from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
 
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
@@ -59,17 +59,7 @@ def _offset(coord: Coord, strides: tuple[int, ...]) -> int:
 
 def _thread_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
     """i32 in the entry block: the sum over this thread's set lane and warp bits of contrib(basis)."""
-    acc = "0"
-    for src, bases in ((em.lane, layout.bases[1]), (em.warp, layout.bases[2])):
-        for bit, basis in enumerate(bases):
-            off = contrib(basis)
-            if not off:
-                continue
-            sh = em.b.entry_value(f"lshr i32 {src}, {bit}")
-            one = em.b.entry_value(f"and i32 {sh}, 1")
-            term = em.b.entry_value(f"mul i32 {one}, {off}")
-            acc = term if acc == "0" else em.b.entry_value(f"add i32 {acc}, {term}")
-    return acc
+    return over_thread_bits(em, layout, contrib)[0]
 
 
 def _smem_ptr(em: KernelEmitter, byte_off: str | int) -> str:
@@ -501,15 +491,7 @@ def _unit_ptr(em: KernelEmitter, unit_off: str, thread: str, const: int) -> str:
 
 def _warp_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
     """i32 in the entry block: the sum over this thread's set warp bits of contrib(basis)."""
-    acc = "0"
-    for bit, basis in enumerate(layout.bases[2]):
-        off = contrib(basis)
-        if not off:
-            continue
-        one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.warp}, {bit}')}, 1")
-        term = em.b.entry_value(f"mul i32 {one}, {off}")
-        acc = term if acc == "0" else em.b.entry_value(f"add i32 {acc}, {term}")
-    return acc
+    return over_thread_bits(em, layout, contrib, lanes=False)[0]
 
 
 def _ldmatrix_thread(em: KernelEmitter, warp_part: str, rows_mask: int, row_bytes: int, hi_bytes: int) -> str:

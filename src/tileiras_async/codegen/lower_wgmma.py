@@ -47,17 +47,19 @@ def scratch_address(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> str:
     return em.b.entry_value(f"and i32 {up}, {-plan.align}")
 
 
-def _xor_over_threads(em: KernelEmitter, layout: LinearLayout, part) -> tuple[str, int]:
-    """(i32 in the entry block, bits it may set): XOR over this thread's set lane and warp bits of part(basis)."""
+def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str = "add",
+                     lanes: bool = True) -> tuple[str, int]:
+    """(i32 in the entry block, bits it may set): `combine` ("add" or "xor") over this thread's set lane
+    (unless not `lanes`) and warp bits of part(basis)."""
     acc, mask = "0", 0
-    for src, bases in ((em.lane, layout.bases[1]), (em.warp, layout.bases[2])):
+    for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
         for bit, basis in enumerate(bases):
             c = part(basis)
             if not c:
                 continue
             one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {src}, {bit}')}, 1")
             term = em.b.entry_value(f"mul i32 {one}, {c}")
-            acc = term if acc == "0" else em.b.entry_value(f"xor i32 {acc}, {term}")
+            acc = term if acc == "0" else em.b.entry_value(f"{combine} i32 {acc}, {term}")
             mask |= c
     return acc, mask
 
@@ -177,9 +179,9 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
     sm = plan.operand(role)
     vec = _vector(layout, plan, role, sm.ebytes)
     dynamic, entries = stage_entries(layout, plan, role, chunk, vec)
-    thread, tmask = _xor_over_threads(em, layout, lambda bs: plan.stage_offset(role, bs))
+    thread, tmask = over_thread_bits(em, layout, lambda bs: plan.stage_offset(role, bs), "xor")
     if dynamic:
-        thread_hi, _ = _xor_over_threads(em, layout, lambda bs: plan.chunk_part(role, bs))
+        thread_hi, _ = over_thread_bits(em, layout, lambda bs: plan.chunk_part(role, bs), "xor")
         trash = em.b.value(f"add i32 {base}, {plan.trash}")
     # per register constant c: the bits the thread part may also set are XORed in (once per distinct value,
     # in the entry block), the others are an immediate offset; `base` may be a value of the current block

@@ -49,7 +49,6 @@ from ..ir.enums import Signedness
 from ..lower.layout import LinearLayout
 from ..targets import sm_number, target
 from .options import CodegenOptions
-from .types import elem_bytes
 
 Coord = tuple[int, ...]
 
