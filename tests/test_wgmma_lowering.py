@@ -608,36 +608,39 @@ def test_issue_from_a_buffer_at_a_run_time_offset(monkeypatch):
     check_kernel(T.F16, T.F32, (None, 64, 32, 32))
 
 
-@pytest.mark.parametrize("stages", [4, 2, 1])
-def test_loop_carried_accumulator_stays_in_the_wgmma_layout(stages):
+@pytest.mark.parametrize("elem,k,stages", [(T.F16, 32, 4), (T.F16, 32, 2), (T.F16, 32, 1), (T.BF16, 32, 4),
+                                           (F8A, 64, 4)])
+def test_loop_carried_accumulator_stays_in_the_wgmma_layout(elem, k, stages):
     """A K-loop with wgmma: no layout conversion of the accumulator per iteration.  Pipelined (the default):
     per K chunk one cp.async wait + proxy fence + barrier, the copies of the chunk stages - 1 ahead, and the
     chunk's wgmma; with --num-stages 1 the loop is left unpipelined (one fence + barrier of the staging per
-    iteration).  Both compute the sum."""
-    m, n, k, steps = 64, 64, 32, 3
-    module = build_mma_loop(T.F16, T.F32, m, n, k, steps)
+    iteration).  Both compute the sum.  fp8's B is K-major in shared memory (no transposed form), across the
+    tensor's rows: its copies go one element at a time."""
+    m, n, steps = 64, 64, 3
+    module = build_mma_loop(elem, T.F32, m, n, k, steps)
+    ksteps = k // (32 if elem == F8A else 16)
     ptx, ems = compile_wgmma(module, pipeline_stages=stages)
     assert len(ems[0].pipelines) == (stages > 1)
     if stages > 1:
         info = ems[0].pipelines[0]
         assert info.stages == stages and info.offset % 16 == 0
-        assert f"cp.async.wait_group {stages - 2}" in ptx and "cp.async.cg.shared.global" in ptx
+        assert f"cp.async.wait_group {stages - 2}" in ptx and "cp.async.cg.shared.global" in ptx   # A: 16 bytes
         # each unit's wait is followed by the fence (the copies are read through the async proxy), every
         # wgmma group by its wait (LLVM may peel or unroll, so the counts are relative)
         waits = re.findall(r"cp\.async\.wait_group (\d+);\s*// end inline asm\s*// begin inline asm\s*"
                            r"(fence\.proxy\.async)?", ptx)
         assert waits and all(f for w, f in waits if int(w) == stages - 2)
         assert ptx.count("fence.proxy.async") == sum(int(w) == stages - 2 for w, _ in waits)
-        assert ptx.count("wgmma.mma_async") == k // 16 * ptx.count("wgmma.commit_group")
+        assert ptx.count("wgmma.mma_async") == ksteps * ptx.count("wgmma.commit_group")
         assert ptx.count("wgmma.commit_group") == ptx.count("wgmma.wait_group")
     else:
         loop = ptx[ptx.index("$L__BB0_"):]
-        assert loop.count("wgmma.mma_async") == k // 16 and loop.count("fence.proxy.async") == 1
+        assert loop.count("wgmma.mma_async") == ksteps and loop.count("fence.proxy.async") == 1
     rng = np.random.default_rng(3)
     av = rng.integers(-3, 4, (m, k * steps)).astype(np.float64)
     bv = rng.integers(-3, 4, (k * steps, n)).astype(np.float64)
     D = np.zeros((m, n), np.float32)
-    emulate_pointers(module, ptx, [av.astype(np.float16), bv.astype(np.float16), D])
+    emulate_pointers(module, ptx, [_encode(av, elem), _encode(bv, elem), D])
     assert np.array_equal(D, av @ bv)
 
 

@@ -356,8 +356,11 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
-        if x.smem is not None and any(o.name == "ftof" for o in x.chain):
-            wide[x.role] = x.eb     # converted on its way to a wgmma buffer: one element at a time
+        if x.smem is not None and (any(o.name == "ftof" for o in x.chain) or
+                                   (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1)):
+            # a wgmma buffer: converted on its way, or contiguous along another dimension than the tensor
+            # (B K-major: fp8, int8, tf32): one element at a time
+            wide[x.role] = x.eb
         if inner < max(x.eb, 4):
             return []
     element = {x.role: x.eb for x in xs}
