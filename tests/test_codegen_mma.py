@@ -464,8 +464,15 @@ def test_corpus_mma_compiles(path, tgt):
     ptx = module_ptx(module, t, 3)
     if _kernel_name(path) in FMA_KERNELS:
         assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
+    elif tgt == "sm_90" and _kernel_name(path) in WGMMA_KERNELS:
+        assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "mma.sync" not in ptx
     else:
         assert re.search(r"\bmma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.", ptx)
+
+
+# where NVIDIA's tileiras uses HGMMA on sm_90 (the 64+ row tiles), and so do we (tests/test_wgmma_lowering.py)
+WGMMA_KERNELS = {"matmul_bf16_64x64x64", "matmul_f16_f16out_128x128x64", "matmul_f16_f32acc_64x64x32",
+                 "matmul_tf32_64x64x32"}
 
 
 @requires_corpus

@@ -125,6 +125,9 @@ def test_corpus_loops_are_candidates(path):
 # the corpus: compiles pipelined everywhere, ptxas accepts it, no spills
 # ---------------------------------------------------------------------------------------------------------
 
+WGMMA_TF32 = {("matmul_tf32_64x64x32", "sm_90")}
+
+
 def _ptxas_v(ptx: str, gpu: str) -> str:
     from tileiras_async.toolchain.discovery import default_toolchain
     with tempfile.TemporaryDirectory() as d:
@@ -146,7 +149,9 @@ def test_corpus_compiles_pipelined(path, gpu):
     assert len(ems[0].pipelines) == 1
     info = ems[0].pipelines[0]
     assert info.stages == 4 and info.stages * info.unit_bytes + info.offset <= 48 * 1024
-    assert re.search(r"cp\.async\.c[ag]\.shared\.global", ptx)
+    # tf32 on wgmma (sm_90): the copies round each element on its way (wgmma reads shared memory as it is),
+    # so they are synchronous; the ring, its groups and waits are the same
+    assert bool(re.search(r"cp\.async\.c[ag]\.shared\.global", ptx)) != ((_kid(path), gpu) in WGMMA_TF32)
     assert "cp.async.commit_group" in ptx and "cp.async.wait_group 2" in ptx and "cp.async.wait_group 0" in ptx
     assert assemble(ptx, PtxasOptions(arch=target(gpu).ptx_target, opt_level=3)).startswith(b"\x7fELF")
 

@@ -25,7 +25,10 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
 from ..tilegpu.types import layout_of
+from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
+from .lower_pipeline import unit_offset
+from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
 
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
@@ -56,17 +59,7 @@ def _offset(coord: Coord, strides: tuple[int, ...]) -> int:
 
 def _thread_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
     """i32 in the entry block: the sum over this thread's set lane and warp bits of contrib(basis)."""
-    acc = "0"
-    for src, bases in ((em.lane, layout.bases[1]), (em.warp, layout.bases[2])):
-        for bit, basis in enumerate(bases):
-            off = contrib(basis)
-            if not off:
-                continue
-            sh = em.b.entry_value(f"lshr i32 {src}, {bit}")
-            one = em.b.entry_value(f"and i32 {sh}, 1")
-            term = em.b.entry_value(f"mul i32 {one}, {off}")
-            acc = term if acc == "0" else em.b.entry_value(f"add i32 {acc}, {term}")
-    return acc
+    return over_thread_bits(em, layout, contrib)[0]
 
 
 def _smem_ptr(em: KernelEmitter, byte_off: str | int) -> str:
@@ -417,6 +410,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     plan = plan_for(em.options, op)
     if plan is None:
         _lower_fma(em, op)
+    elif isinstance(plan, WgmmaPlan):
+        lower_wgmma(em, op, plan)
     else:
         _lower_tensor_core(em, op, plan)
 
@@ -496,15 +491,7 @@ def _unit_ptr(em: KernelEmitter, unit_off: str, thread: str, const: int) -> str:
 
 def _warp_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
     """i32 in the entry block: the sum over this thread's set warp bits of contrib(basis)."""
-    acc = "0"
-    for bit, basis in enumerate(layout.bases[2]):
-        off = contrib(basis)
-        if not off:
-            continue
-        one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.warp}, {bit}')}, 1")
-        term = em.b.entry_value(f"mul i32 {one}, {off}")
-        acc = term if acc == "0" else em.b.entry_value(f"add i32 {acc}, {term}")
-    return acc
+    return over_thread_bits(em, layout, contrib, lanes=False)[0]
 
 
 def _ldmatrix_thread(em: KernelEmitter, warp_part: str, rows_mask: int, row_bytes: int, hi_bytes: int) -> str:
@@ -532,16 +519,6 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
     return words
 
 
-def _unit_offset(em: KernelEmitter, op: Operation) -> str:
-    """i32: the byte offset of the stage buffer a `mma_staged` reads (ring offset + slot * unit bytes)."""
-    ring = op.operands["buffer"].owner.attrs["offset"]
-    if "slot" in op.attrs:
-        return str(ring + op.attrs["slot"] * op.attrs["unit_bytes"])
-    slot = em.get(op.operands["slot"]).regs[0]
-    scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
-    return em.b.value(f"add i32 {scaled}, {ring}")
-
-
 @lowers("tilegpu.mma_staged")
 def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     """One K chunk (`unit`) of a pipelined loop's mma, its A and B read from the stage buffer the copies
@@ -550,7 +527,10 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     lowering's: the results are bit-identical."""
     op = staged.attrs["mma"]
     plan = plan_for(em.options, op)
-    unit_off = _unit_offset(em, staged)
+    unit_off = unit_offset(em, staged)
+    if isinstance(plan, WgmmaPlan):
+        lower_wgmma_staged(em, staged, plan, unit_off)
+        return
     if plan is None:
         _lower_fma_staged(em, staged, op, unit_off)
         return

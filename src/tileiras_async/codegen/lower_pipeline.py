@@ -16,6 +16,7 @@ from math import prod
 from ..ir.core import Operation
 from ..tilegpu.pipeline import Operand
 from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
+from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
 UNROLLED_COPIES = 4     # a thread's copies of one operand chunk are unrolled up to this many, else a loop
@@ -24,15 +25,39 @@ UNROLLED_COPIES = 4     # a thread's copies of one operand chunk are unrolled up
 @lowers("tilegpu.async_copy")
 def _async_copy(em: KernelEmitter, op: Operation) -> None:
     x: Operand = op.attrs["operand"]
-    ring = op.operands["buffer"].owner.attrs["offset"]
-    if "slot" in op.attrs:
-        buf_off = str(ring + op.attrs["slot"] * op.attrs["unit_bytes"])
-    else:
-        slot = em.get(op.operands["slot"]).regs[0]
-        scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
-        buf_off = em.b.value(f"add i32 {scaled}, {ring}")
+    buf_off = unit_offset(em, op)
     copy_chunk(em, x, em.get(op.operands["view"]), [em.get(v) for v in op.operands["indices"]], op.attrs["chunk"],
                op.attrs["kc"], buf_off, op.attrs["vb"])
+
+
+def ring_offset(em: KernelEmitter, ring: Operation) -> int | str:
+    """Where a ring of stage buffers starts, from the shared-memory scratch: its allocated offset, or (a ring
+    with `align`, read by wgmma) that offset rounded up at run time so that the absolute address is a multiple
+    of `align` (the ring's size leaves room for it); an entry-block value, computed once per ring."""
+    off = ring.attrs["offset"]
+    al = ring.attrs.get("align")
+    if not al:
+        return off
+    memo = em.__dict__.setdefault("_ring_offsets", {})
+    if id(ring) not in memo:
+        sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+        up = em.b.entry_value(f"add i32 {sym}, {off + al - 1}")
+        memo[id(ring)] = em.b.entry_value(f"sub i32 {em.b.entry_value(f'and i32 {up}, {-al}')}, {sym}")
+    return memo[id(ring)]
+
+
+def unit_offset(em: KernelEmitter, op: Operation) -> str:
+    """i32: the byte offset from the scratch of the stage buffer an async_copy / mma_staged uses (ring
+    offset + slot * unit bytes)."""
+    ring = ring_offset(em, op.operands["buffer"].owner)
+    if "slot" in op.attrs:
+        const = op.attrs["slot"] * op.attrs["unit_bytes"]
+        if isinstance(ring, int):
+            return str(ring + const)
+        return em.b.value(f"add i32 {ring}, {const}") if const else ring
+    slot = em.get(op.operands["slot"]).regs[0]
+    scaled = em.b.value(f"mul i32 {slot}, {op.attrs['unit_bytes']}")
+    return em.b.value(f"add i32 {scaled}, {ring}")
 
 
 @lowers("tilegpu.async_commit")
@@ -43,6 +68,8 @@ def _async_commit(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.async_wait")
 def _async_wait(em: KernelEmitter, op: Operation) -> None:
     em.b.asm("void", f"cp.async.wait_group {op.attrs['pending']};", "~{memory}", [])
+    if op.attrs.get("fence_proxy_async"):   # the copies are read by wgmma (the async proxy)
+        em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
 
 
 @lowers("tilegpu.views_aligned")
@@ -69,6 +96,30 @@ def aligned(em: KernelEmitter, x: Operand, pv: PartitionView, vb: int) -> str:
         mis = em.b.value(f"or i64 {mis}, {em.b.value(f'and i64 {st}, {vb - 1}')}")
     zero = em.b.value(f"icmp eq i64 {mis}, 0")
     return em.b.value(f"and i1 {ok}, {zero}")
+
+
+def converted_on_copy(x: Operand) -> bool:
+    """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
+    memory as it is, so the copy converts each element on its way there."""
+    return x.smem is not None and any(o.name == "ftof" for o in x.chain)
+
+
+def convert_on_copy(em: KernelEmitter, x: Operand, val: str):
+    """(value, element type) after the operand's ftof chain."""
+    from .lower_elementwise import _ftof
+    elem = x.elem
+    for o in x.chain:
+        if o.name == "ftof":
+            val = _ftof(em, o, llvm_type(elem), [val])
+            elem = o.result.type.elem
+    return val, elem
+
+
+def _operand_coord(x: Operand, coord: list[str]) -> tuple[str, str, str]:
+    """(batch, row, k) of a tile coordinate of operand x: rows are M of A, N of B."""
+    c = coord[x.lead:]
+    b = c[0] if len(c) == 3 else "0"
+    return (b, c[-2], c[-1]) if x.role == "a" else (b, c[-1], c[-2])
 
 
 def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Tile], chunk: int, kc: int, buf_off: str,
@@ -102,6 +153,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
             st = em.b.value(f"add i64 {st}, {chunk * kc}")
         starts.append(st)
     fill = [None]
+    convert = converted_on_copy(x)
 
     def coords_of(q: str, entry: bool) -> list[str]:
         val = em.b.entry_value if entry else em.b.value
@@ -132,15 +184,18 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
             inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
             term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
             offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
+        if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
+            dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
         lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
         addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
-        if vb < 4:  # an 8/16-bit element: a synchronous predicated load and a shared store
-            from .lower_memory import padding_constant, predicated_load
+        if vb < 4 or convert:   # an 8/16-bit element, or one converted on its way (a synchronous
+            from .lower_memory import padding_constant, predicated_load    # predicated load and a shared store)
             if fill[0] is None:
                 fill[0] = padding_constant(x.elem, pv.type.padding)
             val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
-            em.b.emit(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+            val, elem = convert_on_copy(em, x, val) if convert else (val, x.elem)
+            em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
             return
         if v > 1:   # the vector may cross the end of the row: copy what is left of it
             left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")

@@ -29,6 +29,7 @@ from ..targets import sm_number, target
 from .errors import LoweringError
 from .options import CodegenOptions
 from .types import elem_bytes
+from .wgmma import WgmmaPlan, select_wgmma
 
 Coord = tuple[int, ...]
 
@@ -393,7 +394,7 @@ def _name(t: T.Type) -> str:
 def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
     """The tensor-core instruction for this op, or None for the FMA chain (what select-mma chose, once it ran)."""
     chosen = op.attrs.get("instruction")
-    if chosen is not None:
+    if chosen is not None and not chosen.startswith(WGMMA_PREFIX):
         return None if chosen == "fma" else INSTRS_BY_KEY[chosen]
     lhs: T.TileType = op.operands["lhs"].type
     acc: T.TileType = op.operands["acc"].type
@@ -421,7 +422,30 @@ def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
     return instr
 
 
-def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | None:
+WGMMA_PREFIX = "wgmma."     # `instruction` attribute of an mma that runs on wgmma: "wgmma." + WgmmaInstr key
+
+
+def choose_instruction(options: CodegenOptions, op: Operation) -> str:
+    """What select-mma records for an mmaf/mmai: "wgmma.<key>" where Hopper's warpgroup MMA applies (sm_90,
+    tiles of 64+ rows: where NVIDIA's tileiras uses HGMMA; `mma_instruction="mma.sync"` turns it off), else
+    the mma.sync instruction's key, or "fma"."""
+    if getattr(options, "mma_instruction", "auto") != "mma.sync":
+        wplan = select_wgmma(options, op)
+        if wplan is not None:
+            return WGMMA_PREFIX + wplan.instr.key
+    instr = select_instr(options, op)
+    return instr.key if instr is not None else "fma"
+
+
+def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | None:
+    """The tensor-core plan of an mmaf/mmai (None: the FMA chain), for the instruction select-mma recorded
+    (chosen here the same way when it has not run)."""
+    chosen = op.attrs.get("instruction") or choose_instruction(options, op)
+    if chosen.startswith(WGMMA_PREFIX):
+        wplan = select_wgmma(options, op)
+        if wplan is None or WGMMA_PREFIX + wplan.instr.key != chosen:
+            raise LoweringError(f"select-mma chose {chosen}, which the options no longer allow", op)
+        return wplan
     instr = select_instr(options, op)
     if instr is None:
         return None

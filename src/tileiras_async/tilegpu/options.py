@@ -17,6 +17,9 @@ class CodegenOptions:
     # software pipelining of K-loops: shared-memory stage buffers per pipelined operand; 1 (or 0) keeps every
     # loop synchronous.  4 is the real tool's `unspecialized-pipeline-num-stages` default (--num-stages).
     pipeline_stages: int = 4
+    # which tensor-core instruction mmaf/mmai use: "auto" (wgmma on sm_90 where tilegpu.wgmma.select_wgmma
+    # allows it -- where NVIDIA's tileiras uses HGMMA --, mma.sync elsewhere) or "mma.sync" (never wgmma)
+    mma_instruction: str = "auto"
 
     @property
     def num_threads(self) -> int:

@@ -16,7 +16,11 @@ Geometry: the unit of the pipeline is a *K chunk* of one iteration: the A rows x
 one of S shared-memory buffers.  An iteration has C = K / kc chunks; C is the smallest power of two for which S
 buffers fit the budget, and S is lowered (down to 2) when no C fits.  Stage layout: A ([b,] m, k) row-major
 with k contiguous, rows of align16(kc * e) + 16 bytes; B ([b,] k, n) row-major with n contiguous, rows of
-align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).
+align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).  An mma on
+wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
+operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
+swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
+cannot convert what it reads: a converted operand (tf32) is copied one element at a time, converted on its way.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from ..ir.enums import PaddingValue
 from ..targets import sm_number
 from .options import CodegenOptions
 from .types import align, elem_bytes
+from .wgmma import SmemOperand, WgmmaPlan
 
 FAILED = "Failed to pipeline loop"
 
@@ -82,6 +87,7 @@ class Operand:
     row: int = 0                    # bytes per staged row
     nbytes: int = 0
     vb: int = 0                     # bytes per copy in the loop version being emitted
+    smem: SmemOperand | None = None  # a wgmma operand: its swizzled layout (strides unused), base included
 
     @property
     def eb(self) -> int:
@@ -99,6 +105,7 @@ class Candidate:
     a: Operand
     b: Operand
     slice_ops: list[Operation]      # in-body scalar ops computing load indices, program order
+    wgmma: WgmmaPlan | None = None  # the mma runs on wgmma: stage buffers in its swizzled operand layouts
 
 
 def own_ops(block: Block):
@@ -253,6 +260,18 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
     return Candidate(op, mma, a, b, slice_ops)
 
 
+def wgmma_unpipelinable(cand: Candidate) -> str | None:
+    """Why a K-loop whose mma runs on wgmma cannot be pipelined (None: it can).  wgmma reads its operands from
+    shared memory as the copies left them: a conversion between load and mma (a tf32 operand's rounding) is
+    done by the copy (one element at a time, synchronously), if it keeps the element's size."""
+    for x in (cand.a, cand.b):
+        for o in x.chain:
+            if o.name == "ftof" and elem_bytes(o.result.type.elem) != elem_bytes(o.operands["from"].type.elem):
+                return (f"wgmma reads the {x.role} operand from shared memory as copied, and its conversion "
+                        f"changes the element size")
+    return None
+
+
 def _pow2(n: int) -> bool:
     return n > 0 and not n & (n - 1)
 
@@ -263,6 +282,12 @@ class Geometry:
     chunks: int         # C: units per iteration
     kc: int             # K per unit
     unit_bytes: int
+    align: int = 0      # the ring's base must be a multiple of this at run time (wgmma's swizzle repeat) ...
+    slack: int = 0      # ... which these extra bytes of the ring leave room for
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.stages * self.unit_bytes + self.slack
 
 
 def _operand_layout(x: Operand, kc: int) -> None:
@@ -286,12 +311,28 @@ def _operand_layout(x: Operand, kc: int) -> None:
     x.nbytes = rows * x.row
 
 
+def _wgmma_layout(cand: Candidate, kc: int) -> tuple[int, int]:
+    """(unit bytes, alignment) of a wgmma K-loop's stage buffers: A and B where the plan's descriptors read
+    them, in K chunks of kc (swizzled; tilegpu.wgmma.SmemOperand); each unit starts on the swizzle repeat."""
+    plan = cand.wgmma.chunked(kc)
+    for x, sm in ((cand.a, plan.a_smem), (cand.b, plan.b_smem)):
+        _operand_layout(x, kc)      # kdim (and row) as for mma.sync; the bytes are the swizzled layout's
+        x.smem, x.base, x.nbytes = sm, sm.base, sm.nbytes
+    return align(plan.a_smem.nbytes + plan.b_smem.nbytes, plan.align), plan.align
+
+
 def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int) -> Geometry | None:
     """The fewest chunks per iteration (then the most stages) whose buffers fit `budget` bytes."""
     for s in range(stages, MIN_STAGES - 1, -1):
         c = 1
         while k // c >= max(1, min_kc) and _pow2(k // c):
             kc = k // c
+            if cand.wgmma is not None:
+                unit, al = _wgmma_layout(cand, kc)
+                if s * unit + al - 16 <= budget:    # slack: the ring's base is aligned at run time
+                    return Geometry(s, c, kc, unit, al, al - 16)
+                c *= 2
+                continue
             _operand_layout(cand.a, kc)
             _operand_layout(cand.b, kc)
             cand.a.base = 0
@@ -315,6 +356,11 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
+        if x.smem is not None and (any(o.name == "ftof" for o in x.chain) or
+                                   (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1)):
+            # a wgmma buffer: converted on its way, or contiguous along another dimension than the tensor
+            # (B K-major: fp8, int8, tf32): one element at a time
+            wide[x.role] = x.eb
         if inner < max(x.eb, 4):
             return []
     element = {x.role: x.eb for x in xs}

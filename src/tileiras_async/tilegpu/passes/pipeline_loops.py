@@ -149,7 +149,9 @@ class _Expander:
     # -- the whole loop ---------------------------------------------------------------------------------
     def expand(self) -> tuple[list[Operation], list[Value]]:
         out: list[Operation] = []
-        ring_op = build(LOCAL_ALLOC, {}, [SmemType(self.geom.stages * self.geom.unit_bytes)], loc=self.loc)
+        ring_op = build(LOCAL_ALLOC, {}, [SmemType(self.geom.ring_bytes)], loc=self.loc)
+        if self.geom.align:
+            ring_op.attrs["align"] = self.geom.align   # codegen aligns the base at run time (wgmma)
         out.append(ring_op)
         ring = ring_op.result
         versions = copy_versions(self.cand, self.geom)
@@ -254,7 +256,7 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         for u in range(c):
-            out.append(build(ASYNC_WAIT, {}, [], {"pending": s - 2}, loc=self.loc))
+            out.append(build(ASYNC_WAIT, {}, [], {"pending": s - 2, **self.wait_attrs()}, loc=self.loc))
             out.append(build(BARRIER, {}, [], loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + s - 1
             d, chunk = divmod(ahead, c)
@@ -272,6 +274,11 @@ class _Expander:
             out.append(mma)
             acc = mma.result
         return acc
+
+    def wait_attrs(self) -> dict:
+        """A wgmma reads the stage buffers through the async proxy: each thread's landed copies are fenced
+        for it before the barrier that publishes them."""
+        return {"fence_proxy_async": True} if self.cand.wgmma is not None else {}
 
     def slot(self, out: list, bufj: Value | None, u: int):
         """The buffer of unit u of this iteration (past the iteration's end for copies ahead)."""

@@ -23,8 +23,9 @@ from ...schedule.modulo import ScheduleOptions
 from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, plan_for
+from ..wgmma import WgmmaPlan
 from ..pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
-                        copy_versions, plan_geometry)
+                        copy_versions, plan_geometry, wgmma_unpipelinable)
 
 _LOOPS = ("for", "loop")
 
@@ -65,6 +66,11 @@ def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, pa
         mplan = plan_for(k.options, cand.mma)
     except LoweringError as e:
         return None, str(e), None
+    if isinstance(mplan, WgmmaPlan):
+        why = wgmma_unpipelinable(cand)
+        if why:
+            return None, why, None
+        cand.wgmma = mplan
     kdim = _dims(cand.mma.operands["lhs"].type)[3]
     min_kc = min(mplan.instr.k, kdim) if mplan is not None else 1
     budget = SHARED_LIMIT - -(-body_scratch_bytes(cand) // UNIT_ALIGN) * UNIT_ALIGN

@@ -1,30 +1,50 @@
 """select-mma: choose the instruction every mmaf/mmai runs on.
 
-Contract: in: tile-GPU IR. out: every `mmaf`/`mmai` has an `instruction` attribute: the key of the tensor-core
-instruction (`tilegpu.mma.INSTRS`: mma.sync shapes and types for the target) or "fma" (the FMA chain on CUDA
-cores: f32 x f32, which NVIDIA's tool computes exactly, and shapes too small for any instruction), and a
-tensorcore remark says which and why. Later passes (layouts, shared memory, pipelining) and code generation
-follow the attribute; none chooses again.
+Contract: in: tile-GPU IR. out: every `mmaf`/`mmai` has an `instruction` attribute: "wgmma.<key>" (Hopper's
+warpgroup MMA, `tilegpu.wgmma.WG_INSTRS`: on sm_90 for tiles of 64+ rows, where NVIDIA's tileiras uses
+HGMMA), the key of an mma.sync instruction (`tilegpu.mma.INSTRS`: shapes and types for the target) or "fma"
+(the FMA chain on CUDA cores: f32 x f32, which NVIDIA's tool computes exactly, and shapes too small for any
+instruction), and a tensorcore remark says which and why. Later passes (layouts, shared memory, pipelining)
+and code generation follow the attribute; none chooses again.
 """
 from __future__ import annotations
 
+from ...targets import sm_number
 from ..ir import KernelIR, walk_ops
-from ..mma import select_instr
+from ..mma import INSTRS_BY_KEY, WGMMA_PREFIX, choose_instruction, plan_for
+from ..wgmma import wgmma_choice
 
 
 def run(k: KernelIR) -> None:
     for op in walk_ops(k.fn.body):
         if op.name not in ("mmaf", "mmai"):
             continue
-        instr = select_instr(k.options, op)
-        op.attrs["instruction"] = instr.key if instr is not None else "fma"
+        key = choose_instruction(k.options, op)
+        op.attrs["instruction"] = key
         lhs, rhs = op.operands["lhs"].type, op.operands["rhs"].type
         what = (f"{op.name} {'x'.join(map(str, op.result.type.shape))} ({lhs.elem} x {rhs.elem} -> "
                 f"{op.result.type.elem})")
-        if instr is None:
+        if key == "fma":
             k.remark("missed", "tensorcore", "MmaOnCudaCores",
                      f"{what} computed with FMA on CUDA cores (no tensor-core instruction for these types or this "
                      f"shape)", op)
-        else:
+        elif key.startswith(WGMMA_PREFIX):
+            plan = plan_for(k.options, op)
             k.remark("passed", "tensorcore", "MmaInstruction",
-                     f"{what} lowered to mma.sync m{instr.m}n{instr.n}k{instr.k} ({instr.key})", op)
+                     f"{what} lowered to wgmma.mma_async {plan.shape_name} ({plan.instr.key}, "
+                     f"{plan.wm * plan.wb * plan.wn} warpgroup(s), {plan.rb * plan.rm * plan.rn} instruction(s) per "
+                     f"K step)", op)
+        else:
+            instr = INSTRS_BY_KEY[key]
+            k.remark("passed", "tensorcore", "MmaInstruction",
+                     f"{what} lowered to mma.sync m{instr.m}n{instr.n}k{instr.k} ({instr.key}){_not_wgmma(k, op)}",
+                     op)
+
+
+def _not_wgmma(k: KernelIR, op) -> str:
+    """On sm_90, why the op keeps mma.sync (the remark's tail)."""
+    if sm_number(getattr(k.options.target, "name", k.options.target)) != 90:
+        return ""
+    if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
+        return "; not wgmma: mma.sync was asked for"
+    return f"; not wgmma: {wgmma_choice(k.options, op)}"
