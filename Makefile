@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup bytecode test test-all run bench gpu-job examples oracle docs clean
 
 # Pinned versions (constraints.txt) make the output reproducible: llvmlite's LLVM decides the PTX.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt setup.py
 	@echo "setup: creating $(VENV) and installing tileiras-async with its test tools and the [cuda,dask,docs] extras"
 	@echo "setup: pinned by constraints.txt: $$(grep -c '==' constraints.txt) packages (numpy, llvmlite, textual, distributed, NVIDIA's wheels, ...)"
 	$(PYTHON) -m venv $(VENV)

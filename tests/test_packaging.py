@@ -83,7 +83,7 @@ def test_typed_package_and_dashboard_import_name(tmp_path):
     import tileiras_tui
     for package in (tileiras_async, tileiras_tui):
         assert (Path(package.__file__).parent / "py.typed").is_file()
-    assert Path(tileiras_tui.__file__).parent == REPO / "tui"
+    assert Path(tileiras_tui.__file__).resolve().parent == REPO / "tui"   # through src/tileiras_tui
     # the registry's `tui` is someone else's: ours installs as tileiras_tui only (run outside the checkout,
     # whose folder tui/ is importable from its root)
     r = subprocess.run([sys.executable, "-c", "import tui"], cwd=tmp_path, capture_output=True, text=True,
