@@ -71,6 +71,10 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     module = llvm.parse_assembly(texts[0])
     for text in texts[1:]:
         module.link_in(llvm.parse_assembly(text))
+    # our IR is verified before libdevice joins it: verifying libdevice's ~600 functions took as long as
+    # the rest of a small kernel's back end, and NVIDIA's bitcode needs no check of ours
+    module.verify()
+    tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
     if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
         lib = llvm.parse_bitcode(_libdevice_bytes())
         lib.triple = module.triple
@@ -80,8 +84,7 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
             # only the kernels stay visible; unused libdevice code is then dropped
             if not f.is_declaration and f.name not in kernels:
                 f.linkage = "internal"
-    module.verify()
-    tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
+        _drop_unused(module, tm)
     if opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
         pb = llvm.create_pass_builder(tm, pto)
@@ -90,6 +93,16 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     ptx = tm.emit_assembly(module)
     check_ptx(ptx)
     return ptx
+
+
+def _drop_unused(module, tm) -> None:
+    """Delete the internal functions nothing calls (all of libdevice but what the kernels use) before the
+    optimization pipeline, which would otherwise simplify every one of them before its own dead-code
+    pass: 2-3x the back end's time for a kernel that calls one math function (the PTX is the same)."""
+    import llvmlite.binding as llvm
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.run(module, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0)))
 
 
 _EXTERN_LLVM = re.compile(r"\.extern\s+\.func[^;]*?\b(llvm\.[\w.]+)")
