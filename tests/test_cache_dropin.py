@@ -212,12 +212,11 @@ print(json.dumps({"rc": rc, "new": sorted(set(sys.modules) - before)}), file=sys
 # all the drop-in may load for a hit or --help, beyond what Python has loaded at start-up: its own lean
 # modules and a few small standard ones (`from __future__ import annotations` loads __future__; typing, re and
 # pathlib must stay out: they cost as much as the rest of a hit)
-_LEAN = {"__future__", "tileiras_async", "tileiras_async.cli", "tileiras_async.cli.tileiras", "tileiras_async.cli.common",
-         "tileiras_async.cli.options", "tileiras_async.cli.dropin_result", "tileiras_async.inputs",
-         "tileiras_async.cache",
-         "tileiras_async.cache.config", "tileiras_async.cache.key", "tileiras_async.cache.entry",
-         "tileiras_async.cache.store", "tileiras_async.cache.files", "tileiras_async.cache.fingerprint",
-         "_blake2", "itertools", "time", "errno"}
+_LEAN = {"__future__", "tileiras_async", "tileiras_async.cli", "tileiras_async.cli.tileiras",
+         "tileiras_async.cli.common", "tileiras_async.cli.options", "tileiras_async.cli.dropin_result",
+         "tileiras_async.inputs", "tileiras_async.cache", "tileiras_async.cache.config", "tileiras_async.cache.key",
+         "tileiras_async.cache.entry", "tileiras_async.cache.store", "tileiras_async.cache.files",
+         "tileiras_async.cache.fingerprint", "_blake2", "itertools", "time", "errno"}
 
 
 def _probe(argv, env) -> dict:
