@@ -45,3 +45,39 @@ def test_only_called_libdevice_functions_are_emitted(opt_level):
     assert set(defined) <= called, set(defined) - called
     if opt_level:
         assert defined == []  # inlined
+
+
+def _whole_library_ptx(text: str, opt_level: int) -> str:
+    """The PTX of linking all of libdevice into the kernel's module, as the back end did before it kept
+    per-process subsets (the reference the subsets must reproduce)."""
+    import llvmlite.binding as llvm
+
+    from tileiras_async.codegen import nvptx
+    tgt = target("sm_90")
+    module = llvm.parse_assembly(text)
+    tm = nvptx._target_machine(tgt.ptx_target, nvptx.ptx_feature(tgt), opt_level)
+    lib = llvm.parse_bitcode(nvptx._libdevice_bytes())
+    lib.triple, lib.data_layout = module.triple, module.data_layout
+    module.link_in(lib)
+    for f in module.functions:
+        if not f.is_declaration and f.name != "k":
+            f.linkage = "internal"
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=opt_level))
+    pb.getModulePassManager().run(module, pb)
+    return tm.emit_assembly(module)
+
+
+def test_the_libdevice_subset_links_what_the_whole_library_does():
+    from tileiras_async.codegen import nvptx
+    try:
+        reference = _whole_library_ptx(KERNEL, 3)
+    except Exception as e:  # noqa: BLE001 - only a missing libdevice is a reason to skip
+        if "libdevice" in str(e).lower():
+            pytest.skip(str(e))
+        raise
+    first = llvm_to_ptx(KERNEL, target("sm_90"), 3, kernels=("k",))
+    subsets = dict(nvptx._SUBSETS)
+    again = llvm_to_ptx(KERNEL, target("sm_90"), 3, kernels=("k",))
+    assert first == again == reference
+    assert nvptx._SUBSETS == subsets  # the second compile reused the first one's subset
+    assert frozenset({"__nv_expf", "__nv_sinf"}) in {names for names, _, _ in subsets}

@@ -75,10 +75,9 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     # the rest of a small kernel's back end, and NVIDIA's bitcode needs no check of ours
     module.verify()
     tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
-    if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
-        lib = llvm.parse_bitcode(_libdevice_bytes())
-        lib.triple = module.triple
-        lib.data_layout = module.data_layout
+    called = frozenset(f.name for f in module.functions if f.name.startswith("__nv_") and f.is_declaration)
+    if called:
+        lib = llvm.parse_bitcode(_libdevice_subset(called, module.triple, module.data_layout, tm))
         module.link_in(lib)
         for f in module.functions:
             # only the kernels stay visible; unused libdevice code is then dropped
@@ -93,6 +92,32 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     ptx = tm.emit_assembly(module)
     check_ptx(ptx)
     return ptx
+
+
+_SUBSETS: dict[tuple[frozenset[str], str, str], bytes] = {}
+_SUBSETS_LOCK = threading.Lock()
+
+
+def _libdevice_subset(names: frozenset[str], triple: str, data_layout: str, tm) -> bytes:
+    """libdevice's definitions of `names` and of all they use, as bitcode. Parsing the whole library (~600
+    functions) was the largest part of a warm worker's back end for a kernel with one math call; a process
+    now parses it once per set of functions its kernels call (the same code is linked either way)."""
+    key = (names, triple, data_layout)
+    with _SUBSETS_LOCK:
+        cached = _SUBSETS.get(key)
+    if cached is None:
+        import llvmlite.binding as llvm
+        lib = llvm.parse_bitcode(_libdevice_bytes())
+        lib.triple = triple
+        lib.data_layout = data_layout
+        for f in lib.functions:
+            if not f.is_declaration and f.name not in names:
+                f.linkage = "internal"
+        _drop_unused(lib, tm)
+        cached = lib.as_bitcode()
+        with _SUBSETS_LOCK:
+            _SUBSETS[key] = cached
+    return cached
 
 
 def _drop_unused(module, tm) -> None:
