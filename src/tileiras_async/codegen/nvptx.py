@@ -71,12 +71,12 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     module = llvm.parse_assembly(texts[0])
     for text in texts[1:]:
         module.link_in(llvm.parse_assembly(text))
-    # our IR is verified before libdevice joins it: verifying libdevice's ~600 functions took as long as
-    # the rest of a small kernel's back end, and NVIDIA's bitcode needs no check of ours
-    module.verify()
-    tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
-    called = frozenset(f.name for f in module.functions if f.name.startswith("__nv_") and f.is_declaration)
-    if called:
+    if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
+        # our IR is verified before libdevice joins it: verifying libdevice's ~600 functions took as long as
+        # the rest of a small kernel's back end, and NVIDIA's bitcode needs no check of ours
+        module.verify()
+        tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
+        called = frozenset(f.name for f in module.functions if f.name.startswith("__nv_") and f.is_declaration)
         lib = llvm.parse_bitcode(_libdevice_subset(called, module.triple, module.data_layout, tm))
         module.link_in(lib)
         for f in module.functions:
@@ -84,6 +84,9 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
             if not f.is_declaration and f.name not in kernels:
                 f.linkage = "internal"
         _drop_unused(module, tm)
+    else:
+        module.verify()
+    tm = _target_machine(tgt.ptx_target, ptx_feature(tgt), min(opt_level, 3))
     if opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
         pb = llvm.create_pass_builder(tm, pto)
