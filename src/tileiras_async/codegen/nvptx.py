@@ -49,6 +49,42 @@ def _libdevice_bytes() -> bytes:
     return find_libdevice().read_bytes()
 
 
+_SUBSETS: dict[tuple[frozenset[str], str, str], bytes] = {}
+_SUBSETS_LOCK = threading.Lock()
+
+
+def _libdevice_subset(names: frozenset[str], triple: str, data_layout: str, tm) -> bytes:
+    """libdevice's definitions of `names` and of all they use, as bitcode. Parsing the whole library (~600
+    functions) was the largest part of a warm worker's back end for a kernel with one math call; a process
+    now parses it once per set of functions its kernels call (the same code is linked either way)."""
+    key = (names, triple, data_layout)
+    with _SUBSETS_LOCK:
+        cached = _SUBSETS.get(key)
+    if cached is None:
+        import llvmlite.binding as llvm
+        lib = llvm.parse_bitcode(_libdevice_bytes())
+        lib.triple = triple
+        lib.data_layout = data_layout
+        for f in lib.functions:
+            if not f.is_declaration and f.name not in names:
+                f.linkage = "internal"
+        _drop_unused(lib, tm)
+        cached = lib.as_bitcode()
+        with _SUBSETS_LOCK:
+            _SUBSETS[key] = cached
+    return cached
+
+
+def _drop_unused(module, tm) -> None:
+    """Delete the internal functions nothing calls (all of libdevice but what the kernels use) before the
+    optimization pipeline, which would otherwise simplify every one of them before its own dead-code
+    pass: 2-3x the back end's time for a kernel that calls one math function (the PTX is the same)."""
+    import llvmlite.binding as llvm
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.run(module, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0)))
+
+
 def warm_up(targets: tuple[str, ...] = (), opt_level: int = 3) -> None:
     """Fill the back end's caches (LLVM initialisation, libdevice, target machines) ahead of the first compile,
     as long-lived workers do; failures surface later, on the compile that needs the missing piece."""
@@ -95,42 +131,6 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     ptx = tm.emit_assembly(module)
     check_ptx(ptx)
     return ptx
-
-
-_SUBSETS: dict[tuple[frozenset[str], str, str], bytes] = {}
-_SUBSETS_LOCK = threading.Lock()
-
-
-def _libdevice_subset(names: frozenset[str], triple: str, data_layout: str, tm) -> bytes:
-    """libdevice's definitions of `names` and of all they use, as bitcode. Parsing the whole library (~600
-    functions) was the largest part of a warm worker's back end for a kernel with one math call; a process
-    now parses it once per set of functions its kernels call (the same code is linked either way)."""
-    key = (names, triple, data_layout)
-    with _SUBSETS_LOCK:
-        cached = _SUBSETS.get(key)
-    if cached is None:
-        import llvmlite.binding as llvm
-        lib = llvm.parse_bitcode(_libdevice_bytes())
-        lib.triple = triple
-        lib.data_layout = data_layout
-        for f in lib.functions:
-            if not f.is_declaration and f.name not in names:
-                f.linkage = "internal"
-        _drop_unused(lib, tm)
-        cached = lib.as_bitcode()
-        with _SUBSETS_LOCK:
-            _SUBSETS[key] = cached
-    return cached
-
-
-def _drop_unused(module, tm) -> None:
-    """Delete the internal functions nothing calls (all of libdevice but what the kernels use) before the
-    optimization pipeline, which would otherwise simplify every one of them before its own dead-code
-    pass: 2-3x the back end's time for a kernel that calls one math function (the PTX is the same)."""
-    import llvmlite.binding as llvm
-    pm = llvm.create_new_module_pass_manager()
-    pm.add_global_dead_code_eliminate_pass()
-    pm.run(module, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0)))
 
 
 _EXTERN_LLVM = re.compile(r"\.extern\s+\.func[^;]*?\b(llvm\.[\w.]+)")
