@@ -30,6 +30,10 @@ SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, 
 
 FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
+# How deep ops may nest (regions inside regions).  Reading, verifying, printing and compiling use
+# explicit stacks, so this bounds memory, not Python's recursion limit.
+MAX_NESTING = 100_000
+_OP, _REGION, _BLOCK = range(3)   # frame kinds of _BodyReader._read_op_tree
 
 
 @dataclass
@@ -426,7 +430,92 @@ class _BodyReader:
     def read_top(self, block: Block) -> None:
         self.values.extend(block.args)
         while not self.r.at_end():
-            block.ops.append(self._read_op())
+            block.ops.append(self._read_op_tree())
+
+    def _read_op_tree(self) -> Operation:
+        """One op and everything nested in it, with an explicit stack of frames (no recursion on
+        the input's nesting depth, which is limited only by MAX_NESTING).
+
+        The frames are [kind, node, count, index, saved]: an op reading its `count` regions, a
+        region reading its `count` blocks, a block reading its `count` ops; `index` is the child
+        being read.  A failure takes the contexts the real reader adds on the way out, innermost
+        first: "operation i in block", "block i in region", "region i".
+        """
+        r = self.r
+        stack: list[list] = []
+        try:
+            root = self._read_op()
+            if root.spec.regions:
+                stack.append([_OP, root, self._region_count(root.spec), 0, 0])
+            else:
+                self.values.extend(root.results)
+            while stack:
+                frame = stack[-1]
+                kind, node, count, index = frame[0], frame[1], frame[2], frame[3]
+                if index == count:  # the node is complete
+                    if kind == _BLOCK:
+                        last = node.ops[-1]
+                        if not last.spec.is_terminator:
+                            raise r.fail("invalid block structure: block is expected to have a terminator "
+                                         f"operation, but the last operation 'cuda_tile.{last.name}' is not a "
+                                         "terminator.")
+                        del self.values[frame[4]:]
+                    elif kind == _OP:
+                        self.values.extend(node.results)
+                    stack.pop()
+                    if stack:
+                        stack[-1][3] += 1
+                    continue
+                if kind == _OP:
+                    region = Region()
+                    node.regions.append(region)
+                    stack.append([_REGION, region, r.varint("block count"), 0, 0])
+                elif kind == _REGION:
+                    block, saved, nops = self._read_block_header()
+                    node.blocks.append(block)
+                    stack.append([_BLOCK, block, nops, 0, saved])
+                else:
+                    op = self._read_op()
+                    node.ops.append(op)
+                    if op.spec.regions:
+                        if len(stack) >= 3 * MAX_NESTING:
+                            raise r.fail(f"operations are nested more than {MAX_NESTING} deep")
+                        stack.append([_OP, op, self._region_count(op.spec), 0, 0])
+                    else:
+                        self.values.extend(op.results)
+                        frame[3] += 1
+        except BytecodeError as e:
+            offset = r.offset
+            for kind, _node, count, index, _saved in reversed(stack):
+                if kind == _BLOCK and index < count:
+                    e.add_context(f"failed to parse operation {index} in block.", offset)
+                elif kind == _REGION:
+                    e.add_context(f"failed to parse block {index} in region.", offset)
+                elif kind == _OP:
+                    e.add_context(f"failed to parse region {index}", offset)
+            raise
+        return root
+
+    def _region_count(self, spec: OpDef) -> int:
+        r = self.r
+        n = r.varint("region count")
+        if n != len(spec.regions):
+            raise r.fail(f"expected {len(spec.regions)} regions for {spec.cls}, got {n}")
+        return n
+
+    def _read_block_header(self) -> tuple[Block, int, int]:
+        """A block's argument types and op count; its arguments become visible values.
+        Returns (block, the value count to restore at its end, op count)."""
+        r = self.r
+        arg_types = [self._type("failed to get block argument type") for _ in range(r.varint("argument count"))]
+        block = Block(arg_types)
+        saved = len(self.values)
+        self.values.extend(block.args)
+        nops = r.varint("op count")
+        if nops == 0:
+            raise r.fail("invalid block structure: block is expected to have a terminator operation, "
+                         "but it is empty")
+        return block, saved, nops
 
     def _value(self, operand_no: int) -> Value:
         idx = self.r.varint("operand")
@@ -466,11 +555,7 @@ class _BodyReader:
         flags = r.varint("flags") if spec.has_flags(self.minor) else 0
         attrs = self._read_attrs(spec, flags, result_types)
         operands = self._read_operands(spec, flags)
-        op = Operation(spec, operands, attrs, result_types, loc=loc)
-        if spec.regions:
-            op.regions = self._read_regions(spec)
-        self.values.extend(op.results)
-        return op
+        return Operation(spec, operands, attrs, result_types, loc=loc)
 
     def _read_attrs(self, spec: OpDef, flags: int, result_types) -> dict:
         attrs = {}
@@ -522,48 +607,3 @@ class _BodyReader:
                 n = self.r.varint("operand count")
                 operands[o.name] = [self._value(next(counter)) for _ in range(n)]
         return operands
-
-    def _read_regions(self, spec: OpDef) -> list[Region]:
-        r = self.r
-        n = r.varint("region count")
-        if n != len(spec.regions):
-            raise r.fail(f"expected {len(spec.regions)} regions for {spec.cls}, got {n}")
-        regions = []
-        for ri in range(n):
-            try:
-                regions.append(self._read_region())
-            except BytecodeError as e:
-                raise e.add_context(f"failed to parse region {ri}", r.offset)
-        return regions
-
-    def _read_region(self) -> Region:
-        r = self.r
-        region = Region()
-        for bi in range(r.varint("block count")):
-            try:
-                region.blocks.append(self._read_block())
-            except BytecodeError as e:
-                raise e.add_context(f"failed to parse block {bi} in region.", r.offset)
-        return region
-
-    def _read_block(self) -> Block:
-        r = self.r
-        arg_types = [self._type("failed to get block argument type") for _ in range(r.varint("argument count"))]
-        block = Block(arg_types)
-        saved = len(self.values)
-        self.values.extend(block.args)
-        nops = r.varint("op count")
-        if nops == 0:
-            raise r.fail("invalid block structure: block is expected to have a terminator operation, "
-                         "but it is empty")
-        for i in range(nops):
-            try:
-                block.ops.append(self._read_op())
-            except BytecodeError as e:
-                raise e.add_context(f"failed to parse operation {i} in block.", r.offset)
-        last = block.ops[-1]
-        if not last.spec.is_terminator:
-            raise r.fail("invalid block structure: block is expected to have a terminator operation, "
-                         f"but the last operation 'cuda_tile.{last.name}' is not a terminator.")
-        del self.values[saved:]
-        return block

@@ -204,11 +204,41 @@ class _BodyWriter:
             raise ValueError(f"operand {v!r} is not defined before its use") from None
 
     def write_top(self, block: Block) -> None:
+        """Ops in pre-order, nested blocks through an explicit stack of steps (no recursion on the
+        input's nesting depth): ("ops", iterator) writes the next op of a block, ("count", n) a
+        region's block count, ("block", b) a block header, ("restore", n) the value numbering at a
+        block's end, ("define", op) an op's results once its regions are written."""
         self._define(block.args)
-        for op in block.ops:
-            self._op(op)
+        out = self.out
+        stack: list[tuple[str, object]] = [("ops", iter(block.ops))]
+        while stack:
+            kind, item = stack[-1]
+            if kind == "ops":
+                op = next(item, None)
+                if op is None:
+                    stack.pop()
+                    continue
+                self._op_header(op)
+                stack.append(("define", op))
+                if op.spec.regions:
+                    encode_varint(len(op.regions), out)
+                    for region in reversed(op.regions):
+                        stack.extend(("block", b) for b in reversed(region.blocks))
+                        stack.append(("count", len(region.blocks)))
+                continue
+            stack.pop()
+            if kind == "define":
+                self._define(item.results)
+            elif kind == "count":
+                encode_varint(item, out)
+            elif kind == "restore":
+                self.next_id = item
+            else:
+                stack.append(("restore", self._block_header(item)))
+                stack.append(("ops", iter(item.ops)))
 
-    def _op(self, op: Operation) -> None:
+    def _op_header(self, op: Operation) -> None:
+        """Everything of an op's record before its regions."""
         spec: OpDef = op.spec
         out, sink = self.out, self.sink
         if spec.opcode is None:
@@ -229,13 +259,6 @@ class _BodyWriter:
                 continue
             write_inline(op.attrs[a.name], a.kind, out, sink)
         self._operands(op)
-        if spec.regions:
-            encode_varint(len(op.regions), out)
-            for region in op.regions:
-                encode_varint(len(region.blocks), out)
-                for block in region.blocks:
-                    self._block(block)
-        self._define(op.results)
 
     def _flags(self, op: Operation) -> int:
         flags = 0
@@ -275,7 +298,8 @@ class _BodyWriter:
             elif o.form == "one":
                 raise ValueError(f"{op.name}: missing operand '{o.name}'")
 
-    def _block(self, block: Block) -> None:
+    def _block_header(self, block: Block) -> int:
+        """A block's arguments and op count; returns the value numbering to restore at its end."""
         out = self.out
         encode_varint(len(block.args), out)
         for a in block.args:
@@ -283,6 +307,4 @@ class _BodyWriter:
         saved = self.next_id
         self._define(block.args)
         encode_varint(len(block.ops), out)
-        for op in block.ops:
-            self._op(op)
-        self.next_id = saved
+        return saved

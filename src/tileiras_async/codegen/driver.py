@@ -2,6 +2,7 @@
 -> cubin (ptxas)."""
 from __future__ import annotations
 
+from ..deepstack import call_deep, nesting_depth
 from ..ir.capabilities import check_kernel
 from ..ir.core import Function, Module
 from ..ir.diagnostics import resolve_loc
@@ -51,7 +52,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
     k = KernelIR(module, fn, options, source=source)
     try:
-        run = run_pipeline(k, printing)
+        run = call_deep(nesting_depth(fn.body), run_pipeline, k, printing)   # passes may recurse per region
     except LoweringError as e:
         raise _unavailable(module, fn, e) from None
     if snapshots is not None:
@@ -61,7 +62,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     em.schedules = k.notes.get("schedules", [])
     em.pipelines = [pipeline_info(k.name, *p) for p in k.notes.get("pipelined", [])]
     try:
-        em.emit_block(fn.body)
+        call_deep(nesting_depth(fn.body), em.emit_block, fn.body)   # the lowerings recurse per region
     except LoweringError as e:
         raise _unavailable(module, fn, e) from None
     em.finish()

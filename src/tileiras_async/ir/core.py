@@ -32,8 +32,7 @@ class Block:
         self.ops = ops if ops is not None else []
 
     def walk(self) -> Iterator["Operation"]:
-        for op in self.ops:
-            yield from op.walk()
+        return _walk_ops(self.ops)
 
 
 class Region:
@@ -91,13 +90,24 @@ class Operation:
 
     def walk(self) -> Iterator["Operation"]:
         """Pre-order: this op, then the ops of its regions (the order locations are consumed in)."""
-        yield self
-        for region in self.regions:
-            for block in region.blocks:
-                yield from block.walk()
+        return _walk_ops((self,))
 
     def __repr__(self) -> str:
         return f"<Operation {self.name}>"
+
+
+def _walk_ops(ops) -> Iterator[Operation]:
+    """Pre-order over `ops` and everything nested in them, with an explicit stack: nesting depth is
+    the input's to choose, so no traversal may recurse on it."""
+    stack = [iter(ops)]
+    while stack:
+        op = next(stack[-1], None)
+        if op is None:
+            stack.pop()
+            continue
+        yield op
+        if op.regions:
+            stack.append(iter([o for region in op.regions for block in region.blocks for o in block.ops]))
 
 
 @dataclass
@@ -116,6 +126,41 @@ class Function:
 
     def walk(self) -> Iterator[Operation]:
         return self.body.walk()
+
+
+def clone_function(fn: "Function") -> "Function":
+    """A copy of `fn` that can be transformed without touching the original: new ops, blocks,
+    regions and values (operand and attribute dicts copied; types and attribute values, which are
+    never mutated, shared).  Iterative, so any nesting depth copies; linear in the function's size."""
+    values: dict[int, Value] = {}   # id(original value) -> its copy
+
+    def new_block(block: Block) -> Block:
+        copy = Block([a.type for a in block.args])
+        for a, c in zip(block.args, copy.args):
+            values[id(a)] = c
+        return copy
+
+    def mapped(v):
+        if isinstance(v, list):
+            return [values.get(id(x), x) for x in v]
+        return None if v is None else values.get(id(v), v)
+
+    body = new_block(fn.body)
+    work = [(fn.body, body)]
+    while work:
+        src, dst = work.pop()
+        for op in src.ops:
+            new = Operation(op.spec, {k: mapped(v) for k, v in op.operands.items()}, dict(op.attrs),
+                            [r.type for r in op.results], loc=op.loc)
+            for r, c in zip(op.results, new.results):
+                c.index = r.index
+                values[id(r)] = c
+            for region in op.regions:
+                copy = Region([new_block(b) for b in region.blocks])
+                new.regions.append(copy)
+                work.extend(zip(region.blocks, copy.blocks))
+            dst.ops.append(new)
+    return Function(fn.name, fn.type, body, fn.flags, fn.hints, fn.loc, fn.has_debug)
 
 
 @dataclass

@@ -683,10 +683,15 @@ def _result(key: str, constraint: TypeConstraint | None) -> ResultDef:
 
 def memory_effect_free(op) -> bool:
     """MLIR's isMemoryEffectFree: no effect of its own and, for RecursiveMemoryEffects ops, none nested."""
-    d = op.spec
-    if d.has_recursive_effects:
-        return all(memory_effect_free(o) for r in op.regions for b in r.blocks for o in b.ops)
-    return d.has_no_memory_effect
+    stack = [op]   # explicit: the nesting depth is the input's
+    while stack:
+        o = stack.pop()
+        d = o.spec
+        if d.has_recursive_effects:
+            stack.extend(x for r in o.regions for b in r.blocks for x in b.ops)
+        elif not d.has_no_memory_effect:
+            return False
+    return True
 
 
 def effects_of(op) -> list[tuple[Effect, Any]]:

@@ -533,11 +533,15 @@ class Naming:
         self.implied: dict[Operation, list[Value]] = {}
         self.next_value = self.next_arg = self.next_conflict = 0
         root = _Scope(None)
-        for region in top.regions:
-            self._region(region, top, (0, 0, 0), root)
+        # a region's numbering depends only on its parent's end state (counters, scope), so an
+        # explicit stack (pre-order, as MLIR's recursion) numbers any nesting depth
+        work = [(region, top, (0, 0, 0), root) for region in reversed(top.regions)]
+        while work:
+            work.extend(reversed(self._region(*work.pop())))
 
     # -- numbering
-    def _region(self, region: Region, parent: Operation, counters, parent_scope: _Scope) -> None:
+    def _region(self, region: Region, parent: Operation, counters, parent_scope: _Scope) -> list:
+        """Number one region; returns its nested regions' jobs, in order."""
         self.next_value, self.next_arg, self.next_conflict = counters
         self.scope = _Scope(parent_scope)
         for value, name in _arg_names(parent, region):
@@ -546,10 +550,8 @@ class Naming:
             self._block(block, entry=i == 0)
         counters = (self.next_value, self.next_arg, self.next_conflict)
         scope = self.scope
-        for block in region.blocks:
-            for op in block.ops:
-                for nested in op.regions:
-                    self._region(nested, op, counters, scope)
+        return [(nested, op, counters, scope) for block in region.blocks for op in block.ops
+                for nested in op.regions]
 
     def _block(self, block: Block, entry: bool) -> None:
         for arg in block.args:
@@ -1233,11 +1235,47 @@ class _DebugAttrs:
 
 # ==================================================================== driver
 
+_HOLE = "\ud800"   # marks a region in an op's text: no decoded string can hold a lone high surrogate
+
+
 class _Printer:
+    """Prints one top-level op.  `op()` prints a single op, leaving a hole for each of its regions;
+    `render()` fills the holes with an explicit stack, so the nesting depth is not bounded by
+    Python's recursion.  Ops are met in pre-order, as MLIR's printer meets them."""
+
     def __init__(self, naming: Naming, locs: _DebugAttrs | None = None):
         self.naming = naming
         self.indent = 0
         self.locs = locs
+        self.holes: list[tuple[Region, bool, int]] = []
+
+    def render(self, top: Operation) -> str:
+        out: list[str] = []
+        stack: list[tuple[int, object, int]] = [(_R_OP, top, self.indent)]
+        while stack:
+            kind, item, indent = stack.pop()
+            if kind == _R_TEXT:
+                out.append(item)
+            elif kind == _R_OP:
+                self.indent = indent
+                pieces = self.op(item).split(_HOLE)   # text, hole, text, hole, ..., text
+                for i in range(len(pieces) - 1, -1, -1):
+                    if i % 2:
+                        stack.append((_R_REGION, int(pieces[i]), 0))
+                    elif pieces[i]:
+                        stack.append((_R_TEXT, pieces[i], 0))
+            else:
+                region, terminators, indent = self.holes[item]
+                ops = region.blocks[0].ops if region.blocks else []
+                if not terminators and ops:
+                    ops = ops[:-1]
+                inner = indent + INDENT
+                out.append("{")
+                stack.append((_R_TEXT, "\n" + " " * indent + "}", 0))
+                for op in reversed(ops):
+                    stack.append((_R_OP, op, inner))
+                    stack.append((_R_TEXT, "\n" + " " * inner, 0))
+        return "".join(out)
 
     def op(self, op: Operation) -> str:
         loc = None
@@ -1256,16 +1294,13 @@ class _Printer:
         return text if loc is None else f"{text} loc({self.locs.ref(loc)})"
 
     def region(self, region: Region, terminators: bool) -> str:
-        lines = ["{"]
-        self.indent += INDENT
-        for block in region.blocks[:1]:
-            ops = block.ops
-            if not terminators and ops:
-                ops = ops[:-1]
-            lines.extend(" " * self.indent + self.op(op) for op in ops)
-        self.indent -= INDENT
-        lines.append(" " * self.indent + "}")
-        return "\n".join(lines)
+        """A hole that render() fills with the region's ops (its first block's; without the
+        terminator unless `terminators`), one per line, indented below the current op."""
+        self.holes.append((region, terminators, self.indent))
+        return f"{_HOLE}{len(self.holes) - 1}{_HOLE}"
+
+
+_R_TEXT, _R_OP, _R_REGION = range(3)   # render() stack entries
 
 
 def _enum_or_int(cls, value: int):
@@ -1290,7 +1325,7 @@ def _entry_op(fn: Function) -> Operation:
 
 def print_op(op: Operation) -> str:
     """One top-level op (entry, global) with its own SSA names."""
-    return _Printer(Naming(op)).op(op)
+    return _Printer(Naming(op)).render(op)
 
 
 def print_function(fn: Function) -> str:
@@ -1325,7 +1360,7 @@ def print_module(module: Module, debug_info: bool = False) -> str:
     locs = _DebugAttrs(module)
     namings = [Naming(op) for op in tops]
     for op, naming in zip(tops, namings):       # MLIR's alias-collecting dummy print
-        _Printer(naming, locs).op(op)
+        _Printer(naming, locs).render(op)
     locs.finish()
-    body = "".join(_Printer(naming, locs).op(op) + "\n" for op, naming in zip(tops, namings))
+    body = "".join(_Printer(naming, locs).render(op) + "\n" for op, naming in zip(tops, namings))
     return body + locs.definitions()

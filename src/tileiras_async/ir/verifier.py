@@ -61,14 +61,13 @@ class VerifyContext:
     # -- structure ------------------------------------------------------------
 
     def index(self, fn: Function) -> None:
-        def visit(block: Block, parent) -> None:
+        work = [(fn.body, fn)]   # explicit: the nesting depth is the input's
+        while work:
+            block, parent = work.pop()
             for op in block.ops:
                 self.parents[id(op)] = parent
                 self.blocks[id(op)] = block
-                for region in op.regions:
-                    for b in region.blocks:
-                        visit(b, op)
-        visit(fn.body, fn)
+                work.extend((b, op) for region in op.regions for b in region.blocks)
 
     def parent_op(self, op) -> Operation | Function | None:
         return self.parents.get(id(op))
@@ -187,10 +186,42 @@ NO_TERMINATOR = ("invalid block structure: block is expected to have a terminato
 
 def _verify_block(ctx: VerifyContext, block: Block, out: list[Diagnostic], first_only: bool,
                   top: bool = False) -> bool:
-    """Verify the ops of `block`; False once `first_only` has its diagnostic."""
-    for op in block.ops:
-        if not _verify_op(ctx, op, out, first_only):
-            return False
+    """Verify the ops of `block` and everything nested in them; False once `first_only` has its
+    diagnostic.  Each op: its own checks, then its regions' blocks, then its region checks (NVIDIA's
+    order), with an explicit stack of tasks since the nesting depth is the input's:
+    ("block", block, ops iterator, top) and ("exit", op, whether its own checks failed)."""
+    stack: list[tuple] = [("block", block, iter(block.ops), top)]
+    while stack:
+        task = stack[-1]
+        if task[0] == "exit":
+            stack.pop()
+            op = task[1]
+            if not task[2]:
+                d = _run(ctx, EXIT_RULES.get(op.name, ()), op, op.name)
+                if d:
+                    out.append(d)
+                    if first_only:
+                        return False
+            continue
+        _kind, blk, ops, is_top = task
+        op = next(ops, None)
+        if op is None:
+            stack.pop()
+            if not _check_terminator(ctx, blk, out, is_top) and first_only:
+                return False
+            continue
+        d = _type_check(ctx, op) or _run(ctx, RULES.get(op.name, ()), op, op.name)
+        if d:
+            out.append(d)
+            if first_only:
+                return False
+        stack.append(("exit", op, bool(d)))
+        stack.extend(("block", b, iter(b.ops), False) for region in reversed(op.regions)
+                     for b in reversed(region.blocks))
+    return True
+
+
+def _check_terminator(ctx: VerifyContext, block: Block, out: list[Diagnostic], top: bool) -> bool:
     if block.ops and not block.ops[-1].spec.is_terminator:
         last = block.ops[-1]
         # nested blocks: NVIDIA's reader rejects them; the entry body: MLIR's block verifier
@@ -198,27 +229,7 @@ def _verify_block(ctx: VerifyContext, block: Block, out: list[Diagnostic], first
         msg = (f"block with no terminator, has 'cuda_tile.{last.name}'" if top
                else NO_TERMINATOR.format(last.name))
         out.append(Diagnostic("error", msg, None, ctx._loc(last), _debug_id(last)))
-        if first_only:
-            return False
-    return True
-
-
-def _verify_op(ctx: VerifyContext, op: Operation, out: list[Diagnostic], first_only: bool) -> bool:
-    d = _type_check(ctx, op) or _run(ctx, RULES.get(op.name, ()), op, op.name)
-    if d:
-        out.append(d)
-        if first_only:
-            return False
-    for region in op.regions:
-        for block in region.blocks:
-            if not _verify_block(ctx, block, out, first_only):
-                return False
-    if not d:
-        d = _run(ctx, EXIT_RULES.get(op.name, ()), op, op.name)
-        if d:
-            out.append(d)
-            if first_only:
-                return False
+        return False
     return True
 
 

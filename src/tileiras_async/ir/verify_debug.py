@@ -95,11 +95,18 @@ def function_debug(ctx, fn: Function):
 
 
 def _post_order(block):
-    for op in block.ops:
-        for region in op.regions:
-            for b in region.blocks:
-                yield from _post_order(b)
-        yield op
+    """Ops nested in `block`, each after everything nested in it (an explicit stack: the nesting
+    depth is the input's)."""
+    stack = [(iter(block.ops), None)]   # (ops still to visit, the op to yield once they are done)
+    while stack:
+        ops, owner = stack[-1]
+        op = next(ops, None)
+        if op is None:
+            stack.pop()
+            if owner is not None:
+                yield owner
+            continue
+        stack.append((iter([o for region in op.regions for b in region.blocks for o in b.ops]), op))
 
 
 def body_debug(ctx, entry_view):

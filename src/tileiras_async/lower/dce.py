@@ -29,27 +29,27 @@ class _Liveness:
         self.changed = True
 
     def _index(self, block: Block, parent: Operation | None) -> None:
-        for op in block.ops:
-            if parent is not None:
-                self.parent[id(op)] = parent
-            for region in op.regions:
-                for b in region.blocks:
-                    self.owner_of_block[id(b)] = op
-                    self._index(b, op)
+        work = [(block, parent)]   # explicit: the nesting depth is the input's
+        while work:
+            block, parent = work.pop()
+            for op in block.ops:
+                if parent is not None:
+                    self.parent[id(op)] = parent
+                for region in op.regions:
+                    for b in region.blocks:
+                        self.owner_of_block[id(b)] = op
+                        work.append((b, op))
 
     def mark_value(self, v: Value | None) -> None:
         if v is not None and id(v) not in self.live:
             self.live.add(id(v))
             self.changed = True
 
-    def mark_op(self, op: Operation) -> None:
-        if id(op) in self.live_ops:
-            return
-        self.live_ops.add(id(op))
-        self.changed = True
-        p = self.parent.get(id(op))
-        if p is not None:
-            self.mark_op(p)  # the region op must run for this op to run
+    def mark_op(self, op: Operation | None) -> None:
+        while op is not None and id(op) not in self.live_ops:
+            self.live_ops.add(id(op))
+            self.changed = True
+            op = self.parent.get(id(op))  # the region op must run for this op to run
 
     def is_live(self, v: Value) -> bool:
         return id(v) in self.live
@@ -68,8 +68,8 @@ def _enclosing_loop(lv: _Liveness, op: Operation) -> Operation | None:
     return p
 
 
-def _step(lv: _Liveness, fn: Function) -> None:
-    for op in fn.walk():
+def _step(lv: _Liveness, ops: list[Operation]) -> None:
+    for op in ops:
         if op.spec.is_terminator:
             _terminator(lv, op)
             continue
@@ -161,23 +161,29 @@ def _prune_if(op: Operation, lv: _Liveness) -> None:
 
 
 def _prune_block(block: Block, lv: _Liveness) -> None:
-    block.ops = [op for op in block.ops if id(op) in lv.live_ops or op.spec.is_terminator]
-    for op in block.ops:
-        if op.spec.is_loop:
-            _prune_loop(op, lv)
-        elif op.name == "if":
-            _prune_if(op, lv)
-        for region in op.regions:
-            for b in region.blocks:
-                _prune_block(b, lv)
+    work = [block]   # explicit: the nesting depth is the input's
+    while work:
+        block = work.pop()
+        block.ops = [op for op in block.ops if id(op) in lv.live_ops or op.spec.is_terminator]
+        for op in block.ops:
+            if op.spec.is_loop:
+                _prune_loop(op, lv)
+            elif op.name == "if":
+                _prune_if(op, lv)
+            for region in op.regions:
+                work.extend(region.blocks)
 
 
 def eliminate_dead_code(fn: Function) -> None:
     """Remove what cannot affect memory, output or control flow (in place)."""
     lv = _Liveness(fn)
+    # uses before definitions: one pass settles a straight-line chain; only loop-carried values and
+    # region results need more passes (a forward walk would need one pass per op of a chain)
+    ops = list(fn.walk())
+    ops.reverse()
     while lv.changed:
         lv.changed = False
-        _step(lv, fn)
+        _step(lv, ops)
     _prune_block(fn.body, lv)
 
 
