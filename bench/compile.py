@@ -34,7 +34,7 @@ def time_stages(path: Path, opts: CompileOptions) -> dict[str, float] | None:
     if not parsed.ok:
         return None
     t0 = time.perf_counter()
-    lowered = [stages.lower(LowerRequest(str(path), data, k, opts)) for k in parsed.kernels]
+    lowered = [stages.lower(LowerRequest(str(path), k, opts)) for k in parsed.kernel_ir]
     t["lower"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ptx = stages.codegen(CodegenRequest(str(path), lowered, opts, parsed.globals_ir))

@@ -5,9 +5,11 @@ same code runs in-process (the drop-in `tileiras`) or in worker processes
 (the batch pipeline), and nothing but bytes crosses a process boundary.  The
 pipeline only knows these message types and stage names, never op semantics.
 
-    parse    ParseRequest    -> ParsedModule      read + verify; lists the kernels
+    parse    ParseRequest    -> ParsedModule      read + verify; each kernel as data (irdata.KernelData)
     schedule LowerRequest    -> KernelSchedule    one kernel's loops -> modulo schedules (reports)
     lower    LowerRequest    -> LoweredKernel     one kernel -> LLVM IR (layouts, control flow)
+
+The module's bytes are read once, by parse; the later stages get the kernel they work on as data.
     codegen  CodegenRequest  -> PtxModule         the module's kernels -> PTX (llvmlite NVPTX)
     assemble AssembleRequest -> CubinModule       PTX -> cubin (ptxas)
 """
@@ -18,6 +20,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+from .irdata import KernelData
 from .remarks import Remark
 from .schedule.report import ScheduleReport
 
@@ -107,6 +110,7 @@ class ParsedModule(msgspec.Struct, frozen=True):
     ok: bool
     version: str = ""
     kernels: list[str] = []
+    kernel_ir: list[KernelData] = []  # the kernels (in module order) as the later stages get them
     globals_ir: str = ""              # the module's globals as LLVM IR, linked into every target's PTX
     diagnostics: list[StageDiagnostic] = []
     exit_code: int = 0
@@ -115,10 +119,13 @@ class ParsedModule(msgspec.Struct, frozen=True):
 
 class LowerRequest(msgspec.Struct, frozen=True):
     path: str
-    data: bytes
-    kernel: str
+    kernel: KernelData
     options: CompileOptions
     print_ir: PrintIR | None = None
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name.decode(errors="replace")
 
 
 class LoweredKernel(msgspec.Struct, frozen=True):
@@ -200,17 +207,19 @@ def parse(req: ParseRequest) -> ParsedModule:
         return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
                             elapsed_s=time.perf_counter() - t0)
     from .codegen.driver import module_globals_ir
+    from .irdata import kernel_data
     major, minor, _tag = module.version
-    return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode() for f in module.functions],
-                        module_globals_ir(module), elapsed_s=time.perf_counter() - t0)
+    return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode(errors="replace") for f in module.functions],
+                        [kernel_data(module, f) for f in module.functions], module_globals_ir(module),
+                        elapsed_s=time.perf_counter() - t0)
 
 
 def lower(req: LowerRequest) -> LoweredKernel:
-    from .bytecode.reader import read_module
     from .codegen.driver import CodegenUnavailable, kernel_llvm_ir
+    from .irdata import kernel_module
     t0 = time.perf_counter()
-    module = read_module(req.data)
-    fn = module.kernel(req.kernel)
+    module = kernel_module(req.kernel)
+    fn = module.functions[0]
     remarks: list[Remark] = []
     snapshots: list = []
     schedules: list = []
@@ -224,10 +233,10 @@ def lower(req: LowerRequest) -> LoweredKernel:
         else:
             from .failures import lowering_notes
             diagnostics = [_error(str(e)), *lowering_notes(e, req.options.gpu_name)]
-        return LoweredKernel(req.kernel, False, diagnostics=diagnostics,
+        return LoweredKernel(req.name, False, diagnostics=diagnostics,
                              elapsed_s=time.perf_counter() - t0)
-    dumps = [IRDump(req.kernel, s.when, s.pass_name, s.text) for s in snapshots]
-    return LoweredKernel(req.kernel, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
+    dumps = [IRDump(req.name, s.when, s.pass_name, s.text) for s in snapshots]
+    return LoweredKernel(req.name, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
                          schedules=schedules)
 
 
@@ -252,15 +261,15 @@ def _printing(print_ir: PrintIR | None):
 def schedule(req: LowerRequest) -> KernelSchedule:
     """Every loop's schedule in one kernel, as the pass pipeline makes it (what --schedule-trace-file and the
     dashboard show: the schedule the emitted code follows)."""
-    from .bytecode.reader import read_module
     from .codegen.driver import CodegenUnavailable, kernel_schedules
+    from .irdata import kernel_module
     t0 = time.perf_counter()
-    module = read_module(req.data)
+    module = kernel_module(req.kernel)   # this kernel alone, as data from the parse stage
     try:
-        reports = kernel_schedules(module, module.kernel(req.kernel), codegen_options(req.options), source=req.path)
+        reports = kernel_schedules(module, module.functions[0], codegen_options(req.options), source=req.path)
     except CodegenUnavailable:
         reports = []
-    return KernelSchedule(req.kernel, reports, time.perf_counter() - t0)
+    return KernelSchedule(req.name, reports, time.perf_counter() - t0)
 
 
 def codegen(req: CodegenRequest) -> PtxModule:
@@ -331,7 +340,7 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     parsed = parse(ParseRequest(path, data))
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
-    requests = [LowerRequest(path, data, k, options, print_ir) for k in parsed.kernels]
+    requests = [LowerRequest(path, k, options, print_ir) for k in parsed.kernel_ir]
     lowered = [lower(req) for req in requests]
     schedules = [r for k in lowered for r in k.schedules] if with_schedules else []
     dumps = [d for k in lowered for d in k.ir_dumps]

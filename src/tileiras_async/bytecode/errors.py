@@ -18,6 +18,10 @@ class BytecodeError(Exception):
         return self.lines[0] if self.lines else "malformed bytecode"
 
 
+class NestingTooDeep(BytecodeError):
+    """Ops nest deeper than the reader's documented limit (bytecode.reader.MAX_NESTING)."""
+
+
 class UnsupportedVersion(BytecodeError):
     """The header names a version this reader does not accept."""
 

@@ -13,7 +13,7 @@ from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
 from ..ir.opdef import OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
-from .errors import BytecodeError, NotTileIR, UnsupportedVersion
+from .errors import BytecodeError, NestingTooDeep, NotTileIR, UnsupportedVersion
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
@@ -32,7 +32,7 @@ FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
 # How deep ops may nest (regions inside regions).  Reading, verifying, printing and compiling use
 # explicit stacks, so this bounds memory, not Python's recursion limit.
-MAX_NESTING = 100_000
+MAX_NESTING = 10_000
 _OP, _REGION, _BLOCK = range(3)   # frame kinds of _BodyReader._read_op_tree
 
 
@@ -479,11 +479,13 @@ class _BodyReader:
                     node.ops.append(op)
                     if op.spec.regions:
                         if len(stack) >= 3 * MAX_NESTING:
-                            raise r.fail(f"operations are nested more than {MAX_NESTING} deep")
+                            raise NestingTooDeep(f"operations are nested more than {MAX_NESTING} deep", r.offset)
                         stack.append([_OP, op, self._region_count(op.spec), 0, 0])
                     else:
                         self.values.extend(op.results)
                         frame[3] += 1
+        except NestingTooDeep:
+            raise   # one line, not one context per level
         except BytecodeError as e:
             offset = r.offset
             for kind, _node, count, index, _saved in reversed(stack):

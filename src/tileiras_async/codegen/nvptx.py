@@ -104,9 +104,7 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     import llvmlite.binding as llvm
     _init()
     texts = [ir_texts] if isinstance(ir_texts, str) else list(ir_texts)
-    module = llvm.parse_assembly(texts[0])
-    for text in texts[1:]:
-        module.link_in(llvm.parse_assembly(text))
+    module = _link_all([llvm.parse_assembly(text) for text in texts])
     if any(f.name.startswith("__nv_") and f.is_declaration for f in module.functions):
         # our IR is verified before libdevice joins it: verifying libdevice's ~600 functions took as long as
         # the rest of a small kernel's back end, and NVIDIA's bitcode needs no check of ours
@@ -131,6 +129,16 @@ def llvm_to_ptx(ir_texts: str | list[str], tgt: Target, opt_level: int = 3, *,
     ptx = tm.emit_assembly(module)
     check_ptx(ptx)
     return ptx
+
+
+def _link_all(modules: list):
+    """Link modules pairwise, in order: each link costs the size of its destination, so linking
+    one at a time into a growing module is quadratic in the number of kernels."""
+    while len(modules) > 1:
+        for dest, src in zip(modules[::2], modules[1::2]):
+            dest.link_in(src)
+        modules = modules[::2]
+    return modules[0]
 
 
 _EXTERN_LLVM = re.compile(r"\.extern\s+\.func[^;]*?\b(llvm\.[\w.]+)")

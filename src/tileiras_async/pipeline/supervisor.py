@@ -262,7 +262,6 @@ class Batch:
                 await self._module(index, path)
             if scope.cancelled_caught:  # BatchControl.cancel (a run-wide cancel propagates instead)
                 state.exit_code = EXIT_CANCELLED
-                self._data.pop(index, None)
                 self.emit(ModuleFinished, module=path, ok=False, exit_code=EXIT_CANCELLED,
                           elapsed_s=time.monotonic() - t0)
         finally:
@@ -357,7 +356,7 @@ class Batch:
                 "error", f"unable to read input file '{path}': {e.strerror or e}")])
             state.exit_code = EXIT_UNREADABLE
             return None
-        self._data[index] = data
+        self._data[index] = data   # for the cache key; the later stages get the parsed kernels
         parsed = await self._in_worker(index, path, "parse", ParseRequest(path, data, tool="tileiras-async"))
         if parsed is None:
             state.exit_code = EXIT_INTERNAL
@@ -411,7 +410,7 @@ class Batch:
             t0 = time.monotonic()
             self.emit(KernelStarted, module=path, target=target, kernel=kernel)
             result = await self._in_worker(index, path, "lower",
-                                           LowerRequest(path, data, kernel, options, cfg.print_ir),
+                                           LowerRequest(path, parsed.kernel_ir[i], options, cfg.print_ir),
                                            target=target, kernel=kernel)
             lowered[i] = result
             if result is not None and result.ir_dumps:
@@ -426,7 +425,7 @@ class Batch:
         schedules: list[list | None] = [None] * len(parsed.kernels)
 
         async def schedule_one(i: int, kernel: str) -> None:
-            result = await self._in_worker(index, path, "schedule", LowerRequest(path, data, kernel, options),
+            result = await self._in_worker(index, path, "schedule", LowerRequest(path, parsed.kernel_ir[i], options),
                                            target=target, kernel=kernel, severity="warning")
             if result is not None:
                 schedules[i] = list(result.reports)
