@@ -135,6 +135,7 @@ class LoweredKernel(msgspec.Struct, frozen=True):
     shared_bytes: int = 0
     remarks: list[Remark] = []
     diagnostics: list[StageDiagnostic] = []
+    tool_stderr: str = ""             # what the back end printed before failing, verbatim
     elapsed_s: float = 0.0
     ir_dumps: list[IRDump] = []
     schedules: list[ScheduleReport] = []   # every loop's schedule, the one the code follows
@@ -157,6 +158,7 @@ class PtxModule(msgspec.Struct, frozen=True):
     ok: bool
     ptx: str = ""
     diagnostics: list[StageDiagnostic] = []
+    tool_stderr: str = ""
     elapsed_s: float = 0.0
 
 
@@ -228,12 +230,15 @@ def lower(req: LowerRequest) -> LoweredKernel:
                                     printing=_printing(req.print_ir), snapshots=snapshots, schedules=schedules,
                                     source=req.path)
     except CodegenUnavailable as e:
+        detail = getattr(e, "detail", None)   # codegen.driver.UnemittableSymbol: the back end's own text
         if e.lines:   # refused as the real tool refuses it: its lines, nothing added
             diagnostics = [_from_stderr_line(line) for line in e.lines]
+        elif detail is not None:   # a symbol the real back end refuses: its final line, nothing added
+            diagnostics = [_error(str(e))]
         else:
             from .failures import lowering_notes
             diagnostics = [_error(str(e)), *lowering_notes(e, req.options.gpu_name)]
-        return LoweredKernel(req.name, False, diagnostics=diagnostics,
+        return LoweredKernel(req.name, False, diagnostics=diagnostics, tool_stderr=detail or "",
                              elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.name, s.when, s.pass_name, s.text) for s in snapshots]
     return LoweredKernel(req.name, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
@@ -280,7 +285,8 @@ def codegen(req: CodegenRequest) -> PtxModule:
     tgt = target(req.options.gpu_name)
     failed = [d for k in req.kernels if not k.ok for d in k.diagnostics]
     if failed:
-        return PtxModule(False, diagnostics=failed, elapsed_s=time.perf_counter() - t0)
+        stderr = "".join(k.tool_stderr + "\n" for k in req.kernels if not k.ok and k.tool_stderr)
+        return PtxModule(False, diagnostics=failed, tool_stderr=stderr, elapsed_s=time.perf_counter() - t0)
     try:
         ptx = (link_kernels_ptx([k.llvm_ir for k in req.kernels], [k.kernel for k in req.kernels], tgt,
                                 req.options.opt_level, req.globals_ir) if req.kernels else empty_module_ptx(tgt))
@@ -346,7 +352,8 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     dumps = [d for k in lowered for d in k.ir_dumps]
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
-        return CompileResult(False, diagnostics=ptx.diagnostics, exit_code=EXIT_CODEGEN, ir_dumps=dumps)
+        return CompileResult(False, diagnostics=ptx.diagnostics, tool_stderr=ptx.tool_stderr, exit_code=EXIT_CODEGEN,
+                             ir_dumps=dumps)
     cubin = assemble(AssembleRequest(ptx.ptx, options, resource_report=with_remarks))
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,

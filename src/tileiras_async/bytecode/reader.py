@@ -28,8 +28,11 @@ KNOWN_SECTION_IDS = 8  # ids 0..7 are accepted by the real reader (7 is reserved
 # section id -> required alignment multiple (Global has none)
 SECTION_ALIGNMENT = {SEC_STRING: 4, SEC_TYPE: 4, SEC_CONSTANT: 8, SEC_DEBUG: 8, SEC_FUNC: 8}
 
+TAG_PREVIEW = 1           # the only version tag bit a reader knows
+FUNC_FLAG_PRIVATE = 0b1   # symbol visibility (the verifier requires entries to be public)
 FUNC_FLAG_KERNEL = 0b10
 FUNC_FLAG_HINTS = 0b100
+FUNC_FLAGS_KNOWN = FUNC_FLAG_PRIVATE | FUNC_FLAG_KERNEL | FUNC_FLAG_HINTS
 # How deep ops may nest (regions inside regions).  Reading, verifying, printing and compiling use
 # explicit stacks, so this bounds memory, not Python's recursion limit.
 MAX_NESTING = 10_000
@@ -68,9 +71,12 @@ def _read_header(r: ByteReader) -> tuple[int, int, int]:
         raise UnsupportedVersion(f"unsupported Tile version {major}.{minor}.{tag}, this reader supports "
                                  f"versions [13.{BASE_MINOR} - 13.{MAX_MINOR}]", r.offset) \
             .add_context("failed to parse bytecode header", r.offset)
-    if tag & 1:
+    if tag & TAG_PREVIEW:
         raise BytecodeError(f"public-preview bytecode at version {major}.{minor}.{tag} is not readable; "
                             f"preview content is only valid at the current version 13.{MAX_MINOR}", r.offset)
+    if tag & ~TAG_PREVIEW:
+        raise BytecodeError(f"header has unrecognized version tag bits ({tag & ~TAG_PREVIEW:#x});", r.offset) \
+            .add_context("failed to parse bytecode header", r.offset)
     return (major, minor, tag)
 
 
@@ -157,11 +163,12 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     data_start, data_len = r.pos, r.remaining()
     entries = []
     for i, off in enumerate(offsets):
-        end = offsets[i + 1] if i + 1 < n else data_len
-        # the real reader slices without validating; an inverted or out-of-range
-        # entry reads as empty and fails where it is used
-        ok = 0 <= off <= end <= data_len
-        entries.append(bytes(r.data[data_start + off:data_start + end]) if ok else b"")
+        # the real reader slices without validating, as StringRef::substr(off, next - off): the start
+        # is clamped to the data, and an inverted entry (a size that wraps around) runs to its end
+        start = min(off, data_len)
+        size = offsets[i + 1] - off if i + 1 < n else data_len
+        end = data_len if size < 0 else min(start + size, data_len)
+        entries.append(bytes(r.data[data_start + start:data_start + end]))
     r.pos = r.end
     return entries
 
@@ -262,26 +269,46 @@ class _ModuleReader:
     # -- functions ------------------------------------------------------
 
     def _read_functions(self) -> None:
+        """The whole Func section is parsed first ("failed to parse function section"), then each
+        function is created ("failed to create function from bytecode"), as the real reader does:
+        a malformed record of a later function is reported before an earlier function's body."""
         r = self._reader(SEC_FUNC)
         try:
             count = r.varint("function count")
         except BytecodeError as e:
             raise e.add_context("failed to parse function section", self.eof)
-        for _ in range(count):
-            self.module.functions.append(self._read_function(r))
+        records = [self._read_function_record(r) for _ in range(count)]
+        for record in records:
+            self.module.functions.append(self._create_function(*record))
 
     def _fail_function(self, e: BytecodeError, msg: str, offset: int) -> BytecodeError:
-        return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset) \
-                
+        return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset)
 
-    def _read_function(self, r: ByteReader) -> Function:
+    def _read_function_record(self, r: ByteReader) -> tuple:
         try:
-            name = self.string(r.varint("function name"))
+            name_index = r.varint("function name")
+            name = self.string(name_index)
             sig_index = r.varint("function type")
             flags = r.u8("function flags")
             loc_idx = r.varint("function location")
+            if flags & ~FUNC_FLAGS_KNOWN:
+                raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
+            hints = None
+            if flags & FUNC_FLAG_HINTS:
+                hints = read_tagged(r, self.attr_ctx)
+                if not isinstance(hints, OptimizationHintsAttr):
+                    raise r.fail("expected optimization hints attribute")
+            body_len = r.varint("function body length")
+            body = r.sub(body_len)
         except BytecodeError as e:
             raise e.add_context("failed to parse function section", self.eof)
+        return name_index, name, sig_index, flags, loc_idx, hints, body
+
+    def _create_function(self, name_index: int, name: bytes, sig_index: int, flags: int, loc_idx: int,
+                         hints: OptimizationHintsAttr | None, body: ByteReader) -> Function:
+        if not name:
+            raise BytecodeError(f"function name at index {name_index} is empty", self.eof) \
+                .add_context("failed to create function from bytecode", self.eof)
         shown = name.decode(errors="replace")
         try:
             sig = self.type(sig_index)
@@ -295,25 +322,16 @@ class _ModuleReader:
                                       self.eof)
         if not flags & FUNC_FLAG_KERNEL:
             raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof)
-        hints = None
         try:
-            if flags & FUNC_FLAG_HINTS:
-                hints = read_tagged(r, self.attr_ctx)
-                if not isinstance(hints, OptimizationHintsAttr):
-                    raise r.fail("expected optimization hints attribute")
-            body_len = r.varint("function body length")
-            body = r.sub(body_len)
-        except BytecodeError as e:
-            raise e.add_context("failed to parse function section", self.eof)
-        locs = self._locations(loc_idx)
-        fn_loc = next(locs, 0)
-        try:
+            first = self._location_start(loc_idx)
+            fn_loc = self.debug_ids[first] if first is not None else 0
             self._check_location(fn_loc)
         except BytecodeError as e:
             raise self._fail_function(e, f"failed to read function location for '{shown}'", self.eof)
         block = Block(sig.inputs)
         try:
-            _BodyReader(self, ByteReader(body.data, body.pos, body.end, -body.pos), locs).read_top(block)
+            body_reader = ByteReader(body.data, body.pos, body.end, -body.pos)
+            _BodyReader(self, body_reader, None if first is None else first + 1).read_top(block)
         except BytecodeError as e:
             raise self._fail_function(e, f"failed to parse function body for function '{shown}'", self.eof)
         return Function(name, sig, block, flags, hints, fn_loc, has_debug=loc_idx != 0)
@@ -322,10 +340,21 @@ class _ModuleReader:
         if debug_id:
             self.debug_checker.expect(debug_id, _LOCATION_TAGS)
 
-    def _locations(self, loc_idx: int):
-        if loc_idx == 0 or loc_idx > len(self.func_debug_starts):
-            return iter(())
-        return iter(self.debug_ids[self.func_debug_starts[loc_idx - 1]:])
+    def _location_start(self, loc_idx: int) -> int | None:
+        """Where a function's debug ids start in the Debug section's id table (its own location, then
+        one per op in pre-order); None when it has no debug entry (loc_idx 0: every location unknown)."""
+        if loc_idx == 0:
+            return None
+        if loc_idx > len(self.func_debug_starts) or self.func_debug_starts[loc_idx - 1] >= len(self.debug_ids):
+            raise BytecodeError(None)
+        return self.func_debug_starts[loc_idx - 1]
+
+    def op_location(self, index: int) -> int:
+        """The debug id at `index` of the id table; a function's ops may run into the next function's
+        ids, but not past the table."""
+        if index >= len(self.debug_ids):
+            raise BytecodeError(None)
+        return self.debug_ids[index]
 
 
 DEBUG_COMPILE_UNIT, DEBUG_FILE, DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALLSITE = range(1, 7)
@@ -420,11 +449,11 @@ def _decode_debug_entry(raw: bytes) -> DebugEntry:
 class _BodyReader:
     """Decodes one function body: ops, regions and block-scoped value numbering."""
 
-    def __init__(self, mr: _ModuleReader, r: ByteReader, locs):
+    def __init__(self, mr: _ModuleReader, r: ByteReader, next_loc: int | None):
         self.mr = mr
         self.r = r
         self.minor = mr.minor
-        self.locs = locs
+        self.next_loc = next_loc   # index of the next op's debug id; None: the function has none
         self.values: list[Value] = []
 
     def read_top(self, block: Block) -> None:
@@ -543,8 +572,11 @@ class _BodyReader:
         spec = OPS_BY_CODE.get(opcode)
         if spec is None or spec.since > self.minor:
             raise r.fail(f"unknown or unimplemented opcode: {opcode}")
-        loc = next(self.locs, 0)
         try:
+            loc = 0
+            if self.next_loc is not None:
+                loc = self.mr.op_location(self.next_loc)
+                self.next_loc += 1
             self.mr._check_location(loc)
         except BytecodeError as e:
             raise e.add_context("failed to read operation location.", r.offset)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..deepstack import call_deep, nesting_depth
 from ..ir.capabilities import check_kernel
 from ..ir.core import Function, Module
+from ..symbols import COMPILE_FAILED, symbol_problem
 from ..ir.diagnostics import resolve_loc
 from ..targets import Target
 from ..tilegpu.ir import KernelIR, clone_function
@@ -35,6 +36,12 @@ class CodegenUnavailable(Exception):
         self.lines = lines
 
 
+class UnemittableSymbol(CodegenUnavailable):
+    """A kernel name NVIDIA's back end refuses; `detail` is what it prints before failing ("" or lines)."""
+
+    def __init__(self, detail: str):
+        super().__init__(COMPILE_FAILED)
+        self.detail = detail
 
 
 def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
@@ -49,6 +56,9 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     if incompatible is not None:
         raise CodegenUnavailable(incompatible.message, lines=incompatible.lines(), kernel=fn.name.decode(errors="replace"),
                                  op_name=f"cuda_tile.{incompatible.op.name}")
+    problem = symbol_problem(fn.name)   # before any LLVM text: LLVM and ptxas would fail on it
+    if problem is not None:
+        raise UnemittableSymbol(problem)
     fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
     k = KernelIR(module, fn, options, source=source)
     try:

@@ -1355,6 +1355,8 @@ def print_module(module: Module, debug_info: bool = False) -> str:
     the location aliases are defined after the module.
     """
     tops = [_global_op(g) for g in module.globals] + [_entry_op(f) for f in module.functions]
+    if not tops:   # tileirdisasm prints an empty module as one empty line (-g: and the module's location)
+        return "\n#loc = loc(unknown)\n" if debug_info else "\n"
     if not debug_info:
         return "".join(print_op(op) + "\n" for op in tops)
     locs = _DebugAttrs(module)

@@ -172,7 +172,13 @@ def entry_hints(ctx, fn: Function):
     return ctx.check_hints("entry", fn.hints)
 
 
-ENTRY_OP_RULES: list[Rule] = [entry_signature, function_debug, entry_hints]
+def entry_visibility(ctx, fn: Function):
+    if fn.flags & 0b1:   # the Func section's visibility flag: private
+        return "entry op must have public symbol visibility"
+    return None
+
+
+ENTRY_OP_RULES: list[Rule] = [entry_visibility, entry_signature, function_debug, entry_hints]
 ENTRY_REGION_RULES: list[Rule] = [region_terminators, body_debug]
 
 
@@ -279,9 +285,26 @@ def verify_module(module: Module, *, first_only: bool = False, warn_hints: bool 
                 out.append(d)
                 if first_only:
                     break
+    if not (first_only and out):
+        d = _symbol_table(ctx)
+        if d:
+            out.append(d)
     if warnings is not None:
         warnings.extend(ctx.warnings)
     return out
+
+
+def _symbol_table(ctx: VerifyContext) -> Diagnostic | None:
+    """MLIR's SymbolTable check, after everything nested verified: a name defined twice (globals and
+    entries share one table) is reported at the second definition."""
+    seen: set[bytes] = set()
+    symbols = [(g.name, None) for g in ctx.module.globals] + [(f.name, f) for f in ctx.module.functions]
+    for name, fn in symbols:
+        if name in seen:
+            return Diagnostic("error", f"redefinition of symbol named '{name.decode(errors='replace')}'", None,
+                              ctx._loc(fn), _debug_id(fn))
+        seen.add(name)
+    return None
 
 
 class _EntryView:

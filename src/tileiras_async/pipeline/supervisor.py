@@ -418,7 +418,7 @@ class Batch:
             ok = result is not None and result.ok
             self._count_kernel(state, ok)
             if result is not None and not result.ok:
-                self._diagnose(path, "lower", result.diagnostics, target, kernel)
+                self._diagnose(path, "lower", result.diagnostics, target, kernel, tool_stderr=result.tool_stderr)
             self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=ok,
                       elapsed_s=time.monotonic() - t0)
 
