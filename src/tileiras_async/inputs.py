@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 EXIT_USAGE = 1        # option errors, unreadable input
 EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable output
@@ -23,13 +24,26 @@ class InputError(Exception):
         self.rc = rc
 
 
-def read_input_file(path: str) -> bytes:
-    """Read the input like the real tool: unreadable or a directory is exit 1."""
+MAX_INPUT_BYTES = 256 << 20   # no bytecode file comes near this; /dev/zero would grow without end
+
+
+def read_input_file(path: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Read the input like the real tool: unreadable or a directory is exit 1.  At most `limit`
+    bytes are read: a larger input (a huge file, /dev/zero) is refused before memory grows."""
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         with open(path, "rb") as f:
-            return f.read()
+            st = os.fstat(f.fileno())
+            too_big = stat.S_ISREG(st.st_mode) and st.st_size > limit   # refused without reading it
+            data = b"" if too_big else f.read(limit + 1)
+            if too_big or len(data) > limit:
+                raise InputError([unreadable(path, f"larger than the input limit of {limit >> 20} MiB")],
+                                 EXIT_USAGE)
+            return data
     except OSError as e:
-        reason = e.strerror or str(e)
-        raise InputError([f"error: unable to read input file '{path}': {reason}"], EXIT_USAGE) from None
+        raise InputError([unreadable(path, e.strerror or str(e))], EXIT_USAGE) from None
+
+
+def unreadable(path: str, reason: str) -> str:
+    return f"error: unable to read input file '{path}': {reason}"

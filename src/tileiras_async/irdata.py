@@ -193,11 +193,11 @@ def _location_slice(module: Module, locs: list[int]) -> tuple[dict, dict]:
                 break
             e = module.debug[debug_id - 1]
             debug[debug_id] = (e.tag, list(e.fields))
-            if e.tag == DEBUG_DILOC and len(e.fields) == 4:
+            if e.tag == DEBUG_DILOC and len(e.fields) >= 4:
                 if e.fields[1] < len(module.strings):
                     strings[e.fields[1]] = module.strings[e.fields[1]]
                 break
-            if e.tag != DEBUG_CALLSITE or len(e.fields) != 2:
+            if e.tag != DEBUG_CALLSITE or len(e.fields) < 2:
                 break
             debug_id = e.fields[0]
     return debug, strings

@@ -57,9 +57,10 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         return A.DenseStringAttr(t, tuple(ctx.string(r.varint()) for _ in range(r.varint())))
     if tag == TAG_DIVBY:
         divisor = r.varint()
-        flags = r.u8()
+        flags = r.varint()   # a varint (NVIDIA's writer never sets a bit that makes it longer than a byte)
         every = r.svarint() if flags & 1 else None
         along = r.svarint() if flags & 2 else None
+        _no_unused_flags(r, flags, 0b11)
         return A.DivByAttr(divisor, every, along)
     if tag == TAG_SAME_ELEMENTS:
         return A.SameElementsAttr(tuple(r.intlist(8)))
@@ -68,11 +69,26 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_HINTS:
         return A.OptimizationHintsAttr(read_dict(r, ctx))
     if tag == TAG_BOUNDED:
-        flags = r.u8()
-        lb = r.svarint() if flags & 1 else None
-        ub = r.svarint() if flags & 2 else None
+        flags = r.varint()
+        lb = _signed(r, "lb_val") if flags & 1 else None
+        ub = _signed(r, "ub_val") if flags & 2 else None
+        _no_unused_flags(r, flags, 0b11)
         return A.BoundedAttr(lb, ub)
     raise r.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
+
+
+def _signed(r: ByteReader, name: str) -> int:
+    try:
+        return r.svarint(name)
+    except BytecodeError:
+        raise r.fail(f"failed to read {name}") from None
+
+
+def _no_unused_flags(r: ByteReader, flags: int, known: int) -> None:
+    """The byte that said which optional parameters follow may have no other bit set (checked,
+    as the real reader does, once the parameters are read)."""
+    if flags & ~known:
+        raise r.fail("unused bits set in optional parameter flags")
 
 
 def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
@@ -83,13 +99,20 @@ def read_dict(r: ByteReader, ctx: AttrContext) -> tuple[tuple[bytes, A.Attr], ..
     items = []
     seen = set()
     for i in range(r.varint()):
-        key = ctx.string(r.varint())
+        try:
+            key = ctx.string(r.varint())
+        except BytecodeError as e:
+            raise e.add_context(f"failed to read key for DictionaryAttr element {i}", r.offset)
         if not key:
             raise r.fail(f"invalid empty attribute name for DictionaryAttr element {i}")
         if key in seen:
             raise r.fail(f"duplicate attribute name '{key.decode(errors='replace')}' in DictionaryAttr")
         seen.add(key)
-        items.append((key, read_tagged(r, ctx)))
+        try:
+            items.append((key, read_tagged(r, ctx)))
+        except BytecodeError as e:
+            raise e.add_context(f"failed to parse DictionaryAttr value for key {key.decode(errors='replace')}",
+                                r.offset)
     return tuple(items)
 
 
@@ -127,7 +150,10 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "bool":
         return bool(r.u8())
     if kind == "str":
-        return ctx.string(r.varint())
+        try:
+            return ctx.string(r.varint())
+        except BytecodeError as e:
+            raise e.add_context("failed to read StringAttr.", r.offset)
     if kind == "type":
         return ctx.type(r.varint())
     if kind == "dense":
@@ -139,15 +165,26 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "i32arr":
         return read_dense_array(r, 4)
     if kind == "boolarr":
-        return tuple(bool(v) for v in r.intlist(1))
+        n = r.varint()
+        try:   # element by element: a short payload fails where it ends, as the real reader does
+            return tuple(bool(r.fixed(1, True)) for _ in range(n))
+        except BytecodeError:
+            raise r.fail("failed to read DenseBoolArrayAttr values.") from None
     if kind == "array":
         return read_array(r, ctx)
     if kind == "hints":
         return A.OptimizationHintsAttr(read_dict(r, ctx))
     if kind == "pred":
-        return read_tagged(r, ctx)
+        try:
+            return read_tagged(r, ctx)
+        except BytecodeError as e:
+            raise e.add_context("failed to parse self-contained attribute for AssumePredicateAttrInterface",
+                                r.offset)
     enum_cls = ENUMS[kind]
-    v = r.varint()
+    try:
+        v = r.varint()
+    except BytecodeError:
+        raise r.fail("failed to read VarInt for enum attribute.") from None
     try:
         return enum_cls(v)
     except ValueError:

@@ -80,6 +80,14 @@ def _read_header(r: ByteReader) -> tuple[int, int, int]:
     return (major, minor, tag)
 
 
+def _mlir_type(t: T.Type) -> str:
+    """A type as MLIR prints it in a diagnostic: builtin types bare, cuda_tile's with the dialect."""
+    from ..ir.printer import type_str
+    if isinstance(t, (T.IntType, T.FloatType, T.FunctionType)):
+        return type_str(t)
+    return "!cuda_tile." + type_str(t)
+
+
 def peek_version(data: bytes) -> tuple[int, int] | None:
     """The (major, minor) a driver sees before parsing: bytes 8 and 9, missing bytes read as 0."""
     if data[:len(MAGIC)] != MAGIC:
@@ -147,15 +155,21 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
     return sid, length, alignment
 
 
-def _read_table(r: ByteReader, index_width: int, section_start: int | None = None) -> list[bytes]:
+def _read_table(r: ByteReader, index_width: int, section_start: int | None = None,
+                strict: bool = False, noun: str = "") -> list[bytes | None]:
     """`varint n; pad; n offsets; data` — entry i is data[off[i]:off[i+1]].
 
-    Padding is relative to the start of the enclosing section payload.
+    Padding is relative to the start of the enclosing section payload.  `strict` (the Type and
+    Debug sections): an entry outside the data or inverted is None (unreadable), as the real
+    reader's bounds-checked slices are; otherwise (strings) entries are sliced as StringRef::substr.
     """
     if r.at_end():
         return []
     start = r.pos if section_start is None else section_start
     n = r.varint("table size")
+    if noun and n * index_width > r.remaining():
+        raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // index_width} that can "
+                     f"fit in the remaining payload of {r.remaining()} bytes.")
     r.align(index_width, start)
     if n * index_width > r.remaining():
         raise r.fail(f"table of {n} entries exceeds the section size")
@@ -163,6 +177,10 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     data_start, data_len = r.pos, r.remaining()
     entries = []
     for i, off in enumerate(offsets):
+        if strict:
+            end = offsets[i + 1] if i + 1 < n else data_len
+            entries.append(bytes(r.data[data_start + off:data_start + end]) if off <= end <= data_len else None)
+            continue
         # the real reader slices without validating, as StringRef::substr(off, next - off): the start
         # is clamped to the data, and an inverted entry (a size that wraps around) runs to its end
         start = min(off, data_len)
@@ -211,9 +229,12 @@ class _ModuleReader:
         return self.module
 
     def _read_tables(self) -> None:
-        self.module.strings = _read_table(self._reader(SEC_STRING), 4)
+        try:
+            self.module.strings = _read_table(self._reader(SEC_STRING), 4, noun="strings")
+        except BytecodeError as e:
+            raise e.add_context("failed to parse string section", self.eof)
         tr = self._reader(SEC_TYPE)
-        self.types = TypeDecoder(_read_table(tr, 4) if tr else [], self.minor)
+        self.types = TypeDecoder(_read_table(tr, 4, strict=True) if tr else [], self.minor)
         cr = self._reader(SEC_CONSTANT)
         self.constant_blobs = []
         for i, blob in enumerate(_read_table(cr, 8) if cr else []):
@@ -228,7 +249,7 @@ class _ModuleReader:
             try:
                 out.append(self.types.get(i))
             except BytecodeError:
-                out.append(RawType(raw))  # never referenced; keep bytes for exact rewriting
+                out.append(RawType(raw or b""))  # never referenced; keep bytes for exact rewriting
         self.module.types = out
 
     def _read_globals(self) -> None:
@@ -236,7 +257,12 @@ class _ModuleReader:
         if r is None:
             return
         for _ in range(r.varint()):
-            name = self.string(r.varint())
+            index = r.varint()
+            try:
+                name = self.string(index)
+            except BytecodeError as e:
+                raise e.add_context(f"failed to get global symbol name string for index {index}", self.eof) \
+                    .add_context("failed to create global from bytecode", self.eof)
             t = self.type(r.varint())
             raw = self.constant(r.varint())
             alignment = r.varint()
@@ -262,7 +288,7 @@ class _ModuleReader:
         if nids * 8 > r.remaining():
             raise r.fail("debug index table exceeds the section size")
         self.debug_ids = [r.fixed(8) for _ in range(nids)]
-        entries = _read_table(r, 4, start)
+        entries = _read_table(r, 4, start, strict=True)
         self.module.debug = [_decode_debug_entry(raw) for raw in entries]
         self.debug_checker = _DebugChecker(self.module.debug, self)
 
@@ -287,11 +313,10 @@ class _ModuleReader:
     def _read_function_record(self, r: ByteReader) -> tuple:
         try:
             name_index = r.varint("function name")
-            name = self.string(name_index)
             sig_index = r.varint("function type")
             flags = r.u8("function flags")
             loc_idx = r.varint("function location")
-            if flags & ~FUNC_FLAGS_KNOWN:
+            if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
                 raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
             hints = None
             if flags & FUNC_FLAG_HINTS:
@@ -302,14 +327,21 @@ class _ModuleReader:
             body = r.sub(body_len)
         except BytecodeError as e:
             raise e.add_context("failed to parse function section", self.eof)
-        return name_index, name, sig_index, flags, loc_idx, hints, body
+        return name_index, sig_index, flags, loc_idx, hints, body
 
-    def _create_function(self, name_index: int, name: bytes, sig_index: int, flags: int, loc_idx: int,
+    def _create_function(self, name_index: int, sig_index: int, flags: int, loc_idx: int,
                          hints: OptimizationHintsAttr | None, body: ByteReader) -> Function:
+        try:
+            name = self.string(name_index)
+        except BytecodeError as e:
+            raise self._fail_function(e, f"failed to get function name string at index {name_index}", self.eof)
         if not name:
             raise BytecodeError(f"function name at index {name_index} is empty", self.eof) \
                 .add_context("failed to create function from bytecode", self.eof)
         shown = name.decode(errors="replace")
+        if sig_index >= len(self.types.entries):
+            raise BytecodeError(f"function signature index {sig_index} out of bounds for function '{shown}'",
+                                self.eof).add_context("failed to create function from bytecode", self.eof)
         try:
             sig = self.type(sig_index)
         except BytecodeError as e:
@@ -317,11 +349,9 @@ class _ModuleReader:
             raise self._fail_function(e, f"failed to parse type at index {sig_index} for function '{shown}",
                                       self.eof)
         if not isinstance(sig, T.FunctionType):
-            raise self._fail_function(BytecodeError(f"type at index {sig_index} is not a function type"),
-                                      f"failed to parse type at index {sig_index} for function '{shown}",
-                                      self.eof)
-        if not flags & FUNC_FLAG_KERNEL:
-            raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof)
+            raise BytecodeError(f"function signature index {sig_index} does not refer to a function type for "
+                                f"function '{shown}', got type: '{_mlir_type(sig)}'", self.eof) \
+                .add_context("failed to create function from bytecode", self.eof)
         try:
             first = self._location_start(loc_idx)
             fn_loc = self.debug_ids[first] if first is not None else 0
@@ -334,6 +364,8 @@ class _ModuleReader:
             _BodyReader(self, body_reader, None if first is None else first + 1).read_top(block)
         except BytecodeError as e:
             raise self._fail_function(e, f"failed to parse function body for function '{shown}'", self.eof)
+        if not flags & FUNC_FLAG_KERNEL:   # checked once the body is read, as the real reader does
+            raise BytecodeError(f"un-expected non-entry function '{shown}'", self.eof)
         return Function(name, sig, block, flags, hints, fn_loc, has_debug=loc_idx != 0)
 
     def _check_location(self, debug_id: int) -> None:
@@ -393,6 +425,8 @@ class _DebugChecker:
         if not 0 < debug_id <= len(self.entries):
             raise BytecodeError(None)
         entry = self.entries[debug_id - 1]
+        if entry.tag < 0:
+            raise BytecodeError(None)   # not even a tag can be read from it
         if entry.tag not in _DEBUG_LAYOUT:
             if tags == _LOCATION_TAGS:
                 return  # read as an unknown location
@@ -435,15 +469,21 @@ class _DebugChecker:
 
 
 def _decode_debug_entry(raw: bytes) -> DebugEntry:
+    """Tag and varint fields; tag -1 when no tag can be read, the fields up to a malformed one."""
+    if raw is None:
+        return DebugEntry(-1, (), b"")
     r = ByteReader(raw)
     try:
         tag = r.varint()
-        fields = []
-        while not r.at_end():
-            fields.append(r.varint())
-        return DebugEntry(tag, tuple(fields), raw)
     except BytecodeError:
         return DebugEntry(-1, (), raw)
+    fields = []
+    try:
+        while not r.at_end():
+            fields.append(r.varint())
+    except BytecodeError:
+        pass
+    return DebugEntry(tag, tuple(fields), raw)
 
 
 class _BodyReader:
@@ -498,7 +538,7 @@ class _BodyReader:
                 if kind == _OP:
                     region = Region()
                     node.regions.append(region)
-                    stack.append([_REGION, region, r.varint("block count"), 0, 0])
+                    stack.append([_REGION, region, self._count("block count", "region block count"), 0, 0])
                 elif kind == _REGION:
                     block, saved, nops = self._read_block_header()
                     node.blocks.append(block)
@@ -538,7 +578,7 @@ class _BodyReader:
         """A block's argument types and op count; its arguments become visible values.
         Returns (block, the value count to restore at its end, op count)."""
         r = self.r
-        arg_types = [self._type("failed to get block argument type") for _ in range(r.varint("argument count"))]
+        arg_types = [self._block_arg_type(i) for i in range(r.varint("argument count"))]
         block = Block(arg_types)
         saved = len(self.values)
         self.values.extend(block.args)
@@ -548,16 +588,42 @@ class _BodyReader:
                          "but it is empty")
         return block, saved, nops
 
-    def _value(self, operand_no: int) -> Value:
-        idx = self.r.varint("operand")
+    def _value(self, which: str) -> Value:
+        """One operand; `which` names it as the real reader does ("operand 2" in an op of fixed
+        operands, "index segment, element 1" in an op with optional or variadic segments)."""
+        r = self.r
+        try:
+            idx = r.varint("operand")
+        except BytecodeError:
+            raise r.fail(f"failed to read operand index{' for ' if 'segment' in which else ' '}"
+                         f"{which.removeprefix('operand ')}") from None
         if idx >= len(self.values):
-            raise self.r.fail(f"operand index {idx} out of bounds (size={len(self.values)}) "
-                              f"for operand {operand_no}")
+            raise r.fail(f"operand index {idx} out of bounds (size={len(self.values)}) for {which}")
         return self.values[idx]
 
-    def _type(self, what: str) -> T.Type:
+    def _block_arg_type(self, i: int) -> T.Type:
         try:
             return self.mr.type(self.r.varint("type index"))
+        except BytecodeError:   # unreadable, out of range or malformed: one message for all
+            raise self.r.fail(f"failed to read block argument type: {i}") from None
+
+    def _count(self, what: str, reading: str) -> int:
+        try:
+            return self.r.varint(what)
+        except BytecodeError:
+            raise self.r.fail(f"failed to read {reading}") from None
+
+    def _type(self, what: str, unreadable: str | None = None) -> T.Type:
+        """A type by index; `what` is the context of a bad index, `unreadable` the message when the
+        index itself cannot be read (default: `what` as context of an empty error)."""
+        try:
+            index = self.r.varint("type index")
+        except BytecodeError:
+            if unreadable is not None:
+                raise self.r.fail(unreadable) from None
+            raise BytecodeError(None).add_context(what, self.r.offset) from None
+        try:
+            return self.mr.type(index)
         except BytecodeError as e:
             if not e.lines[:1] or e.lines[0].startswith(f"error at offset {self.r.offset}: unexpected end"):
                 e = BytecodeError(None)
@@ -571,7 +637,7 @@ class _BodyReader:
             raise r.fail("failed to read operation opcode.") from None
         spec = OPS_BY_CODE.get(opcode)
         if spec is None or spec.since > self.minor:
-            raise r.fail(f"unknown or unimplemented opcode: {opcode}")
+            raise r.fail(f"unsupported opcode {opcode} for bytecode version 13.{self.minor}")
         try:
             loc = 0
             if self.next_loc is not None:
@@ -604,7 +670,8 @@ class _BodyReader:
             try:
                 attrs[a.name] = read_inline(self.r, a.kind, self.mr.attr_ctx, result_types)
             except BytecodeError as e:
-                raise e.add_context(f"failed to parse attribute '{a.name}'", self.r.offset)
+                optional = "optional " if a.bit is not None else ""
+                raise e.add_context(f"failed to parse {optional}attribute '{a.name}'", self.r.offset)
         return attrs
 
     def _read_operands(self, spec: OpDef, flags: int) -> dict:
@@ -613,7 +680,7 @@ class _BodyReader:
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
         if spec.counted_operands:
             total = self.r.varint("operand count")
-            values = [self._value(i) for i in range(total)]
+            values = [self._value(f"operand {i}") for i in range(total)]
             fixed = sum(1 for o in specs if o.form == "one")
             takes_rest = any(o.form == "variadic" for o in specs)
             optional = sum(1 for o in specs if o.form == "optional")
@@ -631,13 +698,18 @@ class _BodyReader:
                     operands[o.name] = [next(it) for _ in range(extra)]
                     extra = 0
             return operands
+        segmented = any(o.form != "one" for o in specs)
+
+        def which(o, k: int) -> str:
+            return f"{o.name} segment, element {k}" if segmented else f"operand {next(counter)}"
+
         for o in specs:
             if o.form == "one":
-                operands[o.name] = self._value(next(counter))
+                operands[o.name] = self._value(which(o, 0))
             elif o.form == "optional":
                 present = o.bit is not None and flags >> o.bit & 1
-                operands[o.name] = self._value(next(counter)) if present else None
+                operands[o.name] = self._value(which(o, 0)) if present else None
             else:
                 n = self.r.varint("operand count")
-                operands[o.name] = [self._value(next(counter)) for _ in range(n)]
+                operands[o.name] = [self._value(which(o, k)) for k in range(n)]
         return operands

@@ -57,7 +57,7 @@ class TypeDecoder:
     def get(self, index: int) -> T.Type:
         if index in self.cache:
             return self.cache[index]
-        if index >= len(self.entries):
+        if index >= len(self.entries) or self.entries[index] is None:   # missing, or sliced out of bounds
             raise BytecodeError(None)
         if index in self._active:
             raise BytecodeError(f"recursive type at index {index}")

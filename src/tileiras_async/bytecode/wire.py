@@ -5,6 +5,7 @@ from .errors import BytecodeError
 
 ALIGN_BYTE = 0xCB  # what NVIDIA's writer pads with; readers never check it
 _VARINT_MAX_SHIFT = 63
+_U64 = (1 << 64) - 1
 
 
 class ByteReader:
@@ -63,7 +64,7 @@ class ByteReader:
             self.pos += 1
             result |= (b & 0x7F) << shift
             if not b & 0x80:
-                return result
+                return result & _U64   # a uint64_t in the real reader: bits past 64 are lost
             shift += 7
             if shift > _VARINT_MAX_SHIFT:
                 raise self.fail(f"varint value exceeds maximum supported capacity while reading {what}")

@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-name", default="sm_90")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per case for ours")
     ap.add_argument("--progress", type=int, default=100, help="print the counts every N cases (0: never)")
+    ap.add_argument("--record-messages", action="store_true",
+                    help="also record inputs whose diagnostics differ (same decision and exit code)")
     args = ap.parse_args(argv)
     oracle = find_oracle()
     if oracle is None:
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             counts[worst.kind] += 1
             if worst.kind in MISMATCHES:
                 operators[m.operator] += 1
+            if worst.kind in MISMATCHES or (args.record_messages and worst.kind == "message"):
                 _record(args.findings, args.seed, i, m, verdicts)
             done = i - args.start + 1
             if args.progress and done % args.progress == 0:

@@ -41,10 +41,10 @@ def resolve_loc(module: Module, debug_id: int, _depth: int = 0) -> SourceLoc | N
     if debug_id <= 0 or debug_id > len(module.debug) or _depth > 32:
         return None
     e: DebugEntry = module.debug[debug_id - 1]
-    if e.tag == DEBUG_DILOC and len(e.fields) == 4:
-        _scope, filename, line, col = e.fields
+    if e.tag == DEBUG_DILOC and len(e.fields) >= 4:   # the reader ignores extra fields
+        _scope, filename, line, col = e.fields[:4]
         name = module.strings[filename].decode(errors="replace") if filename < len(module.strings) else "?"
         return SourceLoc(name, line, col)
-    if e.tag == DEBUG_CALLSITE and len(e.fields) == 2:
+    if e.tag == DEBUG_CALLSITE and len(e.fields) >= 2:
         return resolve_loc(module, e.fields[0], _depth + 1)
     return None

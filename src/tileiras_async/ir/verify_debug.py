@@ -53,9 +53,9 @@ def _di_loc(module: Module, debug_id: int, _depth: int = 0):
     e = _entry(module, debug_id)
     if e is None or _depth > 32:
         return None
-    if e.tag == DEBUG_DILOC and len(e.fields) == 4:
+    if e.tag == DEBUG_DILOC and len(e.fields) >= 4:   # the reader ignores extra fields
         return e
-    if e.tag == DEBUG_CALLSITE and len(e.fields) == 2:
+    if e.tag == DEBUG_CALLSITE and len(e.fields) >= 2:
         return _di_loc(module, e.fields[1], _depth + 1)
     return None
 

@@ -45,6 +45,9 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                    help=f"per-stage time limit in seconds, ptxas included (default {DEFAULT_STAGE_TIMEOUT_S:g})")
     c.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_LIMIT >> 20, metavar="MIB",
                    help=f"kill a worker whose resident memory exceeds this (default {DEFAULT_MEMORY_LIMIT >> 20})")
+    c.add_argument("--read-special-files", action="store_true",
+                   help="also read inputs that are not regular files (FIFOs, devices), within --timeout and "
+                        "the input size limit; by default they are refused")
     c.add_argument("--keep-ptx", action="store_true", help="also write <name>.<gpu>.ptx")
     c.add_argument("--keep-sass", action="store_true", help="also write <name>.<gpu>.sass (nvdisasm -c)")
     c.add_argument("--schedules", action="store_true",
@@ -204,6 +207,7 @@ def build_config(args, **overrides) -> "BatchConfig | int":
         args.schedules = True
     return BatchConfig(inputs, targets, jobs=jobs, opt_level=args.opt_level, out_dir=args.out_dir,
                        stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
+                       read_special=getattr(args, "read_special_files", False),
                        keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
                        num_stages=num_stages, print_ir=print_ir, cluster=cluster, cache_dir=_cache_dir(args, fault),
                        **overrides)

@@ -45,6 +45,7 @@ class BatchConfig:
     handle_signals: bool = True            # SIGINT/SIGTERM/SIGHUP cancel the run (main thread only)
     cluster: str | None = None             # run the stages on Dask: "tcp://HOST:PORT" or "local:N" (dask_pool.py)
     cache_dir: str | None = None           # the compile cache (cache/); None: compile everything
+    read_special: bool = False             # read FIFOs and devices named as inputs (else: refused)
 
 
 def output_stem(path: str) -> str:

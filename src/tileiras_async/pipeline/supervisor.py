@@ -28,14 +28,16 @@ from typing import Callable
 import trio
 
 from .. import __version__
+from ..inputs import InputError
 from ..stages import (AssembleRequest, CodegenRequest, CompileOptions, LoweredKernel, LowerRequest, ParsedModule,
                       ParseRequest, PtxModule, StageDiagnostic)
-from ..toolchain import OutputWriteError, write_atomic
+from ..toolchain import OutputWriteError, tempdirs, write_atomic
 from . import tools
 from .config import BatchConfig, expand_inputs, output_stem  # noqa: F401  (re-exported)
 from .events import (CacheLookup, Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted,
                      ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, StageStarted,
                      TargetFinished, TargetStarted)
+from .inputs import read_input
 from .pool import PrioritySlots, StageRaised, WorkerFault, WorkerPool
 
 EXIT_UNREADABLE = 1
@@ -183,6 +185,9 @@ class Batch:
     async def run(self) -> RunFinished:
         cfg = self.config
         self.t0 = time.monotonic()
+        # before any worker exists: the directory's lock gets a lower descriptor than the pool's
+        # pipes, so a worker that sees them close after a kill -9 finds the lock already released
+        tempdirs.process_dir()
         self.modules = [_ModuleState() for _ in cfg.inputs]
         self.emit(RunStarted, version=__version__, modules=list(cfg.inputs), targets=list(cfg.targets),
                   jobs=cfg.jobs, opt_level=cfg.opt_level, out_dir=cfg.out_dir, supervisor_pid=os.getpid(),
@@ -349,11 +354,9 @@ class Batch:
     async def _parse(self, index: int, path: str) -> ParsedModule | None:
         state = self.modules[index]
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            self._diagnose(path, "parse", [StageDiagnostic(
-                "error", f"unable to read input file '{path}': {e.strerror or e}")])
+            data = await read_input(path, timeout=self.config.stage_timeout_s, special=self.config.read_special)
+        except InputError as e:
+            self._diagnose(path, "parse", [StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines])
             state.exit_code = EXIT_UNREADABLE
             return None
         self._data[index] = data   # for the cache key; the later stages get the parsed kernels
@@ -515,7 +518,7 @@ class Batch:
         if getattr(self.pool, "remote_assemble", False):
             return await self._in_worker(index, path, "assemble", request, target=target)
         return await self._supervised(index, path, target, "assemble", partial(
-            tools.assemble, request, self.config.toolchain))
+            tools.assemble, request, self.config.toolchain, self.config.memory_limit_bytes))
 
     async def _supervised(self, index: int, path: str, target: str, stage: str, run):
         """An external tool run by the supervisor, in one of the -j slots, with stage events."""

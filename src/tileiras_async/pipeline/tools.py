@@ -11,7 +11,6 @@ neither outlive the batch nor tie up a worker.
 from __future__ import annotations
 
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from ..stages import AssembleRequest, CubinModule, StageDiagnostic
 from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
 from ..toolchain.errors import ToolRunError
+from ..toolchain.tempdirs import temporary_directory
 
 EXIT_TOOL_FAILED = 5      # as the real tool: ptxas failures exit 5
 EXIT_TOOL_MISSING = 2     # no ptxas/nvdisasm to be found (the toolchain's "cannot find" message)
@@ -60,25 +60,30 @@ def signal_name(signum: int) -> str:
     return f"{sig.name} ({text})" if text else sig.name
 
 
-async def run_external(tool: str, argv: list[str], *, timeout: float, cwd: str | None = None) -> ToolOutcome:
+async def run_external(tool: str, argv: list[str], *, timeout: float, cwd: str | None = None,
+                       memory_limit: int = 0) -> ToolOutcome:
     t0 = time.monotonic()
     try:
-        result = await run_tool_async(argv, timeout=timeout, cwd=cwd)
+        result = await run_tool_async(argv, timeout=timeout, cwd=cwd, memory_limit=memory_limit)
     except ToolRunError as e:  # execve failed: missing file, not executable, bad interpreter
         reason = e.message.split(": ", 1)[-1]
         return ToolOutcome(False, f"{tool} could not be executed: {reason}", elapsed_s=time.monotonic() - t0)
     stderr = result.stderr.decode("utf-8", "replace")
     if result.ok:
         return ToolOutcome(True, stdout=result.stdout, stderr=stderr, rc=0, elapsed_s=result.elapsed_s)
-    return ToolOutcome(False, describe_status(tool, result.rc, result.timed_out, timeout), result.stdout, stderr,
-                       result.rc, result.timed_out, result.elapsed_s)
+    if result.memory_exceeded:
+        message = (f"{tool} killed: resident memory {result.peak_rss / (1 << 20):.0f} MiB exceeded the limit of "
+                   f"{memory_limit / (1 << 20):.0f} MiB")
+    else:
+        message = describe_status(tool, result.rc, result.timed_out, timeout)
+    return ToolOutcome(False, message, result.stdout, stderr, result.rc, result.timed_out, result.elapsed_s)
 
 
 def _error(message: str) -> StageDiagnostic:
     return StageDiagnostic("error", message)
 
 
-async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None) -> CubinModule:
+async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None, memory_limit: int = 0) -> CubinModule:
     """The assemble stage (AssembleRequest -> CubinModule), run with the async harness."""
     from ..targets import target
     t0 = time.monotonic()
@@ -88,11 +93,11 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None) -> 
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(e.message)], exit_code=EXIT_TOOL_MISSING,
                            elapsed_s=time.monotonic() - t0)
-    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+    with temporary_directory("tileiras-ptxas-") as workdir:
         ptx_file, out_file = Path(workdir, PTX_NAME), Path(workdir, CUBIN_NAME)
         ptx_file.write_text(req.ptx, encoding="utf-8")
         argv = ptxas_argv(ptxas, ptx_file, out_file, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level))
-        outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir)
+        outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir, memory_limit=memory_limit)
         if not outcome.ok:
             from ..failures import ptxas_notes
             notes = ptxas_notes(outcome.stderr, req.ptx, req.options.gpu_name) if outcome.rc and outcome.rc > 0 else []
@@ -113,7 +118,7 @@ async def disassemble(cubin: bytes, *, timeout: float, toolchain: Toolchain | No
         nvdisasm = (toolchain or default_toolchain()).nvdisasm
     except ToolchainError as e:
         return ToolOutcome(False, e.message)
-    with tempfile.TemporaryDirectory(prefix="tileiras-nvdisasm-") as workdir:
+    with temporary_directory("tileiras-nvdisasm-") as workdir:
         path = Path(workdir, CUBIN_NAME)
         path.write_bytes(cubin)
         return await run_external("nvdisasm", [str(nvdisasm), "-c", str(path)], timeout=timeout, cwd=workdir)

@@ -9,6 +9,7 @@ Fault injection (`FaultSpec`) lives here, in the wrapper, never in the compiler 
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import resource
@@ -104,13 +105,28 @@ def _die_with_parent() -> None:
 
     parent = os.getppid()
 
+    def sweep_after_parent() -> None:
+        """If the supervisor is dying (kill -9 cannot clean up), wait until it is gone, then
+        remove its temporary directory for it.  Its closed pipes usually end this worker while
+        it is still being torn down, before the kernel has dropped its directory lock."""
+        from ..toolchain import tempdirs
+        with contextlib.suppress(Exception):
+            if not tempdirs.exiting(parent):
+                return   # a normal shutdown: the supervisor removes its own directory
+            deadline = time.monotonic() + 2.0
+            while os.getppid() == parent and time.monotonic() < deadline:
+                time.sleep(0.01)
+            tempdirs.sweep()
+
     def watch() -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != parent:
+                sweep_after_parent()
                 os._exit(1)
 
     threading.Thread(target=watch, name="tileiras-async-parent-watch", daemon=True).start()
+    atexit.register(sweep_after_parent)
 
 
 def _warm(targets: tuple[str, ...], opt_level: int) -> None:

@@ -1,7 +1,11 @@
 """Running external tools with a hard deadline, and writing outputs all-or-nothing.
 
 Each child gets its own session (process group) so a timeout can kill everything it spawned,
-not just the direct child: ptxas and friends may be wrapper scripts that exec or fork.
+not just the direct child: ptxas and friends may be wrapper scripts that exec or fork.  Each
+child also dies with us: on Linux it asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG),
+so a tileiras or batch supervisor killed with SIGKILL leaves no ptxas running.  That signal is
+tied to the thread that forked the child, so children are always forked from the calling thread
+(never from a thread pool whose idle threads exit).
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -37,6 +42,8 @@ class ToolResult:
     stderr: bytes
     elapsed_s: float
     timed_out: bool
+    memory_exceeded: bool = False    # killed for going past run_tool_async's memory_limit
+    peak_rss: int = 0                # the largest sampled resident memory of its process tree
 
     @property
     def ok(self) -> bool:
@@ -66,18 +73,50 @@ def run_tool(
     return ToolResult(proc.returncode, stdout, stderr, time.monotonic() - start, False)
 
 
-def _spawn(argv: list[str], cwd: StrPath | None, *, has_input: bool) -> subprocess.Popen[bytes]:
+def _spawn(argv: list[str], cwd: StrPath | None, *, has_input: bool, stdout=subprocess.PIPE,
+           stderr=subprocess.PIPE) -> subprocess.Popen[bytes]:
+    stdin = subprocess.PIPE if has_input is True else subprocess.DEVNULL if not has_input else has_input
     try:
         return subprocess.Popen(
             argv,
-            stdin=subprocess.PIPE if has_input else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=_die_with_parent(),
         )
     except OSError as exc:
         raise ToolRunError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """A preexec_fn: the child gets SIGKILL when this process dies (None where unsupported).
+    The function it returns runs between fork and exec, so it only calls an already-resolved
+    C function and os.getppid/os._exit."""
+    if _PRCTL is None:
+        return None
+    parent = os.getpid()
+
+    def child() -> None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:   # the parent died before the request took effect
+            os._exit(1)
+    return child
 
 
 def _kill_and_drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
@@ -111,49 +150,106 @@ async def run_tool_async(
     timeout: float,
     input_bytes: bytes | None = None,
     cwd: StrPath | None = None,
+    memory_limit: int = 0,
 ) -> ToolResult:
     """The trio counterpart of run_tool: same deadline, same group kill, same result.
 
-    Output goes to anonymous temp files rather than pipes so that it survives a cancelled
-    trio.run_process (which discards captured pipe output) and so that waiting for the child
-    never depends on a stray grandchild closing a pipe.
+    Output goes to anonymous temp files rather than pipes so that it survives a cancellation and
+    so that waiting for the child never depends on a stray grandchild closing a pipe.  With
+    `memory_limit` (bytes), the resident memory of the child's process tree is sampled while it
+    runs and the group is killed past the limit (`ToolResult.memory_exceeded`, `peak_rss`).
     """
     import trio  # only async callers pay for the import; the drop-in's start-up stays lean
 
     argv = [os.fspath(arg) for arg in argv]
     start = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        completed = None
-        with trio.move_on_after(timeout) as deadline:
-            completed = await _run_process(argv, cwd, input_bytes, out, err)
-        timed_out = deadline.cancelled_caught
-        rc = completed.returncode if completed is not None else -signal.SIGKILL
-        return ToolResult(rc, _read_all(out), _read_all(err), time.monotonic() - start, timed_out)
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(tempfile.TemporaryFile())
+        err = files.enter_context(tempfile.TemporaryFile())
+        stdin = False
+        if input_bytes is not None:
+            stdin = files.enter_context(tempfile.TemporaryFile())
+            stdin.write(input_bytes)
+            stdin.seek(0)
+        # forked here, in the trio thread, which lives as long as the process (see the module doc)
+        proc = _spawn(argv, cwd, has_input=stdin, stdout=out, stderr=err)
+        watch = _MemoryWatch(proc.pid, memory_limit)
+        rc = None
+        try:
+            with trio.move_on_after(timeout):
+                rc = await _wait_async(proc, watch)
+        finally:
+            if rc is None:   # the deadline, a cancellation, or an error: nothing may outlive us
+                _kill_group(proc.pid)
+                proc.wait()
+        timed_out = rc is None and not watch.exceeded
+        if rc is None or watch.exceeded:
+            rc = -signal.SIGKILL
+        return ToolResult(rc, _read_all(out), _read_all(err), time.monotonic() - start, timed_out,
+                          memory_exceeded=watch.exceeded, peak_rss=watch.peak)
 
 
-async def _run_process(
-    argv: list[str], cwd: StrPath | None, input_bytes: bytes | None, out: BinaryIO, err: BinaryIO
-) -> subprocess.CompletedProcess[bytes]:
+class _MemoryWatch:
+    """Samples the resident memory of a process and its descendants."""
+
+    PERIOD_S = 0.05
+
+    def __init__(self, pid: int, limit: int):
+        self.pid = pid
+        self.limit = limit
+        self.peak = 0
+        self.exceeded = False
+        self._proc = None
+
+    def sample(self) -> bool:
+        """Record the current total; True when it is over the limit (the group is then killed)."""
+        if not self.limit:
+            return False
+        import psutil
+        try:
+            if self._proc is None:
+                self._proc = psutil.Process(self.pid)
+            procs = [self._proc, *self._proc.children(recursive=True)]
+        except psutil.Error:
+            return False
+        total = 0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+        self.peak = max(self.peak, total)
+        if total > self.limit:
+            self.exceeded = True
+            _kill_group(self.pid)
+            return True
+        return False
+
+
+async def _wait_async(proc: subprocess.Popen[bytes], watch: _MemoryWatch) -> int:
+    """The child's exit status, without blocking the event loop: a pidfd becomes readable when it
+    exits (Linux 5.3+); elsewhere, polling.  The memory watch samples between waits."""
     import trio
 
+    pidfd = None
+    with contextlib.suppress(AttributeError, OSError):
+        pidfd = os.pidfd_open(proc.pid)
     try:
-        return await trio.run_process(
-            argv,
-            stdin=subprocess.DEVNULL if input_bytes is None else input_bytes,
-            stdout=out,
-            stderr=err,
-            cwd=cwd,
-            check=False,
-            start_new_session=True,
-            deliver_cancel=_deliver_cancel_to_group,
-        )
-    except OSError as exc:
-        raise ToolRunError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-
-
-async def _deliver_cancel_to_group(process) -> None:  # a trio.Process
-    # trio's default is SIGTERM-then-SIGKILL to the child alone; we want the whole group, now.
-    _kill_group(process.pid)
+        delay = 0.002
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                return rc
+            if watch.sample():
+                return proc.wait()
+            period = watch.PERIOD_S if watch.limit else 3600.0
+            if pidfd is not None:
+                with trio.move_on_after(period):
+                    await trio.lowlevel.wait_readable(pidfd)
+            else:
+                await trio.sleep(min(delay, period))
+                delay = min(delay * 2, 0.05)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _read_all(handle: BinaryIO) -> bytes:

@@ -8,7 +8,6 @@ reproduce, so they are left to `PtxasOptions.extra`.
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..targets import ARCH_FOR_TARGET
 from .discovery import Toolchain, default_toolchain
 from .errors import ToolchainError
 from .harness import StrPath, ToolResult, run_tool, run_tool_async
+from .tempdirs import temporary_directory
 
 # The exit status our CLI uses when ptxas fails; the real tileiras exits 5 in that case too.
 PTXAS_FAILED_EXIT = 5
@@ -98,7 +98,7 @@ def assemble_with_report(
 ) -> tuple[bytes, str]:
     """Like assemble, also returning what ptxas printed (its resource report when opts.extra has -v)."""
     ptxas = (toolchain or default_toolchain()).ptxas
-    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+    with temporary_directory("tileiras-ptxas-") as workdir:
         ptx_file, out_file = _stage(ptx_text, Path(workdir))
         result = run_tool(ptxas_argv(ptxas, ptx_file, out_file, opts), timeout=timeout, cwd=workdir)
         return _collect(result, out_file, timeout), result.stderr.decode("utf-8", "replace")
@@ -113,7 +113,7 @@ async def assemble_async(
 ) -> bytes:
     """The trio counterpart of assemble, for the async pipeline."""
     ptxas = (toolchain or default_toolchain()).ptxas
-    with tempfile.TemporaryDirectory(prefix="tileiras-ptxas-") as workdir:
+    with temporary_directory("tileiras-ptxas-") as workdir:
         ptx_file, out_file = _stage(ptx_text, Path(workdir))
         argv = ptxas_argv(ptxas, ptx_file, out_file, opts)
         result = await run_tool_async(argv, timeout=timeout, cwd=workdir)
