@@ -46,6 +46,7 @@ class BatchConfig:
     cluster: str | None = None             # run the stages on Dask: "tcp://HOST:PORT" or "local:N" (dask_pool.py)
     cache_dir: str | None = None           # the compile cache (cache/); None: compile everything
     read_special: bool = False             # read FIFOs and devices named as inputs (else: refused)
+    max_input_bytes: int = 256 << 20       # a larger input is refused before it is read (frontend.MAX_INPUT_BYTES)
 
 
 def output_stem(path: str) -> str:

@@ -16,6 +16,7 @@ interleaving give byte-identical files, and an interrupted run leaves no partial
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -46,6 +47,7 @@ EXIT_BAD_INPUT = 3         # bytecode that does not parse or verify
 EXIT_INTERNAL = 4          # a worker crashed / was killed, or a stage raised
 EXIT_CODEGEN = 5
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_CANCELLED = 130       # a module cancelled through BatchControl (the dashboard's cancel key)
 
 # stage -> scheduling rank: finish what has started before starting new work
@@ -202,30 +204,34 @@ class Batch:
             from ..cache.config import max_size_from_env
             from ..cache.store import CacheStore
             self.cache = ModuleCache(CacheStore(cfg.cache_dir, max_size_from_env()))
+        watch_signals = cfg.handle_signals and threading.current_thread() is threading.main_thread()
         try:
-            async with trio.open_nursery() as outer:
-                self._outer = outer.cancel_scope
-                if self.control is not None:
-                    self.control._attach(self)
-                if cfg.handle_signals and threading.current_thread() is threading.main_thread():
-                    await outer.start(self._watch_signals, outer.cancel_scope)
-                if cfg.inputs:
-                    await self._run_modules()
-                elif self.control is not None and self.control.hold_open:
-                    await self._closed.wait()
-                outer.cancel_scope.cancel()
+            # the receiver stays open until the run ends: a second Ctrl-C while the first one's
+            # cancellation unwinds is absorbed, never a KeyboardInterrupt in the middle of cleanup
+            with (trio.open_signal_receiver(*_SIGNALS) if watch_signals else contextlib.nullcontext()) as signals:
+                async with trio.open_nursery() as outer:
+                    self._outer = outer.cancel_scope
+                    if self.control is not None:
+                        self.control._attach(self)
+                    if signals is not None:
+                        outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
+                        if _early_signals:   # one came before the receiver was open
+                            self.cancelled = signal.Signals(_early_signals[0]).name
+                            outer.cancel_scope.cancel()
+                    if cfg.inputs:
+                        await self._run_modules()
+                    elif self.control is not None and self.control.hold_open:
+                        await self._closed.wait()
+                    outer.cancel_scope.cancel()
         finally:
             if self.control is not None:
                 self.control._detach()
         return self._finish()
 
-    async def _watch_signals(self, scope: trio.CancelScope, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-            task_status.started()
-            async for signum in signals:
-                self.cancelled = signal.Signals(signum).name
-                scope.cancel()
-                return
+    async def _watch_signals(self, signals, scope: trio.CancelScope) -> None:
+        async for signum in signals:
+            self.cancelled = self.cancelled or signal.Signals(signum).name
+            scope.cancel()
 
     def _make_pool(self) -> WorkerPool:
         cfg = self.config
@@ -354,7 +360,8 @@ class Batch:
     async def _parse(self, index: int, path: str) -> ParsedModule | None:
         state = self.modules[index]
         try:
-            data = await read_input(path, timeout=self.config.stage_timeout_s, special=self.config.read_special)
+            data = await read_input(path, timeout=self.config.stage_timeout_s, special=self.config.read_special,
+                                    limit=self.config.max_input_bytes)
         except InputError as e:
             self._diagnose(path, "parse", [StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines])
             state.exit_code = EXIT_UNREADABLE
@@ -565,7 +572,7 @@ def compile_batch(config: BatchConfig, sinks: list[Sink], control: BatchControl 
     (config.handle_signals=False) with a BatchControl, and quits through control.close()."""
     from .dask_pool import ClusterError
     try:
-        return trio.run(run_batch, config, sinks, control)
+        return _run_with_signals(config, sinks, control)
     except BaseExceptionGroup as group:
         # a cluster that cannot be reached surfaces inside the run's nurseries; it is a usage error
         matched, rest = group.split(ClusterError)
@@ -576,3 +583,25 @@ def compile_batch(config: BatchConfig, sinks: list[Sink], control: BatchControl 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
     return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
+
+
+def _run_with_signals(config: BatchConfig, sinks: list[Sink], control: BatchControl | None) -> RunFinished:
+    if not (config.handle_signals and threading.current_thread() is threading.main_thread()):
+        return trio.run(run_batch, config, sinks, control)
+    # Around the run, a signal is only recorded: trio re-delivers the ones still queued when the
+    # batch's receiver closes (a second Ctrl-C during the first one's cleanup), and one that comes
+    # before the receiver opens must still stop the batch (Batch.run looks at what was recorded).
+    previous = {sig: signal.signal(sig, _record_signal) for sig in _SIGNALS}
+    try:
+        return trio.run(run_batch, config, sinks, control)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _early_signals.clear()
+
+
+_early_signals: list[int] = []
+
+
+def _record_signal(signum, _frame) -> None:
+    _early_signals.append(signum)
