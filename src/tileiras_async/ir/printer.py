@@ -346,9 +346,28 @@ def symbol_str(name: bytes) -> str:
     return '@"' + escape_string(name) + '"'
 
 
+_RAW_NEWLINE = "\ud801"   # a newline written verbatim inside an op (see _dedent_module_body)
+
+
 def raw_text(data: bytes) -> str:
-    """Bytes MLIR writes verbatim (dictionary keys); undecodable bytes survive as surrogates."""
-    return data.decode("utf-8", "surrogateescape")
+    """Bytes MLIR writes verbatim (dictionary keys); undecodable bytes survive as surrogates, and a
+    newline is marked so print_module can lay out the lines it starts as tileirdisasm does."""
+    return data.decode("utf-8", "surrogateescape").replace("\n", _RAW_NEWLINE)
+
+
+def _dedent_module_body(body: str) -> str:
+    """tileirdisasm prints the module's ops indented by 2 and removes the indentation all of its
+    lines share.  A line that a verbatim newline starts has no indentation of its own, so then
+    less (or nothing) is removed and every op line keeps the rest."""
+    if _RAW_NEWLINE not in body:
+        return body
+    continued = [seg for line in body.split("\n") for seg in line.split(_RAW_NEWLINE)[1:]]
+    shared = min([2] + [len(seg) - len(seg.lstrip(" ")) for seg in continued if seg.strip()])
+    out = []
+    for line in body.split("\n"):
+        first, *rest = line.split(_RAW_NEWLINE)
+        out.append("\n".join([" " * (2 - shared) + first if first else first] + [seg[shared:] for seg in rest]))
+    return "\n".join(out)
 
 
 def _signed(value: int, width: int) -> int:
@@ -1358,11 +1377,11 @@ def print_module(module: Module, debug_info: bool = False) -> str:
     if not tops:   # tileirdisasm prints an empty module as one empty line (-g: and the module's location)
         return "\n#loc = loc(unknown)\n" if debug_info else "\n"
     if not debug_info:
-        return "".join(print_op(op) + "\n" for op in tops)
+        return _dedent_module_body("".join(print_op(op) + "\n" for op in tops))
     locs = _DebugAttrs(module)
     namings = [Naming(op) for op in tops]
     for op, naming in zip(tops, namings):       # MLIR's alias-collecting dummy print
         _Printer(naming, locs).render(op)
     locs.finish()
     body = "".join(_Printer(naming, locs).render(op) + "\n" for op, naming in zip(tops, namings))
-    return body + locs.definitions()
+    return _dedent_module_body(body) + locs.definitions()
