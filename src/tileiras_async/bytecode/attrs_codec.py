@@ -176,10 +176,13 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         return A.OptimizationHintsAttr(read_dict(r, ctx))
     if kind == "pred":
         try:
-            return read_tagged(r, ctx)
+            attr = read_tagged(r, ctx)
         except BytecodeError as e:
             raise e.add_context("failed to parse self-contained attribute for AssumePredicateAttrInterface",
                                 r.offset)
+        if not isinstance(attr, (A.DivByAttr, A.SameElementsAttr, A.BoundedAttr)):
+            raise r.fail("failed to cast parsed attribute to AssumePredicateAttrInterface")
+        return attr
     enum_cls = ENUMS[kind]
     try:
         v = r.varint()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..deepstack import call_deep, nesting_depth
 from ..ir.capabilities import check_kernel
 from ..ir.core import Function, Module
+from ..limits import tile_limit_problem
 from ..symbols import COMPILE_FAILED, symbol_problem
 from ..ir.diagnostics import resolve_loc
 from ..targets import Target
@@ -67,6 +68,9 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
         raise _unavailable(module, fn, e) from None
     if snapshots is not None:
         snapshots.extend(run.snapshots)
+    too_big = tile_limit_problem(module, fn)   # after DCE, before code generation spends minutes and gigabytes
+    if too_big:
+        raise CodegenUnavailable(too_big)
     em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, options, module)
     em.remarks.extend(k.remarks)
     em.schedules = k.notes.get("schedules", [])

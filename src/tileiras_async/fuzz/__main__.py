@@ -59,11 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", type=int, default=100, help="print the counts every N cases (0: never)")
     ap.add_argument("--record-messages", action="store_true",
                     help="also record inputs whose diagnostics differ (same decision and exit code)")
+    ap.add_argument("--record", type=Path, metavar="DIR", default=None,
+                    help="instead of fuzzing: run the given files through both tools and record them as "
+                         "regression cases in DIR (DIR/manifest.json)")
+    ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args(argv)
     oracle = find_oracle()
     if oracle is None:
         print("error: NVIDIA's tileiras/tileirdisasm (the oracle) were not found", file=sys.stderr)
         return 2
+    if args.record:
+        return record(args.record, args.files, oracle, args.gpu_name)
     sources = default_sources(args.corpus)
     mutator = Mutator(sources, args.seed)
     differ = Differ(oracle, gpu_name=args.gpu_name, timeout_s=args.timeout)
@@ -99,6 +105,37 @@ def main(argv: list[str] | None = None) -> int:
     if operators:
         print("mismatches by operator: " + ", ".join(f"{k} {n}" for k, n in operators.most_common()))
     return 1 if mismatched else 0
+
+
+def record(folder: Path, files: list[Path], oracle: Oracle, gpu_name: str) -> int:
+    """Regression cases: each file (deduplicated by content) with what the oracle does with it and
+    whether we agree now; tests/test_fuzz.py replays them without the oracle."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"entries": []}
+    known = {e["file"] for e in manifest["entries"]}
+    differ = Differ(oracle, gpu_name=gpu_name)
+    try:
+        for path in files:
+            data = path.read_bytes()
+            name = f"{hashlib.sha256(data).hexdigest()[:16]}.tileirbc"
+            if name in known:
+                continue
+            verdicts = {v.tool: v for v in differ.compare(data)}
+            (folder / name).write_bytes(data)
+            entry = {"file": name, "found_as": path.name, "gpu_name": gpu_name}
+            for tool, v in verdicts.items():
+                entry[tool] = {"rc": v.theirs["rc"], "stderr": v.theirs["stderr"],
+                               "stdout_sha256": v.theirs["stdout_sha256"], "agree": v.kind in ("same", "message"),
+                               "same_stderr": v.ours["stderr"] == v.theirs["stderr"]}
+            manifest["entries"].append(entry)
+            known.add(name)
+            print(f"{name}: " + ", ".join(f"{t} {v.kind}" for t, v in verdicts.items()), flush=True)
+    finally:
+        differ.close()
+    manifest["entries"].sort(key=lambda e: e["file"])
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
 
 
 def _record(folder: Path | None, seed: int, index: int, m, verdicts) -> None:

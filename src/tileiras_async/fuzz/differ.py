@@ -19,6 +19,8 @@ Verdict kinds, worst first:
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import select
 import signal
@@ -62,7 +64,8 @@ class Oracle:
 
 
 def _summary(run: Run) -> dict:
-    return {"rc": run.rc, "stderr": run.stderr[-2000:], "output": run.output}
+    return {"rc": run.rc, "stderr": run.stderr[-2000:], "output": run.output,
+            "stdout_sha256": hashlib.sha256(run.stdout).hexdigest()}
 
 
 class Differ:
@@ -167,6 +170,12 @@ def run_forked(tool: str, argv: list[str], timeout_s: float, cwd: Path, out: Pat
                 os.dup2(null, 0)
                 os.dup2(so.fileno(), 1)
                 os.dup2(se.fileno(), 2)
+                # a fresh interpreter's streams on the new descriptors (a test runner may have
+                # replaced sys.stdout with a capture object that writes nowhere near fd 1)
+                for fd, name in ((1, "stdout"), (2, "stderr")):
+                    like = getattr(sys, f"__{name}__") or sys.__stderr__
+                    setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), line_buffering=True,
+                                                        encoding=like.encoding, errors=like.errors))
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 from ..cli import disasm, tileiras
                 main = tileiras.main if tool == "tileiras" else disasm.main

@@ -5,7 +5,7 @@ Every builder returns bytecode bytes that NVIDIA's tools accept:
     many_kernels(n)        n copies of a small elementwise kernel (distinct names)
     straight_line(n)       one kernel with n dependent addf ops between a load and a store
     nested_if(depth)       `if` nested `depth` deep, a store in the innermost region
-    nested_for(depth)      `for` nested `depth` deep, a store in the innermost body
+    nested_for(depth)      `for` nested `depth` deep (`trip` iterations each), a store in the innermost body
     big_tile(elements)     load / addf / store of a one-dimensional tile of `elements` f32
 """
 from __future__ import annotations
@@ -24,14 +24,18 @@ PTR = tile(T.PointerType(T.F32))
 VERSION = (13, 4, 0)
 
 
+ARGS = [PTR, I32, I32, PTR, I32, I32]   # two 1-D f32 arrays as cuTile passes them: pointer, shape, stride
+
+
 def _views(k: BlockBuilder, elements: int):
-    """(x partition view, y partition view, block id) over two f32 arrays of dynamic length."""
-    x_ptr, n, y_ptr = k.args[:3]
+    """(x partition view, y partition view, block id) over two contiguous f32 arrays."""
+    x_ptr, xn, _xs, y_ptr, yn, _ys = k.args
     tv_t = T.TensorViewType(T.F32, (DYN,), (1,))
     pv_t = T.PartitionViewType((elements,), tv_t, (0,))
-    n = k.op("assume", [I32], value=n, predicate=BoundedAttr(0, None)).result
-    tvx = k.op("make_tensor_view", [tv_t], base=x_ptr, dynamicShape=[n], dynamicStrides=[]).result
-    tvy = k.op("make_tensor_view", [tv_t], base=y_ptr, dynamicShape=[n], dynamicStrides=[]).result
+    xn = k.op("assume", [I32], value=xn, predicate=BoundedAttr(0, None)).result
+    yn = k.op("assume", [I32], value=yn, predicate=BoundedAttr(0, None)).result
+    tvx = k.op("make_tensor_view", [tv_t], base=x_ptr, dynamicShape=[xn], dynamicStrides=[]).result
+    tvy = k.op("make_tensor_view", [tv_t], base=y_ptr, dynamicShape=[yn], dynamicStrides=[]).result
     bid = k.op("get_tile_block_id", [I32, I32, I32]).results[0]
     pvx = k.op("make_partition_view", [pv_t], tensor_view=tvx).result
     pvy = k.op("make_partition_view", [pv_t], tensor_view=tvy).result
@@ -54,7 +58,7 @@ def _addf(k: BlockBuilder, a, b, elements: int):
 
 
 def _elementwise_kernel(mb: ModuleBuilder, name: str, elements: int, chain: int) -> None:
-    with mb.kernel(name, [PTR, I32, PTR]) as k:
+    with mb.kernel(name, ARGS) as k:
         pvx, pvy, bid = _views(k, elements)
         x = _load(k, pvx, bid, elements)
         one = k.constant(np.float32(1.0), tile(T.F32, elements))
@@ -91,7 +95,7 @@ def _cond(k: BlockBuilder, bid):
 
 def nested_if(depth: int, elements: int = 128) -> bytes:
     mb = ModuleBuilder(VERSION)
-    with mb.kernel("nested_if", [PTR, I32, PTR]) as k:
+    with mb.kernel("nested_if", ARGS) as k:
         pvx, pvy, bid = _views(k, elements)
         cond = _cond(k, bid)
         _nest(k, depth, lambda inner: _if_region(inner, cond),
@@ -100,9 +104,9 @@ def nested_if(depth: int, elements: int = 128) -> bytes:
     return write_module(mb.module)
 
 
-def nested_for(depth: int, trip: int = 2, elements: int = 128) -> bytes:
+def nested_for(depth: int, trip: int = 1, elements: int = 128) -> bytes:
     mb = ModuleBuilder(VERSION)
-    with mb.kernel("nested_for", [PTR, I32, PTR]) as k:
+    with mb.kernel("nested_for", ARGS) as k:
         pvx, pvy, bid = _views(k, elements)
         lo = k.constant(np.int32(0), I32)
         hi = k.constant(np.int32(trip), I32)

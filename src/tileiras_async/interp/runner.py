@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..deepstack import call_deep, nesting_depth
 from ..ir import types as T
 from ..ir.core import Function, Module
 from . import numerics as N
@@ -361,7 +362,8 @@ def run_kernel(module, grid, args, *, kernel=None, engine="interpret", gpu_name=
     with np.errstate(all="ignore"), single_threaded_blas():
         interp.init_globals()
         try:
-            interp.run(values)
+            # the handlers recurse once per nesting level: deep kernels run on a large-stack thread
+            call_deep(nesting_depth(fn.body), interp.run, values)
         except KernelFault as e:
             e.stdout = "".join(interp.output)
             raise
