@@ -17,12 +17,12 @@ from tileiras_async.deepstack import nesting_depth
 from tileiras_async.engines import run_kernel
 from tileiras_async.frontend import InputError, load
 from tileiras_async.fuzz import hostile
-from tileiras_async.ir.core import clone_function
 from tileiras_async.ir.printer import print_module
 from tileiras_async.irdata import kernel_data, kernel_module
 from tileiras_async.limits import MAX_TILE_ELEMENTS
 from tileiras_async.lower.dce import eliminate_dead_code
 from tileiras_async.stages import CompileOptions, compile_in_process
+from tileiras_async.tilegpu.ir import clone_function
 
 TRAILER = "input does not correspond to Tile IR bytecode"
 

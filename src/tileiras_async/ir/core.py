@@ -128,41 +128,6 @@ class Function:
         return self.body.walk()
 
 
-def clone_function(fn: "Function") -> "Function":
-    """A copy of `fn` that can be transformed without touching the original: new ops, blocks,
-    regions and values (operand and attribute dicts copied; types and attribute values, which are
-    never mutated, shared).  Iterative, so any nesting depth copies; linear in the function's size."""
-    values: dict[int, Value] = {}   # id(original value) -> its copy
-
-    def new_block(block: Block) -> Block:
-        copy = Block([a.type for a in block.args])
-        for a, c in zip(block.args, copy.args):
-            values[id(a)] = c
-        return copy
-
-    def mapped(v):
-        if isinstance(v, list):
-            return [values.get(id(x), x) for x in v]
-        return None if v is None else values.get(id(v), v)
-
-    body = new_block(fn.body)
-    work = [(fn.body, body)]
-    while work:
-        src, dst = work.pop()
-        for op in src.ops:
-            new = Operation(op.spec, {k: mapped(v) for k, v in op.operands.items()}, dict(op.attrs),
-                            [r.type for r in op.results], loc=op.loc)
-            for r, c in zip(op.results, new.results):
-                c.index = r.index
-                values[id(r)] = c
-            for region in op.regions:
-                copy = Region([new_block(b) for b in region.blocks])
-                new.regions.append(copy)
-                work.extend(zip(region.blocks, copy.blocks))
-            dst.ops.append(new)
-    return Function(fn.name, fn.type, body, fn.flags, fn.hints, fn.loc, fn.has_debug)
-
-
 @dataclass
 class Global:
     name: bytes
