@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", type=int, default=100, help="print the counts every N cases (0: never)")
     ap.add_argument("--record-messages", action="store_true",
                     help="also record inputs whose diagnostics differ (same decision and exit code)")
+    ap.add_argument("--skip-compile-on-reject", action="store_true",
+                    help="do not run the compilers when both disassemblers reject an input with exit 3")
     ap.add_argument("--record", type=Path, metavar="DIR", default=None,
                     help="instead of fuzzing: run the given files through both tools and record them as "
                          "regression cases in DIR (DIR/manifest.json)")
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return record(args.record, args.files, oracle, args.gpu_name)
     sources = default_sources(args.corpus)
     mutator = Mutator(sources, args.seed)
-    differ = Differ(oracle, gpu_name=args.gpu_name, timeout_s=args.timeout)
+    differ = Differ(oracle, gpu_name=args.gpu_name, timeout_s=args.timeout,
+                    compile_rejected=not args.skip_compile_on_reject)
     counts: collections.Counter = collections.Counter()
     operators: collections.Counter = collections.Counter()
     if args.findings:
