@@ -21,6 +21,7 @@ from ..bytecode import wire
 from ..bytecode.errors import BytecodeError
 from ..bytecode.reader import MAGIC, SEC_DEBUG, SEC_FUNC, SEC_STRING, read_module
 from ..bytecode.wire import ALIGN_BYTE, encode_varint
+from ..bytecode.writer import _table
 
 HEADER_SIZE = len(MAGIC) + 4      # magic, major, minor, 2-byte tag
 
@@ -229,16 +230,8 @@ def split_table(payload: bytes, width: int = 4) -> tuple[list[bytes], bytes] | N
 
 
 def join_table(entries: list[bytes], width: int = 4) -> bytearray:
-    out = bytearray()
-    encode_varint(len(entries), out)
-    out += bytes([ALIGN_BYTE]) * (-len(out) % width)
-    offset = 0
-    for e in entries:
-        out += offset.to_bytes(width, "little")
-        offset += len(e)
-    for e in entries:
-        out += e
-    return out
+    """A `count; pad; offsets; data` table payload, as the writer lays one out."""
+    return _table(entries, width)
 
 
 # ------------------------------------------------------------------ mutations
@@ -293,6 +286,19 @@ class Mutator:
             if result is not None and result[0] != src.data:
                 return Mutant(result[0], src.name, op, result[1])
         return Mutant(_raw_flip(src, rng, self.sources)[0], src.name, "raw_flip", "fallback")
+
+
+def _copy_section(s: Section) -> Section:
+    return _copy(Layout(bytearray(), [s], bytearray())).sections[0]
+
+
+def _editable(src: Source, sid: int) -> tuple[Layout, Section] | None:
+    """A copy of the source's structure to mutate, and its section `sid` (None: no such section)."""
+    if src.layout is None:
+        return None
+    layout = _copy(src.layout)
+    sec = layout.section(sid)
+    return None if sec is None else (layout, sec)
 
 
 def _copy(layout: Layout) -> Layout:
@@ -401,7 +407,7 @@ def _section_op(src, rng, sources):
         secs[i], secs[j] = secs[j], secs[i]
         detail = f"swap sections {i} and {j}"
     elif choice == 1:
-        secs.insert(i, _copy(Layout(bytearray(), [secs[i]], bytearray())).sections[0])
+        secs.insert(i, _copy_section(secs[i]))
         detail = f"duplicate section {secs[i].sid}"
     elif choice == 2:
         detail = f"drop section {secs[i].sid}"
@@ -430,19 +436,17 @@ def _section_op(src, rng, sources):
         if other.layout is None or not other.layout.sections:
             return None
         sec = rng.choice(other.layout.sections)
-        secs.insert(i, _copy(Layout(bytearray(), [sec], bytearray())).sections[0])
+        secs.insert(i, _copy_section(sec))
         detail = f"splice section {sec.sid} from {other.name}"
     return build(layout), detail
 
 
 def _strings_op(src, rng, _sources):
-    if src.layout is None:
-        return None
-    layout = _copy(src.layout)
-    sec = layout.section(SEC_STRING)
-    table = split_table(sec.payload) if sec is not None else None
+    edit = _editable(src, SEC_STRING)
+    table = split_table(edit[1].payload) if edit else None
     if not table or not table[0]:
         return None
+    layout, sec = edit
     entries = list(table[0])
     i = rng.randrange(len(entries))
     choice = rng.randrange(5)
@@ -476,12 +480,10 @@ def _strings_op(src, rng, _sources):
 
 
 def _functions_op(src, rng, sources):
-    if src.layout is None:
+    edit = _editable(src, SEC_FUNC)
+    if not edit or not edit[1].functions:
         return None
-    layout = _copy(src.layout)
-    sec = layout.section(SEC_FUNC)
-    if sec is None or not sec.functions:
-        return None
+    layout, sec = edit
     fns = sec.functions
     i = rng.randrange(len(fns))
     choice = rng.randrange(4)
@@ -518,7 +520,7 @@ def _debug_swap(src, rng, sources):
     other = rng.choice(others)
     theirs = other.layout.section(SEC_DEBUG)
     if mine is None:
-        layout.sections.append(_copy(Layout(bytearray(), [theirs], bytearray())).sections[0])
+        layout.sections.append(_copy_section(theirs))
     elif rng.random() < 0.2:
         layout.sections.remove(mine)
         return build(layout), "drop the debug section"
