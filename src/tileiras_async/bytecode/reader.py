@@ -395,17 +395,19 @@ _SCOPE_TAGS = (DEBUG_SUBPROGRAM, DEBUG_LEXICAL_BLOCK)
 # tag -> (attribute name in diagnostics, [(field name, tags a reference must have, or None for a plain value)])
 _DEBUG_LAYOUT = {
     DEBUG_COMPILE_UNIT: ("DICompileUnitAttr", [("file attribute", (DEBUG_FILE,))]),
-    DEBUG_FILE: ("DIFileAttr", [("name", None), ("directory", None)]),
+    DEBUG_FILE: ("DIFileAttr", [("file name attribute", None), ("directory attribute", None)]),
     DEBUG_LEXICAL_BLOCK: ("DILexicalBlockAttr", [("scope attribute", _SCOPE_TAGS), ("file attribute", (DEBUG_FILE,)),
                                                  ("line number", None), ("column number", None)]),
-    DEBUG_LOC: ("DILocAttr", [("scope attribute", _SCOPE_TAGS), ("filename", None), ("line number", None),
-                              ("column number", None)]),
+    # the filename is read as the FileLineColLoc inside the DILoc, and reported so
+    DEBUG_LOC: ("DILocAttr", [("scope attribute", _SCOPE_TAGS), ("file name attribute@FileLineColLoc", None),
+                              ("line number", None), ("column number", None)]),
     DEBUG_SUBPROGRAM: ("DISubprogramAttr", [("file attribute", (DEBUG_FILE,)), ("line number", None),
-                                            ("name", None), ("linkage name", None),
+                                            ("name attribute", None), ("linkage name attribute", None),
                                             ("compile unit attribute", (DEBUG_COMPILE_UNIT,)),
                                             ("scope line number", None)]),
     DEBUG_CALLSITE: ("CallSiteLoc", [("callee attribute", _LOCATION_TAGS), ("caller attribute", _LOCATION_TAGS)]),
 }
+_STRING_FIELDS = frozenset({"file name attribute", "directory attribute", "name attribute", "linkage name attribute"})
 
 
 class _DebugChecker:
@@ -449,13 +451,14 @@ class _DebugChecker:
         r.varint()
         r.base = -r.pos  # offsets are relative to the payload after the tag
         for field, tags in layout:
-            context = f"failed to read {field} when parsing {kind}"
+            field, _, parsing = field.partition("@")
+            context = f"failed to read {field} when parsing {parsing or kind}"
             try:
                 value = r.varint()
             except BytecodeError:
                 raise BytecodeError(context, r.offset) from None
             if tags is None:
-                if field in ("name", "directory", "filename", "linkage name"):
+                if field in _STRING_FIELDS:
                     self._string(value, context, r)
                 continue
             try:
