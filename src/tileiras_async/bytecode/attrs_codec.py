@@ -157,7 +157,11 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "type":
         return ctx.type(r.varint())
     if kind == "dense":
-        raw = ctx.constant(r.varint())
+        index = r.varint()
+        try:
+            raw = ctx.constant(index)
+        except BytecodeError:
+            raise r.fail(f"constant index {index} out of bounds") from None
         t = result_types[0] if result_types else None
         if isinstance(t, T.TileType):
             _check_dense_size(raw, t)

@@ -156,7 +156,7 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
 
 
 def _read_table(r: ByteReader, index_width: int, section_start: int | None = None,
-                strict: bool = False, noun: str = "") -> list[bytes | None]:
+                strict: bool = False, noun: str = "", bounded: str = "") -> list[bytes | None]:
     """`varint n; pad; n offsets; data` — entry i is data[off[i]:off[i+1]].
 
     Padding is relative to the start of the enclosing section payload.  `strict` (the Type and
@@ -175,6 +175,12 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
         raise r.fail(f"table of {n} entries exceeds the section size")
     offsets = [r.fixed(index_width) for _ in range(n)]
     data_start, data_len = r.pos, r.remaining()
+    if bounded:   # checked eagerly, each entry's size taken as unsigned (an inverted one is huge)
+        for i, start in enumerate(offsets):
+            size = ((offsets[i + 1] if i + 1 < n else data_len) - start) % (1 << (8 * index_width))
+            if start + size > data_len:
+                raise r.fail(f"{bounded} {i} extends beyond available data: size={size}, start={start}, "
+                             f"total data size={data_len}")
     entries = []
     for i, off in enumerate(offsets):
         if strict:
@@ -237,7 +243,11 @@ class _ModuleReader:
         self.types = TypeDecoder(_read_table(tr, 4, strict=True) if tr else [], self.minor)
         cr = self._reader(SEC_CONSTANT)
         self.constant_blobs = []
-        for i, blob in enumerate(_read_table(cr, 8) if cr else []):
+        try:
+            blobs = _read_table(cr, 8, bounded="constant") if cr else []
+        except BytecodeError as e:
+            raise e.add_context("failed to parse constant section", self.eof)
+        for i, blob in enumerate(blobs):
             br = ByteReader(blob)
             size = br.varint("constant size")
             self.constant_blobs.append(br.bytes(size, "constant data"))
