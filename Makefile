@@ -52,6 +52,7 @@ bench: setup
 	$(PY) bench/bench_read.py
 	$(PY) bench/compile.py
 	$(PY) bench/bench_cache.py
+	$(PY) bench/bench_scaling.py --quick
 	$(PY) bench/bench_pipeline.py
 	$(PY) bench/bench_dask.py
 	$(PY) bench/bench_interp.py
