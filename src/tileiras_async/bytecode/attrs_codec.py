@@ -189,7 +189,7 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         return attr
     enum_cls = ENUMS[kind]
     try:
-        v = r.varint()
+        v = r.varint() & 0xFFFF_FFFF   # the real reader keeps an enum's varint as a uint32_t
     except BytecodeError:
         raise r.fail("failed to read VarInt for enum attribute.") from None
     try:
