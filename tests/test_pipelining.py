@@ -217,7 +217,7 @@ def test_num_stages_changes_the_loop_and_both_compute_the_reference(refs, cid):
     for n in (2, 4):
         opts = stages.CompileOptions("sm_80", num_stages=n)
         parsed = stages.parse(stages.ParseRequest(str(path), data))
-        lowered = [stages.lower(stages.LowerRequest(str(path), data, k, opts)) for k in parsed.kernels]
+        lowered = [stages.lower(stages.LowerRequest(str(path), k, opts)) for k in parsed.kernel_ir]
         ptx = stages.codegen(stages.CodegenRequest(str(path), lowered, opts, parsed.globals_ir)).ptx
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
         emulate(_read(path), ptx, refs.grid(cid, inputs), list(inputs.values()))

@@ -90,7 +90,7 @@ def kernel_schedules(module: Module, fn: Function, options: CodegenOptions | Non
     """The schedule of every loop of a kernel, as schedule-loops makes it (the passes up to it only)."""
     k = KernelIR(module, clone_function(fn), options or CodegenOptions(), source=source)
     try:
-        run_pipeline(k, until="schedule-loops")
+        call_deep(nesting_depth(fn.body), run_pipeline, k, until="schedule-loops")   # passes may recurse
     except LoweringError as e:
         raise CodegenUnavailable(_describe(module, fn, e)) from None
     return k.notes.get("schedules", [])
