@@ -15,7 +15,7 @@ from tileiras_async.bytecode.writer import write_module
 from tileiras_async.codegen.driver import CodegenUnavailable
 from tileiras_async.failures import lowering_notes, ptxas_notes
 from tileiras_async.ir import types as T
-from tileiras_async.stages import CompileOptions, LowerRequest, lower
+from tileiras_async.stages import CompileOptions, LowerRequest, ParseRequest, lower, parse
 from tileiras_async.tilegpu import mma as P
 
 from test_codegen_mma import build_mma
@@ -59,7 +59,8 @@ def test_tile_too_large_for_shared_memory(monkeypatch):
     """The mma operands' staging buffer over the shared-memory budget (lowered to 1 KiB here)."""
     monkeypatch.setattr(P, "STAGE_BUDGET", 1024)
     data = mma_bytes(T.F16, T.F16, T.F32, (None, 128, 128, 64))
-    result = lower(LowerRequest("m.tileirbc", data, "mma_k", CompileOptions("sm_80")))
+    parsed = parse(ParseRequest("m.tileirbc", data))
+    result = lower(LowerRequest("m.tileirbc", parsed.kernel_ir[parsed.kernels.index("mma_k")], CompileOptions("sm_80")))
     assert not result.ok
     severities = [d.severity for d in result.diagnostics]
     assert severities == ["error", "note", "note", "note"]

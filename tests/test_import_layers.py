@@ -19,13 +19,15 @@ top-level modules of `tileiras_async` in the layer; packages on one line do not 
 
     ir                          cuda_tile IR, op definitions, printer, verifier
     bytecode                    bytecode reader and writer of that IR
+    deepstack, symbols          deep-recursion guard; kernel-name checks (import nothing of ours)
     frontend                    bytes -> verified module, the real tools' diagnostics
     targets, remarks            the GPU target table; optimization remarks (messages): import nothing
                                 of ours
     toolchain                   ptxas / nvdisasm / libdevice discovery and runs; imports nothing of ours.
                                 codegen calls it, so it sits below codegen (the issue's sketch puts it
                                 beside emu)
-    interp, lower, schedule     the reference interpreter, IR-level lowerings, the modulo scheduler
+    interp, lower, schedule     the reference interpreter, IR-level lowerings, the modulo scheduler;
+    irdata, limits              a kernel as msgspec data (parse -> lower); tile-size limits
     tilegpu                     the tile-GPU dialect and its passes (issue 12)
     codegen                     LLVM IR, NVPTX, ptxas
     emu                         the PTX emulator (runs what codegen emits)
@@ -38,6 +40,7 @@ top-level modules of `tileiras_async` in the layer; packages on one line do not 
     tui                         the dashboard (a consumer of the pipeline's events; `tileiras-async tui`
                                 starts it from cli/, so it sits below cli, unlike the issue's sketch)
     cli                         the command lines
+    fuzz                        the differential fuzzer (drives the drop-in's entry points)
     __main__                    python -m tileiras_async
 
 A module may import any module of its own package (or top-level module) and of lower layers.
@@ -61,10 +64,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("inputs",),            # exit codes and input reading: os only (the drop-in's cache-hit path)
     ("ir",),
     ("bytecode",),
+    ("deepstack", "symbols"),
     ("frontend",),
     ("targets", "remarks"),
     ("toolchain",),
-    ("interp", "lower", "schedule"),
+    ("interp", "lower", "schedule", "irdata", "limits"),
     ("tilegpu",),
     ("codegen",),
     ("emu",),
@@ -77,6 +81,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tui",),
     ("cli",),
     ("server",),            # the warm server runs the drop-in's compile
+    ("fuzz",),
     ("__main__",),
 ]
 
