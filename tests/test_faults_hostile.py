@@ -49,10 +49,12 @@ def cuda_root(tmp_path: Path, script: str) -> Path:
 
 
 def private_env(tmp_path: Path, **extra) -> dict:
-    """The environment of a CLI under test: its own TMPDIR, so its temporary directories are ours to count."""
+    """The environment of a CLI under test: its own TMPDIR, so its temporary directories are ours to count,
+    and no compile cache (a hit never reaches the stages these faults hit, and 200 equal modules would be
+    one compile and 199 hits)."""
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    return dict(os.environ, TMPDIR=str(tmp), **extra)
+    return dict(os.environ, TMPDIR=str(tmp), TILEIRAS_ASYNC_NO_CACHE="1", **extra)
 
 
 def leaked_dirs(tmp_path: Path) -> list[Path]:
