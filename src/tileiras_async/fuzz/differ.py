@@ -184,6 +184,9 @@ def run_forked(tool: str, argv: list[str], timeout_s: float, cwd: Path, out: Pat
                     setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), line_buffering=True,
                                                         encoding=like.encoding, errors=like.errors))
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                # the compiler itself on every case: no cache hits (nor thousands of mutants filed in
+                # the user's cache) and no compile server
+                os.environ.update(TILEIRAS_ASYNC_NO_CACHE="1", TILEIRAS_ASYNC_SERVER="off")
                 from ..cli import disasm, tileiras
                 main = tileiras.main if tool == "tileiras" else disasm.main
                 rc = main(argv)

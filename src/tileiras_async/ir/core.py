@@ -107,7 +107,13 @@ def _walk_ops(ops) -> Iterator[Operation]:
             continue
         yield op
         if op.regions:
-            stack.append(iter([o for region in op.regions for block in region.blocks for o in block.ops]))
+            stack.append(_region_ops(op))
+
+
+def _region_ops(op: Operation) -> Iterator[Operation]:
+    for region in op.regions:
+        for block in region.blocks:
+            yield from block.ops
 
 
 @dataclass

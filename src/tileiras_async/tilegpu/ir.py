@@ -12,21 +12,7 @@ from ..ir.core import Block, Function, Module, Operation, Region, Value
 
 def walk_ops(block: Block) -> Iterator[Operation]:
     """Every op under `block`, pre-order (an op before the ops of its regions), program order."""
-    stack: list[Iterator[Operation]] = [iter(block.ops)]
-    while stack:
-        op = next(stack[-1], None)
-        if op is None:
-            stack.pop()
-            continue
-        yield op
-        if op.regions:
-            stack.append(_region_ops(op))
-
-
-def _region_ops(op: Operation) -> Iterator[Operation]:
-    for region in op.regions:
-        for b in region.blocks:
-            yield from b.ops
+    return block.walk()   # iterative (ir.core)
 
 
 def walk_blocks(block: Block) -> Iterator[Block]:
