@@ -88,7 +88,9 @@ def main() -> int:
         print("NVIDIA's tileiras (nvidia-cuda-tileiras wheel) is not installed; nothing to compare with")
         return 1
     ours = Path(sys.executable).parent / "tileiras"
-    tools = {"ours": ([str(ours)], dict(os.environ)), "real": ([str(real)], nvidia_env(real))}
+    # the compiler itself, every time: no compile cache (these modules are the same bytes on every run) or server
+    ours_env = dict(os.environ, TILEIRAS_ASYNC_NO_CACHE="1", TILEIRAS_ASYNC_SERVER="off")
+    tools = {"ours": ([str(ours)], ours_env), "real": ([str(real)], nvidia_env(real))}
     work = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
     print(f"# bench_scaling: {args.gpu_name}, fresh processes, timeout {args.timeout:g} s "
           f"(host load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
