@@ -22,9 +22,9 @@ import enum
 
 import msgspec
 
-from .bytecode.opspec import OPS_BY_NAME
 from .ir import attrs as A, enums as E, types as T
 from .ir.core import Block, DebugEntry, Function, Module, Operation, Region, Value
+from .ir.opdef import opdef
 
 DEBUG_DILOC, DEBUG_CALLSITE = 4, 6          # the entries resolve_loc follows (ir.diagnostics)
 _MAX_LOCATION_CHAIN = 33                    # resolve_loc follows at most this many call sites
@@ -226,7 +226,7 @@ def kernel_module(data: KernelData) -> Module:
             continue
         frame[1] -= 1
         d = next(ops)
-        spec = OPS_BY_NAME[d.name]
+        spec = opdef(d.name)   # any dialect's op, by the name Operation.name spells
         operands = {}
         for o, v in zip(spec.operands, d.operands):
             operands[o.name] = None if v is None else [values[i] for i in v] if isinstance(v, list) else values[v]
