@@ -1364,7 +1364,11 @@ def debug_attribute_key(module: Module, debug_id: int) -> tuple:
 def render_location(module: Module, debug_id: int) -> str | None:
     """An op's debug location spelled out (the prefix of a located diagnostic), or None if unknown."""
     attr = _DebugAttrs(module).attr(debug_id, True)
-    return None if attr == _UNKNOWN_LOC else _DebugAttrs(module).inline(attr)
+    if attr == _UNKNOWN_LOC:
+        return None
+    text = _DebugAttrs(module).inline(attr)
+    # a call-site location is one of MLIR's own: printed whole as `loc(...)` (a di_loc prints bare)
+    return f"loc({text})" if attr[0] == "callsite" else text
 
 
 def print_module(module: Module, debug_info: bool = False) -> str:

@@ -181,7 +181,15 @@ def ftof_not_noop(ctx, op):
         if mode not in (RM.nearest_even, RM.zero):
             return ("invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for "
                     "narrowing conversions to standard types")
+    elif src in FLOAT_SEMANTICS and dst in FLOAT_SEMANTICS:
+        if mode not in IEEE_ROUNDING:
+            return ("invalid rounding mode specified for widening conversion. Only IEEE float rounding modes "
+                    "are supported: 'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'nearest_away'")
     return None
+
+
+# the rounding modes IEEE 754 defines (a widening conversion is exact, but the mode must still be one of them)
+IEEE_ROUNDING = (RM.nearest_even, RM.zero, RM.negative_inf, RM.positive_inf, RM.nearest_away)
 
 
 def itof_rounding(ctx, op):
