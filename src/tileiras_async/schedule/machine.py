@@ -398,7 +398,7 @@ def tma_eligible(op, model: MachineModel) -> tuple[bool, str]:
     return _view_tile_ok(op, view_t, tile_t, 16, 16)
 
 
-def _composite(op, model: MachineModel) -> OpResources:
+def _composite(op, model: MachineModel, memo: dict | None = None) -> OpResources:
     """A region op treated as one unit: each region's ops composed in program order on a flat table
     (in-order issue, inner dependences honoured, no overlap of a capacity-1 slot); the unit's vector
     is the union over regions (an `if` may take either branch), its latency the longest region."""
@@ -406,9 +406,10 @@ def _composite(op, model: MachineModel) -> OpResources:
     pools: dict[tuple[str, int], int] = {}
     latency = 1
     any_async = False
+    memo = {} if memo is None else memo   # nested region ops' used values, computed once per composite
     for region in op.regions:
         for block in region.blocks:
-            r_uses, r_pools, r_lat, r_async = _compose_block(block, model)
+            r_uses, r_pools, r_lat, r_async = _compose_block(block, model, memo)
             for k, v in r_uses.items():
                 uses[k] = max(uses.get(k, 0), v)
             for k, v in r_pools.items():
@@ -419,7 +420,7 @@ def _composite(op, model: MachineModel) -> OpResources:
                        note="nested region as one unit" + (" (one iteration)" if op.spec.is_loop else ""))
 
 
-def _compose_block(block, model: MachineModel):
+def _compose_block(block, model: MachineModel, memo: dict):
     table: dict[tuple[int, int], int] = {}
     ptable: dict[tuple[str, int], int] = {}
     ready: dict[int, int] = {}            # id(value) -> ready cycle
@@ -429,10 +430,10 @@ def _compose_block(block, model: MachineModel):
     for inner in block.ops:
         if inner.spec.is_terminator:
             continue
-        res = classify(inner, model)
+        res = classify(inner, model, memo)
         any_async = any_async or res.async_capable
         t = prev
-        for v in _used_values(inner):
+        for v in _used_values(inner, memo):
             t = max(t, ready.get(id(v), 0))
         while not _flat_fits(table, ptable, res, t, model):
             t += 1
@@ -495,13 +496,20 @@ def _pool_runs(pools: dict[tuple[str, int], int]) -> tuple[PoolUse, ...]:
     return tuple(out)
 
 
-def _used_values(op) -> list:
-    """Operand values of an op and of every op nested in it (nested definitions included)."""
-    vals = list(op.operand_values())
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.walk():
-                vals.extend(inner.operand_values())
+def _used_values(op, memo: dict) -> list:
+    """Operand values of an op and of every op nested in it (nested definitions included).  A region
+    op's list is kept in `memo` (by id; the ops outlive it): composing nested loops asks for each
+    level's subtree again at every enclosing level, which was cubic in the nesting depth."""
+    if not op.regions:
+        return op.operand_values()
+    vals = memo.get(id(op))
+    if vals is None:
+        vals = list(op.operand_values())
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.ops:
+                    vals.extend(_used_values(inner, memo))   # the composite recursion is as deep
+        memo[id(op)] = vals
     return vals
 
 
@@ -529,7 +537,7 @@ def _tilegpu(op, model: MachineModel, res_t) -> OpResources:
     return model.resources(rclass, tile_bytes(tile) if rclass.startswith("smem") else 0)
 
 
-def classify(op, model: MachineModel) -> OpResources:
+def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
     """The resource vector and latency of one cuda_tile op on `model` (a region op is composed)."""
     name = op.name
     res_t = op.results[0].type if op.results else None
@@ -570,7 +578,7 @@ def classify(op, model: MachineModel) -> OpResources:
     if name in ORDERED_OPS:
         return model.resources("ordered")
     if name in REGION_OPS:
-        return _composite(op, model)
+        return _composite(op, model, _memo)
     operand_t = op.operand_values()[0].type if op.operand_values() else res_t
     bits = _bits(operand_t)
     if name in MATH_OPS:
