@@ -5,7 +5,7 @@ from typing import Callable
 
 from ..ir import attrs as A
 from ..ir import types as T
-from ..ir.enums import ENUMS
+from ..ir.enums import ENUM_VALUE_SINCE, ENUMS
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_svarint, encode_varint
 
@@ -19,10 +19,11 @@ class AttrContext:
     """What attribute decoding needs from the module being read."""
 
     def __init__(self, string: Callable[[int], bytes], type_: Callable[[int], T.Type],
-                 constant: Callable[[int], bytes]):
+                 constant: Callable[[int], bytes], minor: int | None = None):
         self.string = string
         self.type = type_
         self.constant = constant
+        self.minor = minor   # the module's bytecode version 13.<minor> (None: any enum value is accepted)
 
 
 def _int_width(t: T.Type) -> int:
@@ -193,9 +194,13 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     except BytecodeError:
         raise r.fail("failed to read VarInt for enum attribute.") from None
     try:
-        return enum_cls(v)
+        value = enum_cls(v)
     except ValueError:
         raise r.fail(f"invalid integer value for enum type: {v}") from None
+    since = ENUM_VALUE_SINCE.get(value)
+    if since is not None and ctx.minor is not None and ctx.minor < since:
+        raise r.fail(f"enum value {v} is not available in bytecode version 13.{ctx.minor}")
+    return value
 
 
 # ---------------------------------------------------------------- writing

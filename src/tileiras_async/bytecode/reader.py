@@ -227,7 +227,7 @@ class _ModuleReader:
 
     def read(self) -> Module:
         self._read_tables()
-        self.attr_ctx = AttrContext(self.string, self.type, self.constant)
+        self.attr_ctx = AttrContext(self.string, self.type, self.constant, self.minor)
         self._read_globals()
         self._read_debug()
         self._read_functions()

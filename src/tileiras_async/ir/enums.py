@@ -24,7 +24,7 @@ class RoundingMode(enum.IntEnum):
     approx = 4
     full = 5
     nearest_int_to_zero = 6
-    nearest_away = 7  # 13.2+
+    nearest_away = 7  # 13.4+ (ENUM_VALUE_SINCE)
 
 
 class ComparisonOrdering(enum.IntEnum):
@@ -84,6 +84,11 @@ class SymbolVisibility(enum.IntEnum):
     public = 0
     private = 1
 
+
+# enum values newer than the first bytecode version: member -> the minor version (13.x) that introduced it.
+# NVIDIA's reader refuses such a value in an older module ("enum value 7 is not available in bytecode
+# version 13.3"), so ours does too.
+ENUM_VALUE_SINCE: dict[enum.IntEnum, int] = {RoundingMode.nearest_away: 4}
 
 ENUMS: dict[str, type[enum.IntEnum]] = {
     cls.__name__: cls
