@@ -219,7 +219,7 @@ def cmd_compile(args) -> int:
     from .dask_pool import ClusterError
     from .progress import Progress
     from .summary import DiagnosticPrinter, JsonLines, Summary
-    from .supervisor import compile_batch
+    from .supervisor import compile_batch, signals_deferred
 
     if args.tui:
         run_live = getattr(args, "run_live", None)
@@ -248,16 +248,18 @@ def cmd_compile(args) -> int:
         sinks.append(DiagnosticPrinter(sys.stderr))
     if progress is not None:
         sinks.append(progress)
-    try:
-        finished = compile_batch(config, sinks)
-    except ClusterError as e:
-        return _error(str(e), EXIT_CONFIG)
-    if trace is not None:
+    with signals_deferred():   # a Ctrl-C after the run must not cut the summary short
         try:
-            trace.write(args.schedule_trace_file)
-        except OSError as e:
-            return _error(f"cannot write schedule trace '{args.schedule_trace_file}': {e.strerror or e}", EXIT_CONFIG)
-    out = sys.stderr if args.json else sys.stdout
-    out.write(summary.render())
-    out.flush()
+            finished = compile_batch(config, sinks)
+        except ClusterError as e:
+            return _error(str(e), EXIT_CONFIG)
+        if trace is not None:
+            try:
+                trace.write(args.schedule_trace_file)
+            except OSError as e:
+                return _error(f"cannot write schedule trace '{args.schedule_trace_file}': {e.strerror or e}",
+                              EXIT_CONFIG)
+        out = sys.stderr if args.json else sys.stdout
+        out.write(summary.render())
+        out.flush()
     return finished.exit_code

@@ -588,12 +588,22 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 def _run_with_signals(config: BatchConfig, sinks: list[Sink], control: BatchControl | None) -> RunFinished:
     if not (config.handle_signals and threading.current_thread() is threading.main_thread()):
         return trio.run(run_batch, config, sinks, control)
-    # Around the run, a signal is only recorded: trio re-delivers the ones still queued when the
-    # batch's receiver closes (a second Ctrl-C during the first one's cleanup), and one that comes
-    # before the receiver opens must still stop the batch (Batch.run looks at what was recorded).
+    with signals_deferred():
+        return trio.run(run_batch, config, sinks, control)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Around a run (and, in the batch command, its summary), SIGINT/SIGTERM/SIGHUP are only recorded:
+    trio re-delivers the ones still queued when the batch's receiver closes (a second Ctrl-C during the
+    first one's cleanup), one that comes before the receiver opens must still stop the batch (Batch.run
+    looks at what was recorded), and one during the summary must not cut it short.  Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = {sig: signal.signal(sig, _record_signal) for sig in _SIGNALS}
     try:
-        return trio.run(run_batch, config, sinks, control)
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
