@@ -61,11 +61,13 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     if problem is not None:
         raise UnemittableSymbol(problem)
     fn = clone_function(fn)   # the passes rewrite a private copy; the module itself is only read
+    # an op's position in the kernel as the user's module has it (the notes name it without debug info)
+    position = {id(c): i for i, c in enumerate(fn.walk())}
     k = KernelIR(module, fn, options, source=source)
     try:
         run = call_deep(nesting_depth(fn.body), run_pipeline, k, printing)   # passes may recurse per region
     except LoweringError as e:
-        raise _unavailable(module, fn, e) from None
+        raise _unavailable(module, fn, e, position) from None
     if snapshots is not None:
         snapshots.extend(run.snapshots)
     too_big = tile_limit_problem(module, fn)   # after DCE, before code generation spends minutes and gigabytes
@@ -78,7 +80,7 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     try:
         call_deep(nesting_depth(fn.body), em.emit_block, fn.body)   # the lowerings recurse per region
     except LoweringError as e:
-        raise _unavailable(module, fn, e) from None
+        raise _unavailable(module, fn, e, position) from None
     em.finish()
     barriers = sum(str(line).count("@llvm.nvvm.barrier0(") for _, lines in em.b.fn.blocks for line in lines)
     em.remark("analysis", "memory", "Barriers", f"{barriers} CTA barrier(s) (bar.sync) in the kernel")
@@ -122,11 +124,12 @@ def _describe(module: Module, fn: Function, e: LoweringError) -> str:
     return text
 
 
-def _unavailable(module: Module, fn: Function, e: LoweringError) -> CodegenUnavailable:
-    """The user-facing failure, with the op's identity kept apart for the notes."""
+def _unavailable(module: Module, fn: Function, e: LoweringError, position: dict[int, int]) -> CodegenUnavailable:
+    """The user-facing failure, with the op's identity kept apart for the notes (`position`: the index of each
+    op of the passes' copy in the user's kernel; ops the passes made have none)."""
     op = e.op
     name = (op.name if "." in op.name else f"cuda_tile.{op.name}") if op is not None else ""
-    index = next((i for i, o in enumerate(fn.walk()) if o is op), None) if op is not None else None
+    index = position.get(id(op)) if op is not None else None
     loc = resolve_loc(module, op.loc) if op is not None else None
     return CodegenUnavailable(_describe(module, fn, e), kernel=fn.name.decode(errors="replace"), op_name=name,
                               op_index=index, location=str(loc) if loc else None, reason=str(e))

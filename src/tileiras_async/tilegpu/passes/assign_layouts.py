@@ -81,7 +81,10 @@ def _hints(k: KernelIR) -> tuple[dict, dict]:
     trial = replace(k, fn=clone_function(k.fn), remarks=[], notes={})
     order = {id(op): i for i, op in enumerate(walk_ops(trial.fn.body))}
     first = _Assign(trial, {}, {})
-    first.run()
+    try:
+        first.run()
+    except LoweringError:
+        return {}, {}      # the real assignment reports it, naming the user's op
     loop_hints: dict[int, dict[int, LinearLayout]] = {}
     loops = [op for op in walk_ops(trial.fn.body) if op.name in LOOPS]
     for index, loop in enumerate(loops):
