@@ -806,7 +806,8 @@ class KernelScreen(Screen):
         self.row = row
         self.initial_tab = tab
         self._loaded: set[str] = set()
-        self._ir_shown: tuple | None = None     # (snapshot count, selected index) the IR tab shows
+        self._ir_listed: tuple | None = None    # (snapshot count, still running) the IR tab lists
+        self._ir_index = -1                     # the entry the IR tab shows
 
     def compose(self) -> ComposeResult:
         yield Static(id="kernel-head")
@@ -925,8 +926,10 @@ class KernelScreen(Screen):
     def _fill_ir_list(self) -> None:
         """(Re)list the snapshots when their number changed; the newest is shown until one is chosen."""
         dumps = self.row.ir_dumps
-        if self._ir_shown is not None and self._ir_shown[0] == len(dumps):
+        waiting = self.row.status in (QUEUED, RUNNING)
+        if self._ir_listed == (len(dumps), waiting):
             return
+        self._ir_listed = (len(dumps), waiting)
         table = self.query_one("#ir-passes", DataTable)
         table.clear()
         for i, label in enumerate(self.ir_entries()):
@@ -934,20 +937,20 @@ class KernelScreen(Screen):
         note = self.query_one("#ir-note", Static)
         if dumps:
             note.update(Text(f"{len(dumps)} tile-GPU IR snapshots (--print-ir-*); ↑ ↓ choose one", style="dim"))
-        elif self.row.status in (QUEUED, RUNNING):
+        elif waiting:
             note.update(Text("tile-GPU IR snapshots arrive when the lower stage finishes (with --print-ir-*)",
                              style="dim"))
         else:
             note.update(Text("no tile-GPU IR snapshots: compile with --print-ir-after-all (the `tui` command "
                              "takes them by default)", style="dim"))
-        self._ir_shown = (len(dumps), -1)
+        self._ir_index = -1
         table.move_cursor(row=len(dumps))
         self._show_ir(len(dumps))
 
     def _show_ir(self, index: int) -> None:
-        if self._ir_shown is None or self._ir_shown[1] == index:
+        if self._ir_listed is None or self._ir_index == index:
             return
-        self._ir_shown = (self._ir_shown[0], index)
+        self._ir_index = index
         row = self.row
         if index == 0 or not row.ir_dumps:
             text = lookup.kernel_ir(row.module.path, row.kernel)
