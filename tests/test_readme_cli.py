@@ -44,7 +44,8 @@ PLACEHOLDERS = [
 ]
 # lines the default run leaves to other default tests (all run with --run-all): option -> the test that runs it
 ELSEWHERE = {"--cluster": "test_pipeline_dask.py", "--tui": "test_tui_app.py::test_live_batch_fail_retry_cancel_quit",
-             "--exit-when-done": "test_tui_tmux.py", "--replay": "test_tui_app.py / test_tui_tmux.py"}
+             "--exit-when-done": "test_tui_tmux.py", "--replay": "test_tui_app.py / test_tui_tmux.py",
+             "--no-ir": "test_tui_model.py::test_tui_command_takes_ir_snapshots_unless_told_not_to"}
 # shorthand in prose, not options of ours
 NOT_OPTIONS = {"-j1", "-j2", "-jN"}
 

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, TabbedContent  # noqa: E402
 
 from tileiras_async.pipeline.config import BatchConfig  # noqa: E402
 from tileiras_async.pipeline.messages import FaultSpec  # noqa: E402
+from tileiras_async.stages import PrintIR  # noqa: E402
 
 from tileiras_tui.app import DashboardApp, DiagnosticScreen, HelpScreen, KernelScreen  # noqa: E402
 from tileiras_tui.model import CANCELLED, FAILED, OK, RUNNING  # noqa: E402
@@ -103,6 +104,37 @@ def test_navigation_screens_and_keys():
             assert app.query_one("#diagnostics").display and app.query_one("#workers").display
             await pilot.press("q")
         assert app.exit_status == 5
+
+    run(go())
+
+
+def test_ir_tab_lists_the_snapshots_and_shows_the_chosen_one():
+    """The kernel view's IR tab: the input's cuda_tile IR, then each tile-GPU snapshot the kernel reported
+    (KernelIRDumped); the newest is shown first, ↑ ↓ choose another."""
+    events = synthetic_run(2, jobs=1, kernels=(1,), ir_dumps=True)
+
+    async def go():
+        app = replay_app(events)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot, app)
+            await pilot.press("i")
+            await wait_for(pilot, app, lambda: isinstance(app.screen, KernelScreen)
+                           and app.screen.query_one(TabbedContent).active == "ir"
+                           and "IR Dump" in app.screen.query_one("#ir-text").text, what="the kernel view's IR tab")
+            screen = app.screen
+            assert screen.ir_entries() == ["cuda_tile (input)", "after convert-to-tilegpu", "after assign-layouts",
+                                           "after insert-barriers"]
+            text = screen.query_one("#ir-text").text
+            assert text.startswith("// -----// IR Dump After insert-barriers (kernel0000_0)") and "tilegpu.barrier" in text
+            assert app.focused.id == "ir-passes" and "3 tile-GPU IR snapshots" in screen_text(app)
+            await pilot.press("up")
+            await wait_for(pilot, app, lambda: "IR Dump After assign-layouts" in screen.query_one("#ir-text").text,
+                           what="the assign-layouts snapshot")
+            assert "tilegpu.barrier" not in screen.query_one("#ir-text").text
+            await pilot.press("up", "up", "up")
+            await wait_for(pilot, app, lambda: screen.query_one("#ir-passes").cursor_row == 0, what="the input")
+            assert "IR Dump" not in screen.query_one("#ir-text").text   # the module's own IR (not readable here)
+            await pilot.press("escape", "q")
 
     run(go())
 
@@ -209,7 +241,7 @@ def inputs(tmp_path):
 def test_live_batch_fail_retry_cancel_quit(inputs, tmp_path):
     good, broken, slow = (str(p) for p in inputs)
     config = BatchConfig([good, broken, slow], ["sm_100"], jobs=2, out_dir=str(tmp_path / "out"), keep_ptx=True,
-                         schedules=True, fault=FaultSpec("lower", "hang", "slow"))
+                         schedules=True, fault=FaultSpec("lower", "hang", "slow"), print_ir=PrintIR((), (), True))
     source = LiveSource(config, hold_open=True)
 
     async def go():
@@ -242,6 +274,9 @@ def test_live_batch_fail_retry_cancel_quit(inputs, tmp_path):
             await pilot.press("p")
             await wait_for(pilot, app, lambda: ".entry collatz_steps" in screen_text(app), what="the PTX tab")
             assert "registers" in screen_text(app)
+            await pilot.press("i")                # the tile-GPU IR after the last pass, as the worker printed it
+            await wait_for(pilot, app, lambda: "IR Dump After insert-barriers" in screen_text(app), what="the IR tab")
+            assert "tilegpu.kernel @collatz_steps" in app.screen.query_one("#ir-text").text
             await pilot.press("escape")
             await pilot.press("q")
         return app

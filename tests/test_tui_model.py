@@ -182,3 +182,36 @@ def test_sample_schedule_is_consistent():
 def test_cubin_resources_rejects_non_elf(bad):
     with pytest.raises((ValueError, IndexError)):
         lookup.cubin_resources(bad)
+
+
+def test_ir_snapshots_are_kept_per_kernel_and_cleared_on_retry():
+    """KernelIRDumped (--print-ir-*) lands on its kernel's row; a retry of the module forgets it."""
+    events = synthetic_run(2, jobs=1, kernels=(2,), ir_dumps=True, run_finished=False)
+    model = fold(events)
+    rows = model.modules["corpus/m0000.v13.4.tileirbc"].rows
+    assert [r.kernel for r in rows] == ["kernel0000_0", "kernel0000_1"]
+    for r in rows:
+        assert [(d.when, d.pass_name) for d in r.ir_dumps] == [
+            ("after", "convert-to-tilegpu"), ("after", "assign-layouts"), ("after", "insert-barriers")]
+        assert all(d.kernel == r.kernel for d in r.ir_dumps)
+    assert "tilegpu.barrier" in rows[0].ir_dumps[-1].text
+    model.take_changes()
+    model.apply(ev.ModuleStarted(t=99.0, module="corpus/m0000.v13.4.tileirbc", index=0))
+    changes = model.take_changes()
+    first = model.modules["corpus/m0000.v13.4.tileirbc"].rows[0]
+    assert first.ir_dumps == [] and first.key in changes.ir
+
+
+@pytest.mark.parametrize("flags,after_all", [([], True), (["--no-ir"], False)])
+def test_tui_command_takes_ir_snapshots_unless_told_not_to(tmp_path, flags, after_all):
+    """`tileiras-async tui` asks the workers for the IR after every pass (the kernel view's IR tab), as it
+    keeps PTX; --no-ir turns that off (and its compiles go through the compile cache again)."""
+    import argparse
+
+    from tileiras_async.pipeline.cli_compile import build_config
+    from tileiras_tui.cli import add_tui_parser
+    parser = argparse.ArgumentParser()
+    add_tui_parser(parser.add_subparsers())
+    args = parser.parse_args(["tui", str(COLLATZ), "--gpu-name", "sm_100", "--out-dir", str(tmp_path), *flags])
+    config = build_config(args, handle_signals=False)
+    assert (config.print_ir is not None and config.print_ir.after_all) == after_all

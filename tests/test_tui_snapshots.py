@@ -127,3 +127,15 @@ def test_snapshot_schedule_view():
         assert isinstance(app.screen, KernelScreen) and app.screen.row.schedules
 
     shoot(events, "schedule", steer)
+
+
+def test_snapshot_ir_view():
+    """The kernel view's IR tab: the snapshot list (input, then after each pass) beside the newest one."""
+    events = synthetic_run(2, jobs=1, kernels=(1,), ir_dumps=True)
+
+    async def steer(app, pilot):
+        await pilot.press("i")
+        await settle(pilot, app)
+        assert isinstance(app.screen, KernelScreen) and "IR Dump" in app.screen.query_one("#ir-text").text
+
+    shoot(events, "ir", steer)

@@ -22,7 +22,7 @@ from textual.coordinate import Coordinate
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane, TextArea
 
-from . import charts, lookup
+from . import charts, lookup, loopview
 from .model import (CANCELLED, FAILED, OK, PENDING, QUEUED, RUNNING, SKIPPED, STAGES, Diag, Row, RunModel)
 from .sources import Source
 
@@ -319,7 +319,8 @@ class DashboardApp(App):
         if changes.charts or changes.header:
             self._rebuild_charts()
         for screen in self.screen_stack:
-            if isinstance(screen, KernelScreen) and screen.row.key in changes.schedules | {r.key for r in changes.rows}:
+            if isinstance(screen, KernelScreen) and \
+                    screen.row.key in changes.schedules | changes.ir | {r.key for r in changes.rows}:
                 screen.refresh_content()
 
     def _ticking_rows(self, table: DataTable) -> set:
@@ -706,7 +707,8 @@ class DashboardApp(App):
 
 
 def schedule_renderables(report) -> list:
-    """A loop's schedule: summary, op order, reservation table (slots x cycles), II search."""
+    """A loop's schedule: summary, op order, reservation table (slots x cycles), the pipelined loop as it
+    runs (iterations x steps: prologue, steady state, drain), II search."""
     out: list = []
     head = Text()
     head.append(f"loop {report.loop} ({report.loop_op})", style="bold")
@@ -763,6 +765,7 @@ def schedule_renderables(report) -> list:
         out.append(grid)
     elif report.ok:
         out.append(Text("(no reservation table: serial schedule or no resources)", style="dim"))
+    out.extend(loopview.pipelined_loop(report))
     if report.attempts:
         hist = Table(title="II search", title_justify="left", title_style="bold", box=None, padding=(0, 1),
                      header_style="bold dim")
@@ -795,12 +798,16 @@ class KernelScreen(Screen):
         Binding("question_mark", "help", "Help"),
     ]
 
+    TAB_FOCUS = {"schedules": "#loops", "ptx": "#ptx-text", "ir": "#ir-passes"}   # what takes the keys
+
     def __init__(self, dashboard: DashboardApp, row: Row, tab: str = "schedules"):
         super().__init__()
         self.dashboard = dashboard
         self.row = row
         self.initial_tab = tab
         self._loaded: set[str] = set()
+        self._ir_listed: tuple | None = None    # (snapshot count, still running) the IR tab lists
+        self._ir_index = -1                     # the entry the IR tab shows
 
     def compose(self) -> ComposeResult:
         yield Static(id="kernel-head")
@@ -814,16 +821,21 @@ class KernelScreen(Screen):
                 yield Static(id="resources")
                 yield TextArea(id="ptx-text", read_only=True, show_line_numbers=True, soft_wrap=False)
             with TabPane("IR", id="ir"):
-                yield TextArea(id="ir-text", read_only=True, show_line_numbers=True, soft_wrap=False)
+                yield Static(id="ir-note")
+                with Horizontal():
+                    yield DataTable(id="ir-passes", cursor_type="row")
+                    yield TextArea(id="ir-text", read_only=True, show_line_numbers=True, soft_wrap=False)
         yield Footer()
 
     def on_mount(self) -> None:
         loops = self.query_one("#loops", DataTable)
         for col in ("loop", "op", "strategy", "II", "MII", "stages", "ops", "ok"):
             loops.add_column(col, key=col)
+        self.query_one("#ir-passes", DataTable).add_column("IR", key="ir")
         self.refresh_content()
         self._load_tab(self.initial_tab)
-        loops.focus()
+        # focus inside the shown pane: a focused widget left in a hidden pane would pull it back
+        self.query_one(self.TAB_FOCUS[self.initial_tab]).focus()
 
     def refresh_content(self) -> None:
         row = self.row
@@ -853,6 +865,8 @@ class KernelScreen(Screen):
         self._loaded.discard("ptx")
         if self.query_one("#kernel-tabs", TabbedContent).active == "ptx":
             self._load_tab("ptx")
+        if "ir" in self._loaded:
+            self._fill_ir_list()
 
     def _show_loop(self) -> None:
         view = self.query_one("#loop-view", Static)
@@ -878,8 +892,7 @@ class KernelScreen(Screen):
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id or ""
         self._load_tab(tab)
-        # focus inside the shown pane: a focused widget left in a hidden pane would pull it back
-        target = {"schedules": "#loops", "ptx": "#ptx-text", "ir": "#ir-text"}.get(tab)
+        target = self.TAB_FOCUS.get(tab)
         if target:
             self.query_one(target).focus()
 
@@ -903,7 +916,53 @@ class KernelScreen(Screen):
             self.query_one("#ptx-text", TextArea).load_text(text)
             self.query_one("#resources", Static).update(self._resources_text())
         elif tab == "ir":
-            self.query_one("#ir-text", TextArea).load_text(lookup.kernel_ir(row.module.path, row.kernel))
+            self._fill_ir_list()
+
+    # -- the IR tab: the input's cuda_tile IR, then the tile-GPU IR before/after each pass ---------------
+
+    def ir_entries(self) -> list[str]:
+        return ["cuda_tile (input)"] + [f"{d.when} {d.pass_name}" for d in self.row.ir_dumps]
+
+    def _fill_ir_list(self) -> None:
+        """(Re)list the snapshots when their number changed; the newest is shown until one is chosen."""
+        dumps = self.row.ir_dumps
+        waiting = self.row.status in (QUEUED, RUNNING)
+        if self._ir_listed == (len(dumps), waiting):
+            return
+        self._ir_listed = (len(dumps), waiting)
+        table = self.query_one("#ir-passes", DataTable)
+        table.clear()
+        for i, label in enumerate(self.ir_entries()):
+            table.add_row(label, key=str(i))
+        note = self.query_one("#ir-note", Static)
+        if dumps:
+            note.update(Text(f"{len(dumps)} tile-GPU IR snapshots (--print-ir-*); ↑ ↓ choose one", style="dim"))
+        elif waiting:
+            note.update(Text("tile-GPU IR snapshots arrive when the lower stage finishes (with --print-ir-*)",
+                             style="dim"))
+        else:
+            note.update(Text("no tile-GPU IR snapshots: compile with --print-ir-after-all (the `tui` command "
+                             "takes them by default)", style="dim"))
+        self._ir_index = -1
+        table.move_cursor(row=len(dumps))
+        self._show_ir(len(dumps))
+
+    def _show_ir(self, index: int) -> None:
+        if self._ir_listed is None or self._ir_index == index:
+            return
+        self._ir_index = index
+        row = self.row
+        if index == 0 or not row.ir_dumps:
+            text = lookup.kernel_ir(row.module.path, row.kernel)
+        else:
+            d = row.ir_dumps[index - 1]
+            text = d.banner() + "\n" + d.text
+        self.query_one("#ir-text", TextArea).load_text(text)
+
+    @on(DataTable.RowHighlighted, "#ir-passes")
+    def _ir_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self._show_ir(int(event.row_key.value))
 
     def _resources_text(self) -> Text:
         row = self.row
@@ -1048,8 +1107,10 @@ HELP = """\
   ?               this help
 
 [b]kernel view[/b]
-  s / p / i       schedules (per loop: op order, II, MII, reservation table, II search) / PTX and
-                  ptxas resource usage / IR         r / c   retry / cancel its module
+  s / p / i       schedules (per loop: op order, II, MII, reservation table, the pipelined loop's
+                  prologue / steady state / drain, II search) / PTX and ptxas resource usage / IR
+                  (the input's cuda_tile IR, then the tile-GPU IR before / after each pass: ↑ ↓)
+                  r / c   retry / cancel its module
   Esc or q        back
 
 [b]diagnostic view[/b]

@@ -1,12 +1,13 @@
 """`tileiras-async tui` and `tileiras-async compile --tui`.
 
     tileiras-async tui FILES|DIRS... [--gpu-name G ...] [-j N] [-O N] [--out-dir D]
-                       [--no-schedules] [--no-keep-ptx] [--keep-sass] [--exit-when-done]
+                       [--no-schedules] [--no-keep-ptx] [--no-ir] [--keep-sass] [--exit-when-done]
     tileiras-async tui --replay EVENTS.jsonl [--speed X] [--exit-when-done]
     tileiras-async compile FILES... --gpu-name G ... --tui [--exit-when-done]
 
-`tui` compiles like `compile` (same options) with the scheduler and --keep-ptx on by default, so
-the kernel view has schedules and PTX to show, and --gpu-name sm_100 when none is given.
+`tui` compiles like `compile` (same options) with the scheduler, --keep-ptx and --print-ir-after-all
+on by default, so the kernel view has schedules, PTX and the tile-GPU IR after each pass to show (IR
+snapshots bypass the compile cache: --no-ir turns them off), and --gpu-name sm_100 when none is given.
 `--replay` shows a recorded `compile --json` stream instead (retry and cancel need a live run).
 The dashboard stays open when the batch is done, until `q`; --exit-when-done closes it then.
 The exit status is the batch's; the summary table and the diagnostics are printed when the
@@ -49,13 +50,15 @@ def add_tui_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--no-schedules", dest="schedules", action="store_false",
                    help="do not run the loop scheduler (no schedules in the kernel view)")
     t.add_argument("--no-keep-ptx", dest="keep_ptx", action="store_false", help="do not write <name>.<gpu>.ptx")
+    t.add_argument("--no-ir", dest="print_ir_after_all", action="store_false",
+                   help="do not take the tile-GPU IR after each pass for the kernel view's IR tab (compiles then "
+                        "go through the compile cache)")
     t.add_argument("--keep-sass", action="store_true", help="also write <name>.<gpu>.sass (nvdisasm -c)")
     add_cluster_option(t)
     t.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     t.add_argument("--num-stages", type=int, default=0, metavar="N",
                    help="software-pipeline stages of K-loops (1: no pipelining; default: 4)")
-    t.set_defaults(func=cmd_tui, json=False, tui=True, print_ir_after_all=False, print_ir_after=[],
-                   print_ir_before=[], print_ir_dir=None)
+    t.set_defaults(func=cmd_tui, json=False, tui=True, print_ir_after=[], print_ir_before=[], print_ir_dir=None)
     return t
 
 

@@ -7,8 +7,8 @@ same order, and keeps:
   one placeholder row (kernel ""), which becomes the first kernel's row;
 * per-stage progress at the level the pipeline runs it: parse per module; lower and schedule per
   kernel; codegen, ptxas (the `assemble` stage) and write (outputs, `disasm`) per target;
-* the diagnostics, the workers (pid, job, RSS, restarts), the schedule reports per kernel, the
-  outputs per target, and run totals.
+* the diagnostics, the workers (pid, job, RSS, restarts), the schedule reports and the tile-GPU IR
+  snapshots (--print-ir-*) per kernel, the outputs per target, and run totals.
 
 The model only records *what changed* (`take_changes()`): the UI drains events in batches and
 then touches only the rows, panes and header that changed, so a burst of thousands of events
@@ -81,6 +81,7 @@ class Row:
     elapsed: float = 0.0
     schedules: list = field(default_factory=list)   # ScheduleReport
     scheduled: bool = False
+    ir_dumps: list = field(default_factory=list)    # IRDump: the tile-GPU IR before/after passes
 
     def stage(self, name: str) -> Stage:
         if name in MODULE_STAGES:
@@ -208,12 +209,13 @@ class Changes:
     workers: bool = False
     header: bool = False
     schedules: set = field(default_factory=set)       # row keys with new schedule reports
+    ir: set = field(default_factory=set)              # row keys with new IR snapshots
     charts: bool = False                              # the timeline / histogram / throughput changed
     events: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.rows or self.added or self.removed or self.reorder or self.diagnostics
-                    or self.diagnostics_reset or self.workers or self.header or self.schedules)
+                    or self.diagnostics_reset or self.workers or self.header or self.schedules or self.ir)
 
 
 class RunModel:
@@ -395,7 +397,9 @@ class RunModel:
             t.outputs, t.cached = [], False
             first.kernel, first.ok, first.elapsed = "", None, 0.0
             first.stages, first.schedules, first.scheduled = _stages(KERNEL_STAGES), [], False
+            first.ir_dumps = []
             self._changes.schedules.add(first.key)
+            self._changes.ir.add(first.key)
         before = len(self.diagnostics)
         self.diagnostics = [d for d in self.diagnostics if d.module is not m]
         if len(self.diagnostics) != before:
@@ -482,6 +486,11 @@ class RunModel:
         r.schedules, r.scheduled = list(e.reports), True
         self._changes.rows.add(r)
         self._changes.schedules.add(r.key)
+
+    def _on_kernel_ir_dumped(self, e: ev.KernelIRDumped) -> None:
+        r = self._kernel_row(self._module(e.module), e.target, e.kernel)
+        r.ir_dumps = list(e.dumps)
+        self._changes.ir.add(r.key)
 
     def _stage_of(self, e) -> tuple[Stage, list[Row]] | None:
         column = STAGE_COLUMN.get(e.stage)
@@ -602,6 +611,7 @@ _HANDLERS = {
     ev.KernelStarted: RunModel._on_kernel_started,
     ev.KernelFinished: RunModel._on_kernel_finished,
     ev.KernelScheduled: RunModel._on_kernel_scheduled,
+    ev.KernelIRDumped: RunModel._on_kernel_ir_dumped,
     ev.CacheLookup: RunModel._on_cache_lookup,
     ev.StageStarted: RunModel._on_stage_started,
     ev.StageFinished: RunModel._on_stage_finished,

@@ -67,6 +67,20 @@ def sample_schedule(kernel: str, module: str = "", gpu: str = "sm_100", loop: in
                           attempts=attempts, rrt=rrt, rrt_slots=slot_names)
 
 
+def sample_ir_dumps(kernel: str) -> list:
+    """A kernel's IR after three passes, each snapshot a few lines that say which pass made it."""
+    from tileiras_async.stages import IRDump
+    out = []
+    for n, name in enumerate(("convert-to-tilegpu", "assign-layouts", "insert-barriers")):
+        body = [f"  %{i} = \"cuda_tile.constant\"() {{value = dense<0x0{i}000000>}} : () -> (tile<i32>)"
+                for i in range(n + 1)]
+        if name == "insert-barriers":
+            body.append('  "tilegpu.barrier"() : () -> ()')
+        out.append(IRDump(kernel, "after", name, "\n".join([f"tilegpu.kernel @{kernel}() {{", *body,
+                                                             '  "cuda_tile.return"() : () -> ()', "}", ""])))
+    return out
+
+
 @dataclass
 class _Sim:
     events: list
@@ -80,13 +94,14 @@ def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, k
                   parse_fail_every: int = 0, ptxas_fail_every: int = 0, crash_every: int = 0,
                   schedules: bool = True, prefix: str = "corpus/", in_flight: int | None = None,
                   run_finished: bool = True, modules: list[str] | None = None,
-                  parse_fail_location: str | None = None) -> list:
+                  parse_fail_location: str | None = None, ir_dumps: bool = False) -> list:
     """The events of one simulated batch, in time order (see the module docstring).
 
     `kernels` cycles the number of kernels per module; `in_flight` modules are admitted at once
     (default: all of them -- "500 modules in flight"); `modules` names the inputs (default:
     made-up paths; real bytecode files give the diagnostics view an IR to show), and
-    `parse_fail_location` is the file:line:col of every parse failure's diagnostic."""
+    `parse_fail_location` is the file:line:col of every parse failure's diagnostic; `ir_dumps`: each
+    lowered kernel reports tile-GPU IR snapshots (`sample_ir_dumps`), as with --print-ir-after-all."""
     sim = _Sim([], itertools.count())
     paths = list(modules) if modules else [f"{prefix}m{i:04d}.v13.4.tileirbc" for i in range(n_modules)]
     n_modules = len(paths)
@@ -159,6 +174,9 @@ def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, k
                     sim.emit(ev.Diagnostic, end, module=path, severity="error", stage="lower", target=target,
                              kernel=name, message=f"worker {1001} died (signal SIGSEGV (Segmentation fault)) "
                                                   f"during lower")
+                if ir_dumps and ok and not crash:
+                    sim.emit(ev.KernelIRDumped, end, module=path, target=target, kernel=name,
+                             dumps=sample_ir_dumps(name))
                 sim.emit(ev.KernelFinished, end, module=path, target=target, kernel=name, ok=ok,
                          elapsed_s=round(end - t, 6))
                 lowered_at = max(lowered_at, end)

@@ -6,26 +6,27 @@ scheduler's dependence graphs and the lowerings all ask it (``opdef("for").is_lo
 ``op.spec.is_terminator``, ``op.spec.effects``) instead of keeping their own lists of op names.
 Declaring an op of a new dialect::
 
-    from tileiras_async.ir import types
     from tileiras_async.ir.core import Operation
     from tileiras_async.ir.opdef import (Dialect, MemoryEffects, Pure, Read, SameOperandsAndResultShape,
                                          Write, opdef)
-    from tileiras_async.ir.verify_types import ANY_TILE, I1_TILE, PTR_TILE, TOKEN
+    from tileiras_async.ir.verify_types import ANY_TILE
 
-    TILEGPU = Dialect("tilegpu")                     # op.name is "tilegpu.<mnemonic>"
+    TOY = Dialect("toy")                             # op.name is "toy.<mnemonic>"
+    SHARED = "shared"                                # a resource of its own besides MEMORY
 
-    TILEGPU.op("convert_layout",
-               operands={"source": ANY_TILE}, results={"result": ANY_TILE},
-               attrs={"layout": "layout"},           # attribute kind: free text for dialects without bytecode
-               traits=[Pure(), SameOperandsAndResultShape()],
-               format="$source attrs : type($source) -> type($result)")
-    TILEGPU.op("async_copy",
-               operands={"source": PTR_TILE, "buffer": ANY_TILE, "mask?": I1_TILE},
-               results={"token": TOKEN},
-               traits=[MemoryEffects(Read("source"), Write("buffer"))])
+    TOY.op("relabel",
+           operands={"source": ANY_TILE}, results={"result": ANY_TILE},
+           attrs={"layout": "layout"},               # attribute kind: free text for dialects without bytecode
+           traits=[Pure(), SameOperandsAndResultShape()],
+           format="$source attrs : type($source) -> type($result)")
+    TOY.op("stage",
+           operands={"value": ANY_TILE, "buffer": ANY_TILE, "offsets*": ANY_TILE},
+           traits=[MemoryEffects(Write("buffer", SHARED))])
 
-    opdef("tilegpu.convert_layout").is_pure                          # True
-    Operation("tilegpu.async_copy", {"source": p, "buffer": b, "mask": None}, result_types=[types.TOKEN])
+    opdef("toy.relabel").is_pure                                     # True
+    Operation("toy.stage", {"value": v, "buffer": b, "offsets": []})
+
+The tile-GPU dialect (``tilegpu/ops.py``) is declared this way, with effects on shared memory.
 
 Keys of ``operands`` / ``results`` / ``attrs`` carry the form: ``name`` (exactly one), ``name?`` (optional),
 ``name*`` (variadic); attributes also ``name!`` (a unit attribute: present or not).  A dialect with a

@@ -1,20 +1,31 @@
 """The tile-GPU dialect's ops: what the passes make explicit that cuda_tile leaves implicit.
 
-Each op is declared once here (operands, results, attributes, effects); passes create them with `build`,
-the printer prints them generically and codegen has exactly one pattern per op.  cuda_tile ops stay in the
-tile-GPU IR unchanged except for their types (tiles gain a layout); these ops are added around them.
+Each op is declared once here with ``ir/opdef.py``'s mechanism, like the cuda_tile ops in ``ir/cuda_tile.py``:
+operands and results with type constraints, attributes, traits (memory effects included).  Passes create the
+ops with ``Operation(LOCAL_LOAD, operands, attrs, result_types, loc=...)``; the printer, DCE
+(``lower/dce.py``), the scheduler's dependence graphs (``schedule/depgraph.py``) and insert-barriers ask the
+declarations (``op.spec.effects``, ``effects_of(op)``) instead of lists of op names; codegen has exactly one
+pattern per op.  cuda_tile ops stay in the tile-GPU IR unchanged except for their types (tiles gain a
+layout); these ops are added around them.  The IR is printed in MLIR's generic op syntax
+(``tilegpu/printer.py``), so the ops declare no assembly format.
 
 | op                         | what it is                                                                 |
 |----------------------------|----------------------------------------------------------------------------|
 | `tilegpu.convert_layout`   | the same tile in another layout, moving nothing between threads            |
-| `tilegpu.local_alloc`      | a shared-memory buffer (`offset` attribute: where allocate-shared-memory put it) |
+| `tilegpu.local_alloc`      | a shared-memory buffer (`offset`: where allocate-shared-memory put it; `align`: a base aligned at run time) |
 | `tilegpu.local_store`      | a tile into a buffer, row-major over `shape`, shifted by `shift` + offsets x `scale` |
 | `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async)     |
-| `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain            |
+| `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
+
+Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
+writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
+cp.async groups: copies join the open group, commit closes it, wait retires groups and so makes their
+copies' shared-memory writes visible).  Barriers and the cp.async ops are *ordered*: nothing with a memory
+effect moves across them.
 
 cuda_tile ops that stage through shared memory themselves (mma operands, cross-warp reductions and scans,
 atomics whose results are broadcast, prints, allocas) carry `scratch_bytes` / `scratch_offset` attributes:
@@ -22,66 +33,60 @@ they write the scratch first and read it last, with their own barrier in between
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..ir.opdef import (Alloc, DefinesMemoryObject, Dialect, MemoryEffects, Pure, Read,
+                        SameOperandsAndResultElementType, SameOperandsAndResultShape, Trait, TypeConstraint, Write)
+from ..ir.verify_types import ANY_TILE, SCALAR_I1, SCALAR_I32, SCALAR_INT, TILE_VIEW
+from .types import SmemType
 
-from ..ir.core import Operation, Region, Value
-from ..ir.opdef import Dialect, OpDef
-from ..ir.types import Type
+TILEGPU = Dialect("tilegpu")
 
-DIALECT = "tilegpu"
-TILEGPU = Dialect(DIALECT)
+SHARED = "shared"               # the CTA's shared memory
+ASYNC_GROUPS = "async_groups"   # the thread's cp.async groups
 
-
-@dataclass(frozen=True)
-class OpDecl:
-    name: str                        # without the dialect prefix
-    operands: tuple[str, ...]        # "x" one value, "xs*" variadic
-    results: tuple[str, ...]
-    effects: frozenset[str] = frozenset()   # "smem_read", "smem_write", "barrier", "global_read", ...
-    doc: str = ""
-
-    @property
-    def full_name(self) -> str:
-        return f"{DIALECT}.{self.name}"
+SMEM = TypeConstraint("shared-memory buffer", lambda t: isinstance(t, SmemType))
 
 
-DECLS: dict[str, OpDecl] = {}
-SPECS: dict[str, OpDef] = {}
+class RingAccess(Trait):
+    """The op reads or writes its `buffer` (a pipelined loop's ring of stage buffers) under the ring's own
+    protocol: the cp.async waits and the pipeline's barriers order these accesses among themselves, so
+    insert-barriers separates them only from other accesses to the same bytes."""
 
 
-def declare(name: str, operands: str = "", results: str = "", effects: str = "", doc: str = "") -> OpDecl:
-    d = OpDecl(name, tuple(operands.split()), tuple(results.split()), frozenset(effects.split()), doc)
-    DECLS[d.full_name] = d
-    SPECS[d.full_name] = TILEGPU.op(name, operands=dict.fromkeys(d.operands), results=dict.fromkeys(d.results),
-                                    cls="".join(p.title() for p in name.split("_")) + "Op")
-    return d
-
-
-CONVERT_LAYOUT = declare("convert_layout", "source", "result",
-                         doc="the source tile in the result type's layout")
-LOCAL_ALLOC = declare("local_alloc", "", "buffer", doc="a shared-memory buffer")
-LOCAL_STORE = declare("local_store", "value buffer offsets*", "", effects="smem_write",
-                      doc="a tile into a buffer")
-LOCAL_LOAD = declare("local_load", "buffer offsets*", "result", effects="smem_read", doc="a tile out of a buffer")
-BARRIER = declare("barrier", "", "", effects="barrier", doc="bar.sync 0")
-ASYNC_COPY = declare("async_copy", "view buffer indices* slot", "", effects="global_read async_write",
-                     doc="one K chunk of a pipelined operand tile into a stage buffer (cp.async)")
-ASYNC_COMMIT = declare("async_commit", "", "", doc="cp.async.commit_group")
-ASYNC_WAIT = declare("async_wait", "", "", doc="cp.async.wait_group `pending`")
-VIEWS_ALIGNED = declare("views_aligned", "view_a view_b", "result",
-                        doc="whether both views allow copies of the widths in `vb` (a loop version's condition)")
-MMA_STAGED = declare("mma_staged", "acc buffer slot", "result", effects="smem_read",
-                     doc="the pipelined mma: one K chunk of A and B read from a stage buffer")
-
-
-def build(decl: OpDecl, operands: dict[str, Value | list[Value]], result_types: list[Type],
-          attrs: dict | None = None, regions: list[Region] | None = None, loc: int = 0) -> Operation:
-    return Operation(SPECS[decl.full_name], operands, attrs or {}, result_types, regions, loc)
-
-
-def is_tilegpu(op: Operation) -> bool:
-    return op.name.startswith(DIALECT + ".")
-
-
-def decl_of(op: Operation) -> OpDecl | None:
-    return DECLS.get(op.name)
+CONVERT_LAYOUT = TILEGPU.op(
+    "convert_layout", operands={"source": ANY_TILE}, results={"result": ANY_TILE},
+    traits=[Pure(), SameOperandsAndResultShape(), SameOperandsAndResultElementType()],
+    cls="ConvertLayoutOp")
+LOCAL_ALLOC = TILEGPU.op(
+    "local_alloc", results={"buffer": SMEM}, attrs={"offset?": "int", "align?": "int"},
+    traits=[MemoryEffects(Alloc("buffer", SHARED)), DefinesMemoryObject()], cls="LocalAllocOp")
+LOCAL_STORE = TILEGPU.op(
+    "local_store", operands={"value": ANY_TILE, "buffer": SMEM, "offsets*": SCALAR_INT},
+    attrs={"shape": "shape", "shift?": "shape", "scale?": "shape"},
+    traits=[MemoryEffects(Write("buffer", SHARED))], cls="LocalStoreOp")
+LOCAL_LOAD = TILEGPU.op(
+    "local_load", operands={"buffer": SMEM, "offsets*": SCALAR_INT}, results={"result": ANY_TILE},
+    attrs={"shape": "shape", "scale?": "shape"},
+    traits=[MemoryEffects(Read("buffer", SHARED))], cls="LocalLoadOp")
+BARRIER = TILEGPU.op(
+    "barrier", traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)],
+    cls="BarrierOp")
+ASYNC_COPY = TILEGPU.op(
+    "async_copy", operands={"view": TILE_VIEW, "buffer": SMEM, "indices*": SCALAR_INT, "slot?": SCALAR_I32},
+    attrs={"role": "str", "operand": "operand", "chunk": "int", "kc": "int", "vb": "int", "unit_bytes": "int",
+           "stages": "int", "slot?": "int"},
+    traits=[MemoryEffects(Read("view"), Write("buffer", SHARED), Write(resource=ASYNC_GROUPS), ordered=True),
+            RingAccess()],
+    cls="AsyncCopyOp")
+ASYNC_COMMIT = TILEGPU.op(
+    "async_commit", traits=[MemoryEffects(Write(resource=ASYNC_GROUPS), ordered=True)], cls="AsyncCommitOp")
+ASYNC_WAIT = TILEGPU.op(
+    "async_wait", attrs={"pending": "int", "fence_proxy_async!": "unit"},
+    traits=[MemoryEffects(Read(resource=ASYNC_GROUPS), Write(resource=SHARED), ordered=True)], cls="AsyncWaitOp")
+VIEWS_ALIGNED = TILEGPU.op(
+    "views_aligned", operands={"view_a": TILE_VIEW, "view_b": TILE_VIEW}, results={"result": SCALAR_I1},
+    attrs={"vb": "widths", "operands": "operands", "kc": "int"}, traits=[Pure()], cls="ViewsAlignedOp")
+MMA_STAGED = TILEGPU.op(
+    "mma_staged", operands={"acc": ANY_TILE, "buffer": SMEM, "slot?": SCALAR_I32}, results={"result": ANY_TILE},
+    attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
+           "slot?": "int"},
+    traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")

@@ -116,8 +116,7 @@ def _op_line(op: Operation, names: _Names) -> tuple[str, str]:
     results = [r for r in op.results if r is not None]
     lhs = ", ".join(names.define(r) for r in results)
     rtypes = ", ".join(names.type(r.type) for r in results)
-    name = op.name if "." in op.name else f"cuda_tile.{op.name}"
-    head = (f"{lhs} = " if lhs else "") + f'"{name}"({operands})'
+    head = (f"{lhs} = " if lhs else "") + f'"{op.spec.qualified_name}"({operands})'
     tail = f"{_attrs(op)} : ({otypes}) -> ({rtypes})"
     return head, tail
 

@@ -53,7 +53,7 @@ def _walk(k: KernelIR) -> _Walk:
         w.loops[id(op)] = f.loops
         for v in op.operand_values():
             w.uses.setdefault(id(v), []).append((pos, f.loops))
-        if op.name == LOCAL_ALLOC.full_name:
+        if op.name == LOCAL_ALLOC.name:
             w.requests.append((op, op.result.type.nbytes, "offset"))
         elif op.attrs.get("scratch_bytes"):
             w.requests.append((op, op.attrs["scratch_bytes"], "scratch_offset"))

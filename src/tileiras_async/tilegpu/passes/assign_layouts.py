@@ -45,7 +45,7 @@ from ..errors import LoweringError
 from ..ir import KernelIR, clone_function, walk_ops
 from .. import scaled_mma
 from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
-from ..ops import CONVERT_LAYOUT, build
+from ..ops import CONVERT_LAYOUT
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
 
 INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
@@ -99,7 +99,7 @@ def _hints(k: KernelIR) -> tuple[dict, dict]:
                     loop_hints.setdefault(index, {})[i] = produced
     op_hints: dict[int, LinearLayout] = {}
     for op in walk_ops(trial.fn.body):
-        if op.name == CONVERT_LAYOUT.full_name and first.index_like(op.operands["source"]):
+        if op.name == CONVERT_LAYOUT.name and first.index_like(op.operands["source"]):
             _recompute_in(op.operands["source"], layout_of(op.result.type), first, order, op_hints)
     return loop_hints, op_hints
 
@@ -113,7 +113,7 @@ def _recompute_in(v: Value, layout: LinearLayout | None, a: "_Assign", order: di
         owner = v.owner
         if layout is None or not isinstance(owner, Operation):
             continue
-        if owner.name == CONVERT_LAYOUT.full_name:      # a conversion the copy's pass inserted: look through
+        if owner.name == CONVERT_LAYOUT.name:      # a conversion the copy's pass inserted: look through
             work.append((owner.operands["source"], layout))
             continue
         index = order.get(id(owner))
@@ -150,7 +150,7 @@ def _produced_layout(v: Value, carried: LinearLayout | None) -> LinearLayout | N
             owner = x.owner
             if not isinstance(owner, Operation):
                 continue
-            if owner.name == CONVERT_LAYOUT.full_name:
+            if owner.name == CONVERT_LAYOUT.name:
                 src = layout_of(owner.operands["source"].type)
                 if layout_of(x.type) == carried and src is not None and src != carried:
                     return src
@@ -228,7 +228,7 @@ class _Assign:
         stays as it is: every thread holds it, whatever layout the op works in."""
         if not isinstance(v.type, T.TileType) or not v.type.shape or layout_of(v.type) == layout or layout is None:
             return v
-        op = build(CONVERT_LAYOUT, {"source": v}, [with_layout(bare(v.type), layout)], loc=loc)
+        op = Operation(CONVERT_LAYOUT, {"source": v}, {}, [with_layout(bare(v.type), layout)], loc=loc)
         new.append(op)
         return op.result
 
@@ -331,7 +331,7 @@ class _Assign:
             if isinstance(owner, Operation):
                 if owner.name in INDEX_SOURCES:
                     result = True
-                elif owner.name in ("reshape", CONVERT_LAYOUT.full_name):
+                elif owner.name in ("reshape", CONVERT_LAYOUT.name):
                     result = self.index_like(owner.operands["source"])
                 elif _elementwise(owner):
                     tiles = [o for o in owner.operand_values() if isinstance(o.type, T.TileType) and o.type.shape]

@@ -8,42 +8,40 @@ start of the next; an op that stages through its own scratch writes it first and
 """
 from __future__ import annotations
 
-from ...ir.core import Block, Operation
+from ...ir.core import Block, Operation, Value
+from ...ir.opdef import effects_of
 from ..ir import KernelIR, parents_of, walk_ops
-from ..ops import ASYNC_COPY, BARRIER, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, MMA_STAGED, build
+from ..ops import BARRIER, LOCAL_ALLOC, SHARED, RingAccess
 
 Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
 State = frozenset
 
 # ops that synchronise the CTA themselves
-_SYNCING = frozenset({BARRIER.full_name, "memory_fence_alias_tko"})
+_SYNCING = frozenset({BARRIER.name, "memory_fence_alias_tko"})
 
 
 def run(k: KernelIR) -> None:
     _Barriers(k.fn.body).block(k.fn.body, frozenset(), insert=True)
 
 
-def _buffer(op: Operation, name: str) -> tuple[int, int]:
-    alloc = op.operands[name].owner
-    if not isinstance(alloc, Operation) or alloc.name != LOCAL_ALLOC.full_name or "offset" not in alloc.attrs:
+def _buffer(op: Operation, buffer: Value) -> tuple[int, int]:
+    alloc = buffer.owner
+    if not isinstance(alloc, Operation) or alloc.name != LOCAL_ALLOC.name or "offset" not in alloc.attrs:
         raise ValueError(f"{op.name}: its buffer has no place in shared memory")
     lo = alloc.attrs["offset"]
     return lo, lo + alloc.result.type.nbytes
 
 
 def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
-    """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end.
-    A pipelined loop's copies and mma access its ring under their own protocol (cp.async waits and the
-    pipeline's barriers order them): they conflict only with accesses outside it."""
-    if op.name == LOCAL_STORE.full_name:
-        a = [(*_buffer(op, "buffer"), "w", 0)]
-        return a, a
-    if op.name == LOCAL_LOAD.full_name:
-        a = [(*_buffer(op, "buffer"), "r", 0)]
-        return a, a
-    if op.name in (ASYNC_COPY.full_name, MMA_STAGED.full_name):
-        ring = id(op.operands["buffer"])
-        a = [(*_buffer(op, "buffer"), "w" if op.name == ASYNC_COPY.full_name else "r", ring)]
+    """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end,
+    from its declared effects on buffers.  A pipelined loop's copies and mma access their ring under their
+    own protocol (`RingAccess`: cp.async waits and the pipeline's barriers order them): they conflict only
+    with accesses outside it."""
+    declared = [(e, v) for e, v in effects_of(op)
+                if e.resource == SHARED and e.kind in ("read", "write") and isinstance(v, Value)]
+    if declared:
+        ring = op.spec.has_trait(RingAccess)
+        a = [(*_buffer(op, v), "w" if e.kind == "write" else "r", id(v) if ring else 0) for e, v in declared]
         return a, a
     if "scratch_offset" in op.attrs:
         lo = op.attrs["scratch_offset"]
@@ -77,7 +75,7 @@ class _Barriers:
             first, pending = accesses(op)
             if any(_conflict(state, a) for a in first):
                 if insert:
-                    out.append(build(BARRIER, {}, [], loc=op.loc))
+                    out.append(Operation(BARRIER, loc=op.loc))
                 state = frozenset()
             state = state | frozenset(pending)
             out.append(op)

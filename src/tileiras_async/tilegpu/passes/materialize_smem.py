@@ -15,7 +15,7 @@ from ...ir import types as T
 from ...ir.core import Operation, Value
 from ..errors import LoweringError
 from ..ir import KernelIR, replace_values, walk_blocks
-from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, build
+from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
 from ..smem import free_conversion, scratch_bytes, sub_byte_bytes_view
 from ..types import SmemType, elem_bytes, layout_of
 
@@ -27,7 +27,7 @@ def run(k: KernelIR) -> None:
     for block in list(walk_blocks(k.fn.body)):
         out: list[Operation] = []
         for op in block.ops:
-            if op.name == CONVERT_LAYOUT.full_name and not free_conversion(op.operands["source"],
+            if op.name == CONVERT_LAYOUT.name and not free_conversion(op.operands["source"],
                                                                           layout_of(op.result.type)):
                 out += _through_smem(op, mapping)
             elif op.name in _SHAPE_OPS and not (op.name in ("pack", "unpack") and sub_byte_bytes_view(op)):
@@ -42,7 +42,7 @@ def run(k: KernelIR) -> None:
 
 
 def _alloc(nbytes: int, loc: int) -> Operation:
-    return build(LOCAL_ALLOC, {}, [SmemType(max(nbytes, 1))], loc=loc)
+    return Operation(LOCAL_ALLOC, {}, {}, [SmemType(max(nbytes, 1))], loc=loc)
 
 
 def _store(value: Value, buf: Value, shape, loc: int, shift=None, offsets=(), scale=None) -> Operation:
@@ -51,14 +51,14 @@ def _store(value: Value, buf: Value, shape, loc: int, shift=None, offsets=(), sc
         attrs["shift"] = tuple(shift)
     if offsets:
         attrs["scale"] = tuple(scale)
-    return build(LOCAL_STORE, {"value": value, "buffer": buf, "offsets": list(offsets)}, [], attrs, loc=loc)
+    return Operation(LOCAL_STORE, {"value": value, "buffer": buf, "offsets": list(offsets)}, attrs, loc=loc)
 
 
 def _load(buf: Value, ty, shape, loc: int, offsets=(), scale=None) -> Operation:
     attrs = {"shape": tuple(shape)}
     if offsets:
         attrs["scale"] = tuple(scale)
-    return build(LOCAL_LOAD, {"buffer": buf, "offsets": list(offsets)}, [ty], attrs, loc=loc)
+    return Operation(LOCAL_LOAD, {"buffer": buf, "offsets": list(offsets)}, attrs, [ty], loc=loc)
 
 
 def _nbytes(ty: T.TileType) -> int:

@@ -22,8 +22,7 @@ from ...ir.attrs import DenseElements
 from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
 from ..ir import KernelIR, replace_values
-from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, LOCAL_ALLOC, MMA_STAGED, VIEWS_ALIGNED,
-                   build)
+from ..ops import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, LOCAL_ALLOC, MMA_STAGED, VIEWS_ALIGNED
 from ..pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
@@ -124,7 +123,7 @@ class _Expander:
                 attrs["slot"] = slot
             else:
                 operands["slot"] = slot
-            body.append(build(ASYNC_COPY, operands, [], attrs, loc=self.loc))
+            body.append(Operation(ASYNC_COPY, operands, attrs, loc=self.loc))
         if not guard:
             out.extend(body)
             return
@@ -149,7 +148,7 @@ class _Expander:
     # -- the whole loop ---------------------------------------------------------------------------------
     def expand(self) -> tuple[list[Operation], list[Value]]:
         out: list[Operation] = []
-        ring_op = build(LOCAL_ALLOC, {}, [SmemType(self.geom.ring_bytes)], loc=self.loc)
+        ring_op = Operation(LOCAL_ALLOC, {}, {}, [SmemType(self.geom.ring_bytes)], loc=self.loc)
         if self.geom.align:
             ring_op.attrs["align"] = self.geom.align   # codegen aligns the base at run time (wgmma)
         out.append(ring_op)
@@ -163,9 +162,9 @@ class _Expander:
         vbs = versions[0]
         if len(versions) == 1:
             return self.pipelined_loop(out, ring, vbs)
-        cond = build(VIEWS_ALIGNED, {"view_a": self.cand.a.load.operands["view"],
-                                     "view_b": self.cand.b.load.operands["view"]}, [I1],
-                     {"vb": vbs, "operands": (self.cand.a, self.cand.b), "kc": self.geom.kc}, loc=self.loc)
+        cond = Operation(VIEWS_ALIGNED, {"view_a": self.cand.a.load.operands["view"],
+                                         "view_b": self.cand.b.load.operands["view"]},
+                         {"vb": vbs, "operands": (self.cand.a, self.cand.b), "kc": self.geom.kc}, [I1], loc=self.loc)
         out.append(cond)
         then_ops: list[Operation] = []
         then_res = self.pipelined_loop(then_ops, ring, vbs)
@@ -216,7 +215,7 @@ class _Expander:
                         [r.type for r in loop.results] + extra, [Region([body])], loop.loc)
         new.attrs["pipelined"] = True
         out.append(new)
-        out.append(build(ASYNC_WAIT, {}, [], {"pending": 0}, loc=self.loc))
+        out.append(Operation(ASYNC_WAIT, {}, {"pending": 0}, loc=self.loc))
         return list(new.results[:len(loop.results)])
 
     def prologue(self, out: list, ring: Value, vbs: dict) -> None:
@@ -236,7 +235,7 @@ class _Expander:
             for chunk in range(c):
                 slot = first if chunk == 0 else self.add(body.ops, first, self.const(body.ops, chunk, T.I32))
                 self.copies(body.ops, target, 0, chunk, ring, slot, vbs, guard=True)
-                body.ops.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+                body.ops.append(Operation(ASYNC_COMMIT, loc=self.loc))
             body.ops.append(Operation(OPS_BY_NAME["continue"], {"operands": []}, {}, [], loc=self.loc))
             bounds = {"lowerBound": self.const(out, 0), "upperBound": self.const(out, full),
                       "step": self.const(out, 1), "initValues": []}
@@ -244,7 +243,7 @@ class _Expander:
         for u in range(full * c, s - 1):
             d, chunk = divmod(u, c)
             self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
-            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+            out.append(Operation(ASYNC_COMMIT, loc=self.loc))
 
     def i32(self, out: list, x: Value) -> Value:
         """x (a uniform integer of the loop's type) as the i32 a ring slot is."""
@@ -256,12 +255,12 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         for u in range(c):
-            out.append(build(ASYNC_WAIT, {}, [], {"pending": s - 2, **self.wait_attrs()}, loc=self.loc))
-            out.append(build(BARRIER, {}, [], loc=self.loc))  # unit u landed; every warp is done with u - 1
+            out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **self.wait_attrs()}, loc=self.loc))
+            out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + s - 1
             d, chunk = divmod(ahead, c)
             self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
-            out.append(build(ASYNC_COMMIT, {}, [], loc=self.loc))
+            out.append(Operation(ASYNC_COMMIT, loc=self.loc))
             operands = {"acc": acc, "buffer": ring}
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
@@ -270,7 +269,7 @@ class _Expander:
                 attrs["slot"] = slot
             else:
                 operands["slot"] = slot
-            mma = build(MMA_STAGED, operands, [acc.type], attrs, loc=self.cand.mma.loc)
+            mma = Operation(MMA_STAGED, operands, attrs, [acc.type], loc=self.cand.mma.loc)
             out.append(mma)
             acc = mma.result
         return acc

@@ -38,7 +38,7 @@ def run(k: KernelIR) -> None:
         seen: dict[tuple[int, object], Value] = {}
         keep = []
         for op in block.ops:
-            if op.name != CONVERT_LAYOUT.full_name:
+            if op.name != CONVERT_LAYOUT.name:
                 keep.append(op)
                 continue
             src = op.operands["source"]
