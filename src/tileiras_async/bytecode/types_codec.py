@@ -4,6 +4,7 @@ from __future__ import annotations
 from math import prod
 
 from ..ir import types as T
+from ..ir.verify_types import pointee_error
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_varint
 
@@ -105,6 +106,9 @@ class TypeDecoder:
     def _pointer(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 4)
         pointee = self._sub(r, "pointeeType")
+        err = pointee_error(pointee)
+        if err:  # the real reader rejects a non-number pointee while reading the type table
+            raise r.fail(err)
         ptr_attr = r.u8() if flags is not None and flags & 1 else None
         return T.PointerType(pointee, ptr_attr)
 

@@ -262,6 +262,16 @@ def _partition_like_error(tile_shape, tv, dim_map, padding) -> str | None:
     return None
 
 
+def pointee_error(pointee: T.Type) -> str | None:
+    """Why `pointee` cannot be a pointer's pointee (None: it can); the bytecode reader checks it too."""
+    if elem_name(pointee) in NUMBER_NAMES:
+        return None
+    # the real tool's order: floats first (tf32 after f64), then the integers
+    allowed = ("f16", "bf16", "f32", "tf32", "f64", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN",
+               "fnv8E5M3FNU") + INT_NAMES
+    return f"failed to verify 'pointeeType': {' or '.join(allowed)}"
+
+
 def type_error(t: T.Type, _seen=None) -> str | None:
     """The first type-construction error inside `t` (None when `t` is well formed)."""
     if isinstance(t, T.TileType):
@@ -271,10 +281,7 @@ def type_error(t: T.Type, _seen=None) -> str | None:
                 return err
         return tile_type_error(t.shape, t.elem)
     if isinstance(t, T.PointerType):
-        if elem_name(t.pointee) not in NUMBER_NAMES:
-            return ("failed to verify 'pointeeType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or "
-                    "f8E5M2 or f8E8M0FNU or f4E2M1FN or i1 or i8 or i16 or i32 or i64")
-        return None
+        return pointee_error(t.pointee)
     if isinstance(t, T.TensorViewType):
         return tensor_view_error(t)
     if isinstance(t, T.PartitionViewType):
