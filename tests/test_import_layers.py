@@ -99,11 +99,6 @@ KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     # cycle emu <-> emu.runner: the package's lazy run_compiled and runner's import of the package's
     # emulate_ptx; emu removes it
     ("tileiras_async.emu", "tileiras_async.emu.runner"): "emu",
-    # the `run` command lives in interp/ and reaches up to codegen, emu and engines; cov removes it
-    ("tileiras_async.interp.cli", "tileiras_async.codegen.driver"): "cov",
-    ("tileiras_async.interp.cli", "tileiras_async.emu.errors"): "cov",
-    ("tileiras_async.interp.cli", "tileiras_async.engines"): "cov",
-    ("tileiras_async.interp.cli", "tileiras_async.failures"): "cov",
 }
 
 

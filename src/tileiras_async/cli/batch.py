@@ -31,7 +31,7 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     from ..pipeline.cli_compile import add_compile_parser
     compile_parser = add_compile_parser(sub)
     _add_dashboard(sub, compile_parser)
-    from ..interp.cli import add_run_parser
+    from .run import add_run_parser
     add_run_parser(sub)
     from ..server.cli import add_serve_parser
     add_serve_parser(sub)

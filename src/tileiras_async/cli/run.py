@@ -22,7 +22,7 @@ import zipfile
 
 import numpy as np
 
-from .errors import ArgumentError, InterpError, KernelFault
+from ..interp.errors import ArgumentError, InterpError, KernelFault
 
 EXIT_USAGE = 1
 EXIT_ARGS = 2
@@ -98,7 +98,7 @@ def run_command(args) -> int:
     from ..engines import EnginesDisagree, run_kernel
     from ..frontend import EXIT_CODEGEN, EXIT_PTXAS
     from ..toolchain import PtxasError
-    from .runner import load_module
+    from ..interp.runner import load_module
 
     from ..targets import GPU_NAMES
 
