@@ -26,8 +26,6 @@ from .ir import attrs as A, enums as E, types as T
 from .ir.core import Block, DebugEntry, Function, Module, Operation, Region, Value
 from .ir.opdef import opdef
 
-DEBUG_DILOC, DEBUG_CALLSITE = 4, 6          # the entries resolve_loc follows (ir.diagnostics)
-_MAX_LOCATION_CHAIN = 33                    # resolve_loc follows at most this many call sites
 
 
 class BlockData(msgspec.Struct, array_like=True, frozen=True):
@@ -183,23 +181,25 @@ def _entering(block: Block, define):
 
 
 def _location_slice(module: Module, locs: list[int]) -> tuple[dict, dict]:
-    """The debug entries (and their file names) that resolve_loc meets from these ids."""
+    """The debug entries (and strings) a located diagnostic may render from these ids: everything reachable
+    from them.  A field may be a line, a string index or another entry's id (call sites, scopes, subprograms,
+    compile units, files); each is followed as both -- a few extra entries cost less than a location printed
+    without its scope."""
     debug: dict[int, tuple[int, list[int]]] = {}
     strings: dict[int, bytes] = {}
-    for start in set(locs):
-        debug_id = start
-        for _ in range(_MAX_LOCATION_CHAIN):
-            if not 0 < debug_id <= len(module.debug) or debug_id in debug:
-                break
-            e = module.debug[debug_id - 1]
-            debug[debug_id] = (e.tag, list(e.fields))
-            if e.tag == DEBUG_DILOC and len(e.fields) >= 4:
-                if e.fields[1] < len(module.strings):
-                    strings[e.fields[1]] = module.strings[e.fields[1]]
-                break
-            if e.tag != DEBUG_CALLSITE or len(e.fields) < 2:
-                break
-            debug_id = e.fields[0]
+    work = [x for x in set(locs) if 0 < x <= len(module.debug)]
+    while work:
+        debug_id = work.pop()
+        if debug_id in debug:
+            continue
+        e = module.debug[debug_id - 1]
+        debug[debug_id] = (e.tag, list(e.fields))
+        for f in e.fields:
+            if isinstance(f, int):
+                if 0 <= f < len(module.strings):
+                    strings[f] = module.strings[f]
+                if 0 < f <= len(module.debug) and f not in debug:
+                    work.append(f)
     return debug, strings
 
 
