@@ -5,10 +5,11 @@ operand layouts, both descriptors) was decided by the passes; this module emits 
 way wgmma's are (codegen/lower_wgmma.py: the same canonical layouts; a pipelined loop's copies put them in
 its stage buffers), then, per execution of the op:
 
-1. `acquire`: warp 0 allocates the accumulator's tensor-memory columns (`tcgen05.alloc`, address written to
-   a per-kernel shared-memory slot), thread 0 initialises the op's mbarrier; a barrier publishes both, every
-   thread reads the TMEM address and `tcgen05.st`s its accumulator registers into its lanes.
-2. Per K chunk: (staging, `fence.proxy.async` + barrier: the stores are visible to the tensor core), thread 0
+1. `acquire` (after the first chunk is staged): warp 0 allocates the accumulator's tensor-memory columns
+   (`tcgen05.alloc`, address written to a per-kernel shared-memory slot), thread 0 initialises the op's
+   mbarrier; `fence.proxy.async` + a barrier publish both and the staged operands, every thread reads the
+   TMEM address and `tcgen05.st`s its accumulator registers into its lanes; a barrier.
+2. Per K chunk: (staging and publishing, but for the first), thread 0
    issues every `tcgen05.mma` of the chunk (descriptors: an entry-block template plus the start >> 4) and
    `tcgen05.commit`s them to the mbarrier; every thread waits for that phase (`mbarrier.try_wait.parity`):
    the chunk's operands are read and D is written, so the next chunk may overwrite them.
@@ -93,12 +94,14 @@ def _half_split(plan: Tcgen05Plan) -> str:
 
 def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
-    Ends with the threads synchronised (the caller's staging may follow)."""
+    The caller staged the first chunk's operands before (their registers are dead by the time the
+    accumulator's are stored): the first barrier publishes them too.  Ends with the threads synchronised,
+    the accumulator in TMEM, ready for the mma."""
     bar, slot = _bars(em)
     _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
           [("i32", slot)], "r")
     _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1;", [("i32", bar)], "r")
-    _sync(em)
+    _publish(em)
     taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
     mine = _thread_taddr(em, plan, taddr)
     words = _to_words(em, plan, acc_regs)
@@ -107,6 +110,7 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
              ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
     em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    _sync(em)
     return taddr
 
 
@@ -171,10 +175,12 @@ def lower_tcgen05(em: KernelEmitter, op: Operation, plan: Tcgen05Plan) -> None:
     acc = em.expect(op.operands["acc"])
     base = scratch_address(em, op, plan)
     descs = descriptor_bases(em, plan, base)
+    stage_chunk(em, plan, lhs, rhs, base, 0)
     taddr = acquire(em, plan, list(acc.regs))
     for chunk in range(plan.chunks):
-        stage_chunk(em, plan, lhs, rhs, base, chunk)
-        _publish(em)
+        if chunk:   # every thread saw the previous chunk's mma complete: its operands may be overwritten
+            stage_chunk(em, plan, lhs, rhs, base, chunk)
+            _publish(em)
         issue_and_wait(em, plan, taddr, descs, chunk)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
 
