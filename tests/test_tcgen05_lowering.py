@@ -312,3 +312,21 @@ def test_sm120_keeps_mma_sync(cid):
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))
     assert not refs.check(cid, orig, inputs)
+
+
+@requires_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", [c for c in _corpus_mma_ids() if c not in TCGEN05_CORPUS] or ["none"])
+def test_other_corpus_matmuls_num_stages_2_on_sm100(cid):
+    """The corpus kernels with an mma that stay on mma.sync (or FMA) on sm_100 compute the references with
+    --num-stages 2 as well (the stage count changes nothing else: only mma K-loops are pipelined)."""
+    from tileiras_async.bytecode.reader import read_module
+    from test_pipelining import emulate
+    refs = load_refs()
+    module = read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes())
+    ptx, _ = compile_sm100(module, pipeline_stages=2)
+    assert "tcgen05" not in ptx
+    ptxas_report(ptx)
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))
+    assert not refs.check(cid, orig, inputs)
