@@ -100,7 +100,9 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     bar, slot = _bars(em)
     _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
           [("i32", slot)], "r")
-    _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1;", [("i32", bar)], "r")
+    # the initialisation is made visible to the async proxy (tcgen05.commit arrives through it)
+    _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
+          [("i32", bar)], "r")
     _publish(em)
     taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
     mine = _thread_taddr(em, plan, taddr)
