@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import PUBLIC, load_refs, requires_corpus
 from test_codegen_mma import build_mma, build_mma_loop
-from test_wgmma_lowering import F8A, F8B, S, U, _corpus_mma_ids, _encode, _mma_op, emulate_pointers
+from test_wgmma_lowering import F8A, F8B, S, U, _corpus_mma_ids, _mma_op, emulate_matmul, emulate_pointers
 
 from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
@@ -199,19 +199,7 @@ def check_kernel(a_elem, c_elem, shape, nw=4, sg=None, seed=0):
         assert step in ptx
     report = ptxas_report(ptx)
     assert re.search(r"\b0 bytes spill stores", report), report
-    bsz, m, n, k = shape
-    lead = (bsz,) if bsz else ()
-    rng = np.random.default_rng(seed)
-    ua, ub = (sg[0] == U, sg[1] == U) if sg else (False, False)
-    av = rng.integers(0 if ua else -3, 4, lead + (m, k)).astype(np.float64)
-    bv = rng.integers(0 if ub else -3, 4, lead + (k, n)).astype(np.float64)
-    cv = rng.integers(-3, 4, lead + (m, n)).astype(np.float64)
-    C = _encode(cv, c_elem)
-    D = np.zeros_like(C)
-    emulate_pointers(module, ptx, [_encode(av, a_elem, ua), _encode(bv, a_elem, ub), C, D])
-    got = D.astype(np.float64)
-    want = cv + np.matmul(av, bv)
-    assert np.array_equal(got, want), f"{int((got != want).sum())} wrong elements"
+    emulate_matmul(module, ptx, a_elem, a_elem, c_elem, shape, sg, seed)
 
 
 KERNEL_CASES = [

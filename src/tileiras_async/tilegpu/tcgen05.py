@@ -31,7 +31,7 @@ from ..lower.layout import LinearLayout
 from ..targets import sm_number
 from .options import CodegenOptions
 from .wgmma import (ACC_REG_LIMIT, K_BYTES, MAX_N, SHARED_LIMIT, WG_BF16_F32, WG_F8_F32, WG_F16_F32, WG_I8_I32,
-                    WG_TF32_F32, SmemDescriptor, SmemOperand, WgmmaPlan, _instr_for, _log2)
+                    WG_TF32_F32, SmemDescriptor, WgmmaPlan, _instr_for, _log2)
 
 TMEM_COLUMNS = 512
 TMEM_MIN_ALLOC = 32
@@ -83,7 +83,6 @@ class Tcgen05Plan(WgmmaPlan):
     `b_smem`, `chunked`, `align` mean what they mean for WgmmaPlan."""
 
     def __post_init__(self):
-        i = self.instr
         self.tile_m = 128 if self.M % 128 == 0 else 64
         self.wgs = (1, 1, 1)
         self.wm = self.wb = self.wn = 1
@@ -94,21 +93,7 @@ class Tcgen05Plan(WgmmaPlan):
         self.splits = max(1, self.num_warps // SUBPARTITION_WARPS)    # warps sharing a sub-partition's lanes
         self.per_warp = self.cols // self.splits                      # S: columns each warp loads
         self.c = self._accumulator()
-        e = i.ebytes
-        kc = self.chunk or self.K
-        while not self.chunk and kc > i.k and self._bytes(kc) > self.budget:
-            kc //= 2
-        self.kc = kc
-        self.a_smem = SmemOperand(self.M, kc, e, self.B, 0)
-        self.b_smem = SmemOperand(self.N, kc, e, self.B, self.a_smem.nbytes, self.b_major, self._mn_width())
-        self.align = max(self.a_smem.align, self.b_smem.align)
-        self.trash = self.a_smem.nbytes + self.b_smem.nbytes
-        self.smem_bytes = self._bytes(kc)
-        if self.smem_bytes > self.budget:
-            from .errors import LoweringError
-            raise LoweringError(f"tcgen05 operands need {self.smem_bytes} bytes of shared memory per K chunk "
-                                f"(limit {self.budget})")
-        self.tk = self.K // i.k
+        self._plan_operands("tcgen05")
 
     # -- the accumulator -------------------------------------------------------------------------------
     def column_coord(self, idx: int) -> tuple[int, ...]:
