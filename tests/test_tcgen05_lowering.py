@@ -266,9 +266,14 @@ TCGEN05_CORPUS = ["matmul_f16_f32acc_64x64x32", "matmul_bf16_64x64x64", "matmul_
                   "matmul_f16_f16out_128x128x64"]
 
 
+# the default run: each kernel at the default stage count, two of them at --num-stages 2 (all: make test-all)
+CORPUS_CASES = [pytest.param(cid, stages, id=f"{cid}-{'default' if stages is None else 'num-stages-2'}",
+                             marks=[pytest.mark.slow] if stages and cid in TCGEN05_CORPUS[1::2] else [])
+                for cid in TCGEN05_CORPUS for stages in (None, 2)]
+
+
 @requires_corpus
-@pytest.mark.parametrize("stages", [None, 2], ids=["default", "num-stages-2"])
-@pytest.mark.parametrize("cid", TCGEN05_CORPUS)
+@pytest.mark.parametrize("cid,stages", CORPUS_CASES)
 def test_corpus_matmul_with_tcgen05_matches_the_reference(cid, stages):
     from tileiras_async.bytecode.reader import read_module
     from test_pipelining import emulate
