@@ -37,7 +37,7 @@ TMEM_COLUMNS = 512
 TMEM_MIN_ALLOC = 32
 SUBPARTITION_WARPS = 4      # warp w reads TMEM lanes 32*(w%4) .. +31
 LD_MAX_REGS = 128           # registers one tcgen05.ld/st moves per thread (.x128 of .32x32b)
-TCGEN05_TARGETS = (100,)    # sm_100a (the corpus and the emulator's tcgen05 are checked there)
+TCGEN05_TARGETS = (100, 103, 110)    # sm_100a, sm_103a, sm_110a: where NVIDIA's tileiras emits UTCHMMA
 SWIZZLE_MODE = {0: 0, 128: 2, 64: 4, 32: 6}     # bits 61-63 of the descriptor per swizzle width
 
 # tcgen05 .kind and the instruction descriptor's type codes, per wgmma instruction (f32/s32 accumulators:
@@ -174,7 +174,7 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
     """The tcgen05 plan for an mmaf/mmai, or the reason the op keeps mma.sync (or the FMA chain)."""
     name = getattr(options.target, "name", options.target)
     if sm_number(name) not in TCGEN05_TARGETS:
-        return "tcgen05 is used on sm_100a only"
+        return "tcgen05 exists on sm_100a, sm_103a and sm_110a only"
     nw = options.num_warps
     if nw < SUBPARTITION_WARPS or nw & (nw - 1):
         return f"{nw} warps do not cover tensor memory's 4 sub-partitions evenly"
