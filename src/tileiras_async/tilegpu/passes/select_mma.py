@@ -52,12 +52,15 @@ def _remark_tcgen05(k: KernelIR, op, what: str) -> None:
 
 
 def _not_wgmma(k: KernelIR, op) -> str:
-    """On sm_90 (sm_100), why the op keeps mma.sync (the remark's tail)."""
-    if sm_number(getattr(k.options.target, "name", k.options.target)) in TCGEN05_TARGETS:
+    """On sm_90 (sm_100, sm_120), why the op keeps mma.sync (the remark's tail)."""
+    sm = sm_number(getattr(k.options.target, "name", k.options.target))
+    if sm in (120, 121):
+        return f"; the best sm_{sm} has (no wgmma or tcgen05 there)"
+    if sm in TCGEN05_TARGETS:
         if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
             return "; not tcgen05: mma.sync was asked for"
         return f"; not tcgen05: {tcgen05_choice(k.options, op)}"
-    if sm_number(getattr(k.options.target, "name", k.options.target)) != 90:
+    if sm != 90:
         return ""
     if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
         return "; not wgmma: mma.sync was asked for"
