@@ -341,3 +341,18 @@ def test_other_corpus_matmuls_num_stages_2_on_sm100(cid):
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))
     assert not refs.check(cid, orig, inputs)
+
+
+def test_scaled_mma_blocks_keep_mma_sync():
+    """mmaf_scaled runs one mmaf per K block with its operands already in registers: those stay on mma.sync
+    on sm_100 (a tensor-memory round trip per block spilled), with the reason in the choice."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu import scaled_mma
+    path = Path(__file__).resolve().parents[1] / "examples" / "suite" / "mx_matmul_e4m3.v13.4.tileirbc"
+    module = read_module(path.read_bytes())
+    op = next(o for o in module.functions[0].walk() if o.name == "mmaf_scaled")
+    block = scaled_mma.block_product(op)
+    assert "K blocks of mmaf_scaled" in TC.tcgen05_choice(_sm100(), block)
+    assert isinstance(plan_for(_sm100(), block), MmaPlan)
+    ptx, _ = compile_sm100(module)
+    assert "tcgen05" not in ptx and "mma.sync" in ptx

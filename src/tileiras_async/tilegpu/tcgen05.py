@@ -178,6 +178,9 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
     nw = options.num_warps
     if nw < SUBPARTITION_WARPS or nw & (nw - 1):
         return f"{nw} warps do not cover tensor memory's 4 sub-partitions evenly"
+    if op.attrs.get("scaled_block_product"):     # tilegpu.scaled_mma.BLOCK_PRODUCT (which imports mma, us)
+        return ("the K blocks of mmaf_scaled keep mma.sync (their operands are in registers already; no "
+                "block-scaled tcgen05 yet)")
     r = _instr_for(op)
     if isinstance(r, str):
         return r.replace("wgmma", "tcgen05")
