@@ -356,3 +356,21 @@ def test_scaled_mma_blocks_keep_mma_sync():
     assert isinstance(plan_for(_sm100(), block), MmaPlan)
     ptx, _ = compile_sm100(module)
     assert "tcgen05" not in ptx and "mma.sync" in ptx
+
+
+@pytest.mark.parametrize("gpu", ["sm_100", "sm_90"])
+def test_fp8_k_loop_pipelined(gpu):
+    """An fp8 K-loop on tcgen05 (sm_100) and wgmma (sm_90): B is K-major in the stage buffers but arrives in
+    rows of N, so its copies go one element at a time (16-byte copies along N wrote misaligned, wrong
+    places); pipelined, it computes the sum."""
+    from test_wgmma_lowering import _encode
+    m, n, k, steps = 64, 64, 64, 3
+    module = build_mma_loop(F8A, T.F32, m, n, k, steps)
+    ptx, ems = compile_sm100(module, gpu=gpu)
+    assert len(ems[0].pipelines) == 1
+    rng = np.random.default_rng(5)
+    av = rng.integers(-3, 4, (m, k * steps)).astype(np.float64)
+    bv = rng.integers(-3, 4, (k * steps, n)).astype(np.float64)
+    D = np.zeros((m, n), np.float32)
+    emulate_pointers(module, ptx, [_encode(av, F8A), _encode(bv, F8A), D])
+    assert np.array_equal(D, av @ bv)
