@@ -466,6 +466,8 @@ def test_corpus_mma_compiles(path, tgt):
         assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
     elif tgt == "sm_90" and _kernel_name(path) in WGMMA_KERNELS:
         assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "mma.sync" not in ptx
+    elif tgt == "sm_100" and _kernel_name(path) in WGMMA_KERNELS:   # tcgen05 there (tests/test_tcgen05_lowering.py)
+        assert "tcgen05.mma.cta_group::1.kind::" in ptx and "mma.sync" not in ptx
     else:
         assert re.search(r"\bmma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.", ptx)
 

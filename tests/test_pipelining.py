@@ -125,7 +125,7 @@ def test_corpus_loops_are_candidates(path):
 # the corpus: compiles pipelined everywhere, ptxas accepts it, no spills
 # ---------------------------------------------------------------------------------------------------------
 
-WGMMA_TF32 = {("matmul_tf32_64x64x32", "sm_90")}
+WGMMA_TF32 = {("matmul_tf32_64x64x32", "sm_90"), ("matmul_tf32_64x64x32", "sm_100")}   # sm_100: tcgen05
 
 
 def _ptxas_v(ptx: str, gpu: str) -> str:

@@ -25,9 +25,11 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
 from ..tilegpu.types import layout_of
+from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_pipeline import unit_offset
+from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
 from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
 
@@ -410,6 +412,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     plan = plan_for(em.options, op)
     if plan is None:
         _lower_fma(em, op)
+    elif isinstance(plan, Tcgen05Plan):     # before WgmmaPlan: a Tcgen05Plan is one
+        lower_tcgen05(em, op, plan)
     elif isinstance(plan, WgmmaPlan):
         lower_wgmma(em, op, plan)
     else:
@@ -528,6 +532,9 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     op = staged.attrs["mma"]
     plan = plan_for(em.options, op)
     unit_off = unit_offset(em, staged)
+    if isinstance(plan, Tcgen05Plan):
+        lower_tcgen05_staged(em, staged, plan, unit_off)
+        return
     if isinstance(plan, WgmmaPlan):
         lower_wgmma_staged(em, staged, plan, unit_off)
         return

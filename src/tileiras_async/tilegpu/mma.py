@@ -29,6 +29,7 @@ from ..targets import sm_number, target
 from .errors import LoweringError
 from .options import CodegenOptions
 from .types import elem_bytes
+from .tcgen05 import Tcgen05Plan, select_tcgen05
 from .wgmma import WgmmaPlan, select_wgmma
 
 Coord = tuple[int, ...]
@@ -394,7 +395,7 @@ def _name(t: T.Type) -> str:
 def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
     """The tensor-core instruction for this op, or None for the FMA chain (what select-mma chose, once it ran)."""
     chosen = op.attrs.get("instruction")
-    if chosen is not None and not chosen.startswith(WGMMA_PREFIX):
+    if chosen is not None and not chosen.startswith((WGMMA_PREFIX, TCGEN05_PREFIX)):
         return None if chosen == "fma" else INSTRS_BY_KEY[chosen]
     lhs: T.TileType = op.operands["lhs"].type
     acc: T.TileType = op.operands["acc"].type
@@ -423,12 +424,24 @@ def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
 
 
 WGMMA_PREFIX = "wgmma."     # `instruction` attribute of an mma that runs on wgmma: "wgmma." + WgmmaInstr key
+TCGEN05_PREFIX = "tcgen05."  # ... on Blackwell's tcgen05.mma: "tcgen05." + WgmmaInstr key (tilegpu.tcgen05)
+TCGEN05_DEFAULT = True      # "auto" picks tcgen05 on sm_100 (else only mma_instruction="tcgen05" does)
+
+
+def tcgen05_wanted(options: CodegenOptions) -> bool:
+    """Whether the options let select-mma consider tcgen05 (sm_100: where NVIDIA's tileiras uses UTCHMMA)."""
+    want = getattr(options, "mma_instruction", "auto")
+    return want == "tcgen05" or (want == "auto" and TCGEN05_DEFAULT)
 
 
 def choose_instruction(options: CodegenOptions, op: Operation) -> str:
     """What select-mma records for an mmaf/mmai: "wgmma.<key>" where Hopper's warpgroup MMA applies (sm_90,
     tiles of 64+ rows: where NVIDIA's tileiras uses HGMMA; `mma_instruction="mma.sync"` turns it off), else
     the mma.sync instruction's key, or "fma"."""
+    if tcgen05_wanted(options):
+        tplan = select_tcgen05(options, op)
+        if tplan is not None:
+            return TCGEN05_PREFIX + tplan.instr.key
     if getattr(options, "mma_instruction", "auto") != "mma.sync":
         wplan = select_wgmma(options, op)
         if wplan is not None:
@@ -437,10 +450,15 @@ def choose_instruction(options: CodegenOptions, op: Operation) -> str:
     return instr.key if instr is not None else "fma"
 
 
-def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | None:
+def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | Tcgen05Plan | None:
     """The tensor-core plan of an mmaf/mmai (None: the FMA chain), for the instruction select-mma recorded
     (chosen here the same way when it has not run)."""
     chosen = op.attrs.get("instruction") or choose_instruction(options, op)
+    if chosen.startswith(TCGEN05_PREFIX):
+        tplan = select_tcgen05(options, op)
+        if tplan is None or TCGEN05_PREFIX + tplan.instr.key != chosen:
+            raise LoweringError(f"select-mma chose {chosen}, which the options no longer allow", op)
+        return tplan
     if chosen.startswith(WGMMA_PREFIX):
         wplan = select_wgmma(options, op)
         if wplan is None or WGMMA_PREFIX + wplan.instr.key != chosen:

@@ -24,6 +24,9 @@ def block_elem(elem: T.Type) -> T.Type:
     return elem if getattr(elem, "name", "") in _FP8 else T.F8E4M3FN
 
 
+BLOCK_PRODUCT = "scaled_block_product"    # attribute of the mmaf of one K block
+
+
 def block_size(op: Operation) -> int:
     return op.operands["lhs"].type.shape[-1] // op.operands["lhs_scale"].type.shape[-1]
 
@@ -37,6 +40,7 @@ def block_product(op: Operation, acc_type: T.Type | None = None) -> Operation:
     c_t = acc_type or T.TileType(tuple(op.result.type.shape), T.F32)
     spec = OPS_BY_NAME["mmaf"]
     attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
+    attrs[BLOCK_PRODUCT] = True     # select-mma: stays on mma.sync (tilegpu.tcgen05)
     return Operation(spec, {"lhs": Value(a_t), "rhs": Value(b_t), "acc": Value(c_t)}, attrs, [c_t], loc=op.loc)
 
 

@@ -247,7 +247,6 @@ class WgmmaPlan:
     wgs: tuple[int, int, int] = field(init=False)
 
     def __post_init__(self):
-        i = self.instr
         nwg = self.num_warps // WARPGROUP_WARPS
         self.wgs = _split_warpgroups(nwg, self.M // TILE_M, self.B, self.N)
         self.wm, self.wb, self.wn = self.wgs
@@ -256,7 +255,12 @@ class WgmmaPlan:
         self.rb = self.B // self.wb
         self.rn = self.N // self.wn // self.n
         self.c = self._accumulator()
-        # K chunks: the largest power of two (>= one instruction) whose A and B fit the budget
+        self._plan_operands("wgmma")
+
+    def _plan_operands(self, what: str) -> None:
+        """K chunks: the largest power of two (>= one instruction) whose A and B fit the budget; the swizzled
+        operands of one chunk (shared with tilegpu.tcgen05)."""
+        i = self.instr
         e = i.ebytes
         kc = self.chunk or self.K
         while not self.chunk and kc > i.k and self._bytes(kc) > self.budget:
@@ -269,7 +273,7 @@ class WgmmaPlan:
         self.smem_bytes = self._bytes(kc)
         if self.smem_bytes > self.budget:
             from .errors import LoweringError
-            raise LoweringError(f"wgmma operands need {self.smem_bytes} bytes of shared memory per K chunk "
+            raise LoweringError(f"{what} operands need {self.smem_bytes} bytes of shared memory per K chunk "
                                 f"(limit {self.budget})")
         self.tk = self.K // i.k                             # k steps in all (MmaPlan's meaning)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ...targets import sm_number
 from ..ir import KernelIR, walk_ops
-from ..mma import INSTRS_BY_KEY, WGMMA_PREFIX, choose_instruction, plan_for
+from ..mma import INSTRS_BY_KEY, TCGEN05_PREFIX, WGMMA_PREFIX, choose_instruction, plan_for
+from ..tcgen05 import TCGEN05_TARGETS, tcgen05_choice
 from ..wgmma import wgmma_choice
 
 
@@ -28,6 +29,8 @@ def run(k: KernelIR) -> None:
             k.remark("missed", "tensorcore", "MmaOnCudaCores",
                      f"{what} computed with FMA on CUDA cores (no tensor-core instruction for these types or this "
                      f"shape)", op)
+        elif key.startswith(TCGEN05_PREFIX):
+            _remark_tcgen05(k, op, what)
         elif key.startswith(WGMMA_PREFIX):
             plan = plan_for(k.options, op)
             k.remark("passed", "tensorcore", "MmaInstruction",
@@ -41,9 +44,23 @@ def run(k: KernelIR) -> None:
                      op)
 
 
+def _remark_tcgen05(k: KernelIR, op, what: str) -> None:
+    plan = plan_for(k.options, op)
+    k.remark("passed", "tensorcore", "MmaInstruction",
+             f"{what} lowered to {plan.ptx} {plan.shape_name} ({plan.instr.key}, {plan.rb * plan.rm * plan.rn} "
+             f"instruction(s) per K step, {plan.tmem_cols} tensor-memory columns)", op)
+
+
 def _not_wgmma(k: KernelIR, op) -> str:
-    """On sm_90, why the op keeps mma.sync (the remark's tail)."""
-    if sm_number(getattr(k.options.target, "name", k.options.target)) != 90:
+    """On sm_90 (sm_100, sm_120), why the op keeps mma.sync (the remark's tail)."""
+    sm = sm_number(getattr(k.options.target, "name", k.options.target))
+    if sm in (120, 121):
+        return f"; the best sm_{sm} has (no wgmma or tcgen05 there)"
+    if sm in TCGEN05_TARGETS:
+        if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
+            return "; not tcgen05: mma.sync was asked for"
+        return f"; not tcgen05: {tcgen05_choice(k.options, op)}"
+    if sm != 90:
         return ""
     if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
         return "; not wgmma: mma.sync was asked for"

@@ -1,0 +1,201 @@
+"""mmaf and mmai as Blackwell `tcgen05.mma`, following a `tilegpu.tcgen05.Tcgen05Plan` (sm_100a).
+
+The plan (kind, instruction shape, tensor-memory columns, the accumulator's register layout, the swizzled
+operand layouts, both descriptors) was decided by the passes; this module emits it.  A and B are staged the
+way wgmma's are (codegen/lower_wgmma.py: the same canonical layouts; a pipelined loop's copies put them in
+its stage buffers), then, per execution of the op:
+
+1. `acquire` (after the first chunk is staged): warp 0 allocates the accumulator's tensor-memory columns
+   (`tcgen05.alloc`, address written to a per-kernel shared-memory slot), thread 0 initialises the op's
+   mbarrier; `fence.proxy.async` + a barrier publish both and the staged operands, every thread reads the
+   TMEM address and `tcgen05.st`s its accumulator registers into its lanes; a barrier.
+2. Per K chunk: (staging and publishing, but for the first), thread 0
+   issues every `tcgen05.mma` of the chunk (descriptors: an entry-block template plus the start >> 4) and
+   `tcgen05.commit`s them to the mbarrier; every thread waits for that phase (`mbarrier.try_wait.parity`):
+   the chunk's operands are read and D is written, so the next chunk may overwrite them.
+3. `release`: `tcgen05.ld` brings D back into the same registers' layout, then (after a barrier) warp 0
+   deallocates the columns and thread 0 invalidates the mbarrier, so the next execution (a loop's next
+   iteration) starts afresh: every exit path of the op frees what it allocated.
+
+`tcgen05.fence::before_thread_sync` / `after_thread_sync` order the tensor-memory accesses around each
+barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
+(`setp` on the thread / warp index), so the control flow stays that of the tile program.
+"""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
+from .emitter import KernelEmitter
+from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
+from .values import SHARED_PTR, Tile
+
+MBAR_BYTES = 8
+
+
+def _bars(em: KernelEmitter) -> tuple[str, str]:
+    """(mbarrier, TMEM address slot): shared addresses (i32, entry block) of the kernel's 16-byte global."""
+    memo = em.__dict__.get("_tcgen05_bars")
+    if memo is None:
+        name = em.unique_global("tcgen05")
+        em.module_ir.add_global(f"{name} = internal addrspace(3) global [2 x i64] undef, align 8")
+        bar = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
+        memo = em.__dict__["_tcgen05_bars"] = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
+    return memo
+
+
+def _only(em: KernelEmitter, who: str, body: str, args: list[tuple[str, str]], cons: str) -> None:
+    """`body` (operands from $1) executed by thread 0 (who="thread") or by warp 0 (who="warp")."""
+    idx = em.tid if who == "thread" else em.warp
+    em.b.asm("void", f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {body} }}",
+             ",".join(["r"] + ([cons] if cons else []) + ["~{memory}"]), [("i32", idx)] + args)
+
+
+def _fence(em: KernelEmitter, when: str) -> None:
+    em.b.asm("void", f"tcgen05.fence::{when}_thread_sync;", "~{memory}", [])
+
+
+def _sync(em: KernelEmitter) -> None:
+    """A barrier that orders tensor-memory accesses on either side of it."""
+    _fence(em, "before")
+    em.barrier()
+    _fence(em, "after")
+
+
+def _to_words(em: KernelEmitter, plan: Tcgen05Plan, regs: list[str]) -> list[str]:
+    if plan.instr.acc != "float":
+        return list(regs)
+    return [em.b.value(f"bitcast float {r} to i32") for r in regs]
+
+
+def _from_words(em: KernelEmitter, plan: Tcgen05Plan, words: list[str]) -> list[str]:
+    if plan.instr.acc != "float":
+        return list(words)
+    return [em.b.value(f"bitcast i32 {w} to float") for w in words]
+
+
+def _thread_taddr(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> str:
+    """The TMEM address this warp's tcgen05.ld/st start at: its sub-partition's first lane, and (more than
+    4 warps) its part of the column space."""
+    sub = em.b.value(f"and i32 {em.warp}, {SUBPARTITION_WARPS - 1}")
+    addr = em.b.value(f"add i32 {taddr}, {em.b.value(f'shl i32 {sub}, 21')}")    # 32 lanes << 16
+    if plan.splits > 1:
+        part = em.b.value(f"lshr i32 {em.warp}, 2")
+        addr = em.b.value(f"add i32 {addr}, {em.b.value(f'mul i32 {part}, {plan.per_warp}')}")
+    return addr
+
+
+def _ldst_suffix(plan: Tcgen05Plan) -> str:
+    return f"{plan.ld_shape}.x{plan.ld_regs}.b32"
+
+
+def _half_split(plan: Tcgen05Plan) -> str:
+    return f", {plan.ld_regs}" if plan.ld_shape == "16x32bx2" else ""
+
+
+def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
+    """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
+    The caller staged the first chunk's operands before (their registers are dead by the time the
+    accumulator's are stored): the first barrier publishes them too.  Ends with the threads synchronised,
+    the accumulator in TMEM, ready for the mma."""
+    bar, slot = _bars(em)
+    _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
+          [("i32", slot)], "r")
+    # the initialisation is made visible to the async proxy (tcgen05.commit arrives through it)
+    _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
+          [("i32", bar)], "r")
+    _publish(em)
+    taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
+    mine = _thread_taddr(em, plan, taddr)
+    words = _to_words(em, plan, acc_regs)
+    n = len(words)
+    regs = ", ".join(f"${j + 1}" for j in range(n))
+    em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
+             ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
+    em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    _sync(em)
+    return taddr
+
+
+def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int,
+                   shift: str | int = 0) -> None:
+    """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
+    to the mbarrier; every thread waits for that (phase's) completion."""
+    bar, _ = _bars(em)
+    if isinstance(shift, str):
+        s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
+        descs = tuple(em.b.value(f"add i64 {d}, {s64}", "desc") for d in descs)
+        shift = 0
+    idesc = plan.instr_descriptor()
+    for step in plan.issues():
+        for iss in step:
+            da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
+            db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
+            d = em.b.value(f"add i32 {taddr}, {iss.d_col}") if iss.d_col else taddr
+            # enable-input-d: always (the accumulator was stored into TMEM); q is p, true where issued
+            em.b.asm("void", f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}",
+                     "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
+                                              ("i32", str(_i32(idesc)))])
+    _only(em, "thread", "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1];",
+          [("i32", bar)], "r")
+    em.b.asm("void", "{ .reg .pred w; $$tcw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], "
+                     f"{phase & 1}; @!w bra $$tcw${{:uid}}; }}", "r,~{memory}", [("i32", bar)])
+    _fence(em, "after")
+
+
+def _i32(x: int) -> int:
+    return x - (1 << 32) if x >= 1 << 31 else x
+
+
+def release(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> list[str]:
+    """Load D into registers (plan.c's layout), free the columns and the mbarrier; returns the registers."""
+    bar, _ = _bars(em)
+    mine = _thread_taddr(em, plan, taddr)
+    n = plan.ld_regs
+    rt = "{ " + ", ".join(["i32"] * n) + " }"
+    regs = ", ".join(f"${j}" for j in range(n))
+    res = em.b.asm(rt, f"tcgen05.ld.sync.aligned.{_ldst_suffix(plan)} {{{regs}}}, [${n}]{_half_split(plan)};",
+                   ",".join(["=r"] * n + ["r", "~{memory}"]), [("i32", mine)], hint="tm")
+    words = [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(n)]
+    # the wait ties the loaded registers: nothing reads them before the load completed
+    cons = ",".join(["=r"] * n + [str(j) for j in range(n)] + ["~{memory}"])
+    res = em.b.asm(rt, "tcgen05.wait::ld.sync.aligned;", cons, [("i32", w) for w in words], hint="tm")
+    words = [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(n)]
+    _sync(em)
+    _only(em, "warp", f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {plan.tmem_cols};", [("i32", taddr)], "r")
+    _only(em, "thread", "mbarrier.inval.shared.b64 [$1];", [("i32", bar)], "r")
+    return _from_words(em, plan, words)
+
+
+def _publish(em: KernelEmitter) -> None:
+    """Every thread's staging stores visible to the tensor core (the async proxy)."""
+    em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
+    _sync(em)
+
+
+def lower_tcgen05(em: KernelEmitter, op: Operation, plan: Tcgen05Plan) -> None:
+    lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
+    acc = em.expect(op.operands["acc"])
+    base = scratch_address(em, op, plan)
+    descs = descriptor_bases(em, plan, base)
+    stage_chunk(em, plan, lhs, rhs, base, 0)
+    taddr = acquire(em, plan, list(acc.regs))
+    for chunk in range(plan.chunks):
+        if chunk:   # every thread saw the previous chunk's mma complete: its operands may be overwritten
+            stage_chunk(em, plan, lhs, rhs, base, chunk)
+            _publish(em)
+        issue_and_wait(em, plan, taddr, descs, chunk)
+    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
+
+
+def lower_tcgen05_staged(em: KernelEmitter, staged: Operation, plan: Tcgen05Plan, unit_off: str) -> None:
+    """One K chunk (`unit`) of a pipelined loop's mma: the copies put A and B in the stage buffer at
+    `unit_off` (from the scratch, aligned to the swizzle repeat at run time) and the unit's wait fenced them
+    for the async proxy before its barrier; issue the chunk and wait for it (the next copies into this buffer
+    come after the next barrier)."""
+    p = plan.chunked(staged.attrs["kc"])
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    descs = descriptor_bases(em, p, sym)
+    taddr = acquire(em, p, list(em.expect(staged.operands["acc"]).regs))
+    shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
+    issue_and_wait(em, p, taddr, descs, 0, shift)
+    em.set(staged.result, Tile(staged.result.type, p.c, release(em, p, taddr)))
