@@ -197,7 +197,7 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         value = enum_cls(v)
     except ValueError:
         raise r.fail(f"invalid integer value for enum type: {v}") from None
-    since = ENUM_VALUE_SINCE.get(value)
+    since = ENUM_VALUE_SINCE.get((enum_cls, int(value)))
     if since is not None and ctx.minor is not None and ctx.minor < since:
         raise r.fail(f"enum value {v} is not available in bytecode version 13.{ctx.minor}")
     return value

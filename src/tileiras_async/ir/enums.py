@@ -88,7 +88,8 @@ class SymbolVisibility(enum.IntEnum):
 # enum values newer than the first bytecode version: member -> the minor version (13.x) that introduced it.
 # NVIDIA's reader refuses such a value in an older module ("enum value 7 is not available in bytecode
 # version 13.3"), so ours does too.
-ENUM_VALUE_SINCE: dict[enum.IntEnum, int] = {RoundingMode.nearest_away: 4}
+# keyed by (enum class, value): IntEnum members of different enums with the same number compare equal
+ENUM_VALUE_SINCE: dict[tuple[type, int], int] = {(RoundingMode, RoundingMode.nearest_away.value): 4}
 
 ENUMS: dict[str, type[enum.IntEnum]] = {
     cls.__name__: cls
