@@ -119,3 +119,13 @@ class KernelIR:
         loc = resolve_loc(self.module, op.loc) if op is not None and self.module is not None else None
         self.remarks.append(Remark(kind, category, name, self.name, message, loc.file if loc else "",
                                    loc.line if loc else 0, loc.col if loc else 0))
+
+
+def own_ops(block: Block):
+    """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
+    for op in block.ops:
+        yield op
+        if op.name not in ("for", "loop"):
+            for region in op.regions:
+                for b in region.blocks:
+                    yield from own_ops(b)

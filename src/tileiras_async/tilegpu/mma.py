@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
+from .ir import own_ops
 from ..lower.layout import WARP_SIZE, LinearLayout
 from ..targets import sm_number, target
 from .errors import LoweringError
@@ -524,16 +525,6 @@ def _defining_mma(v: Value, body: Block, shape) -> Operation | None:
     return None
 
 
-def _own_ops(block: Block):
-    """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
-    for op in block.ops:
-        yield op
-        if op.name not in ("for", "loop"):
-            for region in op.regions:
-                for b in region.blocks:
-                    yield from _own_ops(b)
-
-
 def carried_layouts(options: CodegenOptions, op: Operation) -> list[LinearLayout | None]:
     """Per carried value of a `for` or `loop`, the mma accumulator layout it should be carried in
     (None: no opinion)."""
@@ -547,7 +538,7 @@ def carried_layouts(options: CodegenOptions, op: Operation) -> list[LinearLayout
             i = index.get(id(acc))
             if i is not None and out[i] is None:
                 out[i] = result_layout(options, inner)
-    for term in _own_ops(block):
+    for term in own_ops(block):
         if term.name != "continue":
             continue
         for i, v in enumerate(term.operands.get("operands") or []):

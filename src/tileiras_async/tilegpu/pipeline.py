@@ -31,6 +31,7 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import PaddingValue
+from .ir import own_ops
 from ..targets import sm_number
 from .options import CodegenOptions
 from .types import align, elem_bytes
@@ -106,16 +107,6 @@ class Candidate:
     b: Operand
     slice_ops: list[Operation]      # in-body scalar ops computing load indices, program order
     wgmma: WgmmaPlan | None = None  # the mma runs on wgmma: stage buffers in its swizzled operand layouts
-
-
-def own_ops(block: Block):
-    """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
-    for op in block.ops:
-        yield op
-        if op.name not in ("for", "loop"):
-            for region in op.regions:
-                for b in region.blocks:
-                    yield from own_ops(b)
 
 
 def is_k_loop(op: Operation) -> bool:
