@@ -142,6 +142,56 @@ def test_attention_loops_carry_and_mask_in_the_mma_layouts(name):
         assert all(o.result.type.shape[0] == 1 for o in moving), [o.result.type for o in moving]
 
 
+@pytest.mark.parametrize("name", ["flash_attention_causal_gqa_f16", "flash_attention_ragged_f16"])
+def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
+    """Each attention iteration waits at four barriers in all: one inside each of its two mma stagings and
+    its two cross-warp row reductions. Their scratch lies apart (the last one's through the whole loop), so
+    insert-barriers needs none of its own in the loop, and the mask moves no data."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu.passes.insert_barriers import self_syncing
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
+    k = _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_90")
+    _passes(k, "insert-barriers")
+    loops = [o for o in walk_ops(k.fn.body) if o.name == "for"]
+    assert loops
+    for loop in loops:
+        body = list(walk_ops(loop.regions[0].block))
+        assert not [o for o in body if o.name in ("tilegpu.barrier", "tilegpu.local_store")]
+        assert sum(self_syncing(o) for o in body) == 4
+
+
+def _argmax_kernel() -> KernelIR:
+    from tileiras_async.bytecode.reader import read_module
+    return _kernel(read_module((PUBLIC / "argmax_rows_f32_128.v13.4.tileirbc").read_bytes()), target="sm_90")
+
+
+@requires_corpus
+def test_back_to_back_reductions_stage_apart_without_a_barrier_between():
+    k = _argmax_kernel()
+    _passes(k, "insert-barriers")
+    first, second = [o for o in k.fn.body.ops if o.name == "reduce"]
+    a, b = (first.attrs["scratch_offset"], first.attrs["scratch_offset"] + first.attrs["scratch_bytes"])
+    assert not a <= second.attrs["scratch_offset"] < b
+    assert not any(o.name == "tilegpu.barrier" for o in k.fn.body.ops)
+
+
+@requires_corpus
+def test_a_reduction_reusing_the_previous_ones_scratch_waits_for_its_reads():
+    """A cross-warp reduce reads its scratch last; a later one writing the same bytes must wait for every
+    thread's reads (the combiner regions did not hide the ops' own accesses from insert-barriers)."""
+    from tileiras_async.tilegpu.passes import insert_barriers
+    k = _argmax_kernel()
+    _passes(k, "allocate-shared-memory")
+    first, second = [o for o in k.fn.body.ops if o.name == "reduce"]
+    second.attrs["scratch_offset"] = first.attrs["scratch_offset"]
+    insert_barriers.run(k)
+    ops = k.fn.body.ops
+    i = next(n for n, o in enumerate(ops) if o is first)
+    j = next(n for n, o in enumerate(ops) if o is second)
+    assert [o.name for o in ops[i:j + 1]].count("tilegpu.barrier") == 1
+    assert ops[j - 1].name == "tilegpu.barrier"
+
+
 def test_if_results_take_the_first_yield_layout_and_the_other_branch_converts():
     mb = ModuleBuilder((13, 4, 0))
     i32, f32t = tile(T.I32), tile(T.F32, 16, 16)

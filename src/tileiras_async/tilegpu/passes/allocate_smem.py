@@ -2,8 +2,8 @@
 
 Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has an `offset` attribute and
 every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
-buffer used inside a loop it was not allocated in living through the whole loop) never share bytes, others
-may. The kernel's total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically
+buffer used inside a loop it was not allocated in living through the whole loop; a cross-warp reduce's or
+scan's scratch living until the next op with scratch) never share bytes, others may. The kernel's total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically
 is an error.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..ir import KernelIR
 from ..mma import SHARED_LIMIT
 from ..ops import LOCAL_ALLOC
 from ..types import align
+from .insert_barriers import self_syncing
 
 _LOOPS = ("for", "loop")
 
@@ -82,10 +83,33 @@ def run(k: KernelIR) -> None:
                     if id(loop) not in around:
                         lo, hi = min(lo, w.spans[id(loop)][0]), max(hi, w.spans[id(loop)][1])
         intervals.append((lo, hi, size, op, attr))
+    _keep_apart_from_the_next_scratch(intervals, w)
     total = _first_fit(intervals)
     if total > SHARED_LIMIT:
         raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {SHARED_LIMIT})")
     k.notes["smem_bytes"] = total
+
+
+def _keep_apart_from_the_next_scratch(intervals: list, w: _Walk) -> None:
+    """An op that stages through scratch with its own barrier (insert_barriers.self_syncing) reads it at its
+    end; the next op with scratch writes its own at its start. On separate bytes the two need no barrier
+    between them (the later op's own barrier orders them), so such a scratch lives until the next scratch
+    user -- in a loop whose body has no later one, through the whole loop (the next is the body's first, in
+    the next iteration)."""
+    scratch = [(w.position[id(op)], op) for op, _, attr in w.requests if attr == "scratch_offset"]
+    for i, (lo, hi, size, op, attr) in enumerate(intervals):
+        if attr != "scratch_offset" or not self_syncing(op):
+            continue
+        loops = w.loops[id(op)]
+        later = [(p, o) for p, o in scratch if p > hi]
+        inner = loops[-1] if loops else None
+        if inner is not None:
+            first, last = w.spans[id(inner)]
+            if not any(p <= last for p, _ in later):
+                lo, hi = min(lo, first), max(hi, last)
+        if later:
+            hi = max(hi, later[0][0])
+        intervals[i] = (lo, hi, size, op, attr)
 
 
 def _first_fit(intervals) -> int:

@@ -98,7 +98,9 @@ def _hints(k: KernelIR) -> tuple[dict, dict]:
                 if produced is not None:
                     loop_hints.setdefault(index, {})[i] = produced
     op_hints: dict[int, LinearLayout] = {}
-    for op in walk_ops(trial.fn.body):
+    # last conversion first: a later one is nearer the final consumer, and its chain re-lays the broadcasts
+    # an earlier conversion only existed for (e.g. a mask converted for a broadcast that itself converts)
+    for op in reversed(list(walk_ops(trial.fn.body))):
         if op.name == CONVERT_LAYOUT.name and first.index_like(op.operands["source"]):
             _recompute_in(op.operands["source"], layout_of(op.result.type), first, order, op_hints)
     return loop_hints, op_hints

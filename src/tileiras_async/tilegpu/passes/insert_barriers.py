@@ -4,7 +4,8 @@ Contract: in: IR after allocate-shared-memory (buffers have offsets). out: a `ti
 access that overlaps an access made since the last barrier, when one of the two writes (RAW, WAR, WAW
 across threads); none elsewhere. Every thread runs the same path (conditions and loop bounds are uniform),
 so a barrier inside an `if` or a loop is legal. Loops: what the end of an iteration left pending meets the
-start of the next; an op that stages through its own scratch writes it first and reads it last.
+start of the next; an op that stages through its own scratch writes it first and reads it last (a reduce or
+scan across warps waits at its own barrier in between, which orders every earlier access too).
 """
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ State = frozenset
 
 # ops that synchronise the CTA themselves
 _SYNCING = frozenset({BARRIER.name, "memory_fence_alias_tko"})
+# ops whose lowering writes their scratch, waits at a barrier, then reads it (tilegpu.smem.scratch_bytes):
+# reduce and scan across warps, and mmaf/mmai staging their operands for mma.sync or FMA (codegen/lower_mma)
+SELF_SYNCING = frozenset({"reduce", "scan", "mmaf", "mmai"})
+_ASYNC_MMA = ("wgmma", "tcgen05")
+
+
+def self_syncing(op: Operation) -> bool:
+    """`op` stages through its own scratch with a barrier between its writes and its reads."""
+    if op.name not in SELF_SYNCING or "scratch_bytes" not in op.attrs:
+        return False
+    return not str(op.attrs.get("instruction", "")).startswith(_ASYNC_MMA)
 
 
 def run(k: KernelIR) -> None:
@@ -67,16 +79,16 @@ class _Barriers:
                 state = frozenset()
                 out.append(op)
                 continue
-            if op.regions:
-                if id(op) in self.touched:
-                    state = self.region_op(op, state, insert)
-                out.append(op)
-                continue
+            # an op's own accesses (a reduce's or scan's scratch: its regions are combiners), then its regions'
             first, pending = accesses(op)
             if any(_conflict(state, a) for a in first):
                 if insert:
                     out.append(Operation(BARRIER, loc=op.loc))
                 state = frozenset()
+            if op.regions and id(op) in self.touched:
+                state = self.region_op(op, state, insert)
+            if self_syncing(op):
+                state = frozenset()     # its own barrier (between its writes and its reads) orders all before
             state = state | frozenset(pending)
             out.append(op)
         if insert:
@@ -87,8 +99,13 @@ class _Barriers:
         blocks = [b for r in op.regions for b in r.blocks]
         if op.name in ("for", "loop"):
             # an iteration starts with what came before the loop or what an earlier iteration left pending
-            everything = frozenset(a for o in walk_ops(blocks[0]) for part in accesses(o) for a in part)
-            entry = state | everything
+            # (the state at the end of the body, found by iterating to a fixed point: states only grow)
+            entry = state
+            while True:
+                after = entry | self.block(blocks[0], entry, insert=False)    # grows only: it terminates
+                if after == entry:
+                    break
+                entry = after
             self.block(blocks[0], entry, insert)
             return entry
         ends = [self.block(b, state, insert) for b in blocks]
