@@ -8,6 +8,8 @@ copies are unrolled when there are few, else a loop LLVM is told not to unroll (
 kept live across the K-loop).  Out-of-bounds elements read as zero through cp.async's src-size operand (0 for
 rows outside the tensor, the bytes left for a vector that crosses the end of a row): the zero padding of the
 partition view.  With 8/16-bit elements one at a time, a synchronous predicated load and a shared store.
+A converted wgmma operand (tf32) is copied as it is; `tilegpu.convert_stage` then converts the landed chunk in
+place, each thread the elements it copied (the same spread over the threads), before the publishing barrier.
 """
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS:
 from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
-UNROLLED_COPIES = 4     # a thread's copies of one operand chunk are unrolled up to this many, else a loop
+# a thread's copies of one operand chunk are unrolled up to this many, else a loop; synchronous copies (8/16-bit
+# elements one at a time) wait for their loads: they go this many per loop iteration, all loads before the first
+# store, so their latencies overlap instead of adding up
+UNROLLED_COPIES = 4
 
 
 @lowers("tilegpu.async_copy")
@@ -98,13 +103,16 @@ def aligned(em: KernelEmitter, x: Operand, pv: PartitionView, vb: int) -> str:
     return em.b.value(f"and i1 {ok}, {zero}")
 
 
-def converted_on_copy(x: Operand) -> bool:
-    """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
-    memory as it is, so the copy converts each element on its way there."""
-    return x.smem is not None and any(o.name == "ftof" for o in x.chain)
+@lowers("tilegpu.convert_stage")
+def _convert_stage(em: KernelEmitter, op: Operation) -> None:
+    x: Operand = op.attrs["operand"]
+    copy_chunk(em, x, None, [], op.attrs["chunk"], op.attrs["kc"], unit_offset(em, op), op.attrs["vb"],
+               convert_in_place=True)
+    if op.attrs.get("fence_proxy_async"):
+        em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
 
 
-def convert_on_copy(em: KernelEmitter, x: Operand, val: str):
+def convert_elements(em: KernelEmitter, x: Operand, val: str):
     """(value, element type) after the operand's ftof chain."""
     from .lower_elementwise import _ftof
     elem = x.elem
@@ -122,15 +130,17 @@ def _operand_coord(x: Operand, coord: list[str]) -> tuple[str, str, str]:
     return (b, c[-2], c[-1]) if x.role == "a" else (b, c[-1], c[-2])
 
 
-def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Tile], chunk: int, kc: int, buf_off: str,
-               vb: int) -> None:
+def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: list[Tile], chunk: int, kc: int,
+               buf_off: str, vb: int, convert_in_place: bool = False) -> None:
     """Copy chunk `chunk` of operand x's tile (tile indices `index`) into the buffer at `buf_off`, vb
     bytes per copy: cp.async (zero-filling what lies outside the tensor) or, for 8/16-bit elements one
     at a time, a predicated load and a shared store.  The copies of the chunk are spread over the
     threads, row-major with the innermost dimension fastest; a thread's copies are unrolled when there
-    are few, else a loop (so their addresses are not all kept live across the K-loop)."""
-    view = pv.view
-    dims = pv.type.dim_map
+    are few, else a loop (so their addresses are not all kept live across the K-loop).
+    `convert_in_place`: instead, each thread converts (x's ftof chain) the elements its copies of the
+    chunk wrote, in the buffer (no view: nothing is read from global memory)."""
+    view = pv.view if pv is not None else None
+    dims = pv.type.dim_map if pv is not None else None
     ts = x.tile_shape
     rank = len(ts)
     v = vb // x.eb                      # elements per copy
@@ -145,7 +155,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
         acc += n.bit_length() - 1
     shifts.reverse()
     starts = []                         # per dimension: the chunk's first element (i64)
-    for d in range(rank):
+    for d in range(rank if not convert_in_place else 0):
         idx = index[d]
         i64 = idx.regs[0] if idx.llvm == "i64" else em.b.value(f"sext {idx.llvm} {idx.regs[0]} to i64")
         st = em.b.value(f"mul i64 {i64}, {ts[d]}")
@@ -153,7 +163,13 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
             st = em.b.value(f"add i64 {st}, {chunk * kc}")
         starts.append(st)
     fill = [None]
-    convert = converted_on_copy(x)
+    stores: list[str] = []      # synchronous copies' shared stores, emitted after all their loads
+    synchronous = vb < 4 and not convert_in_place
+
+    def flush() -> None:
+        for st in stores:
+            em.b.emit(st)
+        stores.clear()
 
     def coords_of(q: str, entry: bool) -> list[str]:
         val = em.b.entry_value if entry else em.b.value
@@ -169,7 +185,20 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
             out.append(c)
         return out
 
+    def convert(coord: list[str]) -> None:
+        dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
+        p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
+        lt = llvm_type(x.elem)
+        for j in range(v):      # a copy's elements are consecutive in the buffer (swizzling moves 16 bytes)
+            pj = p if j == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {p}, i32 {j * x.eb}", "sp")
+            val = em.b.value(f"load {lt}, {SHARED_PTR} {pj}, align {x.eb}")
+            val, elem = convert_elements(em, x, val)
+            em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {pj}, align {x.eb}")
+
     def copy(coord: list[str]) -> None:
+        if convert_in_place:
+            convert(coord)
+            return
         offset, inb, last = "0", None, None
         dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
         for d in range(rank):
@@ -189,13 +218,12 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
         lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
         addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
-        if vb < 4 or convert:   # an 8/16-bit element, or one converted on its way (a synchronous
-            from .lower_memory import padding_constant, predicated_load    # predicated load and a shared store)
+        if vb < 4:   # an 8/16-bit element: a synchronous predicated load and a shared store
+            from .lower_memory import padding_constant, predicated_load
             if fill[0] is None:
                 fill[0] = padding_constant(x.elem, pv.type.padding)
             val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
-            val, elem = convert_on_copy(em, x, val) if convert else (val, x.elem)
-            em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+            stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
             return
         if v > 1:   # the vector may cross the end of the row: copy what is left of it
             left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")
@@ -214,6 +242,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
     if nv <= T_:        # one copy per thread (threads past nv repeat copies: same data, same place)
         q = em.tid if nv == T_ else em.b.entry_value(f"and i32 {em.tid}, {nv - 1}")
         copy(coords_of(q, True))
+        flush()
         return
     per = nv // T_
     if per <= UNROLLED_COPIES:
@@ -229,18 +258,24 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView, index: list[Til
                     c = str(k) if c == "0" else em.b.value(f"add i32 {c}, {k}")
                 coord.append(c)
             copy(coord)
+        flush()
         return
 
-    # for (i = 0; i < per; i++): a loop LLVM must not unroll
+    # for (i = 0; i < per; i += batch): a loop LLVM must not unroll; synchronous copies go `batch` at a time,
+    # their loads before their stores
+    batch = UNROLLED_COPIES if synchronous else 1
     pre = em.b.block_label
     loop, done = em.b.reserve_block("pl.cp.loop"), em.b.reserve_block("pl.cp.done")
     em.b.br(loop)
     em.b.start_block(loop)
     i = em.b.phi("i32", "cpi")
     i.add("0", pre)
-    q = em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {i.name}, {T_}')}")
-    copy(coords_of(q, False))
-    nxt = em.b.value(f"add i32 {i.name}, 1")
+    for j in range(batch):
+        first = em.b.value(f"add i32 {i.name}, {j}") if j else i.name
+        q = em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {first}, {T_}')}")
+        copy(coords_of(q, False))
+    flush()
+    nxt = em.b.value(f"add i32 {i.name}, {batch}")
     i.add(nxt, em.b.block_label)
     more = em.b.value(f"icmp ult i32 {nxt}, {per}")
     em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {em.module_ir.no_unroll_loop()}")

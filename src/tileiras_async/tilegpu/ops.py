@@ -18,6 +18,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async)     |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
+| `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 
@@ -82,6 +83,12 @@ ASYNC_COMMIT = TILEGPU.op(
 ASYNC_WAIT = TILEGPU.op(
     "async_wait", attrs={"pending": "int", "fence_proxy_async!": "unit"},
     traits=[MemoryEffects(Read(resource=ASYNC_GROUPS), Write(resource=SHARED), ordered=True)], cls="AsyncWaitOp")
+CONVERT_STAGE = TILEGPU.op(
+    "convert_stage", operands={"buffer": SMEM, "slot?": SCALAR_I32},
+    attrs={"role": "str", "operand": "operand", "chunk": "int", "kc": "int", "vb": "int", "unit_bytes": "int",
+           "stages": "int", "slot?": "int", "fence_proxy_async!": "unit"},
+    traits=[MemoryEffects(Read("buffer", SHARED), Write("buffer", SHARED), ordered=True), RingAccess()],
+    cls="ConvertStageOp")
 VIEWS_ALIGNED = TILEGPU.op(
     "views_aligned", operands={"view_a": TILE_VIEW, "view_b": TILE_VIEW}, results={"result": SCALAR_I1},
     attrs={"vb": "widths", "operands": "operands", "kc": "int"}, traits=[Pure()], cls="ViewsAlignedOp")

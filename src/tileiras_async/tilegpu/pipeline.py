@@ -20,7 +20,8 @@ align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in dif
 wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
 operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
 swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
-cannot convert what it reads: a converted operand (tf32) is copied one element at a time, converted on its way.
+cannot convert what it reads: a converted operand (tf32) is copied as it is and converted in place once its chunk
+has landed (`tilegpu.convert_stage`, by the threads that copied it), before the barrier that publishes it.
 """
 from __future__ import annotations
 
@@ -254,7 +255,7 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
 def wgmma_unpipelinable(cand: Candidate) -> str | None:
     """Why a K-loop whose mma runs on wgmma cannot be pipelined (None: it can).  wgmma reads its operands from
     shared memory as the copies left them: a conversion between load and mma (a tf32 operand's rounding) is
-    done by the copy (one element at a time, synchronously), if it keeps the element's size."""
+    done in place in the stage buffer, if it keeps the element's size."""
     for x in (cand.a, cand.b):
         for o in x.chain:
             if o.name == "ftof" and elem_bytes(o.result.type.elem) != elem_bytes(o.operands["from"].type.elem):
@@ -347,10 +348,9 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
-        if x.smem is not None and (any(o.name == "ftof" for o in x.chain) or
-                                   (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1)):
-            # a wgmma buffer: converted on its way, or contiguous along another dimension than the tensor
-            # (B K-major: fp8, int8, tf32): one element at a time
+        if x.smem is not None and (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1):
+            # a wgmma buffer contiguous along another dimension than the tensor (B K-major: fp8, int8, tf32):
+            # one element at a time
             wide[x.role] = x.eb
         if inner < max(x.eb, 4):
             return []

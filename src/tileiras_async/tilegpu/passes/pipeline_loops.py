@@ -22,7 +22,8 @@ from ...ir.attrs import DenseElements
 from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
 from ..ir import KernelIR, replace_values
-from ..ops import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, LOCAL_ALLOC, MMA_STAGED, VIEWS_ALIGNED
+from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
+                   VIEWS_ALIGNED)
 from ..pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
@@ -254,8 +255,21 @@ class _Expander:
     def units(self, out: list, ring: Value, vbs: dict, iv: Value, bufj: Value | None, acc: Value) -> Value:
         g = self.geom
         s, c = g.stages, g.chunks
+        converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
         for u in range(c):
-            out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **self.wait_attrs()}, loc=self.loc))
+            out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **({} if converted else self.wait_attrs())},
+                                 loc=self.loc))
+            for i, x in enumerate(converted):     # each thread converts what it copied: its wait covers it
+                attrs = {"role": x.role, "operand": x, "chunk": u, "kc": g.kc, "vb": vbs[x.role],
+                         "unit_bytes": g.unit_bytes, "stages": s, **(self.wait_attrs() if i == len(converted) - 1
+                                                                       else {})}
+                operands = {"buffer": ring}
+                slot = self.slot(out, bufj, u)
+                if isinstance(slot, int):
+                    attrs["slot"] = slot
+                else:
+                    operands["slot"] = slot
+                out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
             out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + s - 1
             d, chunk = divmod(ahead, c)
@@ -285,6 +299,13 @@ class _Expander:
             return u % self.geom.stages
         x = bufj if u == 0 else self.add(out, bufj, self.const(out, u, T.I32))
         return self.mod_stages(out, x)
+
+
+def converted_in_place(x) -> bool:
+    """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
+    memory as it is, so the landed chunk is converted in place before the barrier that publishes it (the
+    copies stay asynchronous)."""
+    return x.smem is not None and any(o.name == "ftof" for o in x.chain)
 
 
 def _mapped(v, vmap: dict):
