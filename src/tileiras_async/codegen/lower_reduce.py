@@ -51,9 +51,19 @@ def identity_literal(attr, elem: T.Type) -> str:
 
 def shuffle_xor(em: KernelEmitter, value: str, lt: str, lane_mask: int) -> str:
     """`shfl.sync.bfly` of one element of any type (split into 32-bit words, widened when narrower)."""
+    return shuffle(em, value, lt, "bfly", str(lane_mask))
+
+
+# shfl.sync modes -> the c operand (clamp): `up` clamps at lane 0, the others at lane 31
+_SHFL_CLAMP = {"bfly": "31", "up": "0", "down": "31", "idx": "31"}
+
+
+def shuffle(em: KernelEmitter, value: str, lt: str, mode: str, b: str) -> str:
+    """`shfl.sync.<mode>` (bfly, up, down, idx) with lane operand `b`, of one element of any type (split into
+    32-bit words, widened when narrower)."""
     def shfl(word: str) -> str:
-        return em.b.call("i32", "llvm.nvvm.shfl.sync.bfly.i32",
-                         [("i32", FULL_MASK), ("i32", word), ("i32", str(lane_mask)), ("i32", "31")], hint="shfl")
+        return em.b.call("i32", f"llvm.nvvm.shfl.sync.{mode}.i32",
+                         [("i32", FULL_MASK), ("i32", word), ("i32", b), ("i32", _SHFL_CLAMP[mode])], hint="shfl")
     if lt in ("i32", "float"):
         w = value if lt == "i32" else em.b.value(f"bitcast float {value} to i32")
         r = shfl(w)
@@ -270,7 +280,12 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             else:
                 new_t[g] = combine(em, op, theirs, mine)
         totals = new_t
-    for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1]):
+    lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
+    if lane_bits and _kogge_stone_lanes(bits):
+        one_each = not serial and not rest_regs        # a thread holds one element per group
+        _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
+                   need_total=bool(bits.warps))
+    for bit in lane_bits if lane_bits and not _kogge_stone_lanes(bits) else []:
         upper = em.b.value(f"icmp ne i32 {em.b.value(f'and i32 {em.lane}, {1 << bit}')}, 0")
         later = em.b.value(f"xor i1 {upper}, true") if reverse else upper
         for g in groups:
@@ -290,6 +305,46 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             out[i][r] = vals[i]
     for res, regs in zip(op.results, out):
         em.set(res, Tile(res.type, layout, regs))
+
+
+def _kogge_stone_lanes(bits: DimBits) -> bool:
+    """The dimension's lane bits are consecutive lane-id bits of consecutive weights: a lane's position along
+    the dimension is a field of its id, and `shfl.up`/`down` by 2^j moves exactly 2^j positions."""
+    lanes = sorted(bits.lanes, key=lambda bw: bw[1])
+    return all(b == lanes[0][0] + j and w == lanes[0][1] << j for j, (b, w) in enumerate(lanes))
+
+
+def _lane_scan(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: list[int], totals: dict,
+               carry: dict, single: dict | None, reverse: bool, lts: list[str], need_total: bool) -> None:
+    """Kogge-Stone over the lanes that share the dimension: `shfl.up` (`down` for a reverse scan) by 1, 2, 4,
+    ... positions, each lane combining what comes from an earlier position when there is one. Afterwards a
+    group's carry holds the exclusive prefix over the earlier lanes too -- or, when a thread holds one
+    element per group (`single`: its inclusive prefixes), that element's inclusive prefix replaces it -- and
+    its total the lanes' total (every lane gets it from the last position, for the warps' round)."""
+    b0, n = lane_bits[0], len(lane_bits)
+    pos = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.lane}, {b0}')}, {(1 << n) - 1}")
+    mode = "down" if reverse else "up"
+
+    def has_earlier(dist: int) -> str:
+        if reverse:
+            return em.b.entry_value(f"icmp ult i32 {pos}, {(1 << n) - dist}")
+        return em.b.entry_value(f"icmp uge i32 {pos}, {dist}")
+    for g in groups:
+        inc = totals[g]
+        for j in range(n):
+            theirs = [shuffle(em, v, lt, mode, str(1 << (b0 + j))) for v, lt in zip(inc, lts)]
+            inc = _select(em, has_earlier(1 << j), combine(em, op, inc, theirs), inc, lts)
+        if single is not None:
+            single[g] = inc
+        else:
+            before = [shuffle(em, v, lt, mode, str(1 << b0)) for v, lt in zip(inc, lts)]
+            carry[g] = _select(em, has_earlier(1), combine(em, op, carry[g], before), carry[g], lts)
+        if need_total:
+            mask = ((1 << n) - 1) << b0
+            last = em.b.entry_value(f"and i32 {em.lane}, {~mask & 31}")
+            if not reverse:
+                last = em.b.entry_value(f"or i32 {last}, {mask}")
+            totals[g] = [shuffle(em, v, lt, "idx", last) for v, lt in zip(inc, lts)]
 
 
 def _select(em: KernelEmitter, cond: str, a: list[str], b: list[str], lts: list[str]) -> list[str]:
