@@ -123,20 +123,25 @@ def test_assign_layouts_carries_mma_accumulators_in_the_mma_layout():
     assert not any(o.name == "tilegpu.convert_layout" for o in walk_ops(loop.regions[0].block))
 
 
+def _attention_loops(name: str, until: str) -> list:
+    """The `for` loops of a suite attention kernel on sm_90, after the passes up to `until`."""
+    from tileiras_async.bytecode.reader import read_module
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
+    k = _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_90")
+    _passes(k, until)
+    loops = [o for o in walk_ops(k.fn.body) if o.name == "for"]
+    assert loops
+    return loops
+
+
 @pytest.mark.parametrize("name", ["flash_attention_causal_gqa_f16", "flash_attention_ragged_f16"])
 def test_attention_loops_carry_and_mask_in_the_mma_layouts(name):
     """Online softmax: the running max and sum are carried in the layout the mma's row reductions produce
     them in, and the causal mask is computed in the mma layout -- the loops move at most the masks' 1-D
     sources between threads, never a 32x32 tile or a carried vector (the first assignment converted them
     on every iteration)."""
-    from tileiras_async.bytecode.reader import read_module
     from tileiras_async.tilegpu.smem import free_conversion
-    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
-    k = _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_90")
-    _passes(k, "remove-layout-conversions")
-    loops = [o for o in walk_ops(k.fn.body) if o.name == "for"]
-    assert loops
-    for loop in loops:
+    for loop in _attention_loops(name, "remove-layout-conversions"):
         moving = [o for o in walk_ops(loop.regions[0].block) if o.name == "tilegpu.convert_layout"
                   and not free_conversion(o.operands["source"], layout_of(o.result.type))]
         assert all(o.result.type.shape[0] == 1 for o in moving), [o.result.type for o in moving]
@@ -147,14 +152,8 @@ def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
     """Each attention iteration waits at four barriers in all: one inside each of its two mma stagings and
     its two cross-warp row reductions. Their scratch lies apart (the last one's through the whole loop), so
     insert-barriers needs none of its own in the loop, and the mask moves no data."""
-    from tileiras_async.bytecode.reader import read_module
     from tileiras_async.tilegpu.passes.insert_barriers import self_syncing
-    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
-    k = _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_90")
-    _passes(k, "insert-barriers")
-    loops = [o for o in walk_ops(k.fn.body) if o.name == "for"]
-    assert loops
-    for loop in loops:
+    for loop in _attention_loops(name, "insert-barriers"):
         body = list(walk_ops(loop.regions[0].block))
         assert not [o for o in body if o.name in ("tilegpu.barrier", "tilegpu.local_store")]
         assert sum(self_syncing(o) for o in body) == 4
