@@ -82,3 +82,17 @@ def test_invalid_layouts_are_rejected():
         blocked((3, 4), 4)
     with pytest.raises(ValueError):
         LinearLayout((4,), ((), ((1,),), ()))
+
+
+def test_sub_box_selects_the_registers_that_hold_it():
+    """A 16x16x2 tile with its last dimension in a register bit: either 16x16x1 half is a register selection
+    (the same lanes and warps); a half along a lane-held dimension is not."""
+    lay = blocked((16, 16, 2), 4, 2)
+    assert lay.bases[0][0] == (0, 0, 1)
+    for k in (0, 1):
+        sub, regs = lay.sub_box((16, 16, 1), (0, 0, k))
+        assert sub.shape == (16, 16, 1) and sub.bases[1:] == lay.bases[1:]
+        assert len(regs) == sub.num_registers
+        for r, src in enumerate(regs):
+            assert lay.register_coord(src) == tuple(c + o for c, o in zip(sub.register_coord(r), (0, 0, k)))
+    assert lay.sub_box((16, 8, 2), (0, 8, 0)) is None     # columns 8.. live in other lanes

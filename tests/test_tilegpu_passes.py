@@ -159,6 +159,22 @@ def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
         assert sum(self_syncing(o) for o in body) == 4
 
 
+def test_complex_halves_are_register_selections_or_share_one_staging():
+    """fft_two_stage_f32 splits complex tiles into real and imaginary halves with `extract`: where the
+    complex dimension is a register bit the extracts select registers (no shared memory); where it is not,
+    the two extracts of one tile store it once and load each half."""
+    from tileiras_async.bytecode.reader import read_module
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite"
+    k = _kernel(read_module((suite / "fft_two_stage_f32.v13.4.tileirbc").read_bytes()), target="sm_90")
+    _passes(k, "materialize-shared-memory")
+    ops = list(walk_ops(k.fn.body))
+    assert sum(o.name == "extract" for o in ops) == 4
+    stores = [o for o in ops if o.name == "tilegpu.local_store" and o.operands["value"].type.shape == (8, 8, 2)]
+    assert len(stores) == 1
+    loads = [o for o in ops if o.name == "tilegpu.local_load" and o.operands["buffer"] is stores[0].operands["buffer"]]
+    assert len(loads) == 2
+
+
 def _argmax_kernel() -> KernelIR:
     from tileiras_async.bytecode.reader import read_module
     return _kernel(read_module((PUBLIC / "argmax_rows_f32_128.v13.4.tileirbc").read_bytes()), target="sm_90")

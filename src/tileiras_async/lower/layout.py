@@ -153,6 +153,35 @@ class LinearLayout:
                       for dims in self.bases)
         return LinearLayout(tuple(shape), bases)
 
+    def sub_box(self, shape: tuple[int, ...], offset: tuple[int, ...]) -> tuple["LinearLayout", list[int]] | None:
+        """The box of `shape` at `offset` (a multiple of `shape` in every dimension) when every thread already
+        holds its part of it: only register bits address coordinates outside the box.  (Its layout, and per
+        register of it the register of this layout holding that element); None when lanes or warps (or a
+        register bit that mixes dimensions) reach outside the box."""
+        keep, fixed = [], 0
+        for bit, b in enumerate(self.bases[0]):
+            outside = [d for d, (c, n) in enumerate(zip(b, shape)) if c >= n]
+            if not outside:
+                keep.append(bit)
+                continue
+            nonzero = [d for d, c in enumerate(b) if c]
+            if len(nonzero) != 1 or b[nonzero[0]] & (b[nonzero[0]] - 1):
+                return None
+            d = nonzero[0]
+            if offset[d] & b[d]:
+                fixed |= 1 << bit
+        if any(c >= n for bases in self.bases[1:] for b in bases for c, n in zip(b, shape)):
+            return None
+        layout = LinearLayout(tuple(shape), (tuple(self.bases[0][i] for i in keep), self.bases[1], self.bases[2]))
+        regs = []
+        for r in range(1 << len(keep)):
+            src = fixed
+            for j, bit in enumerate(keep):
+                if r >> j & 1:
+                    src |= 1 << bit
+            regs.append(src)
+        return layout, regs
+
     def duplicate_register_mask(self) -> int:
         """Register bits that do not move the element: a thread holds copies of one element in the
         registers that differ only in these bits (each is computed, loaded and stored once)."""

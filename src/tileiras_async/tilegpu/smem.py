@@ -1,6 +1,7 @@
 """Shared-memory facts the passes decide with and code generation follows.
 
-* which layout conversions move nothing (`free_conversion`),
+* which layout conversions move nothing (`free_conversion`), which extracts are register selections
+  (`register_extract`),
 * where a dimension's coordinate bits live in a layout (`dim_bits`: registers, lanes or warps),
 * how much scratch an op that stages data through shared memory needs (`scratch_bytes`), and what it
   does to it (`scratch_effects`): it writes the scratch first and reads it last, with its own barrier in
@@ -28,6 +29,31 @@ def free_conversion(v: Value, target: LinearLayout | None) -> bool:
     if is_uniform(v):
         return True
     return target.register_map_from(src) is not None
+
+
+def constant_index(v: Value) -> int | None:
+    """The value of a scalar integer constant (None: not one)."""
+    owner = v.owner
+    if (isinstance(owner, Operation) and owner.name == "constant" and not v.type.shape
+            and isinstance(v.type.elem, T.IntType) and v.type.elem.width > 1):
+        return int.from_bytes(owner.attrs["value"].raw[:v.type.elem.width // 8], "little", signed=True)
+    return None
+
+
+def register_extract(op: Operation) -> tuple[LinearLayout, list[int]] | None:
+    """For an `extract` at constant indices whose box every thread already holds in registers (a complex
+    number's real or imaginary half, one of a tile's register-held rows): the result's layout and, per its
+    register, the source register it is; None when the extract must go through shared memory."""
+    src = op.operands["source"]
+    layout = layout_of(src.type)
+    index = [constant_index(v) for v in op.operands["indices"]]
+    if layout is None or any(i is None for i in index):
+        return None
+    shape = tuple(op.result.type.shape)
+    offset = tuple(i * n for i, n in zip(index, shape))
+    if any(o < 0 or o + n > m for o, n, m in zip(offset, shape, src.type.shape)):
+        return None
+    return layout.sub_box(shape, offset)
 
 
 UNIFORM_CHAIN = frozenset({"broadcast", "reshape", "tilegpu.convert_layout"})

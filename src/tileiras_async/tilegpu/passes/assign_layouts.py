@@ -11,7 +11,8 @@ The rules, per op (first match):
   alone), else of the first that has one, else the default blocked layout of the result; every operand is
   converted to it (a uniform operand converts for free: it is broadcast in registers);
 - loads, constants, iota, shape changes through shared memory (extract, cat, insert, pack/unpack): the
-  default blocked layout (`CodegenOptions.default_layout`);
+  default blocked layout (`CodegenOptions.default_layout`); an extract at constant indices of a box every
+  thread holds in registers takes the source layout restricted to the box (`smem.register_extract`);
 - permute: the operand's layout with its dimensions permuted; reshape: the operand's layout over the new
   shape (nothing moves in either); a reshape to a scalar needs every thread to hold the element;
 - broadcast: the layout of the tile the result is combined with (an elementwise user's other operand, looking
@@ -46,6 +47,7 @@ from ..ir import KernelIR, clone_function, walk_ops
 from .. import scaled_mma
 from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
 from ..ops import CONVERT_LAYOUT
+from ..smem import register_extract
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
 
 INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
@@ -263,6 +265,9 @@ class _Assign:
             self.terminator(op, new)
             return
         if name in NO_LAYOUT_RULE:
+            return
+        if name == "extract" and (sub := register_extract(op)) is not None:
+            self.set_layout(op.result, sub[0])      # the box each thread holds: a register selection
             return
         if name in DEFAULT_RESULT:
             hint = self.op_hints.get(id(op))

@@ -3,7 +3,8 @@
 Contract: in: tile-GPU IR with layouts. out:
 - a `tilegpu.convert_layout` that would move data between threads becomes `local_alloc` + `local_store` +
   `local_load` (the conversions left move nothing: register relabelling, splat constants, uniforms);
-- `extract`, `cat`, `insert`, `pack`, `unpack` become the same three ops with the addressing in attributes
+- `extract` (unless it selects registers: `smem.register_extract`), `cat`, `insert`, `pack`, `unpack` become
+  the same three ops with the addressing in attributes
   (pack/unpack of 4-bit elements stage through their own scratch: two elements share a byte);
 - ops that stage through shared memory themselves get a `scratch_bytes` attribute (allocate-shared-memory
   adds `scratch_offset`).
@@ -16,7 +17,7 @@ from ...ir.core import Operation, Value
 from ..errors import LoweringError
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
-from ..smem import free_conversion, scratch_bytes, sub_byte_bytes_view
+from ..smem import free_conversion, register_extract, scratch_bytes, sub_byte_bytes_view
 from ..types import SmemType, elem_bytes, layout_of
 
 _SHAPE_OPS = frozenset({"extract", "cat", "insert", "pack", "unpack"})
@@ -26,12 +27,14 @@ def run(k: KernelIR) -> None:
     mapping: dict[int, Value] = {}
     for block in list(walk_blocks(k.fn.body)):
         out: list[Operation] = []
+        staged: dict[int, Value] = {}     # per extracted tile: the buffer an earlier extract of it stored it in
         for op in block.ops:
             if op.name == CONVERT_LAYOUT.name and not free_conversion(op.operands["source"],
                                                                           layout_of(op.result.type)):
                 out += _through_smem(op, mapping)
-            elif op.name in _SHAPE_OPS and not (op.name in ("pack", "unpack") and sub_byte_bytes_view(op)):
-                out += _shape_op(op, mapping)
+            elif op.name in _SHAPE_OPS and not (op.name in ("pack", "unpack") and sub_byte_bytes_view(op)) \
+                    and not _in_registers(op):
+                out += _shape_op(op, mapping, staged)
             else:
                 n = scratch_bytes(op, k.options)
                 if n:
@@ -39,6 +42,14 @@ def run(k: KernelIR) -> None:
                 out.append(op)
         block.ops = out
     replace_values(k.fn.body, mapping)
+
+
+def _in_registers(op: Operation) -> bool:
+    """An extract that selects registers (assign-layouts gave it the layout `register_extract` says)."""
+    if op.name != "extract":
+        return False
+    sub = register_extract(op)
+    return sub is not None and sub[0] == layout_of(op.result.type)
 
 
 def _alloc(nbytes: int, loc: int) -> Operation:
@@ -75,15 +86,19 @@ def _through_smem(op: Operation, mapping: dict) -> list[Operation]:
     return [a, st, ld]
 
 
-def _shape_op(op: Operation, mapping: dict) -> list[Operation]:
+def _shape_op(op: Operation, mapping: dict, staged: dict) -> list[Operation]:
     res = op.result
     ty = res.type
     loc = op.loc
-    if op.name == "extract":
+    if op.name == "extract":   # several extracts of one tile (a complex's halves) share its staging
         src = op.operands["source"]
-        a = _alloc(_nbytes(src.type), loc)
-        ops = [a, _store(src, a.result, src.type.shape, loc),
-               _load(a.result, ty, src.type.shape, loc, op.operands["indices"], ty.shape)]
+        ops = []
+        buf = staged.get(id(src))
+        if buf is None:
+            a = _alloc(_nbytes(src.type), loc)
+            buf = staged[id(src)] = a.result
+            ops = [a, _store(src, buf, src.type.shape, loc)]
+        ops.append(_load(buf, ty, src.type.shape, loc, op.operands["indices"], ty.shape))
     elif op.name == "cat":
         lhs, rhs, dim = op.operands["lhs"], op.operands["rhs"], op.attrs["dim"]
         shift = [0] * len(ty.shape)
