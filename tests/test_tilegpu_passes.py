@@ -175,6 +175,55 @@ def test_complex_halves_are_register_selections_or_share_one_staging():
     assert len(loads) == 2
 
 
+def _copy_loop(load_after_store: bool):
+    """for i < 4: dst[i] = src[i] (128-element f32 tiles); with `load_after_store` each load's token is that
+    of a store earlier in the same iteration, which orders the load after it."""
+    mb = ModuleBuilder((13, 4, 0))
+    i32, t = tile(T.I32), tile(T.F32, 128)
+    with mb.kernel("copy_loop", [tile(T.PointerType(T.F32)), tile(T.PointerType(T.F32))]) as kb:
+        pvs = []
+        for p in kb.args:
+            tv = T.TensorViewType(T.F32, (512,), (1,))
+            v = kb.op("make_tensor_view", [tv], base=p, dynamicShape=[], dynamicStrides=[]).result
+            pvs.append(kb.op("make_partition_view", [T.PartitionViewType((128,), tv, (0,))], tensor_view=v).result)
+        zero, one, four = (kb.constant(np.int32(c), i32) for c in (0, 1, 4))
+        start = kb.op("make_token", [T.TOKEN]).result
+        ones = kb.constant(np.float32(1), t)
+        with kb.region([i32]) as body:
+            iv = body.block.args[0]
+            token = start
+            if load_after_store:
+                token = body.op("store_view_tko", [T.TOKEN], tile=ones, view=pvs[1], index=[iv], token=start,
+                                memory_ordering_semantics=MO.weak).result
+            x = body.op("load_view_tko", [t, T.TOKEN], view=pvs[0], index=[iv], token=token,
+                        memory_ordering_semantics=MO.weak).results[0]
+            body.op("store_view_tko", [T.TOKEN], tile=x, view=pvs[1], index=[iv], memory_ordering_semantics=MO.weak)
+            body.op("continue", operands=[])
+        kb.op("for", [], regions=[body.built_region], lowerBound=zero, upperBound=four, step=one, initValues=[])
+        kb.op("return")
+    return mb.module
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["free", "after-a-store"])
+def test_loop_loads_are_prefetched_unless_their_token_orders_them(ordered):
+    """A serial loop's tile load is issued two iterations ahead (one register per thread per iteration): two
+    loads before the loop, the body's for iteration i + 2, its tile carried twice; a load whose token comes
+    from a store in the iteration stays where it is."""
+    k = _kernel(_copy_loop(ordered), target="sm_90")
+    _passes(k, "prefetch-loads")
+    loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
+    body_loads = [o for o in loop.regions[0].block.ops if o.name == "load_view_tko"]
+    before = [o for o in k.fn.body.ops if o.name == "load_view_tko"]
+    if ordered:
+        assert not loop.operands["initValues"] and not before and len(body_loads) == 1
+        return
+    assert len(before) == 2 and len(body_loads) == 1
+    assert loop.operands["initValues"] == [ld.results[0] for ld in before]
+    cont = loop.regions[0].block.ops[-1]
+    assert cont.operands["operands"] == [loop.regions[0].block.args[2], body_loads[0].results[0]]
+    assert any(r.name == "LoadsPrefetched" for r in k.remarks)
+
+
 def _argmax_kernel() -> KernelIR:
     from tileiras_async.bytecode.reader import read_module
     return _kernel(read_module((PUBLIC / "argmax_rows_f32_128.v13.4.tileirbc").read_bytes()), target="sm_90")

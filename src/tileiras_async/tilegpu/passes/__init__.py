@@ -22,6 +22,7 @@ _ALL = [
     ("materialize-shared-memory", "materialize_smem"),
     ("schedule-loops", "schedule_loops"),
     ("pipeline", "pipeline_loops"),
+    ("prefetch-loads", "prefetch_loads"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
 ]
