@@ -20,7 +20,7 @@ from ..ir import types as T
 from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import LinearLayout
+from ..lower.layout import LinearLayout, deposit
 from ..tilegpu.smem import DimBits, dim_bits
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
@@ -162,10 +162,7 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
     for r in reps:
         acc = [t.regs[r] for t in tiles]
         for k in range(1, 1 << len(order)):
-            other = r
-            for j, (bit, _) in enumerate(order):
-                if k >> j & 1:
-                    other |= 1 << bit
+            other = deposit(k, [bit for bit, _ in order], r)
             acc = combine(em, op, [t.regs[other] for t in tiles], acc)
         vals[r] = acc
     # 2. lanes: one redux.sync for a whole-warp 32-bit integer reduction, else a shuffle butterfly
@@ -251,13 +248,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     for g in range(n):
         if g & (serial_mask | dup):
             continue
-        members = []
-        for k in range(1 << len(serial)):
-            r = g
-            for j, bit in enumerate(serial):
-                if k >> j & 1:
-                    r |= 1 << bit
-            members.append(r)
+        members = [deposit(k, serial, g) for k in range(1 << len(serial))]
         if reverse:
             members.reverse()
         acc = None

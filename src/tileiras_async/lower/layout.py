@@ -24,6 +24,14 @@ WARP_SIZE = 32
 IN_DIMS = ("register", "lane", "warp")
 
 
+def deposit(value: int, positions: list[int], base: int = 0) -> int:
+    """`base` with bit positions[j] set for every set bit j of `value` (a parallel bit deposit)."""
+    for j, bit in enumerate(positions):
+        if value >> j & 1:
+            base |= 1 << bit
+    return base
+
+
 def _log2(n: int) -> int:
     if n <= 0 or n & (n - 1):
         raise ValueError(f"{n} is not a power of two")
@@ -173,14 +181,7 @@ class LinearLayout:
         if any(c >= n for bases in self.bases[1:] for b in bases for c, n in zip(b, shape)):
             return None
         layout = LinearLayout(tuple(shape), (tuple(self.bases[0][i] for i in keep), self.bases[1], self.bases[2]))
-        regs = []
-        for r in range(1 << len(keep)):
-            src = fixed
-            for j, bit in enumerate(keep):
-                if r >> j & 1:
-                    src |= 1 << bit
-            regs.append(src)
-        return layout, regs
+        return layout, [deposit(r, keep, fixed) for r in range(1 << len(keep))]
 
     def duplicate_register_mask(self) -> int:
         """Register bits that do not move the element: a thread holds copies of one element in the
