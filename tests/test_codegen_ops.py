@@ -496,6 +496,18 @@ def test_fp8_conversions_hardware(f8, sm):
     assert f"cvt.rn.f16x2.{fmt}" in ptx
 
 
+@pytest.mark.parametrize("sm,rnd,hw", [("sm_80", RM.nearest_even, None), ("sm_90", RM.nearest_even, "cvt.rn.tf32.f32"),
+                                       ("sm_90", RM.zero, "cvt.rz.tf32.f32"), ("sm_100", RM.nearest_even, "cvt.rn.tf32.f32")])
+def test_tf32_rounding_uses_the_hardware_cvt_where_it_exists(sm, rnd, hw):
+    """f32 -> tf32: sm_90 has cvt.rn/rz.tf32.f32 (NVIDIA's tileiras uses it); sm_80 only cvt.rna (ties away),
+    so nearest-even rounds in integer arithmetic there."""
+    ins = instructions(compile_ptx(convert_kernel("ftof", T.F32, T.TF32, rounding_mode=rnd), sm))
+    if hw is None:
+        assert not any(".tf32.f32" in i for i in ins) and any(i.startswith("and.b32") for i in ins)
+    else:
+        assert hw in ins
+
+
 @pytest.mark.parametrize("src,dst,rnd,instr", [
     (T.F32, T.F16, RM.zero, "cvt.rz.f16.f32"), (T.F32, T.BF16, RM.zero, "cvt.rz.bf16.f32"),
     (T.F64, T.F32, RM.zero, "cvt.rz.f32.f64"), (T.F64, T.F16, RM.zero, "cvt.rz.f16.f64"),
@@ -552,7 +564,8 @@ def host_map(fn, arg_type: str, ret_type: str):
     llvm.initialize_native_asmprinter()
     mir = ModuleIR()
     b = mir.function("f", [("ptr", "%in"), ("ptr", "%out"), ("i64", "%n")])
-    em = types.SimpleNamespace(b=b, options=types.SimpleNamespace(target="sm_80"), module_ir=mir)
+    # no target: the portable integer sequences (a known sm_80+ target would use PTX cvt forms)
+    em = types.SimpleNamespace(b=b, options=types.SimpleNamespace(target=None), module_ir=mir)
     b.emit("br label %loop")
     b.start_block("loop")
     i = b.phi("i64", "i")

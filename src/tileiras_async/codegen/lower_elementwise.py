@@ -372,9 +372,18 @@ def _ftof(em, op, lt, a):
     return _cvt(em, mode, _PTX_FLOAT[to], "f64", x, "double", to)
 
 
+# rounding mode -> (cvt rounding modifier, first sm with `cvt.<rnd>.tf32.f32`)
+_TF32_CVT = {RM.nearest_even: ("rn", 90), RM.zero: ("rz", 90), RM.nearest_away: ("rna", 80)}
+
+
 def round_to_tf32(em, x: str, rnd=RM.nearest_even) -> str:
     """Round an f32 to tf32 (10 explicit mantissa bits; the low 13 bits become 0) in a rounding mode:
-    nearest even by default (cvt.rn.tf32.f32), nearest away (cvt.rna), or directed."""
+    nearest even by default (cvt.rn.tf32.f32), nearest away (cvt.rna), or directed.  The hardware cvt where
+    the target has it (one instruction, as NVIDIA's tileiras emits), else integer arithmetic."""
+    hw = _TF32_CVT.get(rnd)
+    if hw is not None and (_target_sm(em) or 0) >= hw[1]:
+        bits = em.b.asm("i32", f"cvt.{hw[0]}.tf32.f32 $0, $1;", "=r,f", [("float", x)], sideeffect=False)
+        return em.b.value(f"bitcast i32 {bits} to float")
     u = em.b.value(f"bitcast float {x} to i32")
     low = em.b.value(f"and i32 {u}, 8191")
     if rnd == RM.nearest_away:
