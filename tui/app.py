@@ -19,6 +19,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.coordinate import Coordinate
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane, TextArea
 
@@ -521,7 +522,11 @@ class DashboardApp(App):
         return text
 
     def _update_summary(self) -> None:
-        self.query_one("#summary", SummaryBar).update(self.summary_text())
+        try:
+            bar = self.query_one("#summary", SummaryBar)
+        except NoMatches:       # a tick while the app tears its screen down: nothing to update
+            return
+        bar.update(self.summary_text())
 
     # ------------------------------------------------------------------ selection helpers
 
