@@ -73,6 +73,8 @@ def movable_loads(loop: Operation) -> tuple[list[Operation], list[Operation]]:
             continue
         if layout_of(op.results[0].type) is None:
             continue
+        if any(op.attrs.get("inbounds") or ()):   # promised in bounds: a prefetch past the end must stay masked
+            continue
         mine: dict[int, Operation] = {}
         if all(_slice(i, body, top, mine) for i in op.operands["index"]):
             slices.update(mine)
