@@ -61,7 +61,8 @@ TUI_DIR = ROOT / "tui"
 TUI_IMPORT_NAMES = ("tui", "tileiras_tui")   # the folder's name and the name it installs under
 
 LAYERS: list[tuple[str, ...]] = [
-    ("inputs",),            # exit codes and input reading: os only (the drop-in's cache-hit path)
+    ("inputs",              # exit codes and input reading: os only (the drop-in's cache-hit path)
+     "dataclass_code"),     # stored code of dataclass methods, installed before the compiler is imported
     ("ir",),
     ("bytecode",),
     ("deepstack", "symbols"),

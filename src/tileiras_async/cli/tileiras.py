@@ -161,8 +161,7 @@ def obtain(path: str, data: bytes, opts) -> DropInResult:
     from ..cache.store import CacheStore
     request = compile_options(path, opts)
     if PRINT_IR & request.keys():
-        from .tileiras_compile import produce
-        return produce(path, data, opts)
+        return _compile_here(path, data, opts)
     store = CacheStore(opts.get("cache-dir") or cache_config.default_dir(), cache_config.max_size_from_env())
     use_cache = not opts.get("no-cache") and not cache_config.disabled_by_env()
     fp = key = None
@@ -179,11 +178,19 @@ def obtain(path: str, data: bytes, opts) -> DropInResult:
                 pass  # an entry from another layout: recompile and replace it
     result = _compile_on_server(path, data, request, fp, store)
     if result is None:
-        from .tileiras_compile import produce
-        result = produce(path, data, opts, expected=fp)
+        result = _compile_here(path, data, opts, expected=fp)
     if use_cache and result.cacheable:
         store.put(key, result.sections())
     return result
+
+
+def _compile_here(path: str, data: bytes, opts, *, expected=None) -> DropInResult:
+    """Compile in this process.  Importing the compiler is most of a cold call; the stored code of the
+    dataclasses' generated methods (dataclass_code) spares it compiling them again."""
+    from ..dataclass_code import install
+    install()
+    from .tileiras_compile import produce
+    return produce(path, data, opts, expected=expected)
 
 
 def _compile_on_server(path: str, data: bytes, request: dict, fp, store) -> DropInResult | None:
