@@ -1,0 +1,53 @@
+"""The installed `tileiras` command runs `console_main`, which ends its process without interpreter
+finalization: whatever was printed still arrives, exit codes are main()'s, and the atexit cleanups (the
+per-process temporary directory) still run."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tileiras_async.cli import tileiras
+
+from conftest import INVALID, PUBLIC, requires_corpus
+
+SAXPY = PUBLIC / "saxpy_f32_t128.v13.4.tileirbc"
+
+
+def _tool(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    script = Path(sys.executable).parent / "tileiras"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tileiras_async.cli.tileiras"]
+    base = {**os.environ, "TILEIRAS_ASYNC_SERVER": "off", "TILEIRAS_ASYNC_NO_CACHE": "1"}
+    return subprocess.run([*cmd, *argv], capture_output=True, env={**base, **(env or {})}, timeout=300)
+
+
+def test_printed_text_arrives_whole():
+    proc = _tool("--help")
+    assert proc.returncode == 0 and proc.stdout.decode() == tileiras.PARSER.help_text()
+    proc = _tool("--bogus")
+    assert proc.returncode == 1 and proc.stderr.startswith(b"tileiras: Unknown command line argument '--bogus'")
+
+
+@requires_corpus
+def test_a_compile_leaves_no_temporary_directory(tmp_path):
+    """ptxas works in the process's own temporary directory, which its atexit hook removes."""
+    out = tmp_path / "x.cubin"
+    proc = _tool("--gpu-name", "sm_90", "-o", str(out), str(SAXPY), env={"TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 0
+    per_user = tmp_path / f"tileiras-async-{os.getuid()}"
+    assert per_user.is_dir() and list(per_user.iterdir()) == []
+
+
+@requires_corpus
+def test_a_rejected_input_exits_with_its_code(tmp_path):
+    bad = sorted(INVALID.glob("*.tileirbc"))[0]
+    in_process = subprocess.run([sys.executable, "-c", "import sys; from tileiras_async.cli.tileiras import main; "
+                                 "sys.exit(main())", "--gpu-name", "sm_90", "-o", str(tmp_path / "a.cubin"),
+                                 str(bad)], capture_output=True, timeout=300,
+                                env={**os.environ, "TILEIRAS_ASYNC_SERVER": "off", "TILEIRAS_ASYNC_NO_CACHE": "1"})
+    proc = _tool("--gpu-name", "sm_90", "-o", str(tmp_path / "b.cubin"), str(bad))
+    assert proc.returncode == in_process.returncode != 0
+    assert proc.stderr == in_process.stderr and proc.stderr.startswith(b"error: ")
+    assert not (tmp_path / "b.cubin").exists()
