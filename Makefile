@@ -28,11 +28,13 @@ $(STAMP): pyproject.toml constraints.txt setup.py
 setup: $(STAMP) bytecode
 
 # Byte-compiled modules, so that each `tileiras` process loads them instead of compiling the sources
-# (this environment sets PYTHONDONTWRITEBYTECODE, so Python never writes them itself), and the compiled
-# methods of the package's dataclasses (src/tileiras_async/dataclass_code.py); incremental.
+# (this environment sets PYTHONDONTWRITEBYTECODE, so Python never writes them itself), the compiled
+# methods of the package's dataclasses (src/tileiras_async/dataclass_code.py) and the installation's
+# fingerprint for the compile cache (cache/fingerprint.py); incremental.
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q src tui >/dev/null
 	@$(PY) -m tileiras_async.dataclass_code >/dev/null
+	@$(PY) -m tileiras_async.cache.fingerprint >/dev/null
 
 # The main job: compile every bundled example for two GPUs through the batch pipeline (summary at the end).
 run: setup

@@ -149,6 +149,31 @@ def test_fingerprint_changes_when_a_source_file_changes(tmp_path, monkeypatch):
     assert fingerprint.compute(memo).digest == one
 
 
+def test_the_installation_keeps_its_own_digest(tmp_path, monkeypatch):
+    """A new cache directory does not make a call read every source file: the digest of the process's
+    own environment is kept with the installation (written by `make setup`, or where byte code is)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("A = 1\n")
+    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", str(pkg))
+    first = fingerprint.compute(str(tmp_path / "memo1"), write_install_memo=True)
+    assert len(list((pkg / "__pycache__" / "fingerprint").iterdir())) == 1
+    reads = []
+    monkeypatch.setattr(fingerprint, "_read", lambda path: reads.append(path) or b"")
+    assert fingerprint.compute(str(tmp_path / "memo2")).digest == first.digest and reads == []
+    assert len(list((tmp_path / "memo2").iterdir())) == 1          # and the cache directory learns it
+    # another environment is not this process's own: its digest is computed (from the stubbed reads: another
+    # digest) and not kept with the installation
+    other = fingerprint.compute(str(tmp_path / "memo3"), env=dict(os.environ), sys_path=list(sys.path))
+    assert other.digest != first.digest and reads
+    assert len(list((pkg / "__pycache__" / "fingerprint").iterdir())) == 1
+    # a changed source is a new state: computed again
+    reads.clear()
+    (pkg / "a.py").write_text("A = 2\n")
+    fingerprint.compute(None, write_install_memo=False)
+    assert reads
+
+
 # ---------------------------------------------------------------------------- entries and the store
 
 

@@ -11,7 +11,10 @@ Everything that can change an output without changing the input or the options:
 
 Cheap by construction: the files are only stat()ed (about a hundred stat calls), and the
 content digests are memoized in the cache directory under a digest of those stat results, so
-they are computed once per install (and again only after a file changes).
+they are computed once per install (and again only after a file changes).  The digest of this
+process's own environment is also kept with the installation (`__pycache__/fingerprint/`, written
+like byte code: by `make setup`, and by a call that computes it unless Python writes no byte code),
+so a call with an empty or new cache directory does not read every source file again either.
 
 ptxas and libdevice are found in the order of `toolchain.discovery` ($CUDA_ROOT, $CUDA_HOME,
 $CUDA_PATH, NVIDIA's wheels on sys.path, then $PATH), re-implemented here with `os.path` alone
@@ -49,10 +52,18 @@ class Fingerprint:
         self.libdevice = libdevice
 
 
-def compute(memo_dir: str | None = None, *, env=None, sys_path=None) -> Fingerprint:
+def install_memo_dir() -> str:
+    return os.path.join(PACKAGE_DIR, "__pycache__", "fingerprint")
+
+
+def compute(memo_dir: str | None = None, *, env=None, sys_path=None, write_install_memo: bool | None = None
+            ) -> Fingerprint:
     """The fingerprint of this installation as seen with `env` / `sys_path` (default: this process's).
 
-    `memo_dir`: where content digests are memoized (None: computed every time)."""
+    `memo_dir`: where content digests are memoized (None: computed every time, unless the installation
+    keeps the digest of this process's own environment).  `write_install_memo`: whether a digest computed
+    here is kept with the installation (default: when Python writes byte code)."""
+    own = env is None and sys_path is None
     env = os.environ if env is None else env
     sys_path = sys.path if sys_path is None else sys_path
     roots = _roots(env, sys_path)
@@ -77,16 +88,20 @@ def compute(memo_dir: str | None = None, *, env=None, sys_path=None) -> Fingerpr
     identity = "\0".join(["fingerprint/1", __version__, sys.version]
                          + [f"{label}\0{st}" for label, _path, st in stat_only])
     signature = "\0".join([identity] + [f"{path}\0{st}" for _label, path, st in hashed])
-    memo = (os.path.join(memo_dir, blake2b(signature.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest())
-            if memo_dir else None)
-    digest = _read_memo(memo) if memo else None
+    name = blake2b(signature.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+    memo = os.path.join(memo_dir, name) if memo_dir else None
+    installed = os.path.join(install_memo_dir(), name) if own else None
+    memoized = _read_memo(memo) if memo else None
+    digest = memoized or (_read_memo(installed) if installed else None)
     if digest is None:
         h = blake2b(identity.encode("utf-8", "surrogateescape"), digest_size=32)
         for label, path, _st in hashed:
             h.update(canonical([label, _read(path)]))
         digest = h.hexdigest()
-        if memo:
-            _write_memo(memo, digest)
+        if installed and (not sys.dont_write_bytecode if write_install_memo is None else write_install_memo):
+            _write_memo(installed, digest)
+    if memo and memoized is None:
+        _write_memo(memo, digest)
     return Fingerprint(digest, ptxas, libdevice)
 
 
@@ -246,3 +261,22 @@ def _write_memo(path: str, digest: str) -> None:
         write_atomic(path, digest.encode())
     except OSError:
         pass  # read-only cache directory: the digest is recomputed next time
+
+
+def main() -> int:
+    """`python -m tileiras_async.cache.fingerprint` (`make setup`): keep this environment's digest with the
+    installation, and only it (each edit of a source file makes a new one)."""
+    fp = compute(write_install_memo=True)
+    memo = install_memo_dir()
+    for name in _listdir(memo):
+        if _read_memo(os.path.join(memo, name)) != fp.digest:
+            try:
+                os.unlink(os.path.join(memo, name))
+            except OSError:
+                pass
+    print(f"fingerprint {fp.digest} kept in {memo}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
