@@ -62,8 +62,7 @@ printing pass: first to record, then to print with the final names.
 from __future__ import annotations
 
 import enum
-from fractions import Fraction
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import attrs as A
 from . import types as T
@@ -72,6 +71,10 @@ from .debuginfo import TAG_CALLSITE, TAG_COMPILE_UNIT, TAG_FILE, TAG_LEXICAL_BLO
 from .enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, PaddingValue, RoundingMode,
                     Signedness, SymbolVisibility, spelling)
 from .opdef import OpDef
+
+if TYPE_CHECKING:
+    from fractions import Fraction   # imported where floats are printed: the verifier loads this module for
+                                     # every kernel with debug information, and fractions costs ~2 ms
 
 INDENT = 2
 UNKNOWN_VALUE = "<<UNKNOWN SSA VALUE>>"  # MLIR's spelling for a value it cannot name
@@ -204,6 +207,7 @@ def apfloat_to_string(fmt: _FloatFormat, bits: int, prec: int = 0, max_pad: int 
 
 
 def _value(fmt: _FloatFormat, bits: int) -> Fraction:
+    from fractions import Fraction
     _, neg, sig, exponent = fmt.decode(bits)
     v = Fraction(sig) * Fraction(2) ** (exponent - fmt.precision + 1)
     return -v if neg else v
@@ -211,6 +215,7 @@ def _value(fmt: _FloatFormat, bits: int) -> Fraction:
 
 def _round_to_format(fmt: _FloatFormat, x: Fraction) -> Fraction:
     """Nearest value of the format (ties to even), ignoring overflow."""
+    from fractions import Fraction
     if x == 0:
         return x
     e = x.numerator.bit_length() - x.denominator.bit_length()
@@ -224,6 +229,7 @@ def _round_to_format(fmt: _FloatFormat, x: Fraction) -> Fraction:
 
 
 def _round_trips(fmt: _FloatFormat, bits: int, text: str) -> bool:
+    from fractions import Fraction
     exact = _value(fmt, bits)
     parsed = Fraction(text)
     return _round_to_format(fmt, abs(parsed)) == abs(exact)

@@ -9,7 +9,6 @@ Times are cycles (written as microseconds, Chrome trace's unit).  Output is dete
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import msgspec
@@ -224,6 +223,7 @@ def chrome_trace(reports: Iterable[ScheduleReport]) -> dict:
 
 
 def schedule_trace_json(reports: Iterable[ScheduleReport]) -> str:
+    import json   # here: the stages import this module for ScheduleReport on every compile, traces are rare
     return json.dumps(chrome_trace(reports), separators=(",", ":"))
 
 

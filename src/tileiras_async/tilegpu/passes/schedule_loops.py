@@ -17,9 +17,7 @@ from __future__ import annotations
 import msgspec
 
 from ...ir.core import Block, Operation, Region
-from ...schedule.analyze import schedule_loop
 from ...schedule.machine import machine_model
-from ...schedule.modulo import ScheduleOptions
 from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, plan_for
@@ -49,6 +47,8 @@ def run(k: KernelIR) -> None:
         if why is not None:
             k.remark("missed", "pipelining", "LoopNotPipelined", f"{FAILED}: {why}", op)
         if report is None:   # the code runs the body in program order: say so, and why
+            from ...schedule.analyze import schedule_loop   # (with the first loop: most kernels have none)
+            from ...schedule.modulo import ScheduleOptions
             if why is None:
                 why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
             report = schedule_loop(op, model, ScheduleOptions(strategy="serial"), kernel=k.name, loop=ordinal,
@@ -61,6 +61,8 @@ def run(k: KernelIR) -> None:
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):
     """(report, None, geometry) with the loads and the mma in different stages, or (None, why not, None)."""
+    from ...schedule.analyze import schedule_loop
+    from ...schedule.modulo import ScheduleOptions
     limit = int(k.options.pipeline_stages)
     try:
         mplan = plan_for(k.options, cand.mma)
