@@ -191,8 +191,10 @@ def wheel_roots(sys_path: Sequence[str] | None = None) -> list[Path]:
         base = Path(entry or ".") / "nvidia"
         for name in WHEEL_ROOT_NAMES:
             root = base / name
+            if not root.is_dir():   # before realpath: resolving each missing candidate cost ~2 ms a search
+                continue
             key = os.path.realpath(root)
-            if key in seen or not root.is_dir():
+            if key in seen:
                 continue
             seen.add(key)
             roots.append(root)
