@@ -86,7 +86,7 @@ def same_user(conn) -> bool:
     """Whether the process at the other end of a connected Unix socket runs as this user (SO_PEERCRED;
     true where the platform cannot tell).  Both sides check: the server serves only its user, and
     the drop-in sends its input to, and takes cubins from, only a server of its own."""
-    import socket
+    import _socket as socket   # the constants only (see client.py: `socket` costs a client ~10 ms)
     import struct
     if not hasattr(socket, "SO_PEERCRED"):
         return True
