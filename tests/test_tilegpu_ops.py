@@ -165,3 +165,64 @@ def test_insert_barriers_reads_accesses_from_the_effects():
                     [acc.result.type])
     assert accesses(mma)[0] == [(0, 16, "r", id(made["buf"].result))]
     assert "tilegpu.local_store" in print_kernel(k)
+
+
+
+
+_TILE = LayoutTile((4,), T.F32, CodegenOptions().default_layout((4,)))
+
+
+def _loop_kernel(make_inner, depth: int = 1) -> KernelIR:
+    """`make_inner(store, load)` ops (store(k)/load(k): buffer k of two 16-byte buffers) as the body of
+    `depth` nested `for` loops."""
+    i32 = LayoutTile((), T.I32, None)
+    bounds = [Operation("constant", {}, {"value": None}, [i32]) for _ in range(3)]
+    value = Operation("constant", {}, {"value": None}, [_TILE])
+    bufs = [Operation(G.LOCAL_ALLOC, {}, {"offset": 16 * j}, [SmemType(16)]) for j in range(2)]
+
+    def store(j):
+        return Operation(G.LOCAL_STORE, {"value": value.result, "buffer": bufs[j].result, "offsets": []},
+                         {"shape": (4,)})
+
+    def load(j):
+        return Operation(G.LOCAL_LOAD, {"buffer": bufs[j].result, "offsets": []}, {"shape": (4,)}, [_TILE])
+    body = Block([i32], make_inner(store, load) + [Operation("continue", {"operands": []})])
+    for _ in range(depth):
+        loop = Operation("for", {"lowerBound": bounds[0].result, "upperBound": bounds[1].result,
+                                 "step": bounds[2].result, "initValues": []}, {}, [], [Region([body])])
+        body = Block([i32], [loop, Operation("continue", {"operands": []})])
+    return _kernel(lambda b: b.ops.extend(bounds + [value] + bufs + body.ops[:1]))
+
+
+def _innermost_loop(k: KernelIR) -> Operation:
+    return [o for o in walk_ops(k.fn.body) if o.name == "for"][-1]
+
+
+def test_insert_barriers_walks_nested_loops_once_each():
+    """60 nested loops (re-running each body to a fixed point would take exponential time): the innermost
+    iteration's store waits for the previous iteration's load (WAR), its load for the store (RAW)."""
+    from tileiras_async.tilegpu.passes import insert_barriers
+    k = _loop_kernel(lambda store, load: [store(0), load(0)], depth=60)
+    insert_barriers.run(k)
+    assert [o.name for o in _innermost_loop(k).regions[0].block.ops] == [
+        G.BARRIER.name, G.LOCAL_STORE.name, G.BARRIER.name, G.LOCAL_LOAD.name, "continue"]
+
+
+@pytest.mark.parametrize("early_exit", [False, True])
+def test_an_iteration_meets_what_the_previous_one_left(early_exit):
+    """store A; [if: continue]; barrier; load B.  An iteration that runs to its end leaves only the read of B
+    pending, so the next store to A needs no barrier; one that may end after the store leaves the write of A
+    pending, so the next store to A waits (WAW across threads)."""
+    from tileiras_async.tilegpu.passes import insert_barriers
+
+    def inner(store, load):
+        ops = [store(0)]
+        if early_exit:
+            cond = Operation("constant", {}, {"value": None}, [LayoutTile((), T.I1, None)])
+            leave = Block([], [Operation("continue", {"operands": []})])
+            ops += [cond, Operation("if", {"condition": cond.result}, {}, [], [Region([leave]), Region([])])]
+        return ops + [Operation(G.BARRIER), load(1)]
+    k = _loop_kernel(inner)
+    insert_barriers.run(k)
+    first = _innermost_loop(k).regions[0].block.ops[0].name
+    assert first == (G.BARRIER.name if early_exit else G.LOCAL_STORE.name)

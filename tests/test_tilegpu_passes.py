@@ -152,7 +152,7 @@ def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
     """Each attention iteration waits at four barriers in all: one inside each of its two mma stagings and
     its two cross-warp row reductions. Their scratch lies apart (the last one's through the whole loop), so
     insert-barriers needs none of its own in the loop, and the mask moves no data."""
-    from tileiras_async.tilegpu.passes.insert_barriers import self_syncing
+    from tileiras_async.tilegpu.smem import self_syncing
     for loop in _attention_loops(name, "insert-barriers"):
         body = list(walk_ops(loop.regions[0].block))
         assert not [o for o in body if o.name in ("tilegpu.barrier", "tilegpu.local_store")]

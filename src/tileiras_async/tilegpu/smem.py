@@ -56,6 +56,21 @@ def register_extract(op: Operation) -> tuple[LinearLayout, list[int]] | None:
     return layout.sub_box(shape, offset)
 
 
+# ops whose lowering writes their scratch, waits at a barrier, then reads it: reduce and scan across warps,
+# and mmaf/mmai staging their operands for mma.sync or FMA (codegen/lower_mma); wgmma/tcgen05 stage otherwise
+SELF_SYNCING = frozenset({"reduce", "scan", "mmaf", "mmai"})
+_ASYNC_MMA = ("wgmma", "tcgen05")
+
+
+def self_syncing(op: Operation) -> bool:
+    """`op` stages through its own scratch with a barrier between its writes and its reads: that barrier
+    orders every shared-memory access before the op (insert-barriers), and its scratch need not share bytes
+    with the next op's (allocate-shared-memory)."""
+    if op.name not in SELF_SYNCING or "scratch_bytes" not in op.attrs:
+        return False
+    return not str(op.attrs.get("instruction", "")).startswith(_ASYNC_MMA)
+
+
 UNIFORM_CHAIN = frozenset({"broadcast", "reshape", "tilegpu.convert_layout"})
 
 

@@ -15,7 +15,7 @@ from ..ir import KernelIR
 from ..mma import SHARED_LIMIT
 from ..ops import LOCAL_ALLOC
 from ..types import align
-from .insert_barriers import self_syncing
+from ..smem import self_syncing
 
 _LOOPS = ("for", "loop")
 

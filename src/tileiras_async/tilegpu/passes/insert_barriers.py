@@ -13,24 +13,14 @@ from ...ir.core import Block, Operation, Value
 from ...ir.opdef import effects_of
 from ..ir import KernelIR, parents_of, walk_ops
 from ..ops import BARRIER, LOCAL_ALLOC, SHARED, RingAccess
+from ..smem import self_syncing
 
 Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
 State = frozenset
 
 # ops that synchronise the CTA themselves
 _SYNCING = frozenset({BARRIER.name, "memory_fence_alias_tko"})
-# ops whose lowering writes their scratch, waits at a barrier, then reads it (tilegpu.smem.scratch_bytes):
-# reduce and scan across warps, and mmaf/mmai staging their operands for mma.sync or FMA (codegen/lower_mma)
-SELF_SYNCING = frozenset({"reduce", "scan", "mmaf", "mmai"})
-_ASYNC_MMA = ("wgmma", "tcgen05")
-
-
-def self_syncing(op: Operation) -> bool:
-    """`op` stages through its own scratch with a barrier between its writes and its reads."""
-    if op.name not in SELF_SYNCING or "scratch_bytes" not in op.attrs:
-        return False
-    return not str(op.attrs.get("instruction", "")).startswith(_ASYNC_MMA)
-
+_EXITS = frozenset({"continue", "break", "return"})
 
 def run(k: KernelIR) -> None:
     _Barriers(k.fn.body).block(k.fn.body, frozenset(), insert=True)
@@ -99,13 +89,7 @@ class _Barriers:
         blocks = [b for r in op.regions for b in r.blocks]
         if op.name in ("for", "loop"):
             # an iteration starts with what came before the loop or what an earlier iteration left pending
-            # (the state at the end of the body, found by iterating to a fixed point: states only grow)
-            entry = state
-            while True:
-                after = entry | self.block(blocks[0], entry, insert=False)    # grows only: it terminates
-                if after == entry:
-                    break
-                entry = after
+            entry = state | _tail(blocks[0])
             self.block(blocks[0], entry, insert)
             return entry
         ends = [self.block(b, state, insert) for b in blocks]
@@ -115,6 +99,28 @@ class _Barriers:
         for e in ends:
             out |= e
         return out
+
+
+def _tail(block: Block) -> State:
+    """What the end of `block` can leave pending whatever came before it (a superset): the accesses after its
+    last top-level synchronisation -- a barrier, or a self-syncing op's own (which leaves its reads) --, all
+    of a region op's.  The body's end state from any entry S lies within S and this, so S | _tail is where a
+    loop's iterations start; computed by one walk (no re-run of nested loops, whatever their depth)."""
+    out: set[Access] = set()
+    if any(o.name in _EXITS and o is not block.ops[-1] for o in walk_ops(block)):
+        # an iteration may end (or the loop be left) anywhere: all of the body's accesses
+        return frozenset(a for o in walk_ops(block) for part in accesses(o) for a in part)
+    for op in reversed(block.ops):
+        if op.name in _SYNCING:
+            break
+        first, pending = accesses(op)
+        out.update(pending)
+        if self_syncing(op):
+            break
+        for inner in (o for r in op.regions for b in r.blocks for o in walk_ops(b)):
+            for part in accesses(inner):
+                out.update(part)
+    return frozenset(out)
 
 
 def _ops_touching_smem(body: Block) -> set[int]:
