@@ -276,15 +276,8 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
         one_each = not serial and not rest_regs        # a thread holds one element per group
         _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
                    need_total=bool(bits.warps))
-    for bit in lane_bits if lane_bits and not _kogge_stone_lanes(bits) else []:
-        upper = em.b.value(f"icmp ne i32 {em.b.value(f'and i32 {em.lane}, {1 << bit}')}, 0")
-        later = em.b.value(f"xor i1 {upper}, true") if reverse else upper
-        for g in groups:
-            theirs = [shuffle_xor(em, v, lt, 1 << bit) for v, lt in zip(totals[g], lts)]
-            mine = totals[g]
-            with_theirs = combine(em, op, carry[g], theirs)
-            carry[g] = _select(em, later, with_theirs, carry[g], lts)
-            totals[g] = combine(em, op, _select(em, later, mine, theirs, lts), _select(em, later, theirs, mine, lts))
+    elif lane_bits:
+        _lane_hypercube(em, op, lane_bits, groups, totals, carry, reverse, lts)
     if bits.warps:
         _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse)
     out = [[None] * n for _ in tiles]
@@ -316,26 +309,42 @@ def _lane_scan(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: l
     pos = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.lane}, {b0}')}, {(1 << n) - 1}")
     mode = "down" if reverse else "up"
 
-    def has_earlier(dist: int) -> str:
-        if reverse:
-            return em.b.entry_value(f"icmp ult i32 {pos}, {(1 << n) - dist}")
-        return em.b.entry_value(f"icmp uge i32 {pos}, {dist}")
+    # per step j: whether this lane's position has one 2^j earlier (computed once, in the entry block)
+    earlier = [em.b.entry_value(f"icmp ult i32 {pos}, {(1 << n) - (1 << j)}") if reverse else
+               em.b.entry_value(f"icmp uge i32 {pos}, {1 << j}") for j in range(n)]
+    last = None
+    if need_total:      # the lane at the last position (in scan order) of this lane's group
+        mask = ((1 << n) - 1) << b0
+        last = em.b.entry_value(f"and i32 {em.lane}, {~mask & 31}")
+        if not reverse:
+            last = em.b.entry_value(f"or i32 {last}, {mask}")
     for g in groups:
         inc = totals[g]
         for j in range(n):
             theirs = [shuffle(em, v, lt, mode, str(1 << (b0 + j))) for v, lt in zip(inc, lts)]
-            inc = _select(em, has_earlier(1 << j), combine(em, op, inc, theirs), inc, lts)
+            inc = _select(em, earlier[j], combine(em, op, inc, theirs), inc, lts)
         if single is not None:
             single[g] = inc
         else:
             before = [shuffle(em, v, lt, mode, str(1 << b0)) for v, lt in zip(inc, lts)]
-            carry[g] = _select(em, has_earlier(1), combine(em, op, carry[g], before), carry[g], lts)
-        if need_total:
-            mask = ((1 << n) - 1) << b0
-            last = em.b.entry_value(f"and i32 {em.lane}, {~mask & 31}")
-            if not reverse:
-                last = em.b.entry_value(f"or i32 {last}, {mask}")
+            carry[g] = _select(em, earlier[0], combine(em, op, carry[g], before), carry[g], lts)
+        if last is not None:
             totals[g] = [shuffle(em, v, lt, "idx", last) for v, lt in zip(inc, lts)]
+
+
+def _lane_hypercube(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: list[int], totals: dict,
+                    carry: dict, reverse: bool, lts: list[str]) -> None:
+    """Lane bits that are not one field of the lane id: per bit, partners exchange block totals
+    (`shfl.sync.bfly`); the later one folds the earlier's total into its carry."""
+    for bit in lane_bits:
+        upper = em.b.value(f"icmp ne i32 {em.b.value(f'and i32 {em.lane}, {1 << bit}')}, 0")
+        later = em.b.value(f"xor i1 {upper}, true") if reverse else upper
+        for g in groups:
+            theirs = [shuffle_xor(em, v, lt, 1 << bit) for v, lt in zip(totals[g], lts)]
+            mine = totals[g]
+            with_theirs = combine(em, op, carry[g], theirs)
+            carry[g] = _select(em, later, with_theirs, carry[g], lts)
+            totals[g] = combine(em, op, _select(em, later, mine, theirs, lts), _select(em, later, theirs, mine, lts))
 
 
 def _select(em: KernelEmitter, cond: str, a: list[str], b: list[str], lts: list[str]) -> list[str]:

@@ -30,13 +30,15 @@ def clone_function(fn: Function) -> Function:
     """A private copy of a function's IR (ops, blocks, values; attribute values are shared, they are never
     mutated), made without recursion and without copying the rest of the module."""
     vmap: dict[int, Value] = {}
+    body = Block([a.type for a in fn.body.args])
+    vmap.update((id(old), new) for old, new in zip(fn.body.args, body.args))
+    body.ops = [clone_op(op, vmap) for op in fn.body.ops]
+    return replace(fn, body=body)
 
-    def new_block(b: Block) -> Block:
-        nb = Block([a.type for a in b.args])
-        for old, new in zip(b.args, nb.args):
-            vmap[id(old)] = new
-        return nb
 
+def clone_op(op: Operation, vmap: dict[int, Value]) -> Operation:
+    """A copy of `op` and everything nested in it, reading its operands through `vmap` (id of an old value ->
+    the new one); the copies' results and block arguments are added to `vmap`.  Iterative."""
     def mapped(v):
         if isinstance(v, Value):
             return vmap.get(id(v), v)
@@ -44,22 +46,33 @@ def clone_function(fn: Function) -> Function:
             return [vmap.get(id(x), x) for x in v]
         return v
 
-    body = new_block(fn.body)
-    stack: list[tuple[Block, Block]] = [(fn.body, body)]
+    stack: list[tuple[Block, Block]] = []
+
+    def copy(o: Operation) -> Operation:
+        regions = []
+        for r in o.regions:
+            blocks = []
+            for b in r.blocks:
+                nb = Block([a.type for a in b.args])
+                vmap.update((id(x), y) for x, y in zip(b.args, nb.args))
+                blocks.append(nb)
+                stack.append((b, nb))
+            regions.append(Region(blocks))
+        new = Operation(o.spec, {k: mapped(v) for k, v in o.operands.items()}, dict(o.attrs),
+                        [r.type for r in o.results], regions, o.loc)
+        vmap.update((id(x), y) for x, y in zip(o.results, new.results))
+        return new
+
+    top = copy(op)
     while stack:
         src, dst = stack.pop()
-        for op in src.ops:
-            regions = []
-            for r in op.regions:
-                blocks = [new_block(b) for b in r.blocks]
-                regions.append(Region(blocks))
-                stack.extend(zip(r.blocks, blocks))
-            new = Operation(op.spec, {k: mapped(v) for k, v in op.operands.items()}, dict(op.attrs),
-                            [r.type for r in op.results], regions, op.loc)
-            for old, nv in zip(op.results, new.results):
-                vmap[id(old)] = nv
-            dst.ops.append(new)
-    return replace(fn, body=body)
+        dst.ops = [copy(o) for o in src.ops]
+    return top
+
+
+def parent_blocks(body: Block) -> dict[int, Block]:
+    """id(op) -> the block that holds it, for every op under `body`."""
+    return {id(o): b for b in walk_blocks(body) for o in b.ops}
 
 
 def parents(fn: Function) -> dict[int, Operation]:

@@ -117,7 +117,7 @@ def is_k_loop(op: Operation) -> bool:
     return any(o.name in ("mmaf", "mmai") for o in own_ops(op.regions[0].block))
 
 
-def _uses(block: Block) -> dict[int, int]:
+def use_counts(block: Block) -> dict[int, int]:
     count: dict[int, int] = {}
     for o in block.walk():
         for v in o.operand_values():
@@ -166,7 +166,7 @@ def _trace_operand(role: str, v: Value, top: set[int], uses: dict[int, int]) -> 
     return Operand(role, load, chain, tuple(load.results[0].type.shape), lead, load.results[0].type.elem)
 
 
-def _slice(v: Value, block: Block, top: set[int], out: dict[int, Operation]) -> bool:
+def index_slice(v: Value, block: Block, top: set[int], out: dict[int, Operation]) -> bool:
     """Collect the in-body ops computing scalar `v` from the induction variable and loop invariants."""
     if v is block.args[0]:
         return True
@@ -176,19 +176,19 @@ def _slice(v: Value, block: Block, top: set[int], out: dict[int, Operation]) -> 
     if not isinstance(owner, Operation):
         return False
     if id(owner) not in top:
-        return not _defined_in(owner, block)
+        return not defined_in(owner, block)
     if owner.name not in _SLICE_OPS or getattr(v.type, "shape", ()) != () or owner.regions:
         return False
     if id(owner) in out:
         return True
     for x in owner.operand_values():
-        if not _slice(x, block, top, out):
+        if not index_slice(x, block, top, out):
             return False
     out[id(owner)] = owner
     return True
 
 
-def _defined_in(op: Operation, block: Block) -> bool:
+def defined_in(op: Operation, block: Block) -> bool:
     return any(o is op for o in block.walk())
 
 
@@ -223,7 +223,7 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
             return f"the loop body writes memory ('{o.name}')"
     mma = mmas[0]
     top = {id(o) for o in body.ops}
-    uses = _uses(body)
+    uses = use_counts(body)
     operands = []
     for role, name in (("a", "lhs"), ("b", "rhs")):
         r = _trace_operand(role, mma.operands[name], top, uses)
@@ -237,7 +237,7 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
         view = ld.operands["view"]
         if not isinstance(view.type, T.PartitionViewType):
             return f"the {x.role} load is not through a partition view"
-        if isinstance(view.owner, Operation) and _defined_in(view.owner, body):
+        if isinstance(view.owner, Operation) and defined_in(view.owner, body):
             return f"the {x.role} load's view is made inside the loop"
         if view.type.padding not in (None, PaddingValue.zero):
             return f"the {x.role} view pads with a non-zero value"
@@ -246,7 +246,7 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
         if x.eb not in (1, 2, 4, 8):
             return f"the {x.role} element type cannot be copied asynchronously"
         for idx in ld.operands["index"]:
-            if not _slice(idx, body, top, slices):
+            if not index_slice(idx, body, top, slices):
                 return f"the {x.role} tile index depends on values the loop computes"
     slice_ops = [o for o in body.ops if id(o) in slices]
     return Candidate(op, mma, a, b, slice_ops)

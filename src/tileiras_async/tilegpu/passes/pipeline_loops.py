@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from ...bytecode.opspec import OPS_BY_NAME
 from ...ir import types as T
-from ...ir.attrs import DenseElements
 from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
-from ..ir import KernelIR, replace_values
+from ..ir import KernelIR, clone_op, parent_blocks, replace_values
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
                    VIEWS_ALIGNED)
+from .. import scalars
 from ..pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
@@ -34,7 +34,7 @@ def run(k: KernelIR) -> None:
     pipelines = k.notes.get("pipeline", {})
     if not pipelines:
         return
-    parent_block = _blocks_of(k)
+    parent_block = parent_blocks(k.fn.body)
     for cand, report, geom in pipelines.values():
         block = parent_block[id(cand.loop)]
         i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
@@ -47,15 +47,6 @@ def run(k: KernelIR) -> None:
                  f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
                  f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
         k.notes.setdefault("pipelined", []).append((cand, report, geom, ring))
-
-
-def _blocks_of(k: KernelIR) -> dict[int, Block]:
-    from ..ir import walk_blocks
-    out = {}
-    for b in walk_blocks(k.fn.body):
-        for o in b.ops:
-            out[id(o)] = b
-    return out
 
 
 def _version_name(vbs: dict) -> str:
@@ -75,21 +66,16 @@ class _Expander:
 
     # -- scalar arithmetic on uniform values ------------------------------------------------------------
     def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
-        op = Operation(OPS_BY_NAME[name], operands, attrs, [ty], loc=self.loc)
-        out.append(op)
-        return op.result
+        return scalars.op(out, name, operands, attrs, ty, self.loc)
 
     def const(self, out: list, value: int, elem=None) -> Value:
-        elem = elem or self.it
-        ty = LayoutTile((), elem, None)
-        raw = int(value).to_bytes(max(1, elem.width // 8), "little", signed=True)
-        return self._op(out, "constant", {}, {"value": DenseElements(T.TileType((), elem), raw)}, ty)
+        return scalars.const(out, value, elem or self.it, self.loc)
 
     def add(self, out: list, a: Value, b: Value) -> Value:
-        return self._op(out, "addi", {"lhs": a, "rhs": b}, {"overflow": IntegerOverflow.none}, a.type)
+        return scalars.add(out, a, b, self.loc)
 
     def mul(self, out: list, a: Value, b: Value) -> Value:
-        return self._op(out, "muli", {"lhs": a, "rhs": b}, {"overflow": IntegerOverflow.none}, a.type)
+        return scalars.mul(out, a, b, self.loc)
 
     def less(self, out: list, a: Value, b: Value) -> Value:
         sign = Signedness.unsigned if self.unsigned else Signedness.signed
@@ -97,10 +83,7 @@ class _Expander:
                                                              "signedness": sign}, I1)
 
     def iteration(self, out: list, iv: Value, d: int) -> Value:
-        """iv + d * step."""
-        if d == 0:
-            return iv
-        return self.add(out, iv, self.mul(out, self.step, self.const(out, d)))
+        return scalars.iteration(out, iv, self.step, d, self.loc)
 
     def mod_stages(self, out: list, x: Value) -> Value:
         s = self.geom.stages
@@ -120,10 +103,7 @@ class _Expander:
             operands = {"view": x.load.operands["view"], "buffer": ring, "indices": indices[x.role]}
             attrs = {"role": x.role, "operand": x, "chunk": chunk, "kc": self.geom.kc, "vb": vbs[x.role],
                      "unit_bytes": self.geom.unit_bytes, "stages": self.geom.stages}
-            if isinstance(slot, int):
-                attrs["slot"] = slot
-            else:
-                operands["slot"] = slot
+            _place_slot(slot, attrs, operands)
             body.append(Operation(ASYNC_COPY, operands, attrs, loc=self.loc))
         if not guard:
             out.extend(body)
@@ -206,7 +186,7 @@ class _Expander:
                     vals.append(self.mod_stages(body.ops, self.add(body.ops, bufj, self.const(body.ops, c, T.I32))))
                 body.ops.append(Operation(op.spec, {"operands": vals}, dict(op.attrs), [], loc=op.loc))
                 continue
-            copy = _clone(op, vmap)
+            copy = clone_op(op, vmap)
             body.ops.append(copy)
         inits = [_mapped(v, {}) for v in loop.operands["initValues"]]
         if dynamic:
@@ -259,16 +239,13 @@ class _Expander:
         for u in range(c):
             out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **({} if converted else self.wait_attrs())},
                                  loc=self.loc))
+            unit_slot = self.slot(out, bufj, u)
             for i, x in enumerate(converted):     # each thread converts what it copied: its wait covers it
                 attrs = {"role": x.role, "operand": x, "chunk": u, "kc": g.kc, "vb": vbs[x.role],
                          "unit_bytes": g.unit_bytes, "stages": s, **(self.wait_attrs() if i == len(converted) - 1
                                                                        else {})}
                 operands = {"buffer": ring}
-                slot = self.slot(out, bufj, u)
-                if isinstance(slot, int):
-                    attrs["slot"] = slot
-                else:
-                    operands["slot"] = slot
+                _place_slot(unit_slot, attrs, operands)
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
             out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + s - 1
@@ -278,11 +255,7 @@ class _Expander:
             operands = {"acc": acc, "buffer": ring}
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
-            slot = self.slot(out, bufj, u)
-            if isinstance(slot, int):
-                attrs["slot"] = slot
-            else:
-                operands["slot"] = slot
+            _place_slot(unit_slot, attrs, operands)
             mma = Operation(MMA_STAGED, operands, attrs, [acc.type], loc=self.cand.mma.loc)
             out.append(mma)
             acc = mma.result
@@ -301,6 +274,14 @@ class _Expander:
         return self.mod_stages(out, x)
 
 
+def _place_slot(slot, attrs: dict, operands: dict) -> None:
+    """A stage buffer known at compile time is an attribute, one chosen at run time an i32 operand."""
+    if isinstance(slot, int):
+        attrs["slot"] = slot
+    else:
+        operands["slot"] = slot
+
+
 def converted_in_place(x) -> bool:
     """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
     memory as it is, so the landed chunk is converted in place before the barrier that publishes it (the
@@ -314,23 +295,3 @@ def _mapped(v, vmap: dict):
     if isinstance(v, list):
         return [vmap.get(id(x), x) for x in v]
     return v
-
-
-def _clone(op: Operation, vmap: dict) -> Operation:
-    """A copy of `op` (with its regions) reading mapped operands; its results are mapped too."""
-    regions = []
-    for r in op.regions:
-        blocks = []
-        for b in r.blocks:
-            nb = Block([a.type for a in b.args])
-            for a, na in zip(b.args, nb.args):
-                vmap[id(a)] = na
-            nb.ops = [_clone(o, vmap) for o in b.ops]
-            blocks.append(nb)
-        regions.append(Region(blocks))
-    new = Operation(op.spec, {n: _mapped(v, vmap) for n, v in op.operands.items()}, dict(op.attrs),
-                    [r.type for r in op.results], regions, op.loc)
-    for a, b in zip(op.results, new.results):
-        vmap[id(a)] = b
-    return new
-

@@ -19,16 +19,12 @@ full global-memory latency before computing.
 """
 from __future__ import annotations
 
-from ...bytecode.opspec import OPS_BY_NAME
-from ...ir import types as T
-from ...ir.attrs import DenseElements
 from ...ir.core import Operation, Value
-from ...ir.enums import IntegerOverflow
 from ...ir.enums import MemoryOrderingSemantics as MO
-from ..ir import KernelIR, own_ops, replace_values, walk_ops
-from ..pipeline import _defined_in, _slice
-from ..types import LayoutTile, elem_bytes, layout_of
-from .pipeline_loops import _clone
+from .. import scalars
+from ..ir import KernelIR, clone_op, own_ops, parent_blocks, replace_values, walk_ops
+from ..pipeline import index_slice, use_counts
+from ..types import elem_bytes, layout_of
 
 PREFETCH_REGS = 16      # registers per thread the loads of all D iterations ahead may hold
 _MMA = frozenset({"mmaf", "mmai", "mmaf_scaled", "tilegpu.mma_staged"})
@@ -56,19 +52,15 @@ def movable_loads(loop: Operation) -> tuple[list[Operation], list[Operation]]:
     if any(o.name in _MMA for o in body.walk()):
         return [], []
     top = {id(o) for o in body.ops}
-    uses: dict[int, int] = {}
-    for o in body.walk():
-        for v in o.operand_values():
-            uses[id(v)] = uses.get(id(v), 0) + 1
+    inside = {id(o) for o in body.walk()}
+    uses = use_counts(body)
     loads, slices = [], {}
     for op in body.ops:
         if op.name != "load_view_tko" or op.attrs.get("memory_ordering_semantics", MO.weak) != MO.weak:
             continue
         view, token = op.operands["view"], op.operands.get("token")
-        if isinstance(view.owner, Operation) and _defined_in(view.owner, body):
-            continue
-        if isinstance(token, Value) and _inside_loop(token, body):
-            continue
+        if any(isinstance(v, Value) and (id(v.owner) in inside or v.owner is body) for v in (view, token)):
+            continue    # made in the loop (or carried by it): not the same in every iteration
         if len(op.results) > 1 and uses.get(id(op.results[1]), 0):
             continue
         if layout_of(op.results[0].type) is None:
@@ -76,17 +68,10 @@ def movable_loads(loop: Operation) -> tuple[list[Operation], list[Operation]]:
         if any(op.attrs.get("inbounds") or ()):   # promised in bounds: a prefetch past the end must stay masked
             continue
         mine: dict[int, Operation] = {}
-        if all(_slice(i, body, top, mine) for i in op.operands["index"]):
+        if all(index_slice(i, body, top, mine) for i in op.operands["index"]):
             slices.update(mine)
             loads.append(op)
     return loads, [o for o in body.ops if id(o) in slices]
-
-
-def _inside_loop(v: Value, body) -> bool:
-    owner = v.owner
-    if isinstance(owner, Operation):
-        return _defined_in(owner, body)
-    return owner is body
 
 
 def _registers(load: Operation) -> int:
@@ -98,7 +83,7 @@ def _prefetch(k: KernelIR, loop: Operation, loads: list[Operation], slices: list
     body = loop.regions[0].block
     lb, step = loop.operands["lowerBound"], loop.operands["step"]
     iv = body.args[0]
-    parent = _parent_block(k, loop)
+    parent = parent_blocks(k.fn.body)[id(loop)]
     at = next(i for i, o in enumerate(parent.ops) if o is loop)
     before: list[Operation] = []
     ahead = [_issue(before, loads, slices, iv, lb, step, d, loop.loc) for d in range(distance)]
@@ -128,32 +113,8 @@ def _prefetch(k: KernelIR, loop: Operation, loads: list[Operation], slices: list
 def _issue(out: list, loads: list[Operation], slices: list[Operation], iv: Value, base: Value, step: Value,
            d: int, loc) -> list[Value]:
     """Copies of the index ops and the loads for iteration base + d * step (appended to `out`); the tiles."""
-    target = base
-    if d:
-        it = base.type.elem
-        raw = int(d).to_bytes(max(1, it.width // 8), "little", signed=True)
-        c = Operation(OPS_BY_NAME["constant"], {}, {"value": DenseElements(T.TileType((), it), raw)},
-                      [LayoutTile((), it, None)], loc=loc)
-        m = Operation(OPS_BY_NAME["muli"], {"lhs": step, "rhs": c.result}, {"overflow": IntegerOverflow.none},
-                      [base.type], loc=loc)
-        a = Operation(OPS_BY_NAME["addi"], {"lhs": base, "rhs": m.result}, {"overflow": IntegerOverflow.none},
-                      [base.type], loc=loc)
-        out += [c, m, a]
-        target = a.result
-    vmap = {id(iv): target}
-    for o in slices:
-        out.append(_clone(o, vmap))
-    tiles = []
-    for ld in loads:
-        copy = _clone(ld, vmap)
-        out.append(copy)
-        tiles.append(copy.results[0])
-    return tiles
-
-
-def _parent_block(k: KernelIR, op: Operation):
-    from ..ir import walk_blocks
-    for b in walk_blocks(k.fn.body):
-        if any(o is op for o in b.ops):
-            return b
-    raise ValueError("the loop is not in the kernel")
+    vmap = {id(iv): scalars.iteration(out, base, step, d, loc)}
+    out += [clone_op(o, vmap) for o in slices]
+    copies = [clone_op(ld, vmap) for ld in loads]
+    out += copies
+    return [c.results[0] for c in copies]
