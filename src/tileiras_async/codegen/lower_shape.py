@@ -48,12 +48,12 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 @lowers("extract")
 def _extract(em: KernelEmitter, op: Operation) -> None:
     """An extract left in the IR selects registers (materialize-shared-memory staged every other one)."""
-    from ..tilegpu.smem import register_extract
-    sub = register_extract(op)
-    if sub is None or sub[0] != layout_of(op.result.type):
+    from ..tilegpu.smem import selected_registers
+    regs = selected_registers(op)
+    if regs is None:
         raise LoweringError("an extract that is not a register selection reached code generation", op)
     src = em.expect(op.operands["source"])
-    em.set(op.result, Tile(op.result.type, sub[0], [src.regs[r] for r in sub[1]]))
+    em.set(op.result, Tile(op.result.type, layout_of(op.result.type), [src.regs[r] for r in regs]))
 
 
 @lowers("permute")

@@ -71,6 +71,13 @@ def self_syncing(op: Operation) -> bool:
     return not str(op.attrs.get("instruction", "")).startswith(_ASYNC_MMA)
 
 
+def selected_registers(op: Operation) -> list[int] | None:
+    """For an extract that assign-layouts laid out as a register selection: per result register, the source
+    register it is (None: the extract goes through shared memory)."""
+    sub = register_extract(op) if op.name == "extract" else None
+    return sub[1] if sub is not None and sub[0] == layout_of(op.result.type) else None
+
+
 UNIFORM_CHAIN = frozenset({"broadcast", "reshape", "tilegpu.convert_layout"})
 
 

@@ -2,12 +2,13 @@
 
 Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has an `offset` attribute and
 every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
-buffer used inside a loop it was not allocated in living through the whole loop; a cross-warp reduce's or
-scan's scratch living until the next op with scratch) never share bytes, others may. The kernel's total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically
-is an error.
+buffer used inside a loop it was not allocated in living through the whole loop; the scratch of an op with
+its own staging barrier living until the next op with scratch) never share bytes, others may. The kernel's
+total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically is an error.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ..errors import LoweringError
@@ -91,24 +92,24 @@ def run(k: KernelIR) -> None:
 
 
 def _keep_apart_from_the_next_scratch(intervals: list, w: _Walk) -> None:
-    """An op that stages through scratch with its own barrier (insert_barriers.self_syncing) reads it at its
+    """An op that stages through scratch with its own barrier (smem.self_syncing) reads it at its
     end; the next op with scratch writes its own at its start. On separate bytes the two need no barrier
     between them (the later op's own barrier orders them), so such a scratch lives until the next scratch
     user -- in a loop whose body has no later one, through the whole loop (the next is the body's first, in
     the next iteration)."""
-    scratch = [(w.position[id(op)], op) for op, _, attr in w.requests if attr == "scratch_offset"]
+    starts = sorted(w.position[id(op)] for op, _, attr in w.requests if attr == "scratch_offset")
     for i, (lo, hi, size, op, attr) in enumerate(intervals):
         if attr != "scratch_offset" or not self_syncing(op):
             continue
+        k = bisect_right(starts, hi)
+        following = starts[k] if k < len(starts) else None   # the next scratch user in program order
         loops = w.loops[id(op)]
-        later = [(p, o) for p, o in scratch if p > hi]
-        inner = loops[-1] if loops else None
-        if inner is not None:
-            first, last = w.spans[id(inner)]
-            if not any(p <= last for p, _ in later):
-                lo, hi = min(lo, first), max(hi, last)
-        if later:
-            hi = max(hi, later[0][0])
+        if loops:
+            first, last = w.spans[id(loops[-1])]
+            if following is None or following > last:        # none later in the loop body: the next
+                lo, hi = min(lo, first), max(hi, last)         # iteration's first one follows
+        if following is not None:
+            hi = max(hi, following)
         intervals[i] = (lo, hi, size, op, attr)
 
 

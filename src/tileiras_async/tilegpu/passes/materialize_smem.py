@@ -17,7 +17,7 @@ from ...ir.core import Operation, Value
 from ..errors import LoweringError
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
-from ..smem import free_conversion, register_extract, scratch_bytes, sub_byte_bytes_view
+from ..smem import free_conversion, scratch_bytes, selected_registers, sub_byte_bytes_view
 from ..types import SmemType, elem_bytes, layout_of
 
 _SHAPE_OPS = frozenset({"extract", "cat", "insert", "pack", "unpack"})
@@ -33,7 +33,7 @@ def run(k: KernelIR) -> None:
                                                                           layout_of(op.result.type)):
                 out += _through_smem(op, mapping)
             elif op.name in _SHAPE_OPS and not (op.name in ("pack", "unpack") and sub_byte_bytes_view(op)) \
-                    and not _in_registers(op):
+                    and selected_registers(op) is None:
                 out += _shape_op(op, mapping, staged)
             else:
                 n = scratch_bytes(op, k.options)
@@ -42,14 +42,6 @@ def run(k: KernelIR) -> None:
                 out.append(op)
         block.ops = out
     replace_values(k.fn.body, mapping)
-
-
-def _in_registers(op: Operation) -> bool:
-    """An extract that selects registers (assign-layouts gave it the layout `register_extract` says)."""
-    if op.name != "extract":
-        return False
-    sub = register_extract(op)
-    return sub is not None and sub[0] == layout_of(op.result.type)
 
 
 def _alloc(nbytes: int, loc: int) -> Operation:
