@@ -99,3 +99,10 @@ def _compile_cache_off(tmp_path_factory):
 
 
 requires_corpus = pytest.mark.skipif(not PUBLIC.is_dir(), reason=f"corpus not found at {CORPUS}")
+
+
+def stable_seed(*parts) -> int:
+    """A random seed from `parts` that is the same in every process (Python's hash() of a str is salted per
+    process, so a seed from it drew different cases on every run)."""
+    import zlib
+    return zlib.crc32(repr(parts).encode())
