@@ -159,6 +159,26 @@ def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
         assert sum(self_syncing(o) for o in body) == 4
 
 
+@pytest.mark.parametrize("name", ["flash_attention_causal_gqa_f16", "flash_attention_ragged_f16"])
+def test_attention_q_is_staged_once_for_both_loops(name):
+    """Q, the first mma's A in both attention loops, is defined before them: one stage_operand writes it
+    to a buffer before the loops and each loop's QK^T mma reads it from there (staging only K itself);
+    P @ V, whose operands both change every iteration, stays an ordinary mma."""
+    loops = _attention_loops(name, "hoist-operand-staging")
+    inside = {id(o) for loop in loops for o in walk_ops(loop.regions[0].block)}
+    buffers = set()
+    for loop in loops:
+        body = list(walk_ops(loop.regions[0].block))
+        assert not [o for o in body if o.name == "tilegpu.stage_operand"]
+        prestaged = [o for o in body if o.name == "tilegpu.mma_prestaged"]
+        assert len(prestaged) == 1 and prestaged[0].attrs["role"] == "a"
+        assert sum(o.name == "mmaf" for o in body) == 1
+        buffers.add(prestaged[0].operands["buffer"])
+    assert len(buffers) == 1
+    alloc = buffers.pop().owner
+    assert alloc.name == "tilegpu.local_alloc" and id(alloc) not in inside
+
+
 def test_complex_halves_are_register_selections_or_share_one_staging():
     """fft_two_stage_f32 splits complex tiles into real and imaginary halves with `extract`: where the
     complex dimension is a register bit the extracts select registers (no shared memory); where it is not,

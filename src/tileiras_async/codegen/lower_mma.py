@@ -15,6 +15,7 @@ passes; this module only emits it:
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from ..ir import types as T
@@ -60,7 +61,7 @@ def _offset(coord: Coord, strides: tuple[int, ...]) -> int:
 
 
 def _thread_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
-    """i32 in the entry block: the sum over this thread's set lane and warp bits of contrib(basis)."""
+    """i32 from the thread id: the sum over this thread's set lane and warp bits of contrib(basis)."""
     return over_thread_bits(em, layout, contrib)[0]
 
 
@@ -171,7 +172,6 @@ def _stage(em: KernelEmitter, t: Tile, st: Staging, chunk: int, trash: int) -> N
 
 def _at_scratch(plan, base: int) -> None:
     """Move a plan's staging (planned from offset 0) to the op's scratch at `base`."""
-    from dataclasses import replace
     plan.a_stage = replace(plan.a_stage, base=plan.a_stage.base + base)
     plan.b_stage = replace(plan.b_stage, base=plan.b_stage.base + base)
     plan.trash += base
@@ -250,16 +250,28 @@ def _load_word(em: KernelEmitter, instr: Instr, base_ptr: str, off: int | None) 
     return em.b.value(f"load {instr.word}, {SHARED_PTR} {p}, align {align}", "frag")
 
 
-def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan) -> None:
+def _operand_tile(em: KernelEmitter, v, instr: Instr) -> Tile:
+    """An mma operand as staged: fp8 widened to f16 for the f16 instructions."""
+    t = em.get(v)
+    return _fp8_tile_to_f16(em, t) if instr in (F16_F32, F16_F16) and _name(t.elem) in _FP8 else t
+
+
+def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Operation | None = None,
+                       prestaged: tuple[str, int] | None = None) -> None:
+    """mma.sync over the staged operands of mmaf/mmai `op`. `node`: the IR op lowered (default `op`: its acc,
+    result and scratch); `prestaged` (role, buffer offset): that operand is already in a stage_operand
+    buffer, only the other one (node's `other`) is staged here."""
+    node = node or op
     instr = plan.instr
-    lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
-    acc = em.expect(op.operands["acc"])
-    if instr in (F16_F32, F16_F16):
-        if _name(lhs.elem) in _FP8:
-            lhs = _fp8_tile_to_f16(em, lhs)
-        if _name(rhs.elem) in _FP8:
-            rhs = _fp8_tile_to_f16(em, rhs)
-    _at_scratch(plan, em.scratch_base(op))
+    role = prestaged[0] if prestaged else None
+    lhs = None if role == "a" else _operand_tile(em, node.operands["other"] if role else op.operands["lhs"], instr)
+    rhs = None if role == "b" else _operand_tile(em, node.operands["other"] if role else op.operands["rhs"], instr)
+    acc = em.expect(node.operands["acc"])
+    _at_scratch(plan, em.scratch_base(node))
+    if role == "a":
+        plan.a_stage = replace(plan.a_stage, base=prestaged[1])
+    elif role == "b":
+        plan.b_stage = replace(plan.b_stage, base=prestaged[1])
     # fragment addresses: a per-thread part (computed once) plus a constant per fragment register
     a_thread = _thread_offset(em, plan.a, plan.a_stage.contrib)
     b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
@@ -268,8 +280,10 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan) -> None:
     for chunk, ksteps in enumerate(plan.chunks()):
         if chunk:   # every warp is done with the previous chunk (the first: insert-barriers decided)
             em.barrier()
-        _stage(em, lhs, plan.a_stage, chunk, plan.trash)
-        _stage(em, rhs, plan.b_stage, chunk, plan.trash)
+        if lhs is not None:
+            _stage(em, lhs, plan.a_stage, chunk, plan.trash)
+        if rhs is not None:
+            _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()
         if a_ptr is None:
             a_ptr = _smem_ptr(em, _add(em, a_thread, plan.a_stage.base))
@@ -283,7 +297,27 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan) -> None:
                               [c_regs[j] for j in cs])
                 for j, v in zip(cs, d):
                     c_regs[j] = v
-    em.set(op.result, Tile(op.result.type, plan.c, c_regs))
+    em.set(node.result, Tile(op.result.type, plan.c, c_regs))
+
+
+@lowers("tilegpu.stage_operand")
+def _stage_operand(em: KernelEmitter, op: Operation) -> None:
+    mma, role = op.attrs["mma"], op.attrs["role"]
+    plan = plan_for(em.options, mma)
+    st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))
+    _stage(em, _operand_tile(em, op.operands["value"], plan.instr), st, 0, plan.trash)
+
+
+@lowers("tilegpu.mma_prestaged")
+def _mma_prestaged(em: KernelEmitter, op: Operation) -> None:
+    mma = op.attrs["mma"]
+    _lower_tensor_core(em, mma, plan_for(em.options, mma), op, (op.attrs["role"], _buffer_offset(em, op)))
+
+
+def _buffer_offset(em: KernelEmitter, op: Operation) -> int:
+    alloc = op.operands["buffer"].owner
+    em.reserve_shared(alloc.attrs["offset"] + alloc.result.type.nbytes)
+    return alloc.attrs["offset"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -361,8 +395,10 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     for chunk in range(plan.chunks()):
         if chunk:
             em.barrier()
-        _stage(em, lhs, plan.a_stage, chunk, plan.trash)
-        _stage(em, rhs, plan.b_stage, chunk, plan.trash)
+        if lhs is not None:
+            _stage(em, lhs, plan.a_stage, chunk, plan.trash)
+        if rhs is not None:
+            _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()
         a_ptrs: dict[object, str] = {}
         ptrs = []
@@ -429,7 +465,6 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
 def _operand_element_fns(em: KernelEmitter, x, mma_elem: T.Type, to_half: bool) -> tuple[list, str, T.Type]:
     """Per-element functions from the staged element to the value the mma consumes (the reshape/ftof chain
     of the operand, then fp8 -> f16 where the instruction is f16), the LLVM type and element after them."""
-    from functools import partial
     fns = []
     elem = x.elem
     for o in x.chain:
@@ -494,19 +529,19 @@ def _unit_ptr(em: KernelEmitter, unit_off: str, thread: str, const: int) -> str:
 
 
 def _warp_offset(em: KernelEmitter, layout: LinearLayout, contrib) -> str:
-    """i32 in the entry block: the sum over this thread's set warp bits of contrib(basis)."""
+    """i32 from the thread id: the sum over this thread's set warp bits of contrib(basis)."""
     return over_thread_bits(em, layout, contrib, lanes=False)[0]
 
 
 def _ldmatrix_thread(em: KernelEmitter, warp_part: str, rows_mask: int, row_bytes: int, hi_bytes: int) -> str:
     """Per-thread address offset of an ldmatrix: lanes 0-15 give rows 0-15 (masked: small tiles wrap, as
     their layouts do), lanes 16-31 the same rows `hi_bytes` further on."""
-    row = em.b.entry_value(f"and i32 {em.lane}, {rows_mask}")
-    off = em.b.entry_value(f"mul i32 {row}, {row_bytes}")
+    row = em.thread_value(f"and i32 {em.lane}, {rows_mask}")
+    off = em.thread_value(f"mul i32 {row}, {row_bytes}")
     if hi_bytes:
-        hi = em.b.entry_value(f"lshr i32 {em.lane}, 4")
-        off = em.b.entry_value(f"add i32 {off}, {em.b.entry_value(f'mul i32 {hi}, {hi_bytes}')}")
-    return off if warp_part == "0" else em.b.entry_value(f"add i32 {off}, {warp_part}")
+        hi = em.thread_value(f"lshr i32 {em.lane}, 4")
+        off = em.thread_value(f"add i32 {off}, {em.thread_value(f'mul i32 {hi}, {hi_bytes}')}")
+    return off if warp_part == "0" else em.thread_value(f"add i32 {off}, {warp_part}")
 
 
 def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, trans: bool) -> list[str]:

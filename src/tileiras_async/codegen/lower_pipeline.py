@@ -172,7 +172,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         stores.clear()
 
     def coords_of(q: str, entry: bool) -> list[str]:
-        val = em.b.entry_value if entry else em.b.value
+        val = em.thread_value if entry else em.b.value
         out = []
         for d in range(rank):
             if sub_v[d] == 1:
@@ -240,7 +240,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
                  [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
 
     if nv <= T_:        # one copy per thread (threads past nv repeat copies: same data, same place)
-        q = em.tid if nv == T_ else em.b.entry_value(f"and i32 {em.tid}, {nv - 1}")
+        q = em.tid if nv == T_ else em.thread_value(f"and i32 {em.tid}, {nv - 1}")
         copy(coords_of(q, True))
         flush()
         return

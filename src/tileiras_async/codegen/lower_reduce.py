@@ -134,9 +134,9 @@ def _warp_dim_index(em: KernelEmitter, bits: DimBits) -> str:
     packed in order of weight)."""
     acc = "0"
     for j, (bit, _) in enumerate(sorted(bits.warps, key=lambda bw: bw[1])):
-        one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.warp}, {bit}')}, 1")
-        term = em.b.entry_value(f"shl i32 {one}, {j}") if j else one
-        acc = term if acc == "0" else em.b.entry_value(f"or i32 {acc}, {term}")
+        one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {em.warp}, {bit}')}, 1")
+        term = em.thread_value(f"shl i32 {one}, {j}") if j else one
+        acc = term if acc == "0" else em.thread_value(f"or i32 {acc}, {term}")
     return acc
 
 
@@ -306,18 +306,18 @@ def _lane_scan(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: l
     element per group (`single`: its inclusive prefixes), that element's inclusive prefix replaces it -- and
     its total the lanes' total (every lane gets it from the last position, for the warps' round)."""
     b0, n = lane_bits[0], len(lane_bits)
-    pos = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {em.lane}, {b0}')}, {(1 << n) - 1}")
+    pos = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {em.lane}, {b0}')}, {(1 << n) - 1}")
     mode = "down" if reverse else "up"
 
     # per step j: whether this lane's position has one 2^j earlier (computed once, in the entry block)
-    earlier = [em.b.entry_value(f"icmp ult i32 {pos}, {(1 << n) - (1 << j)}") if reverse else
-               em.b.entry_value(f"icmp uge i32 {pos}, {1 << j}") for j in range(n)]
+    earlier = [em.thread_value(f"icmp ult i32 {pos}, {(1 << n) - (1 << j)}") if reverse else
+               em.thread_value(f"icmp uge i32 {pos}, {1 << j}") for j in range(n)]
     last = None
     if need_total:      # the lane at the last position (in scan order) of this lane's group
         mask = ((1 << n) - 1) << b0
-        last = em.b.entry_value(f"and i32 {em.lane}, {~mask & 31}")
+        last = em.thread_value(f"and i32 {em.lane}, {~mask & 31}")
         if not reverse:
-            last = em.b.entry_value(f"or i32 {last}, {mask}")
+            last = em.thread_value(f"or i32 {last}, {mask}")
     for g in groups:
         inc = totals[g]
         for j in range(n):

@@ -49,7 +49,7 @@ def scratch_address(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> str:
 
 def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str = "add",
                      lanes: bool = True) -> tuple[str, int]:
-    """(i32 in the entry block, bits it may set): `combine` ("add" or "xor") over this thread's set lane
+    """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor") over this thread's set lane
     (unless not `lanes`) and warp bits of part(basis)."""
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
@@ -57,9 +57,9 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
             c = part(basis)
             if not c:
                 continue
-            one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {src}, {bit}')}, 1")
-            term = em.b.entry_value(f"mul i32 {one}, {c}")
-            acc = term if acc == "0" else em.b.entry_value(f"{combine} i32 {acc}, {term}")
+            one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {src}, {bit}')}, 1")
+            term = em.thread_value(f"mul i32 {one}, {c}")
+            acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
             mask |= c
     return acc, mask
 
@@ -190,7 +190,7 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
 
     def row_start(overlap: int) -> str:
         if overlap not in starts:
-            x = str(overlap) if thread == "0" else (em.b.entry_value(f"xor i32 {thread}, {overlap}") if overlap
+            x = str(overlap) if thread == "0" else (em.thread_value(f"xor i32 {thread}, {overlap}") if overlap
                                                     else thread)
             starts[overlap] = base if x == "0" else em.b.value(f"add i32 {base}, {x}")
         return starts[overlap]
@@ -238,16 +238,16 @@ def descriptor_bases(em: KernelEmitter, plan: WgmmaPlan, base: str) -> tuple[str
     part; an instruction adds its constant start offset (Issue.a_off/b_off, operand base included) >> 4
     (no carry into the other fields: shared addresses are below 256 KiB)."""
     da, db = plan.descriptors()
-    wg = em.b.entry_value(f"lshr i32 {em.warp}, 2")
+    wg = em.thread_value(f"lshr i32 {em.warp}, 2")
     out = []
     for desc, pick in ((da, 0), (db, 1)):
         addr = base
         for bit, offs in enumerate(plan.warpgroup_bits()):
             if offs[pick]:
-                one = em.b.entry_value(f"and i32 {em.b.entry_value(f'lshr i32 {wg}, {bit}')}, 1")
-                addr = em.b.entry_value(f"add i32 {addr}, {em.b.entry_value(f'mul i32 {one}, {offs[pick]}')}")
-        start = em.b.entry_value(f"zext i32 {em.b.entry_value(f'lshr i32 {addr}, 4')} to i64")
-        out.append(em.b.entry_value(f"or i64 {start}, {_i64(desc.template())}"))
+                one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {wg}, {bit}')}, 1")
+                addr = em.thread_value(f"add i32 {addr}, {em.thread_value(f'mul i32 {one}, {offs[pick]}')}")
+        start = em.thread_value(f"zext i32 {em.thread_value(f'lshr i32 {addr}, 4')} to i64")
+        out.append(em.thread_value(f"or i64 {start}, {_i64(desc.template())}"))
     return out[0], out[1]
 
 

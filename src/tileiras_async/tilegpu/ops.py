@@ -21,6 +21,8 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
+| `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
+| `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -97,3 +99,10 @@ MMA_STAGED = TILEGPU.op(
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
            "slot?": "int"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
+STAGE_OPERAND = TILEGPU.op(
+    "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM}, attrs={"mma": "op", "role": "str"},
+    traits=[MemoryEffects(Write("buffer", SHARED))], cls="StageOperandOp")
+MMA_PRESTAGED = TILEGPU.op(
+    "mma_prestaged", operands={"other": ANY_TILE, "acc": ANY_TILE, "buffer": SMEM}, results={"result": ANY_TILE},
+    attrs={"mma": "op", "role": "str", "scratch_bytes?": "int", "scratch_offset?": "int"},
+    traits=[MemoryEffects(Read("buffer", SHARED))], cls="MmaPrestagedOp")

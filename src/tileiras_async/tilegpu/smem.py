@@ -57,8 +57,9 @@ def register_extract(op: Operation) -> tuple[LinearLayout, list[int]] | None:
 
 
 # ops whose lowering writes their scratch, waits at a barrier, then reads it: reduce and scan across warps,
-# and mmaf/mmai staging their operands for mma.sync or FMA (codegen/lower_mma); wgmma/tcgen05 stage otherwise
-SELF_SYNCING = frozenset({"reduce", "scan", "mmaf", "mmai"})
+# and mmaf/mmai staging their operands for mma.sync or FMA (codegen/lower_mma; mma_prestaged: the operand it
+# does not read from a stage_operand buffer); wgmma/tcgen05 stage otherwise
+SELF_SYNCING = frozenset({"reduce", "scan", "mmaf", "mmai", "tilegpu.mma_prestaged"})
 _ASYNC_MMA = ("wgmma", "tcgen05")
 
 

@@ -23,6 +23,7 @@ _ALL = [
     ("schedule-loops", "schedule_loops"),
     ("pipeline", "pipeline_loops"),
     ("prefetch-loads", "prefetch_loads"),
+    ("hoist-operand-staging", "hoist_staging"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
 ]

@@ -41,15 +41,14 @@ def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
     with accesses outside it."""
     declared = [(e, v) for e, v in effects_of(op)
                 if e.resource == SHARED and e.kind in ("read", "write") and isinstance(v, Value)]
-    if declared:
-        ring = op.spec.has_trait(RingAccess)
-        a = [(*_buffer(op, v), "w" if e.kind == "write" else "r", id(v) if ring else 0) for e, v in declared]
+    ring = op.spec.has_trait(RingAccess)
+    a = [(*_buffer(op, v), "w" if e.kind == "write" else "r", id(v) if ring else 0) for e, v in declared]
+    if "scratch_offset" not in op.attrs:
         return a, a
-    if "scratch_offset" in op.attrs:
-        lo = op.attrs["scratch_offset"]
-        hi = lo + op.attrs["scratch_bytes"]
-        return [(lo, hi, "w", 0)], [(lo, hi, "r", 0)]
-    return [], []
+    lo = op.attrs["scratch_offset"]
+    hi = lo + op.attrs["scratch_bytes"]
+    # with scratch, buffers are read after the op's own barrier (mma_prestaged's hoisted operand)
+    return [(lo, hi, "w", 0)], [(lo, hi, "r", 0)] + a
 
 
 def _conflict(state: State, acc: Access) -> bool:
