@@ -238,6 +238,12 @@ class DashboardApp(App):
     def _tick(self) -> None:
         if self._quitting:
             return
+        try:
+            self._tick_once()
+        except NoMatches:   # the timer fired while the app tears its screen down: its widgets are gone
+            pass
+
+    def _tick_once(self) -> None:
         self.pump()
         error = getattr(self.source, "error", None)
         if error is not None and not getattr(self, "_error_shown", False):
