@@ -58,7 +58,6 @@ class KernelEmitter:
         self.inline_depth_marks: list[int] = []  # how many ifs were open when each inlining began
         self.block_exit_hooks: dict[int, list] = {}
         self._thread_coords: dict[LinearLayout, list[str]] = {}
-        self._coord_source = None      # the fresh thread id once recompute_thread_coords ran
         self.shared_bytes = 0
         self._globals = 0
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
@@ -80,7 +79,7 @@ class KernelEmitter:
             kind = FULL if options.debug == "full" else LINE_TABLES
             self.lines = LineInfo(module_ir, module, fn, kind, optimized=options.opt_level > 0)
             self.lines.attach(self.b)
-        self.tid = self.b.entry_value("call i32 @llvm.nvvm.read.ptx.sreg.tid.x()", "tid")
+        self.tid = self._entry_tid = self.b.entry_value("call i32 @llvm.nvvm.read.ptx.sreg.tid.x()", "tid")
         self.module_ir.declare("i32", "llvm.nvvm.read.ptx.sreg.tid.x", [])
         self.lane = self.b.entry_value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
         self.warp = self.b.entry_value(f"lshr i32 {self.tid}, 5", "warp")
@@ -131,19 +130,18 @@ class KernelEmitter:
         cached = self._thread_coords.get(layout)
         if cached is not None:
             return cached
-        lane, warp, value = self.lane, self.warp, self.thread_value
         coords = []
         for d in range(layout.rank):
             terms = []
-            for src, bases in ((lane, layout.bases[1]), (warp, layout.bases[2])):
+            for src, bases in ((self.lane, layout.bases[1]), (self.warp, layout.bases[2])):
                 for bit, basis in enumerate(bases):
                     if basis[d]:
-                        sh = value(f"lshr i32 {src}, {bit}")
-                        one = value(f"and i32 {sh}, 1")
-                        terms.append(value(f"mul i32 {one}, {basis[d]}"))
+                        sh = self.thread_value(f"lshr i32 {src}, {bit}")
+                        one = self.thread_value(f"and i32 {sh}, 1")
+                        terms.append(self.thread_value(f"mul i32 {one}, {basis[d]}"))
             acc = "0"
             for t in terms:
-                acc = value(f"xor i32 {acc}, {t}")
+                acc = self.thread_value(f"xor i32 {acc}, {t}")
             coords.append(acc)
         self._thread_coords[layout] = coords
         return coords
@@ -151,7 +149,7 @@ class KernelEmitter:
     def thread_value(self, expr: str, hint: str = "v") -> str:
         """A value computed from this thread's id: in the entry block, or after a top-level loop where
         `recompute_thread_coords` gave the thread id a fresh read."""
-        return self.b.entry_value(expr, hint) if self._coord_source is None else self.b.value(expr, hint)
+        return self.b.entry_value(expr, hint) if self.tid == self._entry_tid else self.b.value(expr, hint)
 
     def recompute_thread_coords(self) -> None:
         """What is computed from the thread id after a top-level loop is computed again, from a fresh read
@@ -161,7 +159,6 @@ class KernelEmitter:
         self.tid = self.b.value('call i32 asm sideeffect "mov.u32 $0, %tid.x;", "=r"()', "tid")
         self.lane = self.b.value(f"and i32 {self.tid}, {WARP_SIZE - 1}", "lane")
         self.warp = self.b.value(f"lshr i32 {self.tid}, 5", "warp")
-        self._coord_source = self.tid
         self._thread_coords = {}
 
     def coords(self, layout: LinearLayout, reg: int) -> list[str]:
@@ -319,8 +316,8 @@ class KernelEmitter:
     def emit_block(self, block: Block) -> None:
         # coordinates computed in this block after a recompute_thread_coords do not dominate what follows
         # the region it belongs to: they are forgotten at its end
-        scope = (self._coord_source, self._thread_coords, self.tid, self.lane, self.warp)
-        if self._coord_source is not None:
+        scope = (self._thread_coords, self.tid, self.lane, self.warp)
+        if self.tid != self._entry_tid:
             self._thread_coords = dict(self._thread_coords)
         for op in block.ops[:-1]:
             self.emit_op(op)
@@ -330,7 +327,7 @@ class KernelEmitter:
                 hook()
             self.emit_op(block.ops[-1])
         if block is not self.fn.body:
-            self._coord_source, self._thread_coords, self.tid, self.lane, self.warp = scope
+            self._thread_coords, self.tid, self.lane, self.warp = scope
 
     def emit_op(self, op: Operation) -> None:
         lowering = LOWERINGS.get(op.name)

@@ -395,10 +395,8 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     for chunk in range(plan.chunks()):
         if chunk:
             em.barrier()
-        if lhs is not None:
-            _stage(em, lhs, plan.a_stage, chunk, plan.trash)
-        if rhs is not None:
-            _stage(em, rhs, plan.b_stage, chunk, plan.trash)
+        _stage(em, lhs, plan.a_stage, chunk, plan.trash)
+        _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()
         a_ptrs: dict[object, str] = {}
         ptrs = []

@@ -49,8 +49,8 @@ def scratch_address(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> str:
 
 def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str = "add",
                      lanes: bool = True) -> tuple[str, int]:
-    """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor") over this thread's set lane
-    (unless not `lanes`) and warp bits of part(basis)."""
+    """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor")
+    over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
         for bit, basis in enumerate(bases):

@@ -14,7 +14,7 @@ reuses the staging bytes), mmas whose operands are both invariant (nothing would
 from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
-from ..ir import KernelIR, parent_blocks, replace_values, walk_blocks, walk_ops
+from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_blocks, walk_ops
 from ..mma import MmaPlan, plan_for
 from ..ops import LOCAL_ALLOC, MMA_PRESTAGED, STAGE_OPERAND
 from ..types import SmemType
@@ -36,18 +36,22 @@ def _signature(plan: MmaPlan, role: str) -> tuple:
 
 def run(k: KernelIR) -> None:
     where = parent_blocks(k.fn.body)
-    loop_of = _innermost_loops(k.fn.body)
+    parent = parents_of(k.fn.body)
+    loop_blocks: dict[int, set[int]] = {}     # id(loop) -> ids of the blocks at any depth inside it
     buffers: dict[tuple, Value] = {}          # (id(value), staging signature) -> the buffer staging it
     after: dict[int, list[Operation]] = {}    # id(op or block) -> ops to place after it (a block: at its start)
     mapping: dict[int, Value] = {}
     for op in list(walk_ops(k.fn.body)):
-        if op.name not in _MMA or "scratch_bytes" not in op.attrs or id(op) not in loop_of:
+        loop = _innermost_loop(op, parent)
+        if op.name not in _MMA or "scratch_bytes" not in op.attrs or loop is None:
             continue
         plan = plan_for(k.options, op)
         if type(plan) is not MmaPlan or len(plan.chunks()) != 1:
             continue
-        loop = loop_of[id(op)]
-        inside = {id(b) for r in loop.regions for b0 in r.blocks for b in walk_blocks(b0)}
+        inside = loop_blocks.get(id(loop))
+        if inside is None:
+            inside = loop_blocks[id(loop)] = {id(b) for r in loop.regions for b0 in r.blocks
+                                              for b in walk_blocks(b0)}
         invariant = [r for r in _ROLES if not _defined_in(op.operands[r[1]], inside, where)]
         if len(invariant) != 1:
             continue
@@ -78,18 +82,11 @@ def run(k: KernelIR) -> None:
         b.ops = out
 
 
-def _innermost_loops(body: Block) -> dict[int, Operation]:
-    """id(op) -> the innermost loop around it (absent: none)."""
-    out: dict[int, Operation] = {}
-    stack: list[tuple[Block, Operation | None]] = [(body, None)]
-    while stack:
-        block, loop = stack.pop()
-        for op in block.ops:
-            if loop is not None:
-                out[id(op)] = loop
-            inner = op if op.name in _LOOPS else loop
-            stack.extend((b, inner) for r in op.regions for b in r.blocks)
-    return out
+def _innermost_loop(op: Operation, parent: dict[int, Operation]) -> Operation | None:
+    p = parent.get(id(op))
+    while p is not None and p.name not in _LOOPS:
+        p = parent.get(id(p))
+    return p
 
 
 def _defined_in(v: Value, blocks: set[int], where: dict[int, Block]) -> bool:
