@@ -195,17 +195,17 @@ def test_complex_halves_are_register_selections_or_share_one_staging():
     assert len(loads) == 2
 
 
-def _copy_loop(load_after_store: bool):
-    """for i < 4: dst[i] = src[i] (128-element f32 tiles); with `load_after_store` each load's token is that
+def _copy_loop(load_after_store: bool, n: int = 128):
+    """for i < 4: dst[i] = src[i] (n-element f32 tiles); with `load_after_store` each load's token is that
     of a store earlier in the same iteration, which orders the load after it."""
     mb = ModuleBuilder((13, 4, 0))
-    i32, t = tile(T.I32), tile(T.F32, 128)
+    i32, t = tile(T.I32), tile(T.F32, n)
     with mb.kernel("copy_loop", [tile(T.PointerType(T.F32)), tile(T.PointerType(T.F32))]) as kb:
         pvs = []
         for p in kb.args:
-            tv = T.TensorViewType(T.F32, (512,), (1,))
+            tv = T.TensorViewType(T.F32, (4 * n,), (1,))
             v = kb.op("make_tensor_view", [tv], base=p, dynamicShape=[], dynamicStrides=[]).result
-            pvs.append(kb.op("make_partition_view", [T.PartitionViewType((128,), tv, (0,))], tensor_view=v).result)
+            pvs.append(kb.op("make_partition_view", [T.PartitionViewType((n,), tv, (0,))], tensor_view=v).result)
         zero, one, four = (kb.constant(np.int32(c), i32) for c in (0, 1, 4))
         start = kb.op("make_token", [T.TOKEN]).result
         ones = kb.constant(np.float32(1), t)
@@ -242,6 +242,17 @@ def test_loop_loads_are_prefetched_unless_their_token_orders_them(ordered):
     cont = loop.regions[0].block.ops[-1]
     assert cont.operands["operands"] == [loop.regions[0].block.args[2], body_loads[0].results[0]]
     assert any(r.name == "LoadsPrefetched" for r in k.remarks)
+
+
+def test_a_loop_whose_loads_hold_many_registers_is_not_prefetched():
+    """512-element f32 tiles over 128 threads are four registers per thread per iteration: two iterations in
+    flight would hold eight, past PREFETCH_REGS, so the loop keeps its load in place (no prologue copies)."""
+    k = _kernel(_copy_loop(False, n=512), target="sm_90")
+    _passes(k, "prefetch-loads")
+    loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
+    assert not loop.operands["initValues"]
+    assert not [o for o in k.fn.body.ops if o.name == "load_view_tko"]
+    assert not any(r.name == "LoadsPrefetched" for r in k.remarks)
 
 
 def _argmax_kernel() -> KernelIR:

@@ -1,21 +1,24 @@
-"""prefetch-loads: a serial loop's tile loads are issued iterations ahead, into registers the loop carries.
+"""prefetch-loads: a serial loop's tile loads are issued two iterations ahead, into registers the loop carries.
 
 Contract: in: IR after pipeline (K-loops already expanded). out: in every other `for` loop, each load that may
 move -- a weak `load_view_tko` at the top level of the body, through a view made outside the loop, whose
 token comes from outside the loop and whose result token is unused, at tile indices computed from the
-induction variable and loop invariants alone (`pipeline._slice`) -- is issued D iterations ahead: D copies
-before the loop (iterations 0..D-1), one in the body for iteration i + D, its tile carried through D new
-loop-carried values (the body reads the oldest). Its token says no in-loop memory operation is ordered
-before it, so moving it earlier keeps the program's meaning; a prefetch past the last iteration reads
-nothing (every element is out of bounds: the bounds check masks it). D is 2 when the loads of one iteration
-hold at most PREFETCH_REGS / 2 registers per thread, else 1; a loop whose loads hold more than PREFETCH_REGS
-is left alone: its many loads per thread already overlap one another, and holding a second iteration's costs
-registers (on an H200 reduce2d_rows_f16_16x128, 32 registers of loads per iteration, ran 5% slower
-prefetched, while the one-load-per-thread scan_carry_i64 went from 7.3 to 4.9 us). Loops that run an mma
-are left alone too: accumulators and operand staging already hold most registers (prefetching K and V cost
-the 1024-token flash attention 8% on an H200: 146 -> 178 registers, 3 -> 2 CTAs per SM). A remark says which
-loops were changed. NVIDIA's tileiras keeps a serial loop's loads in flight too; without it every iteration waits a
-full global-memory latency before computing.
+induction variable and loop invariants alone (`pipeline._slice`) -- is issued two iterations ahead: two
+copies before the loop (iterations 0 and 1), one in the body for iteration i + 2, its tile carried through two
+new loop-carried values (the body reads the oldest). Its token says no in-loop memory operation is ordered
+before it, so moving it earlier keeps the program's meaning; a prefetch past the last iteration reads nothing
+(every element is out of bounds: the bounds check masks it). A remark says which loops were changed.
+
+Only loops whose loads hold at most PREFETCH_REGS registers per thread for both iterations in flight are
+changed -- one to three elements per thread per iteration, the latency-bound case: on an H200 the
+one-load-per-thread scan_carry_i64 went from 7.3 to 4.9 us, as NVIDIA's tileiras keeps such loads in flight
+too. Loops with more loads per thread are left alone: those loads already overlap one another, and holding
+two more iterations of them costs registers and a prologue (reduce2d_rows_f16_16x128, 32 registers of loads
+per iteration, ran 5% slower prefetched on an H200; reduce2d_rows_f32_8x64, 8 registers, took 64 registers
+instead of 48 and 282 static instructions instead of 165, and cumsum_carry_f32_t512, 4 registers, 63
+instead of 55). Loops that run an mma are left alone too: accumulators and operand staging already hold
+most registers (prefetching K and V cost the 1024-token flash attention 8% on an H200: 146 -> 178
+registers, 3 -> 2 CTAs per SM).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from ..ir import KernelIR, clone_op, own_ops, parent_blocks, replace_values, wal
 from ..pipeline import index_slice, use_counts
 from ..types import elem_bytes, layout_of
 
-PREFETCH_REGS = 16      # registers per thread the loads of all D iterations ahead may hold
+PREFETCH_REGS = 6       # registers per thread the loads of both iterations ahead may hold
+DISTANCE = 2
 _MMA = frozenset({"mmaf", "mmai", "mmaf_scaled", "tilegpu.mma_staged"})
 
 
@@ -35,13 +39,12 @@ def run(k: KernelIR) -> None:
     for loop in reversed(loops):          # inner loops first: an outer loop's body is final when it is done
         loads, slices = movable_loads(loop)
         regs = sum(_registers(ld) for ld in loads)
-        if not loads or regs > PREFETCH_REGS:
+        if not loads or DISTANCE * regs > PREFETCH_REGS:
             continue
-        distance = 2 if 2 * regs <= PREFETCH_REGS else 1
-        _prefetch(k, loop, loads, slices, distance)
+        _prefetch(k, loop, loads, slices, DISTANCE)
         k.remark("passed", "pipelining", "LoadsPrefetched",
-                 f"loop loads issued {distance} iteration(s) ahead ({len(loads)} tile load(s), "
-                 f"{regs * distance} register(s) per thread in flight)", loop)
+                 f"loop loads issued {DISTANCE} iterations ahead ({len(loads)} tile load(s), "
+                 f"{regs * DISTANCE} register(s) per thread in flight)", loop)
 
 
 def movable_loads(loop: Operation) -> tuple[list[Operation], list[Operation]]:
