@@ -471,3 +471,18 @@ def test_schedule_report_marks_loops_kept_serial():
         k = _pipelined("first_exceed_f32_64", "sm_90")
     for r in k.notes["schedules"]:
         assert r.strategy == "serial" and r.rule.startswith("kept serial: not a K-loop")
+
+
+@requires_corpus
+@pytest.mark.parametrize("name, marked", [("first_exceed_f32_16", True), ("first_exceed_f32_64", False)])
+def test_branches_around_shuffles_are_marked_warp_uniform(name, marked):
+    """first_exceed breaks out of its loop on a running sum the loop reduces by shuffles: both of the loop's
+    `if`s are marked warp-uniform. The 64-wide kernel's reduction spans two warps, so its loop holds a
+    `bar.sync`, after which ptxas already takes the loop as convergent: nothing is marked there."""
+    from tileiras_async.bytecode.reader import read_module
+    k = _kernel(read_module((PUBLIC / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_80")
+    _passes(k, "mark-uniform-branches")
+    ifs = [o for o in walk_ops(k.fn.body) if o.name == "if"]
+    assert ifs
+    assert [bool(o.attrs.get("warp_uniform")) for o in ifs] == [marked] * len(ifs)
+    assert ("warp_uniform = true" in print_kernel(k)) == marked

@@ -182,6 +182,8 @@ def _loop(em: KernelEmitter, op: Operation) -> None:
 @lowers("if")
 def _if(em: KernelEmitter, op: Operation) -> None:
     cond = em.get(op.operands["condition"]).regs[0]
+    if op.attrs.get("warp_uniform"):
+        cond = em.b.call("i1", "llvm.nvvm.vote.any.sync", [("i32", "-1"), ("i1", cond)], hint="uniform")
     then_l, else_l, merge_l = (em.b.reserve_block(h) for h in ("if.then", "if.else", "if.end"))
     has_else = bool(op.regions[1].blocks) if len(op.regions) > 1 else False
     em.b.cond_br(cond, then_l, else_l if has_else else merge_l)

@@ -26,6 +26,7 @@ _ALL = [
     ("hoist-operand-staging", "hoist_staging"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
+    ("mark-uniform-branches", "uniform_branches"),
 ]
 
 
