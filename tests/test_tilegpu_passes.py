@@ -486,3 +486,48 @@ def test_branches_around_shuffles_are_marked_warp_uniform(name, marked):
     assert ifs
     assert [bool(o.attrs.get("warp_uniform")) for o in ifs] == [marked] * len(ifs)
     assert ("warp_uniform = true" in print_kernel(k)) == marked
+
+
+@requires_corpus
+@pytest.mark.parametrize("name, loads, repads", [("reduce1d_f32_t256", 1, 1), ("reduce2d_rows_f32_8x64", 1, 1),
+                                                 ("reduce2d_rows_f16_16x128", 2, 0)])
+def test_a_load_repeated_with_other_padding_reads_once(name, loads, repads):
+    """cuTile loads a tile twice for a sum and a max, with zero and -inf padding: the second load becomes a
+    repad of the first (one global load per element). A tile of 16 elements per thread keeps both loads
+    (its bounds predicates would outlive the loads)."""
+    from tileiras_async.bytecode.reader import read_module
+    k = _kernel(read_module((PUBLIC / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_80")
+    _passes(k, "merge-repadded-loads")
+    ops = list(walk_ops(k.fn.body))
+    assert sum(o.name == "load_view_tko" for o in ops) == loads
+    found = [o for o in ops if o.name == "tilegpu.repad"]
+    assert len(found) == repads
+    for r in found:
+        src = r.operands["source"].owner
+        assert src.name == "load_view_tko" and src.operands["view"].type.padding != r.operands["view"].type.padding
+        assert r.operands["index"] == src.operands["index"]
+
+
+def test_a_repeated_load_with_the_same_padding_is_the_first():
+    """Two loads of the same view, index and token: the second's uses read the first; no repad."""
+    mb = ModuleBuilder((13, 4, 0))
+    t = tile(T.F32, 128)
+    with mb.kernel("twice", [tile(T.PointerType(T.F32)), tile(T.PointerType(T.F32))]) as kb:
+        pvs = []
+        for p in kb.args:
+            tv = T.TensorViewType(T.F32, (512,), (1,))
+            v = kb.op("make_tensor_view", [tv], base=p, dynamicShape=[], dynamicStrides=[]).result
+            pvs.append(kb.op("make_partition_view", [T.PartitionViewType((128,), tv, (0,))], tensor_view=v).result)
+        zero = kb.constant(np.int32(0), tile(T.I32))
+        x, y = (kb.op("load_view_tko", [t, T.TOKEN], view=pvs[0], index=[zero],
+                      memory_ordering_semantics=MO.weak).results[0] for _ in range(2))
+        s = kb.op("addf", [t], lhs=x, rhs=y, rounding_mode=RoundingMode.nearest_even).result
+        kb.op("store_view_tko", [T.TOKEN], tile=s, view=pvs[1], index=[zero], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    k = _kernel(mb.module, target="sm_80")
+    _passes(k, "merge-repadded-loads")
+    ops = list(walk_ops(k.fn.body))
+    loads = [o for o in ops if o.name == "load_view_tko"]
+    assert len(loads) == 1 and not any(o.name == "tilegpu.repad" for o in ops)
+    add = next(o for o in ops if o.name == "addf")
+    assert add.operands["lhs"] is add.operands["rhs"] is loads[0].results[0]

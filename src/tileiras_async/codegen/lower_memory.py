@@ -225,6 +225,24 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     _access_remark(em, op, ty.elem, len(regs))
 
 
+@lowers("tilegpu.repad")
+def _repad(em: KernelEmitter, op: Operation) -> None:
+    """The source tile's elements where the view's bounds hold them, the view's padding elsewhere (the source
+    was loaded through a view of the same elements: merge-repadded-loads)."""
+    src: Tile = em.get(op.operands["source"])
+    pv, access = _accessor(em, op, "loads")
+    ty: T.TileType = op.results[0].type
+    layout = layout_of(ty)
+    lt = llvm_type(ty.elem)
+    fill = padding_constant(ty.elem, pv.type.padding)
+    regs: list[str] = []
+    for r, reg in enumerate(src.regs):
+        coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
+        inb = access(coords)[1]
+        regs.append(reg if inb is None else em.b.value(f"select i1 {inb}, {lt} {reg}, {lt} {fill}"))
+    em.set(op.results[0], Tile(ty, layout, regs))
+
+
 def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int) -> None:
     """How wide the op's global accesses are (the memory remark)."""
     em.remark("analysis", "memory", "AccessWidth",

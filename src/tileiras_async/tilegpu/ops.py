@@ -23,6 +23,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
+| `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -106,3 +107,6 @@ MMA_PRESTAGED = TILEGPU.op(
     "mma_prestaged", operands={"other": ANY_TILE, "acc": ANY_TILE, "buffer": SMEM}, results={"result": ANY_TILE},
     attrs={"mma": "op", "role": "str", "scratch_bytes?": "int", "scratch_offset?": "int"},
     traits=[MemoryEffects(Read("buffer", SHARED))], cls="MmaPrestagedOp")
+REPAD = TILEGPU.op(
+    "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
+    traits=[Pure()], cls="RepadOp")

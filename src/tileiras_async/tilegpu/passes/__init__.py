@@ -19,6 +19,7 @@ _ALL = [
     ("select-mma", "select_mma"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
+    ("merge-repadded-loads", "merge_loads"),
     ("materialize-shared-memory", "materialize_smem"),
     ("schedule-loops", "schedule_loops"),
     ("pipeline", "pipeline_loops"),
