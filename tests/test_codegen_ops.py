@@ -824,3 +824,46 @@ def test_conversions_match_interpreter(src, dst):
     keep = np.isfinite(x.astype(np.float64)) if x.dtype.kind == "f" else np.ones(n, bool)
     a, b = interp[1][keep], emu[1][keep]
     assert np.array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
+
+
+def _eval_entry(lines: list[str], tid: int) -> dict[str, int]:
+    """Run the i32 lshr/and/shl/xor/mul lines of an entry block for one thread id (the emitter's thread
+    coordinate arithmetic)."""
+    import re as _re
+    env = {}
+    ops = {"lshr": lambda a, b: a >> b, "and": lambda a, b: a & b, "shl": lambda a, b: (a << b) & 0xFFFFFFFF,
+           "xor": lambda a, b: a ^ b, "mul": lambda a, b: (a * b) & 0xFFFFFFFF}
+    for ln in lines:
+        m = _re.match(r"(%[\w.]+) = (?:call i32 @llvm\.nvvm\.read\.ptx\.sreg\.tid\.x\(\)|(\w+) i32 (\S+), (\S+))", ln)
+        if not m:
+            continue
+        if m.group(2) is None:
+            env[m.group(1)] = tid
+            continue
+        a, b = (env[x] if x.startswith("%") else int(x) for x in (m.group(3), m.group(4)))
+        env[m.group(1)] = ops[m.group(2)](a, b)
+    return env
+
+
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_thread_coordinates_are_the_layouts(num_warps):
+    """The emitter's per-thread coordinates (runs of thread-id bits as one shift and mask) equal the layout's
+    `thread_coord` for every thread, for blocked, mma-fragment and sliced layouts."""
+    from tileiras_async.codegen.emitter import KernelEmitter
+    from tileiras_async.codegen.llvmir import ModuleIR
+    from tileiras_async.ir.core import Block, Function
+    from tileiras_async.lower.layout import blocked, mma_accumulator
+    from tileiras_async.tilegpu.options import CodegenOptions
+    layouts = [blocked((256,), num_warps, 2), blocked((16, 128), num_warps), blocked((8, 64), num_warps),
+               blocked((1, 16), num_warps), blocked((4096,), num_warps), mma_accumulator(64, 64, num_warps),
+               mma_accumulator(32, 32, num_warps)]
+    layouts.append(layouts[1].slice(1))
+    fn = Function(b"k", T.FunctionType((), ()), Block())
+    em = KernelEmitter(ModuleIR(), fn, CodegenOptions(num_warps=num_warps))
+    names = [em.thread_coords(lay) for lay in layouts]
+    entry = em.b.fn.blocks[0][1]
+    for tid in range(num_warps * 32):
+        env = _eval_entry(entry, tid)
+        for lay, coords in zip(layouts, names):
+            got = tuple(env[c] if c.startswith("%") else int(c) for c in coords)
+            assert got == lay.thread_coord(tid % 32, tid // 32), (lay, tid)

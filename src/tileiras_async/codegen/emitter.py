@@ -132,19 +132,41 @@ class KernelEmitter:
             return cached
         coords = []
         for d in range(layout.rank):
-            terms = []
-            for src, bases in ((self.lane, layout.bases[1]), (self.warp, layout.bases[2])):
-                for bit, basis in enumerate(bases):
-                    if basis[d]:
-                        sh = self.thread_value(f"lshr i32 {src}, {bit}")
-                        one = self.thread_value(f"and i32 {sh}, 1")
-                        terms.append(self.thread_value(f"mul i32 {one}, {basis[d]}"))
             acc = "0"
-            for t in terms:
-                acc = self.thread_value(f"xor i32 {acc}, {t}")
+            for t in self._thread_terms(layout, d):
+                acc = t if acc == "0" else self.thread_value(f"xor i32 {acc}, {t}")
             coords.append(acc)
         self._thread_coords[layout] = coords
         return coords
+
+    def _thread_terms(self, layout: LinearLayout, d: int) -> list[str]:
+        """The thread id's contributions to coordinate `d`, xor-ed together. Thread-id bits (lanes, then
+        warps: bit b of %tid.x) whose bases are consecutive powers of two along `d` form one run, taken as
+        `(tid >> b0 & mask) << p0` -- a blocked layout's coordinate is a shift and a mask of the thread id, not
+        one term per bit (which LLVM and ptxas do not fold back: reduce1d's 2 * tid took 8 instructions). A
+        run reaching the top bit needs no mask: %tid.x < the CTA's threads (.reqntid)."""
+        bits = [(b, basis[d]) for b, basis in enumerate(layout.bases[1] + layout.bases[2]) if basis[d]]
+        top = len(layout.bases[1]) + len(layout.bases[2])
+        terms, run = [], []
+        for b, v in bits + [(None, 0)]:
+            single = v > 0 and v & (v - 1) == 0
+            if run and single and b == run[-1][0] + 1 and v == 2 * run[-1][1]:
+                run.append((b, v))
+                continue
+            if run:
+                terms.append(self._run_term(run, top))
+            run = [(b, v)] if single else []
+            if b is not None and not single:      # not a power of two: its own term, as the basis says
+                one = self.thread_value(f"and i32 {self.thread_value(f'lshr i32 {self.tid}, {b}')}, 1")
+                terms.append(self.thread_value(f"mul i32 {one}, {v}"))
+        return terms
+
+    def _run_term(self, run: list[tuple[int, int]], top: int) -> str:
+        b0, v0 = run[0]
+        x = self.tid if b0 == 0 else self.thread_value(f"lshr i32 {self.tid}, {b0}")
+        if run[-1][0] + 1 < top or 1 << top != self.options.num_warps * WARP_SIZE:
+            x = self.thread_value(f"and i32 {x}, {(1 << len(run)) - 1}")
+        return x if v0 == 1 else self.thread_value(f"shl i32 {x}, {v0.bit_length() - 1}")
 
     def thread_value(self, expr: str, hint: str = "v") -> str:
         """A value computed from this thread's id: in the entry block, or after a top-level loop where
