@@ -133,15 +133,22 @@ def predicated_load(em: KernelEmitter, op: Operation, addr: str, pred: str | Non
     cls, rt = _REG[bits]
     width = "u8" if bits == 8 else f"b{bits}"
     fill_reg = _to_reg(em, fill, lt, bits)
+    wide = bits == 16    # into a 32-bit register: a 16-bit one is half of a register ptxas must preserve
+    if wide:
+        cls, width = "r", "u16"
+        fill_reg = em.b.value(f"zext i16 {fill_reg} to i32")
+    reg_t = "i32" if wide else rt
     order = _ordering(op, True)
     if pred is None:
         text = f"ld{order}.global.{width} $0, [$1];"
-        v = em.b.asm(rt, text, f"={cls},l", [(GLOBAL_PTR, addr)])
+        v = em.b.asm(reg_t, text, f"={cls},l", [(GLOBAL_PTR, addr)])
     else:
-        text = (f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.b{max(bits, 16)} $0, $3; "
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.b{32 if wide else max(bits, 16)} $0, $3; "
                 f"@p ld{order}.global.{width} $0, [$1]; }}")
         p32 = em.b.value(f"zext i1 {pred} to i32")
-        v = em.b.asm(rt, text, f"={cls},l,r,{cls}", [(GLOBAL_PTR, addr), ("i32", p32), (rt, fill_reg)])
+        v = em.b.asm(reg_t, text, f"={cls},l,r,{cls}", [(GLOBAL_PTR, addr), ("i32", p32), (reg_t, fill_reg)])
+    if wide:
+        v = em.b.value(f"trunc i32 {v} to i16")
     return _from_reg(em, v, lt, bits)
 
 
