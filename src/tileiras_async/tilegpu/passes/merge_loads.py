@@ -66,7 +66,7 @@ def _key(op: Operation) -> tuple | None:
         return None
     view = op.operands["view"]
     maker = getattr(view, "owner", None)
-    if not isinstance(maker, Operation) or maker.name != "make_partition_view" or maker.regions:
+    if not isinstance(maker, Operation) or maker.name != "make_partition_view":
         return None
     token = op.operands.get("token")
     return (id(maker.operands["tensor_view"]), replace(view.type, padding=None), tuple(map(id, op.operands["index"])),

@@ -6,13 +6,14 @@ run while its branch has not reconverged: its regions hold a reduce or scan (the
 `shfl.sync`), or they leave early -- a `break` or `continue` of the innermost enclosing loop whose body holds
 one, or a `return` from a kernel that holds one -- unless that region also holds a CTA barrier (a
 `tilegpu.barrier`, or a reduce or scan with a shared-memory round): `bar.sync` is warp-aligned, so ptxas
-already takes the code around it as convergent, and a vote there only costs instructions. Code generation passes such a condition through
-`vote.sync.any` first. That is an identity: an `if` condition is a 0-d tile, which every thread holds the
-same value of (reductions broadcast their result to every thread). ptxas cannot see that, and without the
-vote it compiles every `shfl.sync` after a data-dependent branch with a slow path for a diverged warp (a
-call to a WARPSYNC routine per shuffle: first_exceed_f32_16, a loop that breaks on a running sum, takes 124
-static instructions and 21 registers with the slow paths on sm_80, 91 and 18 without; NVIDIA's tileiras
-keeps 20 such calls).
+already takes the code around it as convergent, and a vote there only costs instructions.
+
+Code generation passes such a condition through `vote.sync.any` first. That is an identity: an `if`
+condition is a 0-d tile, which every thread holds the same value of (reductions broadcast their result to
+every thread). ptxas cannot see that, and without the vote it compiles every `shfl.sync` after a
+data-dependent branch with a slow path for a diverged warp (a call to a WARPSYNC routine per shuffle:
+first_exceed_f32_16, a loop that breaks on a running sum, takes 124 static instructions and 21 registers
+with the slow paths on sm_80, 90 and 18 without; NVIDIA's tileiras keeps 20 such calls).
 """
 from __future__ import annotations
 
