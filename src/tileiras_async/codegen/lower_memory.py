@@ -6,6 +6,7 @@ import struct
 from typing import Callable
 
 from ..ir import types as T
+from ..ir.attrs import BoundedAttr
 from ..ir.core import Operation
 from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
 from .emitter import KernelEmitter, LoweringError, lowers
@@ -24,19 +25,38 @@ def _i64(em: KernelEmitter, value: str, llvm: str) -> str:
     return em.b.value(f"sext {llvm} {value} to i64")
 
 
+def _u64(em: KernelEmitter, value: str, llvm: str) -> str:
+    if llvm == "i64":
+        return value
+    return em.b.value(f"zext {llvm} {value} to i64")
+
+
+def _non_negative(v) -> bool:
+    """`v` is the result of an `assume` chain that bounds it below by zero or more."""
+    while isinstance(getattr(v, "owner", None), Operation) and v.owner.name == "assume":
+        pred = v.owner.attrs.get("predicate")
+        if isinstance(pred, BoundedAttr) and pred.lb is not None and pred.lb >= 0:
+            return True
+        v = v.owner.operands["value"]
+    return False
+
+
 @lowers("make_tensor_view")
 def _make_tensor_view(em: KernelEmitter, op: Operation) -> None:
     ty: T.TensorViewType = op.result.type
     base = em.get(op.operands["base"]).regs[0]
-    dyn_shape = iter(em.get(v) for v in op.operands["dynamicShape"])
-    dyn_strides = iter(em.get(v) for v in op.operands["dynamicStrides"])
+    dyn_shape = iter(op.operands["dynamicShape"])
+    dyn_strides = iter(op.operands["dynamicStrides"])
 
     def resolve(static, dyn):
         out = []
         for s in static:
             if s == T.DYNAMIC:
-                t = next(dyn)
-                out.append(_i64(em, t.regs[0], t.llvm))
+                v = next(dyn)
+                t = em.get(v)
+                # a size or stride assumed non-negative widens with zeros: the upper half of every 64-bit
+                # bound and address product is then a known zero, not a sign to compute per element
+                out.append(_u64(em, t.regs[0], t.llvm) if _non_negative(v) else _i64(em, t.regs[0], t.llvm))
             else:
                 out.append(str(s))
         return out
