@@ -871,7 +871,9 @@ def test_thread_coordinates_are_the_layouts(num_warps):
 
 def test_sizes_assumed_non_negative_widen_with_zeros():
     """A tensor view's run-time size that an `assume` bounds below by 0 is zero-extended to 64 bits (the upper
-    halves of its bounds checks and address products are known zeros); one without the fact keeps its sign."""
+    halves of its bounds checks and address products are known zeros); one without the fact keeps its sign.
+    Tile indices widen with zeros too (a negative one is out of bounds either way): the only sign extension
+    left is the unassumed size's."""
     from tileiras_async.ir.attrs import BoundedAttr
     mb = ModuleBuilder((13, 4, 0))
     i32, ptr = tile(T.I32), tile(T.PointerType(T.F32))
@@ -892,3 +894,4 @@ def test_sizes_assumed_non_negative_widen_with_zeros():
     ir = module_llvm_ir(mb.module)[0]
     assert "zext i32 %arg1 to i64" in ir and "sext i32 %arg1 to i64" not in ir
     assert "sext i32 %arg3 to i64" in ir and "zext i32 %arg3 to i64" not in ir
+    assert ir.count("sext i32 ") == 1

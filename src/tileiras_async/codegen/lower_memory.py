@@ -201,9 +201,12 @@ def _view_access(em: KernelEmitter, pv: PartitionView, index: list[Tile], coords
     view = pv.view
     offset = "0"
     inb = None
+    # A tile index widens with zeros when every size is below 2^31: a negative one is then at least 2^32
+    # tiles in, out of bounds as a sign-extended one is, and the upper half of the index is a known zero.
+    widen = _u64 if all(not str(s).lstrip("-").isdigit() or 0 <= int(s) < 2**31 for s in view.shape) else _i64
     for i, (tile_dim, c) in enumerate(zip(pv.type.tile_shape, coords)):
         d = pv.type.dim_map[i]
-        idx = _i64(em, index[i].regs[0], index[i].llvm)
+        idx = widen(em, index[i].regs[0], index[i].llvm)
         start = em.b.value(f"mul i64 {idx}, {tile_dim}")
         c64 = em.b.value(f"zext i32 {c} to i64")
         pos = em.b.value(f"add i64 {start}, {c64}")
