@@ -874,24 +874,8 @@ def test_sizes_assumed_non_negative_widen_with_zeros():
     halves of its bounds checks and address products are known zeros); one without the fact keeps its sign.
     Tile indices widen with zeros too (a negative one is out of bounds either way): the only sign extension
     left is the unassumed size's."""
-    from tileiras_async.ir.attrs import BoundedAttr
-    mb = ModuleBuilder((13, 4, 0))
-    i32, ptr = tile(T.I32), tile(T.PointerType(T.F32))
-    tv_t = T.TensorViewType(T.F32, (T.DYNAMIC,), (1,))
-    pv_t = T.PartitionViewType((128,), tv_t, (0,))
-    with mb.kernel("copy", [ptr, i32, ptr, i32]) as k:
-        x_ptr, n, y_ptr, m = k.args
-        n = k.op("assume", [i32], value=n, predicate=BoundedAttr(0, None)).result
-        tvx = k.op("make_tensor_view", [tv_t], base=x_ptr, dynamicShape=[n], dynamicStrides=[]).result
-        tvy = k.op("make_tensor_view", [tv_t], base=y_ptr, dynamicShape=[m], dynamicStrides=[]).result
-        bid = k.op("get_tile_block_id", [i32, i32, i32]).results[0]
-        pvx = k.op("make_partition_view", [pv_t], tensor_view=tvx).result
-        pvy = k.op("make_partition_view", [pv_t], tensor_view=tvy).result
-        x = k.op("load_view_tko", [tile(T.F32, 128), T.TOKEN], view=pvx, index=[bid],
-                 memory_ordering_semantics=MO.weak).results[0]
-        k.op("store_view_tko", [T.TOKEN], tile=x, view=pvy, index=[bid], memory_ordering_semantics=MO.weak)
-        k.op("return")
-    ir = module_llvm_ir(mb.module)[0]
+    from test_builder import build_vec_add     # vec_add(x, n, y, m): n is assumed >= 0, m is not
+    ir = module_llvm_ir(read_module(build_vec_add()))[0]
     assert "zext i32 %arg1 to i64" in ir and "sext i32 %arg1 to i64" not in ir
     assert "sext i32 %arg3 to i64" in ir and "zext i32 %arg3 to i64" not in ir
     assert ir.count("sext i32 ") == 1
