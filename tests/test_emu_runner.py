@@ -53,14 +53,36 @@ def test_non_contiguous_views_are_read_and_written_in_place():
     assert run.params[2] == 2 and run.params[8] == 3          # strides in elements
 
 
+def _without_stride_assumes(path) -> bytes:
+    """The module with its tensor views' strides no longer `assume`d non-negative (cuTile states that fact for
+    the arrays it exports with; the compiler may rely on it, so a kernel meant for negative strides lacks it)."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.bytecode.writer import write_module
+    mod = read_module(path.read_bytes())
+    body = mod.functions[0].body
+    dropped = set()
+    for op in body.ops:
+        if op.name == "make_tensor_view":
+            strides = []
+            for v in op.operands["dynamicStrides"]:
+                if v.owner.name == "assume":
+                    dropped.add(id(v.owner))
+                    v = v.owner.operands["value"]
+                strides.append(v)
+            op.operands["dynamicStrides"] = strides
+    body.ops = [op for op in body.ops if id(op) not in dropped]
+    return write_module(mod)
+
+
 def test_negative_and_2d_strides():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((40, 50)).astype(np.float32)
     xin = x[::-1]                                   # negative row stride
     out = np.zeros((50, 40), np.float32)
     outv = np.zeros((40, 50), np.float32).T         # column-major output view
+    kernel = _without_stride_assumes(TRANSPOSE)
     for dst in (out, outv):
-        run_compiled(TRANSPOSE, (2, 2), [xin, dst])
+        run_compiled(kernel, (2, 2), [xin, dst])
         assert np.array_equal(dst, xin.T)
 
 

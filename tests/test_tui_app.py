@@ -17,6 +17,7 @@ from textual.widgets import DataTable, TabbedContent  # noqa: E402
 from tileiras_async.pipeline.config import BatchConfig  # noqa: E402
 from tileiras_async.pipeline.messages import FaultSpec  # noqa: E402
 from tileiras_async.stages import PrintIR  # noqa: E402
+from tileiras_async.tilegpu.passes import PASS_NAMES  # noqa: E402
 
 from tileiras_tui.app import CHART_TICKS, DashboardApp, DiagnosticScreen, HelpScreen, KernelScreen  # noqa: E402
 from tileiras_tui.model import CANCELLED, FAILED, OK, RUNNING  # noqa: E402
@@ -295,7 +296,8 @@ def test_live_batch_fail_retry_cancel_quit(inputs, tmp_path):
             await wait_for(pilot, app, lambda: ".entry collatz_steps" in screen_text(app), what="the PTX tab")
             assert "registers" in screen_text(app)
             await pilot.press("i")                # the tile-GPU IR after the last pass, as the worker printed it
-            await wait_for(pilot, app, lambda: "IR Dump After insert-barriers" in screen_text(app), what="the IR tab")
+            last = f"IR Dump After {PASS_NAMES[-1]}"
+            await wait_for(pilot, app, lambda: last in screen_text(app), what="the IR tab")
             assert "tilegpu.kernel @collatz_steps" in app.screen.query_one("#ir-text").text
             await pilot.press("escape")
             await pilot.press("q")
