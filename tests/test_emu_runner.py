@@ -84,6 +84,8 @@ def test_negative_and_2d_strides():
     for dst in (out, outv):
         run_compiled(kernel, (2, 2), [xin, dst])
         assert np.array_equal(dst, xin.T)
+    with pytest.raises(LaunchError, match=r"entry parameter \d+ is -50, but the kernel assumes 0 <= x"):
+        run_compiled(TRANSPOSE, (2, 2), [xin, out])      # as exported: strides assumed non-negative
 
 
 def test_same_array_passed_twice_shares_memory():

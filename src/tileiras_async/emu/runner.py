@@ -49,6 +49,23 @@ def _load_module(module):
     return read_module(p.read_bytes())
 
 
+def _check_assumptions(mod, kname: str, params: list) -> None:
+    """An argument outside a bound the kernel `assume`s (cuTile states sizes and strides >= 0) is refused: the
+    compiler relies on the fact (e.g. it zero-extends them), so the run would compute something else."""
+    from ..ir.attrs import BoundedAttr
+    fn = next(f for f in mod.functions if f.name.decode(errors="replace") == kname)
+    position = {id(a): i for i, a in enumerate(fn.body.args)}
+    for op in fn.body.ops:
+        pred = op.attrs.get("predicate") if op.name == "assume" else None
+        i = position.get(id(op.operands.get("value"))) if isinstance(pred, BoundedAttr) else None
+        if i is None or i >= len(params) or not isinstance(params[i], (int, np.integer)):
+            continue
+        v = int(params[i])
+        if (pred.lb is not None and v < pred.lb) or (pred.ub is not None and v > pred.ub):
+            bounds = f"{'' if pred.lb is None else f'{pred.lb} <= '}x{'' if pred.ub is None else f' <= {pred.ub}'}"
+            raise LaunchError(f"entry parameter {i} is {v}, but the kernel assumes {bounds}")
+
+
 def _pick_kernel(mod, kernel: str | None) -> str:
     names = [f.name.decode(errors="replace") for f in mod.functions]
     if not names:
@@ -246,6 +263,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     memory = memory if memory is not None else DeviceMemory()
     args = list(args)
     params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname))
+    _check_assumptions(mod, kname, params)
     report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes)
     for i, addr in arrays:
         a = args[i]
