@@ -29,6 +29,7 @@ def run(k: KernelIR) -> None:
     if not any(op.name in SHUFFLING for op in walk_ops(body)):
         return
     parents = parents_of(body)
+    kernel_has_barrier = any(map(_barrier, walk_ops(body)))
     seen: dict[int, bool] = {}
 
     def shuffles(op: Operation) -> bool:
@@ -44,7 +45,7 @@ def run(k: KernelIR) -> None:
         exits = {o.name for r in op.regions for b in r.blocks for o in own_ops(b)}
         loop = _enclosing_loop(op, parents)
         if (shuffles(op) or ({"break", "continue"} & exits and loop is not None and shuffles(loop))
-                or ("return" in exits and not any(map(_barrier, walk_ops(body))))):
+                or ("return" in exits and not kernel_has_barrier)):
             op.attrs["warp_uniform"] = True
 
 
