@@ -77,6 +77,25 @@ def test_transpose_and_slice():
     assert s.is_complete()
 
 
+@pytest.mark.parametrize("shape, vector", [((16, 128), 4), ((8, 64), 4), ((64, 16), 4), ((32, 32), 8)])
+def test_a_scattered_slice_shares_the_rows_out_among_the_reducing_lanes(shape, vector):
+    """Each lane bit of the reduced dimension that a row register bit can move to does; the result still
+    holds every row (now each in fewer threads), and a thread's rows halve per lane bit taken."""
+    lay = blocked(shape, 4, vector)
+    plain, spread = lay.slice(1), lay.slice_scattered(1)
+    assert spread.shape == plain.shape and spread.bases[2] == plain.bases[2]
+    assert spread.is_complete()
+    reducing = [b for b, basis in enumerate(lay.bases[1]) if basis[1] and not basis[0]]
+    row_regs = [b for b, basis in enumerate(plain.bases[0]) if any(basis)]
+    moved = min(len(reducing), len(row_regs))
+    assert sum(1 for b in spread.bases[0] if any(b)) == len(row_regs) - moved
+    for lane in range(WARP_SIZE):
+        rows = {spread.apply(r, lane, 0) for r in range(spread.num_registers)}
+        assert len(rows) == 1 << (len(row_regs) - moved)
+    if not moved:
+        assert spread == plain
+
+
 def test_invalid_layouts_are_rejected():
     with pytest.raises(ValueError):
         blocked((3, 4), 4)

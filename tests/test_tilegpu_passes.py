@@ -531,3 +531,117 @@ def test_a_repeated_load_with_the_same_padding_is_the_first():
     assert len(loads) == 1 and not any(o.name == "tilegpu.repad" for o in ops)
     add = next(o for o in ops if o.name == "addf")
     assert add.operands["lhs"] is add.operands["rhs"] is loads[0].results[0]
+
+
+# -- split-arg-reductions -----------------------------------------------------------------------------------
+
+def _argmax_module(mutate=None):
+    """The corpus argmax kernel (its combiner keeps the larger value, NaN losing, ties to the smaller
+    index), with `mutate(combiner ops)` applied to its pair reduction's combiner."""
+    from tileiras_async.bytecode.reader import read_module
+    module = read_module((PUBLIC / "argmax_rows_f32_128.v13.4.tileirbc").read_bytes())
+    if mutate is not None:
+        pair = next(o for o in module.functions[0].body.ops if o.name == "reduce" and len(o.results) == 2)
+        mutate(pair.regions[0].blocks[0].ops)
+    return module
+
+
+def _set_predicate(name: str, before, after):
+    from tileiras_async.ir.enums import ComparisonPredicate as CP
+
+    def mutate(ops):
+        op = next(o for o in ops if o.name == name and o.attrs["comparison_predicate"] == getattr(CP, before))
+        op.attrs["comparison_predicate"] = getattr(CP, after)
+    return mutate
+
+
+def _and_for_or(ops):
+    """Tie-breaking and the value order no longer combine: not an arg-reduction any more."""
+    from tileiras_async.ir.opdef import opdef
+    last_or = [o for o in ops if o.name == "ori"][-1]
+    last_or.spec = opdef("andi")
+
+
+# (mutation, what the pass must see: None = not an arg-reduction)
+ARG_VARIANTS = {
+    "argmax": (None, "maxf mini"),
+    "argmin": (_set_predicate("cmpf", "greater_than", "less_than"), "minf mini"),
+    "last_index": (_set_predicate("cmpi", "less_than", "greater_than"), "maxf maxi"),
+    "not_an_argmax": (_and_for_or, None),
+}
+
+
+@requires_corpus
+@pytest.mark.parametrize("variant", sorted(ARG_VARIANTS))
+def test_arg_reductions_split_into_a_value_and_an_index_reduction(variant):
+    """An argmax/argmin whose value result is unused becomes a max (min) and an index min (max) over the
+    elements that tie with it; the max reuses the kernel's own max of the same tile when it has one."""
+    mutate, want = ARG_VARIANTS[variant]
+    k = _kernel(_argmax_module(mutate), target="sm_80")
+    _passes(k, "split-arg-reductions")
+    reduces = [o for o in k.fn.body.ops if o.name == "reduce"]
+    if want is None:
+        assert [len(o.results) for o in reduces] == [2, 1]
+        return
+    assert all(len(o.results) == 1 for o in reduces)
+    combiners = [o.regions[0].blocks[0].ops[0].name for o in reduces]
+    value_op, index_op = want.split()
+    assert index_op in combiners and combiners.count(value_op) == 1
+    value_reduce = next(o for o in reduces if o.regions[0].blocks[0].ops[0].name == value_op)
+    assert value_reduce.attrs["identities"][0].bits == 0x7FC00000     # NaN: fmax/fmin's identity
+    if value_op == "maxf":     # the kernel's own max of the tile is the one reused: two reductions in all
+        assert len(reduces) == 2
+
+
+def _argmax_rows() -> np.ndarray:
+    """Rows of 100 (the tile is 128 wide: 28 padding elements of -inf) with NaNs, ties, signed zeros and
+    infinities."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((9, 100)).astype(np.float32)
+    x[1] = np.nan                                   # NaN loses even to the -inf padding
+    x[2, [5, 17, 90]] = 9.0                         # ties: the first
+    x[3] = -1.0
+    x[3, 7], x[3, 3] = -0.0, 0.0                    # -0 == +0: the first
+    x[4] = np.nan
+    x[4, 50] = np.inf
+    x[5] = -np.inf                                  # all equal: the first
+    x[6, 99] = 50.0
+    x[7, 0], x[7, 60] = np.nan, 40.0
+    x[8, ::2] = np.nan
+    return x
+
+
+@requires_corpus
+@pytest.mark.parametrize("variant", sorted(v for v, (_, want) in ARG_VARIANTS.items() if want))
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+def test_split_arg_reductions_agree_with_the_interpreter(variant, gpu):
+    """Interpreter (the pair combiner, as written) and emulator (the split form) give the same indices and
+    maxima on rows of NaNs, ties, signed zeros and infinities (and their negations, for argmin). (A
+    combiner that is no arg-reduction need not be associative: its reductions have no order to compare.)"""
+    from tileiras_async.bytecode.writer import write_module
+    from tileiras_async.engines import run_kernel
+    x = _argmax_rows()
+    for rows in (x, -x):
+        args = [rows.copy(), np.full(len(x), -7, np.int32), np.zeros(len(x), np.float32)]
+        module = write_module(_argmax_module(ARG_VARIANTS[variant][0]))
+        report = run_kernel(module, (len(x), 1, 1), args, engine="both", gpu_name=gpu)
+        assert not report.mismatches
+        assert (args[1] >= 0).all() and (args[1] < 128).all()
+
+
+@requires_corpus
+@pytest.mark.parametrize("name, spread", [("reduce2d_rows_f16_16x128", True), ("softmax_rows_f32_128", False),
+                                          ("layernorm_f32_64", False)])
+def test_reductions_only_stored_spread_their_rows_over_the_lanes(name, spread):
+    """A float reduce whose results only go to memory takes the scattered slice (each lane that reduced a
+    row keeps a share of the rows); one whose result is broadcast back keeps every row in every thread."""
+    from tileiras_async.bytecode.reader import read_module
+    k = _kernel(read_module((PUBLIC / f"{name}.v13.4.tileirbc").read_bytes()), target="sm_80")
+    _passes(k, "assign-layouts")
+    reduces = [o for o in walk_ops(k.fn.body) if o.name == "reduce" and o.results[0].type.shape]
+    assert reduces
+    for op in reduces:
+        operand = layout_of(op.operands["operands"][0].type)
+        got = layout_of(op.results[0].type)
+        want = operand.slice_scattered(op.attrs["dim"]) if spread else operand.slice(op.attrs["dim"])
+        assert got == want and (got != operand.slice(op.attrs["dim"])) == spread

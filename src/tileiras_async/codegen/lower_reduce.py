@@ -165,26 +165,58 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
             other = deposit(k, [bit for bit, _ in order], r)
             acc = combine(em, op, [t.regs[other] for t in tiles], acc)
         vals[r] = acc
-    # 2. lanes: one redux.sync for a whole-warp 32-bit integer reduction, else a shuffle butterfly
-    kind = redux_kind(op, tiles[0].elem) if len(bits.lanes) == 5 else None
+    # 2. lanes: where the result layout spreads rows over the reducing lanes, each such lane bit first
+    #    halves the thread's rows (send one half, keep the other); then one redux.sync for a whole-warp
+    #    32-bit integer reduction, else a shuffle butterfly over the remaining lane bits
+    scattered = _scatter_pairs(layout, dim, out_layout)
+    for lane, reg in scattered:
+        upper = em.thread_value(f"icmp ne i32 {em.thread_value(f'and i32 {em.lane}, {1 << lane}')}, 0", "upper")
+        for r in [r for r in reps if not r >> reg & 1]:
+            low, high = vals.pop(r), vals.pop(r | 1 << reg)
+            send = [em.b.value(f"select i1 {upper}, {lt} {a}, {lt} {b}") for a, b, lt in zip(low, high, lts)]
+            keep = [em.b.value(f"select i1 {upper}, {lt} {b}, {lt} {a}") for a, b, lt in zip(low, high, lts)]
+            partner = [shuffle_xor(em, v, lt, 1 << lane) for v, lt in zip(send, lts)]
+            vals[r] = combine(em, op, partner, keep)
+        reps = [r for r in reps if not r >> reg & 1]
+    done = {lane for lane, _ in scattered}
+    kind = redux_kind(op, tiles[0].elem) if len(bits.lanes) == 5 and not done else None
     for r in reps:
         if kind is not None:
             vals[r] = [redux(em, kind, vals[r][0])]
             continue
         for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1]):
+            if bit in done:
+                continue
             partner = [shuffle_xor(em, v, lt, 1 << bit) for v, lt in zip(vals[r], lts)]
             vals[r] = combine(em, op, partner, vals[r])
     # 3. warps: partials through shared memory, folded in warp order by every thread
     if bits.warps:
         _across_warps(em, op, tiles, out_layout, bits, reps, vals)
     out = [[None] * layout.num_registers for _ in tiles]
+    spread = sum(1 << reg for _, reg in scattered)
     for r in range(layout.num_registers):
-        rep = r & ~(bits.reg_mask | dup)
+        rep = r & ~(bits.reg_mask | dup | spread)
         for i in range(len(tiles)):
             out[i][r] = vals[rep][i]
     for res, regs in zip(op.results, out):
         n = 1 if out_layout is None else out_layout.num_registers
         em.set(res, Tile(res.type, out_layout, regs[:n] if out_layout is None else regs))
+
+
+def _scatter_pairs(layout: LinearLayout, dim: int, out_layout: LinearLayout | None) -> list[tuple[int, int]]:
+    """(lane bit, register bit) pairs where the result layout gives a reducing lane the rows that register
+    bit moves through in the plain slice (`LinearLayout.slice_scattered`)."""
+    if out_layout is None:
+        return []
+    sliced = layout.slice(dim)
+    pairs = []
+    for lane, (mine, plain) in enumerate(zip(out_layout.bases[1], sliced.bases[1])):
+        if mine != plain:
+            reg = sliced.bases[0].index(mine)
+            if any(out_layout.bases[0][reg]) or any(plain) or not layout.bases[1][lane][dim]:
+                raise LoweringError("reduce: a result layout that is no spread of the operand's rows")
+            pairs.append((lane, reg))
+    return pairs
 
 
 def _across_warps(em: KernelEmitter, op: Operation, tiles: list[Tile], out_layout: LinearLayout | None,

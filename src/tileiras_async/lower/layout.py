@@ -144,6 +144,21 @@ class LinearLayout:
         bases = tuple(tuple(b[:dim] + b[dim + 1:] for b in dims) for dims in self.bases)
         return LinearLayout(shape, bases)
 
+    def slice_scattered(self, dim: int) -> "LinearLayout":
+        """A reduction's result along `dim` spread over the lanes that reduce it: `slice`, except that each
+        lane bit that only moves along `dim` (highest first) takes over the element of one register bit of
+        the result that moves it (lowest first), and that register bit becomes a copy. A thread then ends
+        with a share of the rows instead of all of them: each halving of its rows saves a shuffle per row
+        and step (codegen sends one half, keeps the other). Equal to `slice` when no such pair exists."""
+        sliced = self.slice(dim)
+        regs, lanes = list(sliced.bases[0]), list(sliced.bases[1])
+        free = [bit for bit in reversed(range(len(lanes)))
+                if self.bases[1][bit][dim] and not any(lanes[bit])]
+        rows = [bit for bit, b in enumerate(regs) if any(b)]
+        for lane, reg in zip(free, rows):
+            lanes[lane], regs[reg] = regs[reg], (0,) * sliced.rank
+        return LinearLayout(sliced.shape, (tuple(regs), tuple(lanes), sliced.bases[2]))
+
     def reshape(self, shape: tuple[int, ...]) -> "LinearLayout":
         """The same placement of elements (by row-major position) over another shape of the same size.
         Every dimension is a power of two, so a row-major position's bits are the coordinates' bits

@@ -16,6 +16,7 @@ from ..ir import KernelIR
 _ALL = [
     ("convert-to-tilegpu", "to_tilegpu"),
     ("dce", "dce"),
+    ("split-arg-reductions", "split_arg_reductions"),
     ("select-mma", "select_mma"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),

@@ -19,7 +19,8 @@ The rules, per op (first match):
   through up to CONSUMER_DEPTH elementwise steps), else the default; the source converts to that layout collapsed along the broadcast dimensions, so the
   broadcast itself moves nothing;
 - reduce: the operand layout with the reduced dimension sliced away (every thread that held part of a row
-  holds its result); scan: the operand layout; further operands convert to the first's;
+  holds its result); a float reduce whose results are only stored spreads its rows over the lanes that
+  reduced them (`LinearLayout.slice_scattered`); scan: the operand layout; further operands convert to the first's;
 - `load_ptr_tko` / `store_ptr_tko`: the pointer tile's layout, to which mask, padding and value convert;
 - atomics: the pointer (or value) tile's layout, unless it replicates elements and the tile has at least as
   many elements as the CTA has threads (then the default layout, so every thread does its share);
@@ -410,7 +411,7 @@ class _Assign:
                 if op.name == "scan":
                     self.set_layout(r, layout)
                 else:
-                    self.set_layout(r, layout.slice(op.attrs["dim"]) if r.type.shape else None)
+                    self.set_layout(r, self.reduced_layout(op, layout) if r.type.shape else None)
             return
         if op.name == "if":
             return
@@ -433,6 +434,15 @@ class _Assign:
         args = block.args[1:] if op.name == "for" else block.args
         for a, lay in zip(args, layouts):
             self.set_layout(a, lay)
+
+    def reduced_layout(self, op: Operation, layout: LinearLayout) -> LinearLayout:
+        """A float reduction whose results only go to memory ends spread over its lanes (each thread holding
+        a share of the rows: fewer shuffles, fewer stores); any other keeps every row in every thread that
+        held part of it (what elementwise users and broadcasts back need)."""
+        dim = op.attrs["dim"]
+        stored = all(isinstance(r.type.elem, T.FloatType)
+                     and all(u.name == "store_view_tko" for u in self.users.get(id(r), ())) for r in op.results)
+        return layout.slice_scattered(dim) if stored else layout.slice(dim)
 
     def enter(self, op: Operation) -> list[_Frame]:
         """Frames for the op's region blocks (first region first), with what to do when they are done."""

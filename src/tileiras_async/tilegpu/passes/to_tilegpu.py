@@ -7,12 +7,18 @@ with no layout: one register, the same value in every thread). Ranked tiles are 
 from __future__ import annotations
 
 from ...ir import types as T
+from ...ir.core import Block
 from ..ir import KernelIR, walk_blocks
 from ..types import LayoutTile
 
 
 def run(k: KernelIR) -> None:
-    for block in walk_blocks(k.fn.body):
+    type_uniform(k.fn.body)
+
+
+def type_uniform(body: Block) -> None:
+    """Type every rank-0 tile value under `body` uniform (for ops that later passes create, too)."""
+    for block in walk_blocks(body):
         for v in block.args:
             _uniform(v)
         for op in block.ops:
