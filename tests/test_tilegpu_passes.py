@@ -645,3 +645,22 @@ def test_reductions_only_stored_spread_their_rows_over_the_lanes(name, spread):
         got = layout_of(op.results[0].type)
         want = operand.slice_scattered(op.attrs["dim"]) if spread else operand.slice(op.attrs["dim"])
         assert got == want and (got != operand.slice(op.attrs["dim"])) == spread
+
+
+def test_a_combiner_doing_bitwise_arithmetic_on_indices_is_no_order():
+    """Only truth values may go through andi/ori/xori: an xori of two indices makes a value that is neither
+    argument, which no set of order cases can pin down."""
+    from tileiras_async.ir.builder import BlockBuilder
+    from tileiras_async.ir.enums import ComparisonOrdering, ComparisonPredicate
+    from tileiras_async.tilegpu.passes.split_arg_reductions import _closed_comparison_region
+    f, i = tile(T.F32), tile(T.I32)
+    for bitwise_on_indices in (False, True):
+        b = BlockBuilder(Block([f, f, i, i]), None)
+        l0, r0, l1, r1 = b.args
+        gt = b.op("cmpf", [tile(T.I1)], lhs=l0, rhs=r0, comparison_predicate=ComparisonPredicate.greater_than,
+                  comparison_ordering=ComparisonOrdering.ordered).result
+        v = b.op("select", [f], cond=gt, val_if_true=l0, val_if_false=r0).result
+        idx = (b.op("xori", [i], lhs=l1, rhs=r1).result if bitwise_on_indices
+               else b.op("select", [i], cond=gt, val_if_true=l1, val_if_false=r1).result)
+        b.op("yield", operands=[v, idx])
+        assert _closed_comparison_region(b.block) is not bitwise_on_indices

@@ -20,8 +20,8 @@ The pair combiner costs about 14 instructions per butterfly step and two shuffle
 instruction and one shuffle, and an i32 min over a warp one `redux.sync`.  argmax_rows_f32_128 (sm_80):
 132 -> 57 static instructions (NVIDIA: 157).
 
-Which combiner a region is: one made only of cmpf/cmpi/andi/ori/xori/select over its four arguments (no
-constants, no other values) depends on its arguments only through the outcomes of those comparisons, so
+Which combiner a region is: one made only of cmpf/cmpi, andi/ori/xori of their i1 results and select over its
+four arguments (no constants, no other values: every value is an argument or a truth value) depends on its arguments only through the outcomes of those comparisons, so
 running it (with the interpreter's handlers) on one pair of each order class -- less, equal, greater, NaN on
 either or both sides; for the indices also signed and unsigned orders disagreeing -- decides it completely.
 """
@@ -47,7 +47,8 @@ from ..ir import KernelIR, replace_values, walk_blocks
 from ..pipeline import use_counts
 from .to_tilegpu import type_uniform
 
-_COMBINER_OPS = frozenset(["cmpf", "cmpi", "andi", "ori", "xori", "select"])
+_LOGIC_OPS = frozenset(["andi", "ori", "xori"])
+_COMBINER_OPS = frozenset(["cmpf", "cmpi", "select"]) | _LOGIC_OPS
 # (exponent bits, significand bits) of the float types whose NaN and infinities the identities need
 _IEEE_BITS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
 
@@ -144,6 +145,8 @@ def _closed_comparison_region(block: Block) -> bool:
         return False
     for o in block.ops[:-1]:
         if o.name not in _COMBINER_OPS or o.regions or any(id(v) not in known for v in o.operand_values()):
+            return False
+        if o.name in _LOGIC_OPS and o.results[0].type.elem != T.I1:   # bitwise on values: not an order
             return False
         known.update(id(r) for r in o.results)
     last = block.ops[-1] if block.ops else None
