@@ -664,3 +664,20 @@ def test_a_combiner_doing_bitwise_arithmetic_on_indices_is_no_order():
                else b.op("select", [i], cond=gt, val_if_true=l1, val_if_false=r1).result)
         b.op("yield", operands=[v, idx])
         assert _closed_comparison_region(b.block) is not bitwise_on_indices
+
+
+@requires_corpus
+def test_a_compile_without_candidate_reductions_imports_no_numpy(tmp_path):
+    """split-arg-reductions loads numpy and the interpreter's handlers only for a kernel with a candidate
+    reduce: every other drop-in compile starts without them."""
+    import json
+    import os
+    probe = ("import sys, json\nfrom tileiras_async.cli import tileiras\nrc = tileiras.main(sys.argv[1:])\n"
+             "print(json.dumps({'rc': rc, 'numpy': 'numpy' in sys.modules}), file=sys.stderr)")
+    env = {**os.environ, "TILEIRAS_ASYNC_NO_CACHE": "1"}
+    for name, loads in (("vec_add_f32_t128", False), ("argmax_rows_f32_128", True)):
+        argv = ["--gpu-name", "sm_80", "-o", str(tmp_path / "x.cubin"), str(PUBLIC / f"{name}.v13.4.tileirbc")]
+        proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, env=env,
+                              timeout=300)
+        got = json.loads(proc.stderr.strip().splitlines()[-1])
+        assert got == {"rc": 0, "numpy": loads}, name

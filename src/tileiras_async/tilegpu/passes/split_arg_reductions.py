@@ -31,14 +31,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from typing import TYPE_CHECKING
 
-from ...interp import numerics as N
-from ...interp import ops_arith  # noqa: F401  (registers the comparison and select handlers)
-from ...interp.registry import HANDLERS
 from ...ir import types as T
 from ...ir.attrs import DenseElements, FloatAttr, IntegerAttr
-from ...ir.builder import BlockBuilder
 from ...ir.core import Block, Operation, Value
 from ...ir.enums import ComparisonOrdering as CO
 from ...ir.enums import ComparisonPredicate as CP
@@ -46,6 +42,12 @@ from ...ir.enums import Signedness
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..pipeline import use_counts
 from .to_tilegpu import type_uniform
+
+if TYPE_CHECKING:
+    from ...ir.builder import BlockBuilder
+
+# numpy, the interpreter's handlers and the IR builder are imported only for a kernel that has a candidate
+# reduce: the compile path of every other kernel stays free of them (a drop-in run starts faster)
 
 _LOGIC_OPS = frozenset(["andi", "ori", "xori"])
 _COMBINER_OPS = frozenset(["cmpf", "cmpi", "select"]) | _LOGIC_OPS
@@ -89,9 +91,8 @@ def _split_block(k: KernelIR, block: Block, uses: dict[int, int], mapping: dict[
             placed.add(id(op))
             continue
         order, vpos = found
-        b = BlockBuilder(Block([]), k.module)
-        b.loc = op.loc
-        value, index = op.operands["operands"][vpos], op.operands["operands"][1 - vpos]
+        b = _builder(k, op)
+        value = op.operands["operands"][vpos]
         dim = int(op.attrs["dim"])
         reuse = value_reduces.get((id(value), dim, _value_op(order), order.nan_wins))
         if reuse is None:
@@ -107,6 +108,13 @@ def _split_block(k: KernelIR, block: Block, uses: dict[int, int], mapping: dict[
         out.extend(b.block.ops)
         placed.add(id(op))
     block.ops[:] = out
+
+
+def _builder(k: KernelIR, op: Operation) -> BlockBuilder:
+    from ...ir.builder import BlockBuilder
+    b = BlockBuilder(Block([]), k.module)
+    b.loc = op.loc
+    return b
 
 
 # -- recognising the combiner -------------------------------------------------------------------------------
@@ -155,7 +163,7 @@ def _closed_comparison_region(block: Block) -> bool:
 
 
 def _value_cases(dtype) -> list[tuple]:
-    nan = dtype.type(np.nan)
+    nan = dtype.type(float("nan"))
     one, two, zero = dtype.type(1), dtype.type(2), dtype.type(0)
     return [(one, two), (two, one), (one, one), (-zero, zero), (nan, one), (one, nan), (nan, nan)]
 
@@ -168,6 +176,11 @@ def _index_cases(dtype) -> list[tuple]:
 def _picks(block: Block, vpos: int, felem: T.Type, ielem: T.Type) -> list[tuple[tuple, str]] | None:
     """For each pair of (value, index) cases: which side the region keeps ('l', 'r', or '=' when both are
     the same pair), or None when it keeps a mix of the two."""
+    import numpy as np
+
+    from ...interp import numerics as N
+    from ...interp import ops_arith  # noqa: F401  (registers the comparison and select handlers)
+    from ...interp.registry import HANDLERS
     fd, idt = N.compute_dtype(felem), N.compute_dtype(ielem)
     out = []
     for (lv, rv), (li, ri) in itertools.product(_value_cases(fd), _index_cases(idt)):
@@ -186,6 +199,7 @@ def _picks(block: Block, vpos: int, felem: T.Type, ielem: T.Type) -> list[tuple[
 
 
 def _same(a, b) -> bool:
+    import numpy as np
     return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
 
 
