@@ -252,7 +252,8 @@ def _force_version(monkeypatch, which: int):
 @requires_corpus
 @pytest.mark.parametrize("which", (0, 1, 2))
 @pytest.mark.parametrize("kid", ("matmul_ragged_f16_32x32x32", "matmul_tf32_32x32x16", "bmm_f16_32x32x32",
-                                 "matmul_ragged_f32_16x16x16", "matmul_bf16_f32out_32x64x32"))
+                                 "matmul_ragged_f32_16x16x16", "matmul_bf16_f32out_32x64x32",
+                                 "matmul_bf16_64x64x64"))
 def test_each_loop_version(refs, monkeypatch, kid, which):
     path = next(p for p in KLOOPS if _kid(p) == kid)
     arrays = [a for a in refs.make_inputs(kid).values() if isinstance(a, np.ndarray) and a.ndim >= 2]
@@ -263,6 +264,29 @@ def test_each_loop_version(refs, monkeypatch, kid, which):
     piped, _ = _run_corpus(refs, path, "sm_80", None)
     for name in sync:
         assert _bits(sync[name]) == _bits(piped[name]), name
+
+
+@requires_corpus
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_long_copy_loops_on_strided_views(refs, order):
+    """matmul_bf16_64x64x64 copies 16 elements per thread and chunk in its one-element version: a long copy
+    loop whose addresses hang off one pointer per chunk (`LONG_COPY_LOOP`). With A and B column-major
+    (innermost stride != 1: the run-time check picks that version) it computes what the unpipelined
+    build does."""
+    from tileiras_async.codegen.lower_pipeline import LONG_COPY_LOOP
+    path = next(p for p in KLOOPS if _kid(p) == "matmul_bf16_64x64x64")
+    outs = []
+    for stages in (1, None):
+        inputs = refs.make_inputs("matmul_bf16_64x64x64")
+        args = [np.asarray(a, order=order) if isinstance(a, np.ndarray) and a.ndim == 2 and n != "C" else a
+                for n, a in inputs.items()]
+        module = _read(path)
+        ptx, _ = compile_ptx(module, "sm_80", stages)
+        if stages is None:
+            assert ptx.count("ld.global.u16") >= 2 and 64 * 32 // 128 >= LONG_COPY_LOOP
+        emulate(module, ptx, refs.grid("matmul_bf16_64x64x64", inputs), args)
+        outs.append(args[list(inputs).index("C")])
+    assert _bits(outs[0]) == _bits(outs[1])
 
 
 def test_a_wrong_wait_is_caught(refs, monkeypatch):

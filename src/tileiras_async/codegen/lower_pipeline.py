@@ -25,6 +25,8 @@ from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 # elements one at a time) wait for their loads: they go this many per loop iteration, all loads before the first
 # store, so their latencies overlap instead of adding up
 UNROLLED_COPIES = 4
+# a thread's copies of one chunk from this many on: their addresses hang off one opaque pointer per chunk
+LONG_COPY_LOOP = 4 * UNROLLED_COPIES
 
 
 @lowers("tilegpu.async_copy")
@@ -195,6 +197,24 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
             val, elem = convert_elements(em, x, val)
             em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {pj}, align {x.eb}")
 
+    based: dict = {}
+    per = nv // T_
+    looped = not convert_in_place and per >= LONG_COPY_LOOP   # the thread's copies: a long loop (see below)
+
+    def chunk_base(lt: str) -> str:
+        """For a long loop of copies: the view's base advanced to the chunk's first K element, through an
+        opaque move, so that LLVM sees each copy's address as this pointer plus the thread's offset instead
+        of making every address of the copy loop an induction variable of the K-loop (matmul_bf16_64x64x64's
+        synchronous-copy version carried 11 such 64-bit pointers through its K-loop). A short loop keeps
+        them: its few induction pointers save the address arithmetic of every copy."""
+        if "p" not in based:
+            k = starts[x.kdim]
+            moved = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 "
+                               f"{em.b.value(f'mul i64 {k}, {view.strides[dims[x.kdim]]}')}", "ga")
+            based["p"] = em.b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, moved)], sideeffect=False,
+                                  hint="kb")
+        return based["p"]
+
     def copy(coord: list[str]) -> None:
         if convert_in_place:
             convert(coord)
@@ -203,20 +223,27 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
         for d in range(rank):
             pos = starts[d]
+            within = "0"
             if coord[d] != "0":
                 c64 = em.b.value(f"zext i32 {coord[d]} to i64")
                 pos = em.b.value(f"add i64 {pos}, {c64}")
+                within = c64
                 if x.strides[d]:
                     dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
             last = pos
             ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
             inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
+            if d == x.kdim and looped:  # the chunk's K start is in `chunk_base`: add the thread's part
+                pos = within
+                if pos == "0":
+                    continue
             term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
             offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
         if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
             dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
         lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
-        addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 {offset}", "ga")
+        base = chunk_base(lt) if looped else view.base
+        addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
         if vb < 4:   # an 8/16-bit element: a synchronous predicated load and a shared store
             from .lower_memory import padding_constant, predicated_load
@@ -244,7 +271,6 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         copy(coords_of(q, True))
         flush()
         return
-    per = nv // T_
     if per <= UNROLLED_COPIES:
         base = coords_of(em.tid, True)
         tbits = T_.bit_length() - 1
