@@ -154,7 +154,7 @@ class LinearLayout:
         regs, lanes = list(sliced.bases[0]), list(sliced.bases[1])
         free = [bit for bit in reversed(range(len(lanes)))
                 if self.bases[1][bit][dim] and not any(lanes[bit])]
-        rows = [bit for bit, b in enumerate(regs) if any(b)]
+        rows = [bit for bit, b in enumerate(regs) if any(b) and not self.bases[0][bit][dim]]
         for lane, reg in zip(free, rows):
             lanes[lane], regs[reg] = regs[reg], (0,) * sliced.rank
         return LinearLayout(sliced.shape, (tuple(regs), tuple(lanes), sliced.bases[2]))

@@ -20,17 +20,17 @@ The pair combiner costs about 14 instructions per butterfly step and two shuffle
 instruction and one shuffle, and an i32 min over a warp one `redux.sync`.  argmax_rows_f32_128 (sm_80):
 132 -> 57 static instructions (NVIDIA: 157).
 
-Which combiner a region is: one made only of cmpf/cmpi, andi/ori/xori of their i1 results and select over its
-four arguments (no constants, no other values: every value is an argument or a truth value) depends on its arguments only through the outcomes of those comparisons, so
-running it (with the interpreter's handlers) on one pair of each order class -- less, equal, greater, NaN on
-either or both sides; for the indices also signed and unsigned orders disagreeing -- decides it completely.
+Which combiner a region is: one made only of cmpf/cmpi, andi/ori/xori of their i1 results and select over
+its four arguments (no constants, no other values: every value is an argument or a truth value) depends on
+its arguments only through the outcomes of those comparisons, so running it (with the interpreter's handlers)
+on one pair of each order class -- less, equal, greater, NaN on either or both sides; for the indices also
+signed and unsigned orders disagreeing -- decides it completely.
 """
 from __future__ import annotations
 
 import itertools
 import math
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from ...ir import types as T
