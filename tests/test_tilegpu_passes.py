@@ -681,3 +681,58 @@ def test_a_compile_without_candidate_reductions_imports_no_numpy(tmp_path):
                               timeout=300)
         got = json.loads(proc.stderr.strip().splitlines()[-1])
         assert got == {"rc": 0, "numpy": loads}, name
+
+
+def _argmax_1d_module():
+    """argmax of a 128-element vector (a rank-0 result, the corpus kernel's combiner), stored as one i32."""
+    from tileiras_async.tilegpu.ir import clone_op
+    pair = next(o for o in _argmax_module().functions[0].body.ops if o.name == "reduce" and len(o.results) == 2)
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    # each array as (pointer, size, stride), as the runners pass it; the views are static
+    with mb.kernel("argmax_1d", [tile(T.PointerType(T.F32)), i32, i32, tile(T.PointerType(T.I32)), i32, i32]) as kb:
+        views = []
+        for p, elem, n in ((kb.args[0], T.F32, 128), (kb.args[3], T.I32, 1)):
+            tv = T.TensorViewType(elem, (n,), (1,))
+            v = kb.op("make_tensor_view", [tv], base=p, dynamicShape=[], dynamicStrides=[]).result
+            views.append(kb.op("make_partition_view", [T.PartitionViewType((n,), tv, (0,))], tensor_view=v).result)
+        zero = kb.constant(np.int32(0), i32)
+        x = kb.op("load_view_tko", [tile(T.F32, 128), T.TOKEN], view=views[0], index=[zero],
+                  memory_ordering_semantics=MO.weak, inbounds=(False,)).results[0]
+        idx = kb.op("iota", [tile(T.I32, 128)]).result
+        red = clone_op(pair, {id(pair.operands["operands"][0]): x, id(pair.operands["operands"][1]): idx})
+        red.attrs["dim"] = 0
+        for o in red.walk():     # locations of this module, not the corpus file's
+            o.loc = kb.loc
+        red.loc = kb.loc
+        red.results[0].type, red.results[1].type = tile(T.F32), i32
+        kb.block.ops.append(red)
+        one = kb.op("reshape", [tile(T.I32, 1)], source=red.results[1]).result
+        kb.op("store_view_tko", [T.TOKEN], tile=one, view=views[1], index=[zero], memory_ordering_semantics=MO.weak,
+              inbounds=(False,))
+        kb.op("return")
+    return mb.module
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+def test_a_vector_argmax_splits_and_agrees_with_the_interpreter(gpu):
+    """A 1-D argmax (rank-0 results: the max is broadcast back from a uniform value)."""
+    from tileiras_async.bytecode.writer import write_module
+    from tileiras_async.engines import run_kernel
+    from tileiras_async.ir.verifier import verify_module
+    module = _argmax_1d_module()
+    verify_module(module)
+    k = _kernel(module, target=gpu)
+    _passes(k, "split-arg-reductions")
+    assert [len(o.results) for o in k.fn.body.ops if o.name == "reduce"] == [1, 1]
+    rows = _argmax_rows()
+    for row in (rows[0], rows[2], rows[4], -rows[3], rows[8]):
+        x = np.zeros(128, np.float32)
+        x[:100] = row
+        x[100:] = row[:28]
+        out = np.full(1, -7, np.int32)
+        run_kernel(write_module(module), (1, 1, 1), [x, out], engine="both", gpu_name=gpu)
+        numbers = x[~np.isnan(x)]
+        want = int(np.flatnonzero(x == numbers.max())[0]) if numbers.size else 0   # NaN loses; ties: first
+        assert out[0] == want
