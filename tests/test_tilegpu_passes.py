@@ -12,6 +12,7 @@ import pytest
 from conftest import PUBLIC, requires_corpus
 
 from tileiras_async.ir import types as T
+from tileiras_async.ir.attrs import FloatAttr
 from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.core import Block, Region
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
@@ -736,3 +737,92 @@ def test_a_vector_argmax_splits_and_agrees_with_the_interpreter(gpu):
         numbers = x[~np.isnan(x)]
         want = int(np.flatnonzero(x == numbers.max())[0]) if numbers.size else 0   # NaN loses; ties: first
         assert out[0] == want
+
+
+def _carry_kernel(mutate_reduce=None) -> KernelIR:
+    from tileiras_async.bytecode.reader import read_module
+    module = read_module((PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc").read_bytes())
+    if mutate_reduce is not None:
+        reduce = next(o for o in walk_ops(module.functions[0].body) if o.name == "reduce")
+        mutate_reduce(reduce.regions[0].blocks[0].ops[0])
+    return _kernel(module, target="sm_80")
+
+
+@requires_corpus
+def test_a_reduction_of_a_scanned_tile_reads_the_scans_total():
+    """cuTile's scan-with-carry loop scans a tile and sums it for the next carry: the sum becomes the scan's
+    total (the scan keeps it: `with_total`), with the reduce's layout."""
+    k = _carry_kernel()
+    _passes(k, "share-scan-totals")
+    ops = list(walk_ops(k.fn.body))
+    assert not any(o.name == "reduce" for o in ops)
+    total = next(o for o in ops if o.name == "tilegpu.scan_total")
+    scan = total.operands["scan"].owner
+    assert scan.name == "scan" and scan.attrs["with_total"]
+    assert total.result.type == LayoutTile((), T.F32, None)
+
+
+@requires_corpus
+def test_a_reduction_with_another_combiner_than_the_scans_stays():
+    from tileiras_async.ir.opdef import opdef
+    k = _carry_kernel(lambda inner: setattr(inner, "spec", opdef("mulf")))
+    _passes(k, "share-scan-totals")
+    ops = list(walk_ops(k.fn.body))
+    assert any(o.name == "reduce" for o in ops) and not any(o.name == "tilegpu.scan_total" for o in ops)
+
+
+def _scan_and_sum_module(shape, reverse):
+    """Row-wise inclusive sums (a scan along dim 1) and row totals (a reduce of the same tile, doubled: an
+    elementwise user, so the rows stay in every thread that held them) of one tile, both stored."""
+    rows, cols = shape
+    mb = ModuleBuilder((13, 4, 0))
+    i32, f = tile(T.I32), tile(T.F32)
+    ptr = tile(T.PointerType(T.F32))
+    with mb.kernel("scan_and_sum", [ptr, i32, i32, i32, i32, ptr, i32, i32, i32, i32, ptr, i32, i32]) as kb:
+        def view(p, shp):
+            tv = T.TensorViewType(T.F32, shp, tuple(int(np.prod(shp[d + 1:])) for d in range(len(shp))))
+            v = kb.op("make_tensor_view", [tv], base=p, dynamicShape=[], dynamicStrides=[]).result
+            dims = tuple(range(len(shp)))
+            return kb.op("make_partition_view", [T.PartitionViewType(shp, tv, dims)], tensor_view=v).result
+        xin, sout, tout = view(kb.args[0], shape), view(kb.args[5], shape), view(kb.args[10], (rows,))
+        zero = kb.constant(np.int32(0), i32)
+        x = kb.op("load_view_tko", [tile(T.F32, *shape), T.TOKEN], view=xin, index=[zero, zero],
+                  memory_ordering_semantics=MO.weak, inbounds=(False, False)).results[0]
+        results = []
+        for name in ("scan", "reduce"):
+            with kb.region([f, f]) as r:
+                s = r.op("addf", [f], lhs=r.args[0], rhs=r.args[1], rounding_mode=RoundingMode.nearest_even).result
+                r.op("yield", operands=[s])
+            shp = shape if name == "scan" else (rows,)
+            attrs = {"reverse": reverse} if name == "scan" else {}
+            results.append(kb.op(name, [tile(T.F32, *shp)], [r.built_region], operands=[x], dim=1,
+                                 identities=[FloatAttr(T.F32, 0)], **attrs).results[0])
+        two = kb.constant(np.float32(2.0), tile(T.F32, rows))
+        doubled = kb.op("mulf", [tile(T.F32, rows)], lhs=results[1], rhs=two,
+                        rounding_mode=RoundingMode.nearest_even).result
+        kb.op("store_view_tko", [T.TOKEN], tile=results[0], view=sout, index=[zero, zero],
+              memory_ordering_semantics=MO.weak, inbounds=(False, False))
+        kb.op("store_view_tko", [T.TOKEN], tile=doubled, view=tout, index=[zero], memory_ordering_semantics=MO.weak,
+              inbounds=(False,))
+        kb.op("return")
+    return mb.module
+
+
+@pytest.mark.parametrize("shape", [(16, 64), (4, 256), (32, 32), (2, 1024)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_totals_of_rows_match_the_interpreter(shape, reverse):
+    """Rows spread over registers, lanes and warps: the shared totals land in the right registers."""
+    from tileiras_async.bytecode.writer import write_module
+    from tileiras_async.engines import run_kernel
+    from tileiras_async.ir.verifier import verify_module
+    module = _scan_and_sum_module(shape, reverse)
+    verify_module(module)
+    k = _kernel(module, target="sm_80")
+    _passes(k, "share-scan-totals")
+    assert sum(o.name == "tilegpu.scan_total" for o in walk_ops(k.fn.body)) == 1
+    x = np.random.default_rng(1).integers(-8, 8, shape).astype(np.float32)    # exact sums in any order
+    s, t = np.zeros(shape, np.float32), np.zeros(shape[0], np.float32)
+    run_kernel(write_module(module), (1, 1, 1), [x, s, t], engine="both", gpu_name="sm_80")
+    np.testing.assert_array_equal(t, 2 * x.sum(axis=1))
+    want = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    np.testing.assert_array_equal(s, want)

@@ -289,29 +289,47 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             acc = x if acc is None else combine(em, op, x, acc)
             p[r] = acc
         totals[g] = acc
-    # higher bits: (exclusive carry, block total) per group, combined bit by bit
+    # higher bits, in order of weight: (exclusive carry, block total) per group. Register bits below the
+    # lanes' and warps' weights combine the thread's group totals; register bits above them (a blocked
+    # layout's registers wrapping around the CTA) combine whole-CTA block totals, after the warps' round
     groups = sorted(totals)
     carry = {g: list(ids) for g in groups}
-    for bit, _ in sorted(rest_regs, key=lambda bw: bw[1]):
-        new_t = {}
-        for g in groups:
-            partner = g ^ (1 << bit)
-            mine, theirs = totals[g], totals[partner]
-            if later_first(bool(g >> bit & 1)):
-                carry[g] = combine(em, op, carry[g], theirs)
-                new_t[g] = combine(em, op, mine, theirs)
-            else:
-                new_t[g] = combine(em, op, theirs, mine)
-        totals = new_t
+    spread = [w for _, w in bits.lanes] + [w for _, w in bits.warps]
+    low = [(b, w) for b, w in rest_regs if w < min(spread, default=w + 1)]
+    high = [(b, w) for b, w in rest_regs if (b, w) not in low]
+    if any(w < max(spread) for _, w in high):
+        raise LoweringError("scan: register bits of the dimension between its lane and warp bits")
+
+    def hypercube(regs, totals):
+        for bit, _ in sorted(regs, key=lambda bw: bw[1]):
+            new_t = {}
+            for g in groups:
+                partner = g ^ (1 << bit)
+                mine, theirs = totals[g], totals[partner]
+                if later_first(bool(g >> bit & 1)):
+                    carry[g] = combine(em, op, carry[g], theirs)
+                    new_t[g] = combine(em, op, mine, theirs)
+                else:
+                    new_t[g] = combine(em, op, theirs, mine)
+            totals = new_t
+        return totals
+
+    totals = hypercube(low, totals)
+    with_total = bool(op.attrs.get("with_total"))     # a tilegpu.scan_total reads the rows' totals
     lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
     if lane_bits and _kogge_stone_lanes(bits):
         one_each = not serial and not rest_regs        # a thread holds one element per group
         _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
-                   need_total=bool(bits.warps))
+                   need_total=bool(bits.warps or with_total or high))
     elif lane_bits:
         _lane_hypercube(em, op, lane_bits, groups, totals, carry, reverse, lts)
+    grand = dict(totals) if with_total or high else None
     if bits.warps:
-        _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse)
+        _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse, grand)
+    if high:
+        grand = hypercube(high, grand)
+    if with_total:
+        em.__dict__.setdefault("_scan_totals", {})[id(op.results[0])] = (grand, serial_mask | dup)
     out = [[None] * n for _ in tiles]
     for r in range(n):
         base = r & ~dup
@@ -321,6 +339,16 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             out[i][r] = vals[i]
     for res, regs in zip(op.results, out):
         em.set(res, Tile(res.type, layout, regs))
+
+
+@lowers("tilegpu.scan_total")
+def _scan_total(em: KernelEmitter, op: Operation) -> None:
+    """The totals the scan's lowering kept (`with_total`): register r of the sliced layout holds its row's."""
+    totals, folded = em.__dict__["_scan_totals"][id(op.operands["scan"])]
+    layout = layout_of(op.result.type)
+    n = 1 if layout is None else layout.num_registers
+    regs = [totals[r & ~folded][0] for r in range(n)]
+    em.set(op.result, Tile(op.result.type, layout, regs))
 
 
 def _kogge_stone_lanes(bits: DimBits) -> bool:
@@ -383,9 +411,10 @@ def _select(em: KernelEmitter, cond: str, a: list[str], b: list[str], lts: list[
     return [x if x == y else em.b.value(f"select i1 {cond}, {lt} {x}, {lt} {y}") for x, y, lt in zip(a, b, lts)]
 
 
-def _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse) -> None:
+def _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse, grand=None) -> None:
     """Each warp's block totals to shared memory, at the slot of the thread's own element; every thread then
-    folds the totals of the warps before its own (in scan order, nearest first) into its carry."""
+    folds the totals of the warps before its own (in scan order, nearest first) into its carry, and (`grand`)
+    all of them into the row's total."""
     dim = op.attrs["dim"]
     nw = 1 << len(bits.warps)
     weights = [w for _, w in sorted(bits.warps, key=lambda bw: bw[1])]
@@ -414,3 +443,5 @@ def _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, rever
                  for t, base in zip(tiles, bases)]
             before = em.b.value(f"icmp {'ugt' if reverse else 'ult'} i32 {j}, {me}")
             carry[g] = _select(em, before, combine(em, op, carry[g], x), carry[g], lts)
+            if grand is not None:
+                grand[g] = x if j == positions[0] else combine(em, op, grand[g], x)

@@ -24,6 +24,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
+| `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -110,3 +111,5 @@ MMA_PRESTAGED = TILEGPU.op(
 REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
+SCAN_TOTAL = TILEGPU.op(
+    "scan_total", operands={"scan": ANY_TILE}, results={"result": ANY_TILE}, traits=[Pure()], cls="ScanTotalOp")

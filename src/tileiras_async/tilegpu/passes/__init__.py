@@ -21,6 +21,7 @@ _ALL = [
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
     ("merge-repadded-loads", "merge_loads"),
+    ("share-scan-totals", "scan_totals"),
     ("materialize-shared-memory", "materialize_smem"),
     ("schedule-loops", "schedule_loops"),
     ("pipeline", "pipeline_loops"),
