@@ -21,9 +21,10 @@ from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS:
 from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
-# a thread's copies of one operand chunk are unrolled up to this many, else a loop; synchronous copies (8/16-bit
-# elements one at a time) wait for their loads: they go this many per loop iteration, all loads before the first
-# store, so their latencies overlap instead of adding up
+# a thread's copies of one operand chunk are unrolled up to this many, else a loop of one copy per iteration.
+# Synchronous copies (8/16-bit elements one at a time: the misaligned-view version) go one per iteration too:
+# four per iteration overlapped their loads' latencies but kept four loads and addresses live, and the rarely
+# taken version's registers are the whole kernel's (matmul_bf16_64x64x64 sm_90: 142 registers, 112 so)
 UNROLLED_COPIES = 4
 # a thread's copies of one chunk from this many on: their addresses hang off one opaque pointer per chunk
 LONG_COPY_LOOP = 4 * UNROLLED_COPIES
@@ -166,7 +167,6 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         starts.append(st)
     fill = [None]
     stores: list[str] = []      # synchronous copies' shared stores, emitted after all their loads
-    synchronous = vb < 4 and not convert_in_place
 
     def flush() -> None:
         for st in stores:
@@ -287,21 +287,16 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         flush()
         return
 
-    # for (i = 0; i < per; i += batch): a loop LLVM must not unroll; synchronous copies go `batch` at a time,
-    # their loads before their stores
-    batch = UNROLLED_COPIES if synchronous else 1
+    # for (i = 0; i < per; i++): a loop LLVM must not unroll (ptxas is told so too)
     pre = em.b.block_label
     loop, done = em.b.reserve_block("pl.cp.loop"), em.b.reserve_block("pl.cp.done")
     em.b.br(loop)
     em.b.start_block(loop)
     i = em.b.phi("i32", "cpi")
     i.add("0", pre)
-    for j in range(batch):
-        first = em.b.value(f"add i32 {i.name}, {j}") if j else i.name
-        q = em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {first}, {T_}')}")
-        copy(coords_of(q, False))
+    copy(coords_of(em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {i.name}, {T_}')}"), False))
     flush()
-    nxt = em.b.value(f"add i32 {i.name}, {batch}")
+    nxt = em.b.value(f"add i32 {i.name}, 1")
     i.add(nxt, em.b.block_label)
     more = em.b.value(f"icmp ult i32 {nxt}, {per}")
     em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {em.module_ir.no_unroll_loop()}")
