@@ -26,7 +26,8 @@ from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 # four per iteration overlapped their loads' latencies but kept four loads and addresses live, and the rarely
 # taken version's registers are the whole kernel's (matmul_bf16_64x64x64 sm_90: 142 registers, 112 so)
 UNROLLED_COPIES = 4
-# a thread's copies of one chunk from this many on: their addresses hang off one opaque pointer per chunk
+# a thread's copies of one chunk from this many on (any loop of synchronous ones): their addresses hang off one
+# opaque pointer per chunk
 LONG_COPY_LOOP = 4 * UNROLLED_COPIES
 
 
@@ -199,14 +200,16 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
 
     based: dict = {}
     per = nv // T_
-    looped = not convert_in_place and per >= LONG_COPY_LOOP   # the thread's copies: a long loop (see below)
+    # the thread's copies are a loop (see below) of synchronous copies or a long one
+    looped = not convert_in_place and (per >= LONG_COPY_LOOP or (vb < 4 and per > UNROLLED_COPIES))
 
     def chunk_base(lt: str) -> str:
-        """For a long loop of copies: the view's base advanced to the chunk's first K element, through an
-        opaque move, so that LLVM sees each copy's address as this pointer plus the thread's offset instead
-        of making every address of the copy loop an induction variable of the K-loop (matmul_bf16_64x64x64's
-        synchronous-copy version carried 11 such 64-bit pointers through its K-loop). A short loop keeps
-        them: its few induction pointers save the address arithmetic of every copy."""
+        """For a long loop of copies, or a loop of synchronous ones: the view's base advanced to the chunk's
+        first K element, through an opaque move, so that LLVM sees each copy's address as this pointer plus
+        the thread's offset instead of making every address of the copy loop an induction variable of the
+        K-loop (matmul_bf16_64x64x64's synchronous-copy version carried 11 such 64-bit pointers through its
+        K-loop). A short loop of cp.async copies keeps them: its few induction pointers save the address
+        arithmetic of every copy."""
         if "p" not in based:
             k = starts[x.kdim]
             moved = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 "
