@@ -21,6 +21,7 @@ from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..lower.layout import LinearLayout, deposit
+from ..tilegpu.ir import single_op_combiner
 from ..tilegpu.smem import DimBits, dim_bits
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
@@ -94,16 +95,8 @@ _REDUX = {"addi": "add", "andi": "and", "ori": "or", "xori": "xor", "maxi": "max
 
 def redux_kind(op: Operation, elem: T.Type) -> str | None:
     """'add.s32' etc. when the combiner is one 32-bit integer op of its two arguments that redux.sync does."""
-    if elem != T.I32 or len(op.operands["operands"]) != 1:
-        return None
-    block = op.regions[0].block
-    ops = block.ops
-    if len(ops) != 2 or ops[1].name != "yield" or ops[0].name not in _REDUX:
-        return None
-    inner = ops[0]
-    if {id(v) for v in inner.operand_values()} != {id(a) for a in block.args}:
-        return None
-    if list(ops[1].operands.get("operands") or []) != [inner.result]:
+    inner = single_op_combiner(op) if elem == T.I32 else None
+    if inner is None or inner.name not in _REDUX:
         return None
     kind = _REDUX[inner.name]
     if kind in ("max", "min"):

@@ -134,6 +134,21 @@ class KernelIR:
                                    loc.line if loc else 0, loc.col if loc else 0))
 
 
+def single_op_combiner(op: Operation) -> Operation | None:
+    """The op of a one-operand reduce/scan whose combiner is that one op of its two arguments, yielded (the
+    combiners that a shuffle step, a `redux.sync` or a shared total can stand for), else None."""
+    if len(op.operands["operands"]) != 1 or len(op.results) != 1:
+        return None
+    block = op.regions[0].blocks[0]
+    if len(block.ops) != 2 or block.ops[1].name != "yield":
+        return None
+    inner, y = block.ops
+    if (len(inner.results) != 1 or {id(v) for v in inner.operand_values()} != {id(a) for a in block.args}
+            or [id(v) for v in y.operand_values()] != [id(inner.results[0])]):
+        return None
+    return inner
+
+
 def own_ops(block: Block):
     """The ops of a loop body, including those nested in `if`s, but not those of nested loops."""
     for op in block.ops:

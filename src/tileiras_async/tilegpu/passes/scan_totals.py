@@ -15,7 +15,7 @@ the reduce op promises no order.
 from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
-from ..ir import KernelIR, replace_values, walk_blocks
+from ..ir import KernelIR, replace_values, single_op_combiner, walk_blocks
 from ..ops import SCAN_TOTAL
 from ..types import layout_of
 
@@ -49,20 +49,13 @@ def _share_block(block: Block, mapping: dict[int, Value]) -> None:
 
 
 def _key(op: Operation) -> tuple | None:
-    """(operand, dim, combiner op, its attributes) of a one-operand reduce/scan whose combiner is one op of its
-    two arguments."""
-    operands = op.operands["operands"]
-    if len(operands) != 1 or len(op.results) != 1:
-        return None
-    body = op.regions[0].blocks[0]
-    if len(body.ops) != 2:
-        return None
-    inner, y = body.ops
-    if (inner.name not in _ORDER_FREE or {id(v) for v in inner.operand_values()} != {id(a) for a in body.args} or len(inner.results) != 1
-            or [id(v) for v in y.operand_values()] != [id(inner.results[0])]):
+    """(operand, dim, combiner op, its attributes) of a one-operand reduce/scan whose combiner is one
+    order-free op of its two arguments."""
+    inner = single_op_combiner(op)
+    if inner is None or inner.name not in _ORDER_FREE:
         return None
     attrs = tuple(sorted((k, repr(v)) for k, v in inner.attrs.items()))
-    return (id(operands[0]), int(op.attrs["dim"]), inner.name, attrs)
+    return (id(op.operands["operands"][0]), int(op.attrs["dim"]), inner.name, attrs)
 
 
 def _sliced(reduce: Operation, scan: Operation) -> bool:

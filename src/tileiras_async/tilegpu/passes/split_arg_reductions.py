@@ -39,7 +39,8 @@ from ...ir.core import Block, Operation, Value
 from ...ir.enums import ComparisonOrdering as CO
 from ...ir.enums import ComparisonPredicate as CP
 from ...ir.enums import Signedness
-from ..ir import KernelIR, replace_values, walk_blocks
+from ...ir.printer import FLOAT_FORMATS
+from ..ir import KernelIR, replace_values, single_op_combiner, walk_blocks
 from ..pipeline import use_counts
 from .to_tilegpu import type_uniform
 
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
 
 _LOGIC_OPS = frozenset(["andi", "ori", "xori"])
 _COMBINER_OPS = frozenset(["cmpf", "cmpi", "select"]) | _LOGIC_OPS
-# (exponent bits, significand bits) of the float types whose NaN and infinities the identities need
-_IEEE_BITS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
+# the value types: IEEE formats with NaN and both infinities (the identities need them)
+_ARG_FLOATS = frozenset(["f16", "bf16", "f32", "f64"])
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,19 @@ ORDERS = tuple(ArgOrder(*flags) for flags in itertools.product((True, False), re
 
 
 def run(k: KernelIR) -> None:
+    blocks = [b for b in walk_blocks(k.fn.body)
+              if any(op.name == "reduce" and len(op.operands["operands"]) == 2 for op in b.ops)]
+    if not blocks:      # no pair reduction: nothing to count uses for
+        return
     uses = use_counts(k.fn.body)
     mapping: dict[int, Value] = {}
-    for block in walk_blocks(k.fn.body):
-        if any(op.name == "reduce" for op in block.ops):
-            _split_block(k, block, uses, mapping)
+    for block in blocks:
+        _split_block(k, block, uses, mapping)
     replace_values(k.fn.body, mapping)
 
 
 def _split_block(k: KernelIR, block: Block, uses: dict[int, int], mapping: dict[int, Value]) -> None:
-    value_reduces = {key: op for op in block.ops if op.name == "reduce" and (key := _value_reduce_key(op))}
+    value_reduces = {key: op for op in block.ops if (key := _value_reduce_key(op))}
     out: list[Operation] = []
     placed: set[int] = set()
     for op in block.ops:
@@ -133,7 +137,7 @@ def _arg_reduction(op: Operation, uses: dict[int, int]) -> tuple[ArgOrder, int] 
     else:
         return None
     felem, ielem = vals[vpos].type.elem, vals[1 - vpos].type.elem
-    if felem.name not in _IEEE_BITS or ielem.width not in (8, 16, 32, 64) or uses.get(id(op.results[vpos])):
+    if felem.name not in _ARG_FLOATS or ielem.width not in (8, 16, 32, 64) or uses.get(id(op.results[vpos])):
         return None
     block = op.regions[0].blocks[0]
     if not _closed_comparison_region(block):
@@ -228,24 +232,17 @@ def _value_op(order: ArgOrder) -> str:
 def _value_reduce_key(op: Operation) -> tuple | None:
     """(operand, dim, op, propagates NaN) of a one-operand reduce whose combiner is one maxf/minf of its
     two arguments without flush to zero."""
-    if len(op.operands["operands"]) != 1:
-        return None
-    block = op.regions[0].blocks[0]
-    if len(block.ops) != 2:
-        return None
-    inner, y = block.ops
-    if (inner.name not in ("maxf", "minf") or inner.attrs.get("flush_to_zero")
-            or {id(v) for v in inner.operand_values()} != {id(a) for a in block.args}
-            or [id(v) for v in y.operand_values()] != [id(inner.results[0])]):
+    inner = single_op_combiner(op) if op.name == "reduce" else None
+    if inner is None or inner.name not in ("maxf", "minf") or inner.attrs.get("flush_to_zero"):
         return None
     return (id(op.operands["operands"][0]), int(op.attrs["dim"]), inner.name,
             bool(inner.attrs.get("propagate_nan")))
 
 
 def _float_bits(elem: T.Type, what: str) -> int:
-    e, m = _IEEE_BITS[elem.name]
-    inf = ((1 << e) - 1) << m
-    return {"nan": inf | (1 << (m - 1)), "+inf": inf, "-inf": inf | (1 << (e + m))}[what]
+    fmt = FLOAT_FORMATS[elem.name]
+    inf = ((1 << fmt.exp_bits) - 1) << fmt.mant_bits
+    return {"nan": inf | (1 << (fmt.mant_bits - 1)), "+inf": inf, "-inf": inf | (1 << (fmt.width - 1))}[what]
 
 
 def _value_identity(order: ArgOrder, elem: T.Type) -> FloatAttr:
