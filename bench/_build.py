@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import _sass
+from tileiras_async.toolchain.cubin import kernel_code
 from _common import DEFAULT_CORPUS, REPO, nvidia_bin, nvidia_env
 
 PUBLIC = DEFAULT_CORPUS / "out" / "public"
@@ -214,6 +215,7 @@ def measure_cubin(cubin: bytes, ptx: str | None = None) -> dict:
         "registers": max((r.registers for r in res), default=0),
         "frame": max((r.frame_bytes for r in res), default=0),
         "shared": max((r.shared_bytes for r in res), default=0),
+        "threads": max((k.threads or 0 for k in kernel_code(cubin).values()), default=0) or None,
         "tmem": tmem_columns(ptx),
         "loops": [loop_summary(lp) for lp in _sass.innermost(loops)],
         "main_loop": loop_summary(main) if main else None,

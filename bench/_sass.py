@@ -26,6 +26,9 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from tileiras_async.toolchain import cubin
+from tileiras_async.toolchain.cubin import EIATTR_FRAME_SIZE, EIATTR_REGCOUNT  # noqa: F401  (tests build cubins)
+
 # ---------------------------------------------------------------- SASS text
 
 
@@ -334,10 +337,7 @@ def main_loop(loops: list[Loop]) -> Loop | None:
 
 # ---------------------------------------------------------------- cubin ELF
 
-EIATTR_FRAME_SIZE = 0x11
-EIATTR_REGCOUNT = 0x2F
-_EIFMT_SVAL = 4          # attribute with a u16 size and a payload; the others carry a u16 value inline
-SMEM_RESERVED_SM90 = 1024  # per-CTA shared memory the driver reserves on sm_90+, inside the kernel's section
+SMEM_RESERVED_SM90 = cubin.SMEM_RESERVED_SM90
 
 
 @dataclass(frozen=True)
@@ -347,72 +347,18 @@ class Resources:
     shared_bytes: int
 
 
-def _sections(data: bytes) -> list[tuple[str, int, int, int, int]]:
-    """(name, type, offset, size, link) per ELF64 section."""
-    if data[:4] != b"\x7fELF" or data[4] != 2:
-        raise ValueError("not an ELF64 cubin")
-    shoff = struct.unpack_from("<Q", data, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    raw = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    stroff = raw[shstrndx][4]
-
-    def name(off: int) -> str:
-        end = data.index(b"\0", stroff + off)
-        return data[stroff + off:end].decode()
-
-    return [(name(r[0]), r[1], r[4], r[5], r[6]) for r in raw]
-
-
-def cubin_arch(data: bytes) -> int:
-    """The SM number the cubin was built for (e_flags bits 8..15: 80, 90, 100, 120...)."""
-    return (struct.unpack_from("<I", data, 0x30)[0] >> 8) & 0xFF
-
-
-def _symbols(data: bytes, secs) -> list[str]:
-    """Symbol names by index (the .nv.info attributes name kernels by symbol index)."""
-    for _name, typ, off, size, link in secs:
-        if typ == 2:  # SHT_SYMTAB; its sh_link names the string table
-            stroff = secs[link][2]
-            out = []
-            for k in range(size // 24):
-                n = struct.unpack_from("<I", data, off + k * 24)[0]
-                out.append(data[stroff + n:data.index(b"\0", stroff + n)].decode())
-            return out
-    return []
-
-
-def _nv_info(data: bytes, off: int, size: int):
-    """(attribute, payload) pairs of one .nv.info section."""
-    p, end = off, off + size
-    while p + 4 <= end:
-        fmt, attr = data[p], data[p + 1]
-        if fmt == _EIFMT_SVAL:
-            n = struct.unpack_from("<H", data, p + 2)[0]
-            yield attr, data[p + 4:p + 4 + n]
-            p += 4 + n
-        else:
-            yield attr, data[p + 2:p + 4]
-            p += 4
+cubin_arch = cubin.cubin_arch
 
 
 def cubin_resources(data: bytes) -> dict[str, Resources]:
     """Per kernel (by name): registers, stack frame bytes and static shared memory as `ptxas -v` states it."""
-    secs = _sections(data)
-    syms = _symbols(data, secs)
-    regs: dict[str, int] = {}
-    frame: dict[str, int] = {}
-    for name, _typ, off, size, _link in secs:
-        if name != ".nv.info":
-            continue
-        for attr, payload in _nv_info(data, off, size):
-            if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and len(payload) == 8:
-                sym, value = struct.unpack("<II", payload)
-                kname = syms[sym] if sym < len(syms) else str(sym)
-                (regs if attr == EIATTR_REGCOUNT else frame)[kname] = value
+    secs = cubin.sections(data)
+    attrs = cubin.kernel_attributes(data, secs)
+    regs, frame = attrs[cubin.EIATTR_REGCOUNT], attrs[cubin.EIATTR_FRAME_SIZE]
     reserved = SMEM_RESERVED_SM90 if cubin_arch(data) >= 90 else 0
     shared = {}
-    for name, _typ, _off, size, _link in secs:
-        if name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved"):
-            shared[name[len(".nv.shared."):]] = max(0, size - reserved)
-    kernels = [name[len(".text."):] for name, *_ in secs if name.startswith(".text.")]
+    for s in secs:
+        if s.name.startswith(".nv.shared.") and not s.name.startswith(".nv.shared.reserved"):
+            shared[s.name[len(".nv.shared."):]] = max(0, s.size - reserved)
+    kernels = [s.name[len(".text."):] for s in secs if s.name.startswith(".text.")]
     return {k: Resources(regs.get(k, 0), frame.get(k, 0), shared.get(k, 0)) for k in kernels}

@@ -33,6 +33,7 @@ from pathlib import Path
 import _build
 from _build import fmt_ratio, median, ratio
 from _common import DEFAULT_CORPUS
+from tileiras_async.targets import resident_ctas
 
 DEFAULT_TARGETS = "sm_80,sm_90"
 
@@ -192,12 +193,17 @@ COMPARED = (("static", "static instructions", lambda m: m["static"]),
             ("registers", "registers", lambda m: m["registers"]))
 
 
+def _ctas(target: str, m: dict, now: dict) -> int:
+    """CTAs per SM that `m`'s registers and shared memory allow (the block size as measured now)."""
+    return resident_ctas(target, now.get("threads") or 128, m["registers"], m.get("shared") or 0)
+
+
 def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
     """Ours in `after` against ours in `before`, per kernel x target; `WORSE:` lines for regressions."""
     old = {(x["kernel"], x["target"]): x["ours"] for x in before}
     out = [f"{'kernel':<30} {'target':<6} {'instr before->after':>21} {'delta':>6} {'BAR':>7} {'regs':>9} "
            f"{'local':>5}"]
-    worse, better, same, new, failing = [], 0, 0, 0, 0
+    worse, better, same, new, failing, occupancy_kept = [], 0, 0, 0, 0, 0
     for x in after:
         key = (x["kernel"], x["target"])
         a, b = x["ours"], old.get(key)
@@ -228,6 +234,10 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
         if spills(a):
             grew.append(_spill_text(a))
         if grew:
+            if a["registers"] > b["registers"]:
+                ctas = [_ctas(key[1], m, a) for m in (b, a)]
+                grew.append(f"CTAs per SM {ctas[0]} -> {ctas[1]}")
+                occupancy_kept += ctas[1] >= ctas[0] and len(grew) == 2
             worse.append(f"WORSE: {key[0]} {key[1]}: " + "; ".join(grew))
         elif any(f(a) < f(b) for _k, _l, f in COMPARED):
             better += 1
@@ -235,7 +245,8 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
             same += 1
     gone = sorted(set(old) - {(x["kernel"], x["target"]) for x in after})
     out.extend(worse)
-    out.append(f"against the baseline: {len(worse)} worse, {better} better, {same} unchanged, {new} new"
+    out.append(f"against the baseline: {len(worse)} worse ({occupancy_kept} in registers only, with as many "
+               f"CTAs per SM), {better} better, {same} unchanged, {new} new"
                + (f", {failing} failing before and now" if failing else "")
                + (f", {len(gone)} not measured now" if gone else ""))
     return out

@@ -65,25 +65,29 @@ def test_rows_show_failures_instead_of_raising():
 def test_baseline_comparison_flags_every_regression():
     before = [row("a", "sm_90", m(100, BAR=2, regs=40), m()), row("b", "sm_90", m(100), m()),
               row("c", "sm_90", m(100), m()), row("d", "sm_90", m(100), m()), row("e", "sm_90", fail(), m()),
-              row("f", "sm_90", fail(), fail()), row("gone", "sm_90", m(), m())]
+              row("f", "sm_90", fail(), fail()), row("g", "sm_90", m(100, regs=20), m()),
+              row("gone", "sm_90", m(), m())]
     after = [row("a", "sm_90", m(110, BAR=3, regs=40), m()),    # more instructions and BAR
              row("b", "sm_90", m(90, regs=33), m()),            # fewer instructions, more registers
              row("c", "sm_90", m(90), m()),                     # better
              row("d", "sm_90", fail("crash: boom"), m()),       # no longer compiles
              row("e", "sm_90", m(100, LOCAL=4, frame=16), m()),  # compiles now, but spills
              row("f", "sm_90", fail(), fail()),                # fails before and now: not a regression
+             row("g", "sm_90", m(90, regs=24), m()),            # more registers, as many CTAs per SM
              row("new", "sm_90", m(), m())]
     lines = cq.compare_lines(json.loads(json.dumps(before)), after)
     worse = [ln for ln in lines if ln.startswith("WORSE:")]
     assert worse[0] == "WORSE: a sm_90: static instructions 100 -> 110 (+10); BAR 2 -> 3 (+1)"
-    assert worse[1] == "WORSE: b sm_90: registers 32 -> 33 (+1)"
+    # 128 threads: 32 registers fit 16 CTAs on an sm_90 SM, 33 (allocated as 40) only 12
+    assert worse[1] == "WORSE: b sm_90: registers 32 -> 33 (+1); CTAs per SM 16 -> 12"
     assert worse[2].startswith("WORSE: d sm_90: no longer compiles (crash: boom)")
     assert worse[3] == "WORSE: e sm_90: spills (4 local-memory instructions, 16 bytes of stack)"
-    assert len(worse) == 4
+    assert worse[4] == "WORSE: g sm_90: registers 20 -> 24 (+4); CTAs per SM 16 -> 16"
+    assert len(worse) == 5
     assert any(ln.startswith("c ") and "100->90" in ln and "-10" in ln for ln in lines)
     assert any(ln.startswith("new ") and "not in the baseline" in ln for ln in lines)
-    assert lines[-1] == ("against the baseline: 4 worse, 1 better, 0 unchanged, 1 new, 1 failing before and now, "
-                         "1 not measured now")
+    assert lines[-1] == ("against the baseline: 5 worse (1 in registers only, with as many CTAs per SM), 1 better, "
+                         "0 unchanged, 1 new, 1 failing before and now, 1 not measured now")
     # a kernel that spills is flagged even when nothing else grew
     spill = cq.compare_lines([row("s", "sm_80", m(100), m())], [row("s", "sm_80", m(100, LOCAL=2), m())])
     assert "WORSE: s sm_80: spills (2 local-memory instructions, 0 bytes of stack)" in spill

@@ -20,6 +20,8 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tileiras_async.toolchain.cubin import kernel_code
+
 _LOC_SUFFIX = re.compile(r" loc\((#[\w$.-]+)\)$")
 _ALIAS_DEF = re.compile(r"^(#[\w$.-]+) = (.*)$")
 _ALIAS_REF = re.compile(r"#[\w$.-]+")
@@ -222,58 +224,11 @@ class Resources:
     spill_bytes: int | None = None     # not recorded in a cubin (ptxas -v only): None
 
 
-_EIATTR_REGCOUNT = 0x2F
-_EIATTR_FRAME_SIZE = 0x11
-
-
 def cubin_resources(data: bytes) -> dict[str, Resources]:
     """Per kernel: what `ptxas -v` reports that a cubin records (its ELF .nv.info attributes and
     the size of .nv.shared.<kernel>, less the reserved shared memory ptxas does not count)."""
-    if data[:4] != b"\x7fELF" or data[4] != 2:
-        raise ValueError("not a 64-bit ELF file")
-    shoff = struct.unpack_from("<Q", data, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-
-    def cstr(base: int, off: int) -> str:
-        end = data.index(b"\0", base + off)
-        return data[base + off:end].decode("utf-8", "replace")
-
-    names = [cstr(secs[shstrndx][4], s[0]) for s in secs]
-    symbols: list[tuple[str, int, int]] = []   # name, value, section index
-    for s, n in zip(secs, names):
-        if n == ".symtab":
-            strtab = secs[s[6]][4]
-            for i in range(s[5] // 24):
-                st_name, _info, _other, shndx, value, _size = struct.unpack_from("<IBBHQQ", data, s[4] + i * 24)
-                symbols.append((cstr(strtab, st_name), value, shndx))
-    reserved = next((v for name, v, _ in symbols if name == ".nv.reservedSmem.cap"), 0)
-    regs: dict[int, int] = {}
-    frames: dict[int, int] = {}
-    for s, n in zip(secs, names):
-        if n != ".nv.info":
-            continue
-        p, end = s[4], s[4] + s[5]
-        while p + 4 <= end:
-            fmt, attr = data[p], data[p + 1]
-            if fmt == 4:
-                size = struct.unpack_from("<H", data, p + 2)[0]
-                if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE) and size == 8:
-                    sym, value = struct.unpack_from("<II", data, p + 4)
-                    (regs if attr == _EIATTR_REGCOUNT else frames)[sym] = value
-                p += 4 + size
-            else:
-                p += 4
-    out: dict[str, Resources] = {}
-    for i, (name, _value, shndx) in enumerate(symbols):
-        if i not in regs:
-            continue
-        shared = None
-        for s, n in zip(secs, names):
-            if n == f".nv.shared.{name}":
-                shared = max(0, s[5] - reserved) if s[5] >= reserved else s[5]
-        out[name] = Resources(regs.get(i), shared if shared is not None else 0, frames.get(i))
-    return out
+    return {name: Resources(code.registers, code.shared_bytes, code.frame_bytes)
+            for name, code in kernel_code(data).items()}
 
 
 def output_resources(outputs: list[str]) -> dict[str, Resources] | str:

@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))          # bench/gpu/: 
 import _build  # noqa: E402
 import _sass  # noqa: E402
 from _common import DEFAULT_CORPUS, REPO  # noqa: E402
+from tileiras_async.toolchain import cubin as elf  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -61,7 +62,7 @@ FORMAT = 1
 SIDES = ("ours", "nvidia")
 SUITE = REPO / "examples" / "suite"
 DEFAULT_OUT = REPO / "build" / "gpu_job"
-EIATTR_REQNTID = 0x10
+EIATTR_REQNTID = elf.EIATTR_REQNTID
 EIATTR_KPARAM_INFO = 0x17
 
 
@@ -187,15 +188,14 @@ def bytecode_path(case: Case, corpus: Path = DEFAULT_CORPUS) -> Path:
 def launch_info(cubin: bytes) -> dict[str, dict]:
     """Per kernel of a cubin: `block` (EIATTR_REQNTID, None when absent), `kparams` ([offset, size] in ordinal
     order, from EIATTR_KPARAM_INFO) and `static_smem` (the .nv.shared section, driver reserve excluded)."""
-    secs = _sass._sections(cubin)
     out: dict[str, dict] = {}
-    for name, _typ, off, size, _link in secs:
-        if not name.startswith(".nv.info."):
+    for sec in elf.sections(cubin):
+        if not sec.name.startswith(".nv.info."):
             continue
-        kname = name[len(".nv.info."):]
+        kname = sec.name[len(".nv.info."):]
         block = None
         params: dict[int, tuple[int, int]] = {}
-        for attr, payload in _sass._nv_info(cubin, off, size):
+        for attr, payload in elf.nv_info(cubin, sec):
             if attr == EIATTR_REQNTID and len(payload) >= 4:
                 dims = struct.unpack_from(f"<{len(payload) // 4}I", payload)
                 block = (list(dims) + [1, 1])[:3]

@@ -178,6 +178,7 @@ class CubinModule(msgspec.Struct, frozen=True):
     exit_code: int = 0
     elapsed_s: float = 0.0
     transient: bool = False           # failed for a reason outside the input (tool missing, timed out, killed)
+    ptx: str = ""                     # the PTX assembled, when not the request's (register caps added)
 
 
 def _error(message: str, location: str | None = None) -> StageDiagnostic:
@@ -295,8 +296,19 @@ def codegen(req: CodegenRequest) -> PtxModule:
     return PtxModule(True, ptx, elapsed_s=time.perf_counter() - t0)
 
 
+def trims_registers(options: CompileOptions) -> bool:
+    """Whether assembly tries register caps for occupancy (toolchain/occupancy.py): at -O3, the default."""
+    return options.opt_level >= 3 and not options.device_debug
+
+
+def cap_remarks(caps) -> list[Remark]:
+    return [Remark("passed" if c.kept else "missed", "resources", "OccupancyRegisterCap", c.kernel, c.describe())
+            for c in caps]
+
+
 def assemble(req: AssembleRequest) -> CubinModule:
     from .remarks import from_ptxas_report
+    from .toolchain.occupancy import OccupancyTrim
     from .targets import target
     from .toolchain import PtxasError, PtxasOptions, ToolchainError
     from .toolchain.ptxas import assemble_with_report
@@ -305,10 +317,19 @@ def assemble(req: AssembleRequest) -> CubinModule:
     opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
     try:
         cubin, _ = assemble_with_report(req.ptx, opts, timeout=req.timeout_s)
+        ptx, caps = req.ptx, []
+        if trims_registers(req.options):
+            trim = OccupancyTrim(req.options.gpu_name, req.ptx, cubin)
+            while (text := trim.next_ptx()) is not None:
+                try:
+                    trim.feed(assemble_with_report(text, opts, timeout=req.timeout_s)[0])
+                except PtxasError:
+                    break       # a capped run that fails leaves the code as first assembled
+            ptx, cubin, caps = trim.result()
         report = ""
         if req.resource_report:
             # a second, verbose run: -v changes what ptxas embeds, and the cubin must not depend on remarks
-            report = assemble_with_report(req.ptx, PtxasOptions(opts.arch, opts.opt_level, ("-v",)),
+            report = assemble_with_report(ptx, PtxasOptions(opts.arch, opts.opt_level, ("-v",)),
                                           timeout=req.timeout_s)[1]
     except PtxasError as e:
         from .failures import ptxas_notes
@@ -319,8 +340,9 @@ def assemble(req: AssembleRequest) -> CubinModule:
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,
                            elapsed_s=time.perf_counter() - t0, transient=True)
-    remarks = from_ptxas_report(report) if req.resource_report else []
-    return CubinModule(True, cubin, remarks, elapsed_s=time.perf_counter() - t0)
+    remarks = from_ptxas_report(report) + cap_remarks(caps) if req.resource_report else []
+    return CubinModule(True, cubin, remarks, elapsed_s=time.perf_counter() - t0,
+                       ptx=ptx if ptx != req.ptx else "")
 
 
 STAGES = {"parse": parse, "schedule": schedule, "lower": lower, "codegen": codegen, "assemble": assemble}
@@ -359,4 +381,4 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
                              exit_code=cubin.exit_code, transient=cubin.transient)
     remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
-    return CompileResult(True, cubin.cubin, ptx.ptx, schedules, remarks, ir_dumps=dumps)
+    return CompileResult(True, cubin.cubin, cubin.ptx or ptx.ptx, schedules, remarks, ir_dumps=dumps)

@@ -55,3 +55,49 @@ def sm_number(name) -> int | None:
     name = getattr(name, "name", name)
     m = re.match(r"sm_(\d+)", name) if isinstance(name, str) else None
     return int(m.group(1)) if m else None
+
+
+# ---------------------------------------------------------------- occupancy
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What one SM holds at once (NVIDIA's occupancy tables for each compute capability)."""
+    warps: int
+    ctas: int
+    shared_bytes: int
+    registers: int = 65536
+    register_unit: int = 256          # registers are allocated per warp in units of this many
+    max_thread_registers: int = 255
+    cta_reserved_shared: int = 1024   # shared memory the driver reserves per CTA (sm_80 on)
+
+
+_SM_LIMITS: dict[int, SmLimits] = {
+    80: SmLimits(64, 32, 167936), 86: SmLimits(48, 16, 102400), 87: SmLimits(48, 16, 167936),
+    88: SmLimits(48, 24, 102400), 89: SmLimits(48, 24, 102400), 90: SmLimits(64, 32, 233472),
+    100: SmLimits(64, 32, 233472), 103: SmLimits(64, 32, 233472), 107: SmLimits(64, 32, 233472),
+    110: SmLimits(64, 32, 233472), 120: SmLimits(48, 32, 102400), 121: SmLimits(48, 32, 102400),
+}
+
+
+def sm_limits(name) -> SmLimits:
+    return _SM_LIMITS[sm_number(name) or 0]
+
+
+def resident_ctas(name, threads: int, registers: int, shared_bytes: int) -> int:
+    """CTAs of `threads` threads, each thread using `registers` registers and the CTA `shared_bytes`
+    of static shared memory (the driver's reserve not included), that fit on one SM at once."""
+    lim = sm_limits(name)
+    warps = -(-threads // 32)
+    per_warp = -(-max(registers, 1) * 32 // lim.register_unit) * lim.register_unit
+    n = min(lim.ctas, lim.warps // warps, lim.registers // (per_warp * warps))
+    return min(n, lim.shared_bytes // (shared_bytes + lim.cta_reserved_shared))
+
+
+def register_cap_for_more_ctas(name, threads: int, registers: int, shared_bytes: int) -> int | None:
+    """The most registers per thread, below `registers`, at which more such CTAs fit on an SM; None when
+    registers do not limit them."""
+    now = resident_ctas(name, threads, registers, shared_bytes)
+    for r in range(registers - 1, 0, -1):
+        if resident_ctas(name, threads, r, shared_bytes) > now:
+            return r
+    return None

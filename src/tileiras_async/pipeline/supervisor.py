@@ -503,6 +503,10 @@ class Batch:
                 self._diagnose(path, "assemble", assembled.diagnostics, target, tool_stderr=assembled.tool_stderr)
                 return assembled.exit_code or tools.EXIT_TOOL_FAILED, outputs
             cubin = assembled.cubin
+            if assembled.ptx:
+                ptx = assembled.ptx     # register caps were added: keep the PTX ptxas assembled
+                if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.encode(), outputs[:-1]):
+                    return EXIT_CONFIG, outputs
             if key is not None:
                 from ..stages import CompileResult
                 self.cache.put(key, CompileResult(True, cubin, ptx, schedules or []),

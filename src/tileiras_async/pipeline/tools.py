@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..stages import AssembleRequest, CubinModule, StageDiagnostic
+from ..stages import AssembleRequest, CubinModule, StageDiagnostic, trims_registers
 from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
 from ..toolchain.errors import ToolRunError
+from ..toolchain.occupancy import OccupancyTrim
 from ..toolchain.tempdirs import temporary_directory
 
 EXIT_TOOL_FAILED = 5      # as the real tool: ptxas failures exit 5
@@ -93,23 +94,38 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None, mem
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(e.message)], exit_code=EXIT_TOOL_MISSING,
                            elapsed_s=time.monotonic() - t0)
+    opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
     with temporary_directory("tileiras-ptxas-") as workdir:
         ptx_file, out_file = Path(workdir, PTX_NAME), Path(workdir, CUBIN_NAME)
-        ptx_file.write_text(req.ptx, encoding="utf-8")
-        argv = ptxas_argv(ptxas, ptx_file, out_file, PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level))
-        outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir, memory_limit=memory_limit)
+
+        async def run(ptx: str) -> tuple[ToolOutcome, bytes | None]:
+            ptx_file.write_text(ptx, encoding="utf-8")
+            out_file.unlink(missing_ok=True)
+            argv = ptxas_argv(ptxas, ptx_file, out_file, opts)
+            outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir, memory_limit=memory_limit)
+            return outcome, (out_file.read_bytes() if outcome.ok and out_file.exists() else None)
+
+        outcome, cubin = await run(req.ptx)
         if not outcome.ok:
             from ..failures import ptxas_notes
             notes = ptxas_notes(outcome.stderr, req.ptx, req.options.gpu_name) if outcome.rc and outcome.rc > 0 else []
             return CubinModule(False, diagnostics=[_error(outcome.message), *notes], tool_stderr=outcome.stderr,
                                exit_code=EXIT_TOOL_FAILED, elapsed_s=time.monotonic() - t0)
-        try:
-            cubin = out_file.read_bytes()
-        except FileNotFoundError:
+        if cubin is None:
             return CubinModule(False, diagnostics=[_error("ptxas reported success but wrote no cubin")],
                                tool_stderr=outcome.stderr, exit_code=EXIT_TOOL_FAILED,
                                elapsed_s=time.monotonic() - t0)
-    return CubinModule(True, cubin, tool_stderr=outcome.stderr, elapsed_s=time.monotonic() - t0)
+        ptx = req.ptx
+        if trims_registers(req.options):
+            trim = OccupancyTrim(req.options.gpu_name, req.ptx, cubin)
+            while (text := trim.next_ptx()) is not None:
+                capped = (await run(text))[1]
+                if capped is None:
+                    break       # a capped run that fails leaves the code as first assembled
+                trim.feed(capped)
+            ptx, cubin, _caps = trim.result()
+    return CubinModule(True, cubin, tool_stderr=outcome.stderr, elapsed_s=time.monotonic() - t0,
+                       ptx=ptx if ptx != req.ptx else "")
 
 
 async def disassemble(cubin: bytes, *, timeout: float, toolchain: Toolchain | None = None) -> ToolOutcome:
