@@ -82,10 +82,11 @@ def _trim(monkeypatch, runs: dict[bytes, dict[str, KernelCode]]) -> OccupancyTri
     return OccupancyTrim("sm_90", PTX, b"first")
 
 
-def test_a_cap_is_kept_only_when_it_costs_nothing(monkeypatch):
+def test_a_cap_is_kept_only_when_it_costs_next_to_nothing(monkeypatch):
+    # at most 1 in 128 more instructions: 700 may become 705, 400 only 403
     runs = {b"first": {"first": _code(50, 700), "second": _code(53, 400)},
-            b"capped": {"first": _code(48, 690), "second": _code(48, 404)},   # second: more instructions
-            b"first only": {"first": _code(48, 690), "second": _code(53, 400)}}
+            b"capped": {"first": _code(48, 705), "second": _code(48, 404)},
+            b"first only": {"first": _code(48, 705), "second": _code(53, 400)}}
     trim = _trim(monkeypatch, runs)
     assert trim.caps == {"first": 48, "second": 48}
     ptx = trim.next_ptx()
@@ -98,7 +99,7 @@ def test_a_cap_is_kept_only_when_it_costs_nothing(monkeypatch):
     ptx, cubin, caps = trim.result()
     assert (ptx, cubin) == (again, b"first only")
     assert [(c.kernel, c.kept) for c in caps] == [("first", True), ("second", False)]
-    assert "9 -> 10 CTAs per SM, 700 -> 690 instructions" in caps[0].describe()
+    assert "9 -> 10 CTAs per SM, 700 -> 705 instructions" in caps[0].describe()
     assert caps[1].describe().startswith("a register cap of 48 for occupancy was dropped: it costs more instr")
 
 
@@ -135,7 +136,7 @@ def test_math_chain_gets_full_occupancy_on_sm_80(tmp_path):
     assert resident_ctas("sm_80", capped.threads, capped.registers, capped.shared_bytes) == 16
     plain = kernel_code(assemble(re.sub(r"^\.maxnreg 32\n", "", result.ptx, flags=re.M),
                                  PtxasOptions("sm_80", 3)))[name]
-    assert plain.registers > 32 and capped.instructions <= plain.instructions
+    assert plain.registers > 32 and capped.instructions <= plain.instructions + plain.instructions // 128
     (remark,) = [r for r in result.remarks if r.name == "OccupancyRegisterCap"]
     assert remark.kind == "passed" and "12 -> 16 CTAs per SM" in remark.message
 

@@ -120,6 +120,10 @@ def test_dashboard_in_a_real_terminal(terminal, tmp_path, request):
         if "broken_input.tileirbc" in screen:
             break
     assert "error:" in screen and "broken_input.tileirbc" in screen, screen
+    # a `q` that follows Escape too closely reads as Alt+q: quit once the IR view has closed
+    deadline = time.monotonic() + 10
+    while "IR around the op" in terminal.screen() and time.monotonic() < deadline:
+        time.sleep(0.2)
     terminal.keys("q")
     deadline = time.monotonic() + 60
     while not exit_file.exists() and time.monotonic() < deadline:

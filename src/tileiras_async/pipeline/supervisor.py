@@ -505,7 +505,8 @@ class Batch:
             cubin = assembled.cubin
             if assembled.ptx:
                 ptx = assembled.ptx     # register caps were added: keep the PTX ptxas assembled
-                if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.encode(), outputs[:-1]):
+                rewritten: list[str] = []   # the .ptx output is listed already
+                if cfg.keep_ptx and not self._write(path, target, f"{stem}.ptx", ptx.encode(), rewritten):
                     return EXIT_CONFIG, outputs
             if key is not None:
                 from ..stages import CompileResult
