@@ -152,3 +152,19 @@ def test_math_chain_gets_full_occupancy_on_sm_80(tmp_path):
 def test_no_cap_below_O3(tmp_path):
     result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80", opt_level=2))
     assert result.ok and ".maxnreg" not in result.ptx
+
+
+@requires_corpus
+def test_a_capped_run_that_fails_leaves_the_first_assembly(monkeypatch):
+    from tileiras_async.toolchain import ptxas
+    real = ptxas.assemble_with_report
+
+    def refuse_caps(text, opts, **kw):
+        if ".maxnreg" in text:
+            raise ptxas.PtxasError("ptxas timed out", stderr="", ptxas_rc=None)
+        return real(text, opts, **kw)
+
+    monkeypatch.setattr(ptxas, "assemble_with_report", refuse_caps)
+    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80"))
+    assert result.ok and ".maxnreg" not in result.ptx
+    assert result.cubin == assemble(result.ptx, PtxasOptions("sm_80", 3))
