@@ -168,3 +168,27 @@ def test_a_capped_run_that_fails_leaves_the_first_assembly(monkeypatch):
     result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80"))
     assert result.ok and ".maxnreg" not in result.ptx
     assert result.cubin == assemble(result.ptx, PtxasOptions("sm_80", 3))
+
+
+@requires_corpus
+def test_a_module_keeps_one_kernels_cap_and_drops_the_others():
+    """Two kernels in one PTX module (one ptxas run each time): math_chain's cap is kept, cumsum_carry's
+    (48 -> 40 registers) costs instructions; the third run, with the kept cap only, gives each kernel the
+    code of its own best run."""
+    from tileiras_async import stages
+    from tileiras_async.stages import AssembleRequest, CodegenRequest, LowerRequest, ParseRequest
+    opts = CompileOptions("sm_80")
+    lowered, globals_ir = [], None
+    for path in (MATH_CHAIN, PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc"):
+        parsed = stages.parse(ParseRequest(str(path), path.read_bytes()))
+        lowered += [stages.lower(LowerRequest(str(path), k, opts)) for k in parsed.kernel_ir]
+        globals_ir = parsed.globals_ir
+    ptx = stages.codegen(CodegenRequest("two.tileirbc", lowered, opts, globals_ir)).ptx
+    cubin = stages.assemble(AssembleRequest(ptx, opts, resource_report=True))
+    assert cubin.ok and cubin.ptx.count(".maxnreg") == 1
+    caps = {r.function.split("_Kt")[0]: r for r in cubin.remarks if r.name == "OccupancyRegisterCap"}
+    assert caps["math_chain"].kind == "passed" and caps["cumsum_carry"].kind == "missed"
+    code = {k.split("_Kt")[0]: c for k, c in kernel_code(cubin.cubin).items()}
+    alone = {k.split("_Kt")[0]: c for k, c in kernel_code(assemble(ptx, PtxasOptions("sm_80", 3))).items()}
+    assert code["cumsum_carry"] == alone["cumsum_carry"]
+    assert code["math_chain"].registers <= 32 < alone["math_chain"].registers
