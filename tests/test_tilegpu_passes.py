@@ -826,3 +826,46 @@ def test_scan_totals_of_rows_match_the_interpreter(shape, reverse):
     np.testing.assert_array_equal(t, 2 * x.sum(axis=1))
     want = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
     np.testing.assert_array_equal(s, want)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid, units", [("matmul_f16_f16out_128x128x64", 4), ("matmul_f16_f32acc_64x64x32", 1)])
+def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
+    """sm_100: each pipelined loop version's accumulator chain (one mma_staged per K unit) becomes one
+    tmem_acquire before the loop, tmem_mma_staged ops threading the mbarrier phase (carried from 0), and one
+    tmem_release after the loop whose result replaces the loop's; no mma_staged is left."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu.smem import constant_index
+    k = _kernel(read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes()), target="sm_100")
+    _passes(k, "keep-accumulators-in-tensor-memory")
+    ops = list(walk_ops(k.fn.body))
+    assert not [o for o in ops if o.name == "tilegpu.mma_staged"]
+    loops = [o for o in ops if o.name == "for" and o.attrs.get("pipelined")]
+    assert len(loops) == 2                  # the 16-byte and the element-wise copy versions
+    for loop in loops:
+        body = loop.regions[0].block
+        staged = [o for o in body.ops if o.name == "tilegpu.tmem_mma_staged"]
+        assert len(staged) == units
+        (acquire,) = {id(o.operands["tmem"].owner): o.operands["tmem"].owner for o in staged}.values()
+        assert acquire.name == "tilegpu.tmem_acquire" and acquire.operands["acc"].type.shape
+        phase = staged[0].operands["phase"]
+        assert phase.owner is body and phase.type.shape == ()
+        assert constant_index(loop.operands["initValues"][phase.index - 1]) == 0
+        for prev, nxt in zip(staged, staged[1:]):
+            assert nxt.operands["phase"] is prev.result
+        assert body.ops[-1].operand_values()[phase.index - 1] is staged[-1].result
+        outer = [b for o in ops for r in o.regions for b in r.blocks if loop in b.ops][0]
+        after = outer.ops[outer.ops.index(loop) + 1]
+        assert after.name == "tilegpu.tmem_release" and after.operands["tmem"] is acquire.result
+        assert outer.ops[outer.ops.index(loop) - 2] is acquire
+
+
+@requires_corpus
+def test_bf16_k_loops_that_round_each_product_keep_the_per_chunk_form():
+    """cuTile's bf16 matmul rounds each K tile's product before adding it: the mma starts from zero every
+    iteration, so nothing carries an accumulator through the mma and the pass leaves the loop alone."""
+    from tileiras_async.bytecode.reader import read_module
+    k = _kernel(read_module((PUBLIC / "matmul_bf16_64x64x64.v13.4.tileirbc").read_bytes()), target="sm_100")
+    _passes(k, "keep-accumulators-in-tensor-memory")
+    names = [o.name for o in walk_ops(k.fn.body)]
+    assert "tilegpu.mma_staged" in names and "tilegpu.tmem_acquire" not in names

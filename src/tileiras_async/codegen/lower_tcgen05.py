@@ -24,8 +24,10 @@ barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are 
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..tilegpu.mma import plan_for
 from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
-from .emitter import KernelEmitter
+from .emitter import KernelEmitter, lowers
+from .lower_pipeline import unit_offset
 from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
 from .values import SHARED_PTR, Tile
 
@@ -116,10 +118,11 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     return taddr
 
 
-def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int,
+def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int | str,
                    shift: str | int = 0) -> None:
     """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
-    to the mbarrier; every thread waits for that (phase's) completion."""
+    to the mbarrier; every thread waits for that (phase's) completion.  `phase`: the parity, or an i32
+    register holding it."""
     bar, _ = _bars(em)
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
@@ -137,8 +140,9 @@ def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tupl
                                               ("i32", str(_i32(idesc)))])
     _only(em, "thread", "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1];",
           [("i32", bar)], "r")
+    parity, args = (f"{phase & 1}", [("i32", bar)]) if isinstance(phase, int) else ("$1", [("i32", bar), ("i32", phase)])
     em.b.asm("void", "{ .reg .pred w; $$tcw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], "
-                     f"{phase & 1}; @!w bra $$tcw${{:uid}}; }}", "r,~{memory}", [("i32", bar)])
+                     f"{parity}; @!w bra $$tcw${{:uid}}; }}", ",".join(["r"] * len(args) + ["~{memory}"]), args)
     _fence(em, "after")
 
 
@@ -199,3 +203,33 @@ def lower_tcgen05_staged(em: KernelEmitter, staged: Operation, plan: Tcgen05Plan
     shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
     issue_and_wait(em, p, taddr, descs, 0, shift)
     em.set(staged.result, Tile(staged.result.type, p.c, release(em, p, taddr)))
+
+
+# A pipelined loop's accumulator kept in tensor memory (tilegpu/passes/tmem_accumulators.py): acquired once
+# before the loop, one issue + wait per K chunk on the loop-carried mbarrier phase, released once after it.
+
+def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
+    return plan_for(em.options, op.attrs["mma"]).chunked(op.attrs["kc"])
+
+
+@lowers("tilegpu.tmem_acquire")
+def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
+    taddr = acquire(em, _loop_plan(em, op), list(em.expect(op.operands["acc"]).regs))
+    em.set(op.result, Tile(op.result.type, None, [taddr]))
+
+
+@lowers("tilegpu.tmem_mma_staged")
+def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
+    plan = _loop_plan(em, op)
+    unit_off = unit_offset(em, op)
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    phase = em.expect(op.operands["phase"]).regs[0]
+    shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
+    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descriptor_bases(em, plan, sym), phase, shift)
+    em.set(op.result, Tile(op.result.type, None, [em.b.value(f"xor i32 {phase}, 1")]))
+
+
+@lowers("tilegpu.tmem_release")
+def _tmem_release(em: KernelEmitter, op: Operation) -> None:
+    plan = _loop_plan(em, op)
+    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, em.expect(op.operands["tmem"]).regs[0])))

@@ -25,6 +25,9 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
+| `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier |
+| `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -47,6 +50,7 @@ TILEGPU = Dialect("tilegpu")
 
 SHARED = "shared"               # the CTA's shared memory
 ASYNC_GROUPS = "async_groups"   # the thread's cp.async groups
+TENSOR_MEMORY = "tensor_memory"  # the CTA's tcgen05 tensor memory and the mbarrier its mmas commit to
 
 SMEM = TypeConstraint("shared-memory buffer", lambda t: isinstance(t, SmemType))
 
@@ -111,5 +115,19 @@ MMA_PRESTAGED = TILEGPU.op(
 REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
+TMEM_ACQUIRE = TILEGPU.op(
+    "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32}, attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Read(resource=SHARED), ordered=True)],
+    cls="TmemAcquireOp")
+TMEM_MMA_STAGED = TILEGPU.op(
+    "tmem_mma_staged", operands={"tmem": SCALAR_I32, "phase": SCALAR_I32, "buffer": SMEM, "slot?": SCALAR_I32},
+    results={"next_phase": SCALAR_I32},
+    attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
+           "slot?": "int"},
+    traits=[MemoryEffects(Read("buffer", SHARED), Write(resource=TENSOR_MEMORY), ordered=True), RingAccess()],
+    cls="TmemMmaStagedOp")
+TMEM_RELEASE = TILEGPU.op(
+    "tmem_release", operands={"tmem": SCALAR_I32}, results={"result": ANY_TILE}, attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemReleaseOp")
 SCAN_TOTAL = TILEGPU.op(
     "scan_total", operands={"scan": ANY_TILE}, results={"result": ANY_TILE}, traits=[Pure()], cls="ScanTotalOp")

@@ -27,6 +27,7 @@ _ALL = [
     ("pipeline", "pipeline_loops"),
     ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),
+    ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
     ("mark-uniform-branches", "uniform_branches"),

@@ -1,0 +1,92 @@
+"""keep-accumulators-in-tensor-memory: a pipelined tcgen05 K-loop keeps its accumulator in tensor memory.
+
+Contract: in: IR after hoist-operand-staging (pipelined loops made, no shared-memory offsets yet). out: a
+pipelined `for` whose loop-carried accumulator feeds only a `tilegpu.mma_staged` lowered to tcgen05, whose
+result the loop carries on at the same position, becomes
+    %t = tilegpu.tmem_acquire %init            (columns allocated, the mbarrier set up, the accumulator stored)
+    for ... iter (%phase = 0) { %next = tilegpu.tmem_mma_staged %t, %phase, ...; continue %next }
+    %acc = tilegpu.tmem_release %t             (the accumulator loaded back, columns and mbarrier freed)
+and the loop's result is %acc.  Each K chunk then only issues its mmas and waits for them (the mbarrier's
+phase alternates, so the loop carries it): the 64-128 accumulator registers per thread no longer cross
+between registers and tensor memory, and the allocation and its two barriers leave the loop.
+Loops whose accumulator is read otherwise (an epilogue inside the loop) keep the per-chunk form.
+"""
+from __future__ import annotations
+
+from ...ir import types as T
+from ...ir.core import Operation
+from .. import scalars
+from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
+from ..mma import plan_for
+from ..ops import TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE
+from ..tcgen05 import Tcgen05Plan
+from ..types import LayoutTile
+
+
+def run(k: KernelIR) -> None:
+    where = parent_blocks(k.fn.body)
+    for loop in [op for op in walk_ops(k.fn.body) if op.name == "for" and op.attrs.get("pipelined")]:
+        body = loop.regions[0].blocks[0]
+        for acc in body.args[1:]:
+            chain = _tcgen05_chain(k, loop, acc)
+            if chain:
+                _keep_in_tmem(k, loop, acc, chain, where[id(loop)])
+
+
+def _uses(ops, value) -> list[Operation]:
+    return [o for o in ops if any(v is value for v in o.operand_values())]
+
+
+def _tcgen05_chain(k: KernelIR, loop: Operation, acc) -> list[Operation]:
+    """The `mma_staged` ops (one per K unit of an iteration, on tcgen05) that the loop-carried `acc` flows
+    through, each using the previous one's result and nothing else using any of them, the last one's result
+    carried on at acc's position; [] when acc is anything else."""
+    body = loop.regions[0].blocks[0]
+    inside = list(walk_ops(body))
+    term = body.ops[-1]
+    chain, value = [], acc
+    while True:
+        users = _uses(inside, value)
+        if len(users) != 1:
+            return []
+        (user,) = users
+        if user is term:
+            carried = term.operand_values()
+            return chain if chain and carried.index(value) == acc.index - 1 and carried.count(value) == 1 else []
+        if (user.name != "tilegpu.mma_staged" or user.operands["acc"] is not value
+                or not isinstance(plan_for(k.options, user.attrs["mma"]), Tcgen05Plan)):
+            return []
+        chain.append(user)
+        value = user.result
+
+
+def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], outer) -> None:
+    body = loop.regions[0].blocks[0]
+    i = acc.index - 1                           # acc's position among the loop's carried values
+    first, last = chain[0], chain[-1]
+    loc = first.loc
+    attrs = {"mma": first.attrs["mma"], "kc": first.attrs["kc"]}
+    before: list[Operation] = []
+    acquire = Operation(TMEM_ACQUIRE, {"acc": loop.operands["initValues"][i]}, dict(attrs),
+                        [LayoutTile((), T.I32, None)], loc=loc)
+    before.append(acquire)
+    phase0 = scalars.const(before, 0, T.I32, loc)
+    loop.operands["initValues"][i] = phase0
+    acc.type = phase0.type
+    phase = acc
+    for mma in chain:
+        staged = Operation(TMEM_MMA_STAGED, {"tmem": acquire.result, "phase": phase, "buffer": mma.operands["buffer"],
+                                             "slot": mma.operands.get("slot")},
+                           dict(mma.attrs), [phase0.type], loc=mma.loc)
+        body.ops[body.ops.index(mma)] = staged
+        phase = staged.result
+    replace_values(body, {id(last.result): phase})
+    result = loop.results[i]
+    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [result.type], loc=loc)
+    result.type = phase0.type
+    at = outer.ops.index(loop)
+    outer.ops[at:at + 1] = [*before, loop, release]
+    replace_values(outer, {id(result): release.result})
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             "the K-loop's accumulator stays in tensor memory: stored once before the loop, loaded once after",
+             first.attrs["mma"])
