@@ -9,7 +9,8 @@ result the loop carries on at the same position, becomes
 and the loop's result is %acc.  Each K chunk then only issues its mmas and waits for them (the mbarrier's
 phase alternates, so the loop carries it): the 64-128 accumulator registers per thread no longer cross
 between registers and tensor memory, and the allocation and its two barriers leave the loop.
-Loops whose accumulator is read otherwise (an epilogue inside the loop) keep the per-chunk form.
+Loops whose accumulator is read otherwise (an epilogue inside the loop), and loops running another tcgen05
+op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.
 """
 from __future__ import annotations
 
@@ -27,10 +28,17 @@ def run(k: KernelIR) -> None:
     where = parent_blocks(k.fn.body)
     for loop in [op for op in walk_ops(k.fn.body) if op.name == "for" and op.attrs.get("pipelined")]:
         body = loop.regions[0].blocks[0]
-        for acc in body.args[1:]:
-            chain = _tcgen05_chain(k, loop, acc)
-            if chain:
-                _keep_in_tmem(k, loop, acc, chain, where[id(loop)])
+        chains = [(acc, chain) for acc in body.args[1:] if (chain := _tcgen05_chain(k, loop, acc))]
+        # the kernel's tcgen05 ops share one mbarrier and one column-address slot: an accumulator may stay in
+        # tensor memory through the loop only when no other tcgen05 op runs in it
+        if len(chains) == 1 and _tcgen05_ops(k, body) == len(chains[0][1]):
+            _keep_in_tmem(k, loop, *chains[0], where[id(loop)])
+
+
+def _tcgen05_ops(k: KernelIR, body) -> int:
+    return sum(1 for o in walk_ops(body) if o.name in ("mmaf", "mmai", "tilegpu.mma_staged")
+               and isinstance(plan_for(k.options, o.attrs["mma"] if o.name == "tilegpu.mma_staged" else o),
+                              Tcgen05Plan))
 
 
 def _uses(ops, value) -> list[Operation]:
