@@ -869,3 +869,24 @@ def test_bf16_k_loops_that_round_each_product_keep_the_per_chunk_form():
     _passes(k, "keep-accumulators-in-tensor-memory")
     names = [o.name for o in walk_ops(k.fn.body)]
     assert "tilegpu.mma_staged" in names and "tilegpu.tmem_acquire" not in names
+
+
+@requires_corpus
+def test_a_loop_with_another_tcgen05_op_keeps_the_per_chunk_form():
+    """The kernel's tcgen05 ops share one mbarrier and one column-address slot: a loop that runs a second
+    tcgen05 mma besides the accumulator chain (here a copy of the first unit's, on the initial value) keeps
+    its accumulator in registers between units; the other loop version still gets tensor memory."""
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu.ir import clone_op
+    from tileiras_async.tilegpu.passes import _load
+    k = _kernel(read_module((PUBLIC / "matmul_f16_f16out_128x128x64.v13.4.tileirbc").read_bytes()), target="sm_100")
+    _passes(k, "hoist-operand-staging")
+    loops = [o for o in walk_ops(k.fn.body) if o.name == "for" and o.attrs.get("pipelined")]
+    body = loops[0].regions[0].block
+    first = next(o for o in body.ops if o.name == "tilegpu.mma_staged")
+    extra = clone_op(first, {id(first.operands["acc"]): loops[0].operands["initValues"][0]})
+    body.ops.insert(body.ops.index(first), extra)
+    _load("keep-accumulators-in-tensor-memory")(k)
+    assert sum(o.name == "tilegpu.mma_staged" for o in body.ops) == 5
+    assert not [o for o in body.ops if o.name == "tilegpu.tmem_mma_staged"]
+    assert sum(o.name == "tilegpu.tmem_mma_staged" for o in walk_ops(loops[1].regions[0].block)) == 4
