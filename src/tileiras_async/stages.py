@@ -323,8 +323,8 @@ def assemble(req: AssembleRequest) -> CubinModule:
             while (text := trim.next_ptx()) is not None:
                 try:
                     trim.feed(assemble_with_report(text, opts, timeout=req.timeout_s)[0])
-                except ToolchainError:      # ptxas failed or timed out on the capped PTX
-                    break       # a capped run that fails leaves the code as first assembled
+                except ToolchainError:
+                    break       # ptxas failed or timed out on the capped PTX: the code as first assembled
             ptx, cubin, caps = trim.result()
         report = ""
         if req.resource_report:
