@@ -861,14 +861,31 @@ def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
 
 
 @requires_corpus
-def test_bf16_k_loops_that_round_each_product_keep_the_per_chunk_form():
-    """cuTile's bf16 matmul rounds each K tile's product before adding it: the mma starts from zero every
-    iteration, so nothing carries an accumulator through the mma and the pass leaves the loop alone."""
+def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iteration():
+    """cuTile's bf16 matmul rounds each K tile's product before adding it: the iteration's two K units
+    accumulate from zero, then the result is rounded and added in registers. Nothing is carried through the
+    mma, so the accumulator stays in tensor memory only through the iteration: one tmem_acquire before unit
+    0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding."""
     from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.tilegpu.smem import constant_index
     k = _kernel(read_module((PUBLIC / "matmul_bf16_64x64x64.v13.4.tileirbc").read_bytes()), target="sm_100")
     _passes(k, "keep-accumulators-in-tensor-memory")
-    names = [o.name for o in walk_ops(k.fn.body)]
-    assert "tilegpu.mma_staged" in names and "tilegpu.tmem_acquire" not in names
+    ops = list(walk_ops(k.fn.body))
+    assert not [o for o in ops if o.name == "tilegpu.mma_staged"]
+    loops = [o for o in ops if o.name == "for" and o.attrs.get("pipelined")]
+    assert len(loops) == 2
+    for loop in loops:
+        body = loop.regions[0].block
+        names = [o.name for o in body.ops]
+        staged = [o for o in body.ops if o.name == "tilegpu.tmem_mma_staged"]
+        assert len(staged) == 2 and names.count("tilegpu.tmem_acquire") == names.count("tilegpu.tmem_release") == 1
+        acquire = staged[0].operands["tmem"].owner
+        assert acquire.name == "tilegpu.tmem_acquire" and staged[1].operands["tmem"] is acquire.result
+        assert names.index("tilegpu.tmem_acquire") < body.ops.index(staged[0])
+        assert constant_index(staged[0].operands["phase"]) == 0 and staged[1].operands["phase"] is staged[0].result
+        release = body.ops[body.ops.index(staged[1]) + 1]
+        assert release.name == "tilegpu.tmem_release"
+        assert [o.name for o in walk_ops(body) if any(v is release.result for v in o.operand_values())] == ["ftof"]
 
 
 @requires_corpus

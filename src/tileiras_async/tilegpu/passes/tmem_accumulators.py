@@ -33,6 +33,10 @@ def run(k: KernelIR) -> None:
         # tensor memory through the loop only when no other tcgen05 op runs in it
         if len(chains) == 1 and _tcgen05_ops(k, body) == len(chains[0][1]):
             _keep_in_tmem(k, loop, *chains[0], where[id(loop)])
+        elif not chains:
+            chain = _iteration_chain(k, body)
+            if len(chain) > 1 and _tcgen05_ops(k, body) == len(chain):
+                _keep_through_iteration(k, body, chain)
 
 
 def _tcgen05_ops(k: KernelIR, body) -> int:
@@ -68,6 +72,55 @@ def _tcgen05_chain(k: KernelIR, loop: Operation, acc) -> list[Operation]:
         value = user.result
 
 
+def _iteration_chain(k: KernelIR, body) -> list[Operation]:
+    """The tcgen05 `mma_staged` ops of one iteration that start from a value the iteration does not make by
+    mma and pass the accumulator on from one to the next (cuTile's bf16 K-loops: zero, unit 0, unit 1, then
+    round and add), all in the loop body itself; [] when there is no single such chain."""
+    inside = list(walk_ops(body))
+    staged = [o for o in body.ops if o.name == "tilegpu.mma_staged"
+              and isinstance(plan_for(k.options, o.attrs["mma"]), Tcgen05Plan)]
+    starts = [o for o in staged if o.operands["acc"].owner not in staged]
+    if len(starts) != 1:
+        return []
+    chain = [starts[0]]
+    while True:
+        users = _uses(inside, chain[-1].result)
+        if len(users) != 1 or users[0] not in staged or users[0].operands["acc"] is not chain[-1].result:
+            return chain if len(chain) == len(staged) else []
+        chain.append(users[0])
+
+
+def _thread_phase(body, chain: list[Operation], tmem, phase):
+    """Each op of `chain` replaced by a tmem_mma_staged on `tmem`, threading the mbarrier phase from `phase`;
+    returns the last phase."""
+    for mma in chain:
+        staged = Operation(TMEM_MMA_STAGED, {"tmem": tmem, "phase": phase, "buffer": mma.operands["buffer"],
+                                             "slot": mma.operands.get("slot")},
+                           dict(mma.attrs), [LayoutTile((), T.I32, None)], loc=mma.loc)
+        body.ops[body.ops.index(mma)] = staged
+        phase = staged.result
+    return phase
+
+
+def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
+    first, last = chain[0], chain[-1]
+    attrs = {"mma": first.attrs["mma"], "kc": first.attrs["kc"]}
+    before: list[Operation] = []
+    acquire = Operation(TMEM_ACQUIRE, {"acc": first.operands["acc"]}, dict(attrs), [LayoutTile((), T.I32, None)],
+                        loc=first.loc)
+    before.append(acquire)
+    phase0 = scalars.const(before, 0, T.I32, first.loc)
+    at = body.ops.index(first)
+    body.ops[at:at] = before
+    end = _thread_phase(body, chain, acquire.result, phase0)
+    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [last.result.type], loc=last.loc)
+    body.ops.insert(body.ops.index(end.owner) + 1, release)
+    replace_values(body, {id(last.result): release.result})
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             f"the accumulator stays in tensor memory through the iteration's {len(chain)} K units",
+             first.attrs["mma"])
+
+
 def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], outer) -> None:
     body = loop.regions[0].blocks[0]
     i = acc.index - 1                           # acc's position among the loop's carried values
@@ -81,14 +134,7 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     phase0 = scalars.const(before, 0, T.I32, loc)
     loop.operands["initValues"][i] = phase0
     acc.type = phase0.type
-    phase = acc
-    for mma in chain:
-        staged = Operation(TMEM_MMA_STAGED, {"tmem": acquire.result, "phase": phase, "buffer": mma.operands["buffer"],
-                                             "slot": mma.operands.get("slot")},
-                           dict(mma.attrs), [phase0.type], loc=mma.loc)
-        body.ops[body.ops.index(mma)] = staged
-        phase = staged.result
-    replace_values(body, {id(last.result): phase})
+    replace_values(body, {id(last.result): _thread_phase(body, chain, acquire.result, acc)})
     result = loop.results[i]
     release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [result.type], loc=loc)
     result.type = phase0.type
