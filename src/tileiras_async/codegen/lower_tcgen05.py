@@ -94,7 +94,7 @@ def _half_split(plan: Tcgen05Plan) -> str:
     return f", {plan.ld_regs}" if plan.ld_shape == "16x32bx2" else ""
 
 
-def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
+def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: bool = True) -> str:
     """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
     The caller staged the first chunk's operands before (their registers are dead by the time the
     accumulator's are stored): the first barrier publishes them too.  Ends with the threads synchronised,
@@ -114,7 +114,10 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
              ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
     em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
-    _sync(em)
+    if sync:    # else a barrier of the caller's comes between the stores and the first issue
+        _sync(em)
+    else:
+        _fence(em, "before")
     return taddr
 
 
@@ -214,7 +217,8 @@ def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
 
 @lowers("tilegpu.tmem_acquire")
 def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
-    taddr = acquire(em, _loop_plan(em, op), list(em.expect(op.operands["acc"]).regs))
+    taddr = acquire(em, _loop_plan(em, op), list(em.expect(op.operands["acc"]).regs),
+                    sync=not op.attrs.get("barrier_follows"))
     em.set(op.result, Tile(op.result.type, None, [taddr]))
 
 
@@ -225,6 +229,7 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
     sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
     phase = em.expect(op.operands["phase"]).regs[0]
     shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
+    _fence(em, "after")     # the barrier before this unit may be the one that ordered the acquire's stores
     issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descriptor_bases(em, plan, sym), phase, shift)
     em.set(op.result, Tile(op.result.type, None, [em.b.value(f"xor i32 {phase}, 1")]))
 

@@ -25,7 +25,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
-| `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier |
+| `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
 | `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase |
 | `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier |
 
@@ -116,7 +116,8 @@ REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
 TMEM_ACQUIRE = TILEGPU.op(
-    "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32}, attrs={"mma": "op", "kc": "int"},
+    "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},
+    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Read(resource=SHARED), ordered=True)],
     cls="TmemAcquireOp")
 TMEM_MMA_STAGED = TILEGPU.op(

@@ -102,15 +102,28 @@ def _thread_phase(body, chain: list[Operation], tmem, phase):
     return phase
 
 
+def _barrier_before(body, op: Operation) -> int | None:
+    """Index in `body` of the last `tilegpu.barrier` before `op` (None: there is none)."""
+    at = body.ops.index(op)
+    return next((i for i in range(at - 1, -1, -1) if body.ops[i].name == "tilegpu.barrier"), None)
+
+
 def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
     first, last = chain[0], chain[-1]
     attrs = {"mma": first.attrs["mma"], "kc": first.attrs["kc"]}
+    # acquired before the unit's own barrier when the initial accumulator exists by then: that barrier then
+    # also orders the stores before the first issue, and the acquire needs none of its own
+    at = _barrier_before(body, first)
+    acc = first.operands["acc"]
+    made_inside = not isinstance(acc.owner, Operation) or acc.owner in walk_ops(body)
+    if at is None or (made_inside and not (acc.owner in body.ops[:at])):
+        at = body.ops.index(first)
     before: list[Operation] = []
-    acquire = Operation(TMEM_ACQUIRE, {"acc": first.operands["acc"]}, dict(attrs), [LayoutTile((), T.I32, None)],
-                        loc=first.loc)
+    acquire = Operation(TMEM_ACQUIRE, {"acc": acc}, dict(attrs), [LayoutTile((), T.I32, None)], loc=first.loc)
+    if body.ops[at].name == "tilegpu.barrier":
+        acquire.attrs["barrier_follows"] = True
     before.append(acquire)
     phase0 = scalars.const(before, 0, T.I32, first.loc)
-    at = body.ops.index(first)
     body.ops[at:at] = before
     end = _thread_phase(body, chain, acquire.result, phase0)
     release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [last.result.type], loc=last.loc)
@@ -130,6 +143,8 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     before: list[Operation] = []
     acquire = Operation(TMEM_ACQUIRE, {"acc": loop.operands["initValues"][i]}, dict(attrs),
                         [LayoutTile((), T.I32, None)], loc=loc)
+    if _barrier_before(body, first) is not None:    # every iteration passes it before its first issue
+        acquire.attrs["barrier_follows"] = True
     before.append(acquire)
     phase0 = scalars.const(before, 0, T.I32, loc)
     loop.operands["initValues"][i] = phase0
