@@ -848,6 +848,7 @@ def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
         assert len(staged) == units
         (acquire,) = {id(o.operands["tmem"].owner): o.operands["tmem"].owner for o in staged}.values()
         assert acquire.name == "tilegpu.tmem_acquire" and acquire.operands["acc"].type.shape
+        assert acquire.attrs.get("barrier_follows")     # the unit's barrier orders its stores before the issue
         phase = staged[0].operands["phase"]
         assert phase.owner is body and phase.type.shape == ()
         assert constant_index(loop.operands["initValues"][phase.index - 1]) == 0
@@ -881,7 +882,10 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
         assert len(staged) == 2 and names.count("tilegpu.tmem_acquire") == names.count("tilegpu.tmem_release") == 1
         acquire = staged[0].operands["tmem"].owner
         assert acquire.name == "tilegpu.tmem_acquire" and staged[1].operands["tmem"] is acquire.result
-        assert names.index("tilegpu.tmem_acquire") < body.ops.index(staged[0])
+        at = names.index("tilegpu.tmem_acquire")
+        # placed before the unit's barrier (the accumulator starts from a constant made outside the loop),
+        # which then orders its stores before the first issue
+        assert "tilegpu.barrier" in names[at:body.ops.index(staged[0])] and acquire.attrs.get("barrier_follows")
         assert constant_index(staged[0].operands["phase"]) == 0 and staged[1].operands["phase"] is staged[0].result
         release = body.ops[body.ops.index(staged[1]) + 1]
         assert release.name == "tilegpu.tmem_release"
