@@ -143,7 +143,8 @@ def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tupl
                                               ("i32", str(_i32(idesc)))])
     _only(em, "thread", "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1];",
           [("i32", bar)], "r")
-    parity, args = (f"{phase & 1}", [("i32", bar)]) if isinstance(phase, int) else ("$1", [("i32", bar), ("i32", phase)])
+    args = [("i32", bar)] + ([] if isinstance(phase, int) else [("i32", phase)])
+    parity = f"{phase & 1}" if isinstance(phase, int) else "$1"
     em.b.asm("void", "{ .reg .pred w; $$tcw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], "
                      f"{parity}; @!w bra $$tcw${{:uid}}; }}", ",".join(["r"] * len(args) + ["~{memory}"]), args)
     _fence(em, "after")
@@ -200,12 +201,16 @@ def lower_tcgen05_staged(em: KernelEmitter, staged: Operation, plan: Tcgen05Plan
     for the async proxy before its barrier; issue the chunk and wait for it (the next copies into this buffer
     come after the next barrier)."""
     p = plan.chunked(staged.attrs["kc"])
-    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    descs = descriptor_bases(em, p, sym)
+    descs, shift = _unit_operands(em, p, unit_off)
     taddr = acquire(em, p, list(em.expect(staged.operands["acc"]).regs))
-    shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
     issue_and_wait(em, p, taddr, descs, 0, shift)
     em.set(staged.result, Tile(staged.result.type, p.c, release(em, p, taddr)))
+
+
+def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple[tuple[str, str], str | int]:
+    """(descriptor bases, shift) of a K unit whose stage buffer is `unit_off` bytes from the scratch."""
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    return descriptor_bases(em, plan, sym), int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
 
 
 # A pipelined loop's accumulator kept in tensor memory (tilegpu/passes/tmem_accumulators.py): acquired once
@@ -225,12 +230,10 @@ def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.tmem_mma_staged")
 def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
     plan = _loop_plan(em, op)
-    unit_off = unit_offset(em, op)
-    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    descs, shift = _unit_operands(em, plan, unit_offset(em, op))
     phase = em.expect(op.operands["phase"]).regs[0]
-    shift = int(unit_off) if unit_off.lstrip("-").isdigit() else unit_off
     _fence(em, "after")     # the barrier before this unit may be the one that ordered the acquire's stores
-    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descriptor_bases(em, plan, sym), phase, shift)
+    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift)
     em.set(op.result, Tile(op.result.type, None, [em.b.value(f"xor i32 {phase}, 1")]))
 
 

@@ -102,6 +102,15 @@ def _thread_phase(body, chain: list[Operation], tmem, phase):
     return phase
 
 
+def _acquire(acc, attrs: dict, barrier_follows: bool, loc) -> tuple[list[Operation], Operation, object]:
+    """([tmem_acquire of `acc`, the phase constant 0], the acquire, the phase)."""
+    acquire = Operation(TMEM_ACQUIRE, {"acc": acc}, dict(attrs, **({"barrier_follows": True} if barrier_follows
+                                                                    else {})),
+                        [LayoutTile((), T.I32, None)], loc=loc)
+    ops = [acquire]
+    return ops, acquire, scalars.const(ops, 0, T.I32, loc)
+
+
 def _barrier_before(body, op: Operation) -> int | None:
     """Index in `body` of the last `tilegpu.barrier` before `op` (None: there is none)."""
     at = body.ops.index(op)
@@ -118,12 +127,7 @@ def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
     made_inside = not isinstance(acc.owner, Operation) or acc.owner in walk_ops(body)
     if at is None or (made_inside and not (acc.owner in body.ops[:at])):
         at = body.ops.index(first)
-    before: list[Operation] = []
-    acquire = Operation(TMEM_ACQUIRE, {"acc": acc}, dict(attrs), [LayoutTile((), T.I32, None)], loc=first.loc)
-    if body.ops[at].name == "tilegpu.barrier":
-        acquire.attrs["barrier_follows"] = True
-    before.append(acquire)
-    phase0 = scalars.const(before, 0, T.I32, first.loc)
+    before, acquire, phase0 = _acquire(acc, attrs, body.ops[at].name == "tilegpu.barrier", first.loc)
     body.ops[at:at] = before
     end = _thread_phase(body, chain, acquire.result, phase0)
     release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [last.result.type], loc=last.loc)
@@ -140,13 +144,9 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     first, last = chain[0], chain[-1]
     loc = first.loc
     attrs = {"mma": first.attrs["mma"], "kc": first.attrs["kc"]}
-    before: list[Operation] = []
-    acquire = Operation(TMEM_ACQUIRE, {"acc": loop.operands["initValues"][i]}, dict(attrs),
-                        [LayoutTile((), T.I32, None)], loc=loc)
-    if _barrier_before(body, first) is not None:    # every iteration passes it before its first issue
-        acquire.attrs["barrier_follows"] = True
-    before.append(acquire)
-    phase0 = scalars.const(before, 0, T.I32, loc)
+    # barrier_follows: every iteration passes the loop's barrier before its first issue
+    before, acquire, phase0 = _acquire(loop.operands["initValues"][i], attrs,
+                                       _barrier_before(body, first) is not None, loc)
     loop.operands["initValues"][i] = phase0
     acc.type = phase0.type
     replace_values(body, {id(last.result): _thread_phase(body, chain, acquire.result, acc)})
