@@ -219,7 +219,7 @@ def cmd_compile(args) -> int:
     from .dask_pool import ClusterError
     from .progress import Progress
     from .summary import DiagnosticPrinter, JsonLines, Summary
-    from .supervisor import compile_batch, signals_deferred
+    from .supervisor import compile_batch, ignore_signals, signals_deferred
 
     if args.tui:
         run_live = getattr(args, "run_live", None)
@@ -262,4 +262,6 @@ def cmd_compile(args) -> int:
         out = sys.stderr if args.json else sys.stdout
         out.write(summary.render())
         out.flush()
+    if finished.cancelled:
+        ignore_signals()    # exiting with the signal's status: a later Ctrl-C must not turn it into a crash
     return finished.exit_code

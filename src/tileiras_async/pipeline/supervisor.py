@@ -615,6 +615,13 @@ def signals_deferred():
         _early_signals.clear()
 
 
+def ignore_signals() -> None:
+    """SIGINT/SIGTERM/SIGHUP ignored from now on (main thread only): for a process already on its way out."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in _SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 _early_signals: list[int] = []
 
 
