@@ -2,8 +2,8 @@
 buffers, launch configurations and expected outputs, in one folder that `bench/gpu/run_on_device.py` runs on a
 machine with a GPU and nothing but python3 and the CUDA driver (no numpy, no venv, no network).
 
-    python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...] [--no-large]
-                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify]
+    python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...|all] [--no-large]
+                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify] [--no-register-caps]
 
 Kernels: the corpus's (shared/corpus, inputs from its refs.py) and the workload suite's (examples/suite, its
 refs.py), each at the size its refs.py gives ("corpus": small, launch-bound) and, for a few, a large size
@@ -104,7 +104,13 @@ LARGE = {
     "flash_attention_causal_gqa_f16": ("suite", "_attention", (),
                                        {"B": 4, "H": 4, "G": 2, "SQ": 1024, "SK": 1024, "D": 32, "causal": True,
                                         "pos": 0}),
+    # Kernels whose registers toolchain/occupancy.py caps on sm_90, at sizes where occupancy can matter
+    # (`--kernels all` only: they take the job past 40 MiB).
+    "layernorm_f32_64": ("corpus", "_layernorm", ("float32", 4096, 200, 64), {}),
+    "rmsnorm_bf16_1024": ("corpus", "_rmsnorm", ("bfloat16", 2048, 1000, 1024), {}),
+    "math_chain_f16_t512": ("corpus", "_math_chain", ("float16", 1 << 20, 512), {}),
 }
+DEFAULT_LARGE = tuple(list(LARGE)[:6])
 
 
 # ---------------------------------------------------------------- the references
@@ -151,14 +157,27 @@ def register_large(base: str, corpus: Path = DEFAULT_CORPUS) -> Case:
 def default_cases(large: bool = True, corpus: Path = DEFAULT_CORPUS) -> list[Case]:
     cases = [Case(c, c, "corpus") for c in CORPUS_CASES] + [Case(c, c, "suite") for c in SUITE_CASES]
     if large:
+        cases += [register_large(b, corpus) for b in DEFAULT_LARGE]
+    return cases
+
+
+def all_cases(large: bool = True, corpus: Path = DEFAULT_CORPUS) -> list[Case]:
+    """Every corpus and suite kernel with a reference (suite ids that the corpus also has run once), in id order;
+    the large sizes after them."""
+    corpus_ids = sorted(refs_for("corpus", corpus).REFS)
+    suite_ids = sorted(set(refs_for("suite", corpus).REFS) - set(corpus_ids))
+    cases = [Case(c, c, "corpus") for c in corpus_ids] + [Case(c, c, "suite") for c in suite_ids]
+    if large:
         cases += [register_large(b, corpus) for b in LARGE]
     return cases
 
 
 def select_cases(select: str, large: bool = True, corpus: Path = DEFAULT_CORPUS) -> list[Case]:
-    """Cases by comma-separated ids (`<id>` or `<id>.large`); any corpus or suite id is accepted."""
+    """Cases by comma-separated ids (`<id>` or `<id>.large`; any corpus or suite id) or `all` (all_cases)."""
     if not select:
         return default_cases(large, corpus)
+    if select == "all":
+        return all_cases(large, corpus)
     out = []
     for want in (w.strip() for w in select.split(",")):
         if not want:
@@ -339,10 +358,11 @@ def plan_case(case: Case, corpus: Path = DEFAULT_CORPUS) -> tuple[dict, dict[str
 # ---------------------------------------------------------------- compiling
 
 
-def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None) -> dict:
-    """{"ok", "cubin"} or {"ok": False, "error"} for ours or NVIDIA's tileiras."""
+def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None, register_caps: bool = True) -> dict:
+    """{"ok", "cubin"} or {"ok": False, "error"} for ours or NVIDIA's tileiras.  `register_caps=False`: ours as
+    ptxas first assembles it, without the occupancy register caps (an A/B of toolchain/occupancy.py)."""
     if side == "ours":
-        return _build.compile_ours(path, gpu)
+        return _build.compile_ours(path, gpu, register_caps)
     return _build.compile_real(path, gpu, cache_dir)
 
 
@@ -402,7 +422,7 @@ def verify_entry(job_dir: Path, entry: dict, case: Case, gpu: str, ours: dict, c
 
 
 def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, corpus: Path = DEFAULT_CORPUS,
-              log=print, verify: bool = False) -> dict:
+              log=print, verify: bool = False, register_caps: bool = True) -> dict:
     """Write the job folder; returns its job.json content.  `verify`: run each corpus-size case's entry on
     the PTX emulator (verify_entry) and say what it found."""
     if out.exists():
@@ -424,7 +444,7 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
         for side in SIDES:
             key = (case.base, side)
             if key not in compiled:
-                compiled[key] = compile_side(side, bytecode_path(case, corpus), gpu, cache_dir)
+                compiled[key] = compile_side(side, bytecode_path(case, corpus), gpu, cache_dir, register_caps)
                 if compiled[key].get("ok"):
                     (out / "cubins" / f"{case.base}.{side}.cubin").write_bytes(compiled[key]["cubin"])
             res = compiled[key]
@@ -444,7 +464,7 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
     tool = _build.real_tool()
     job = {"format": FORMAT, "gpu_name": gpu, "opt_level": _build.OPT_LEVEL,
            "commit": _build.git_head(), "src_commit": _build.git_head("src"),
-           "nvidia_tileiras": tool[2] if tool else None, "cases": entries}
+           "nvidia_tileiras": tool[2] if tool else None, "register_caps": register_caps, "cases": entries}
     (out / "job.json").write_text(json.dumps(job, indent=1, sort_keys=True) + "\n")
     return job
 
@@ -457,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--gpu-name", default="sm_90")
-    ap.add_argument("--kernels", default="", help="comma-separated ids (<id> or <id>.large); default: the set above")
+    ap.add_argument("--kernels", default="",
+                    help="comma-separated ids (<id> or <id>.large), or all; default: the set above")
     ap.add_argument("--no-large", action="store_true", help="leave out the large sizes")
     ap.add_argument("--max-mib", type=float, default=40.0)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -465,12 +486,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="cache of NVIDIA's cubins (bench/_build.py)")
     ap.add_argument("--verify", action="store_true",
                     help="run the corpus-size cases of the job on the PTX emulator (our PTX) first")
+    ap.add_argument("--no-register-caps", action="store_true",
+                    help="our cubins without the occupancy register caps (toolchain/occupancy.py), for an A/B")
     args = ap.parse_args(argv)
     if not (args.corpus / "refs.py").is_file():
         print(f"error: no corpus at {args.corpus} (refs.py missing)", file=sys.stderr)
         return 1
     cases = select_cases(args.kernels, not args.no_large, args.corpus)
-    job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify)
+    job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify,
+                    register_caps=not args.no_register_caps)
     size = folder_bytes(args.out)
     runnable = sum(1 for e in job["cases"] if all("error" not in e["cubins"][s] for s in SIDES))
     print(f"\n{len(job['cases'])} cases ({runnable} with both cubins) for {args.gpu_name} in {args.out}: "

@@ -21,11 +21,14 @@ from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS:
 from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
-# a thread's copies of one operand chunk are unrolled up to this many, else a loop of one copy per iteration.
-# Synchronous copies (8/16-bit elements one at a time: the misaligned-view version) go one per iteration too:
-# four per iteration overlapped their loads' latencies but kept four loads and addresses live, and the rarely
-# taken version's registers are the whole kernel's (matmul_bf16_64x64x64 sm_90: 142 registers, 112 so)
+# a thread's copies of one operand chunk are unrolled up to this many, else a loop of one copy per iteration
 UNROLLED_COPIES = 4
+# ...except synchronous copies (8/16-bit elements one at a time: the view's base or strides are not 16-byte
+# aligned, e.g. a K of 72 halves): a thread's loop of them goes this many per iteration, all loads before the
+# first store, so that their latencies overlap.  One per iteration waits out a global load per element: on an
+# H100, matmul_ragged_f16_32x32x32 4.2 -> 10.1 us, persistent_matmul_f16 8.7 -> 19.9 us
+# (bench/results/gpu_h100_ab.json)
+SYNCHRONOUS_BATCH = 4
 # a thread's copies of one chunk from this many on (any loop of synchronous ones): their addresses hang off one
 # opaque pointer per chunk
 LONG_COPY_LOOP = 4 * UNROLLED_COPIES
@@ -290,16 +293,20 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         flush()
         return
 
-    # for (i = 0; i < per; i++): a loop LLVM must not unroll (ptxas is told so too)
+    # for (i = 0; i < per; i += batch): a loop LLVM must not unroll (ptxas is told so too); synchronous copies
+    # go SYNCHRONOUS_BATCH at a time, their loads before their stores
+    batch = SYNCHRONOUS_BATCH if vb < 4 else 1
     pre = em.b.block_label
     loop, done = em.b.reserve_block("pl.cp.loop"), em.b.reserve_block("pl.cp.done")
     em.b.br(loop)
     em.b.start_block(loop)
     i = em.b.phi("i32", "cpi")
     i.add("0", pre)
-    copy(coords_of(em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {i.name}, {T_}')}"), False))
+    for j in range(batch):
+        first = em.b.value(f"add i32 {i.name}, {j}") if j else i.name
+        copy(coords_of(em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {first}, {T_}')}"), False))
     flush()
-    nxt = em.b.value(f"add i32 {i.name}, 1")
+    nxt = em.b.value(f"add i32 {i.name}, {batch}")
     i.add(nxt, em.b.block_label)
     more = em.b.value(f"icmp ult i32 {nxt}, {per}")
     em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {em.module_ir.no_unroll_loop()}")
