@@ -76,19 +76,15 @@ def nvidia_ptx(public: Path, cid: str, gpu: str) -> Path | None:
 # ---------------------------------------------------------------- compiling
 
 
-def compile_ours(path: Path, gpu: str, register_caps: bool = True) -> dict:
+def compile_ours(path: Path, gpu: str, register_caps: bool = False) -> dict:
     """{"ok", "cubin", "ptx"} or {"ok": False, "error"}: all stages in this process, ptxas included.
-    `register_caps=False`: the cubin as ptxas first assembles it (no occupancy register caps), for an A/B."""
+    `register_caps`: as `--register-caps` (toolchain/occupancy.py), for an A/B."""
     from tileiras_async import stages
-    trims = stages.trims_registers
-    if not register_caps:
-        stages.trims_registers = lambda options: False
     try:
-        res = stages.compile_in_process(str(path), path.read_bytes(), stages.CompileOptions(gpu, OPT_LEVEL))
+        res = stages.compile_in_process(str(path), path.read_bytes(),
+                                        stages.CompileOptions(gpu, OPT_LEVEL, register_caps=register_caps))
     except Exception as e:  # noqa: BLE001 - a compiler crash is a result here, not the end of the run
         return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:160]}"}
-    finally:
-        stages.trims_registers = trims
     if not res.ok:
         first = res.diagnostics[0].message if res.diagnostics else res.tool_stderr.strip()[:160]
         return {"ok": False, "error": f"exit {res.exit_code}: {first}"}

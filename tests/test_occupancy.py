@@ -125,10 +125,11 @@ def test_far_caps_are_not_tried(monkeypatch):
 
 
 @requires_corpus
-def test_math_chain_gets_full_occupancy_on_sm_80(tmp_path):
+def test_math_chain_gets_full_occupancy_on_sm_80_when_asked(tmp_path):
     """ptxas gives math_chain_f32_t256 35 registers on sm_80 (12 CTAs per SM); capped at 32 it fits 16
-    with no more instructions, and the drop-in and the batch write that code and the PTX it came from."""
-    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80"),
+    with no more instructions, and the drop-in (`--register-caps`) and the batch write that code and the PTX it
+    came from."""
+    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80", register_caps=True),
                                 with_remarks=True)
     assert result.ok and ".maxnreg 32" in result.ptx
     ((name, capped),) = kernel_code(result.cubin).items()
@@ -141,16 +142,32 @@ def test_math_chain_gets_full_occupancy_on_sm_80(tmp_path):
     assert remark.kind == "passed" and "12 -> 16 CTAs per SM" in remark.message
 
     from test_pipeline_batch import run_batch
-    finished, _ = run_batch([MATH_CHAIN], tmp_path, targets=("sm_80",), jobs=1, keep_ptx=True)
+    finished, _ = run_batch([MATH_CHAIN], tmp_path, targets=("sm_80",), jobs=1, keep_ptx=True, register_caps=True)
     assert finished.exit_code == 0
     stem = tmp_path / "math_chain_f32_t256.v13.4.sm_80"
     assert Path(f"{stem}.cubin").read_bytes() == result.cubin
     assert Path(f"{stem}.ptx").read_text() == result.ptx
 
+    from tileiras_async.cli.tileiras import main
+    out = tmp_path / "dropin.cubin"
+    assert main(["--gpu-name", "sm_80", "--register-caps", str(MATH_CHAIN), "-o", str(out)]) == 0
+    assert out.read_bytes() == result.cubin
+
+
+@requires_corpus
+def test_no_cap_unless_asked(tmp_path):
+    """Off by default: on an H100 no capped kernel ran faster (bench/results/gpu_h100_ab.json)."""
+    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80"),
+                                with_remarks=True)
+    assert result.ok and ".maxnreg" not in result.ptx
+    assert not [r for r in result.remarks if r.name == "OccupancyRegisterCap"]
+    assert result.cubin == assemble(result.ptx, PtxasOptions("sm_80", 3))
+
 
 @requires_corpus
 def test_no_cap_below_O3(tmp_path):
-    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80", opt_level=2))
+    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(),
+                                CompileOptions("sm_80", opt_level=2, register_caps=True))
     assert result.ok and ".maxnreg" not in result.ptx
 
 
@@ -165,7 +182,7 @@ def test_a_capped_run_that_fails_leaves_the_first_assembly(monkeypatch):
         return real(text, opts, **kw)
 
     monkeypatch.setattr(ptxas, "assemble_with_report", refuse_caps)
-    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80"))
+    result = compile_in_process(str(MATH_CHAIN), MATH_CHAIN.read_bytes(), CompileOptions("sm_80", register_caps=True))
     assert result.ok and ".maxnreg" not in result.ptx
     assert result.cubin == assemble(result.ptx, PtxasOptions("sm_80", 3))
 
@@ -177,7 +194,7 @@ def test_a_module_keeps_one_kernels_cap_and_drops_the_others():
     code of its own best run."""
     from tileiras_async import stages
     from tileiras_async.stages import AssembleRequest, CodegenRequest, LowerRequest, ParseRequest
-    opts = CompileOptions("sm_80")
+    opts = CompileOptions("sm_80", register_caps=True)
     lowered, globals_ir = [], None
     for path in (MATH_CHAIN, PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc"):
         parsed = stages.parse(ParseRequest(str(path), path.read_bytes()))

@@ -3,7 +3,7 @@ buffers, launch configurations and expected outputs, in one folder that `bench/g
 machine with a GPU and nothing but python3 and the CUDA driver (no numpy, no venv, no network).
 
     python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...|all] [--no-large]
-                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify] [--no-register-caps]
+                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify] [--register-caps]
 
 Kernels: the corpus's (shared/corpus, inputs from its refs.py) and the workload suite's (examples/suite, its
 refs.py), each at the size its refs.py gives ("corpus": small, launch-bound) and, for a few, a large size
@@ -358,9 +358,9 @@ def plan_case(case: Case, corpus: Path = DEFAULT_CORPUS) -> tuple[dict, dict[str
 # ---------------------------------------------------------------- compiling
 
 
-def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None, register_caps: bool = True) -> dict:
-    """{"ok", "cubin"} or {"ok": False, "error"} for ours or NVIDIA's tileiras.  `register_caps=False`: ours as
-    ptxas first assembles it, without the occupancy register caps (an A/B of toolchain/occupancy.py)."""
+def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None, register_caps: bool = False) -> dict:
+    """{"ok", "cubin"} or {"ok": False, "error"} for ours or NVIDIA's tileiras; ours with `--register-caps` when
+    `register_caps` (an A/B of toolchain/occupancy.py)."""
     if side == "ours":
         return _build.compile_ours(path, gpu, register_caps)
     return _build.compile_real(path, gpu, cache_dir)
@@ -422,7 +422,7 @@ def verify_entry(job_dir: Path, entry: dict, case: Case, gpu: str, ours: dict, c
 
 
 def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, corpus: Path = DEFAULT_CORPUS,
-              log=print, verify: bool = False, register_caps: bool = True) -> dict:
+              log=print, verify: bool = False, register_caps: bool = False) -> dict:
     """Write the job folder; returns its job.json content.  `verify`: run each corpus-size case's entry on
     the PTX emulator (verify_entry) and say what it found."""
     if out.exists():
@@ -486,15 +486,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="cache of NVIDIA's cubins (bench/_build.py)")
     ap.add_argument("--verify", action="store_true",
                     help="run the corpus-size cases of the job on the PTX emulator (our PTX) first")
-    ap.add_argument("--no-register-caps", action="store_true",
-                    help="our cubins without the occupancy register caps (toolchain/occupancy.py), for an A/B")
+    ap.add_argument("--register-caps", action="store_true",
+                    help="our cubins with --register-caps (toolchain/occupancy.py), for an A/B")
     args = ap.parse_args(argv)
     if not (args.corpus / "refs.py").is_file():
         print(f"error: no corpus at {args.corpus} (refs.py missing)", file=sys.stderr)
         return 1
     cases = select_cases(args.kernels, not args.no_large, args.corpus)
     job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify,
-                    register_caps=not args.no_register_caps)
+                    register_caps=args.register_caps)
     size = folder_bytes(args.out)
     runnable = sum(1 for e in job["cases"] if all("error" not in e["cubins"][s] for s in SIDES))
     print(f"\n{len(job['cases'])} cases ({runnable} with both cubins) for {args.gpu_name} in {args.out}: "

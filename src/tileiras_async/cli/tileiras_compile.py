@@ -34,7 +34,8 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
                           f"need a newer toolchain that supports this architecture (bytecode in file is version "
                           f"{shown})."], EXIT_CONFIG)
     options = CompileOptions(gpu, level, lineinfo=bool(opts.get("lineinfo")),
-                             device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts))
+                             device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts),
+                             register_caps=bool(opts.get("register-caps")))
     print_ir = _print_ir(opts)
     want_trace = opts.get("schedule-trace-file") is not None
     remark_filter = _remark_filter(opts)

@@ -58,6 +58,9 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         "implies --schedules")
     c.add_argument("--num-stages", type=int, default=0, metavar="N",
                    help="software-pipeline stages of K-loops (1: no pipelining; default: 4)")
+    c.add_argument("--register-caps", action="store_true",
+                   help="after ptxas, cap (.maxnreg) the registers of kernels whose registers limit their CTAs per "
+                        "SM, where that costs no spills and at most 1 in 128 more instructions")
     c.add_argument("--print-ir-after-all", action="store_true",
                    help="print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
@@ -209,7 +212,8 @@ def build_config(args, **overrides) -> "BatchConfig | int":
                        stage_timeout_s=args.timeout, memory_limit_bytes=args.memory_limit << 20,
                        read_special=getattr(args, "read_special_files", False),
                        keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
-                       num_stages=num_stages, print_ir=print_ir, cluster=cluster, cache_dir=_cache_dir(args, fault),
+                       num_stages=num_stages, register_caps=getattr(args, "register_caps", False),
+                       print_ir=print_ir, cluster=cluster, cache_dir=_cache_dir(args, fault),
                        **overrides)
 
 

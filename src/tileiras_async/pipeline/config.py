@@ -39,6 +39,7 @@ class BatchConfig:
     keep_sass: bool = False
     schedules: bool = False                # run the schedule stage; events + <name>.<gpu>.schedule.json
     num_stages: int = 0                    # software-pipeline stages of K-loops (0: the compiler's default)
+    register_caps: bool = False            # --register-caps (stages.trims_registers)
     print_ir: "PrintIR | None" = None      # tile-GPU IR snapshots to take (KernelIRDumped events)
     fault: "FaultSpec | None" = None
     toolchain: "Toolchain | None" = None   # None: the default search (tests point it at fake tools)

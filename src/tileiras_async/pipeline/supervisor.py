@@ -404,7 +404,8 @@ class Batch:
 
     async def _compile_target(self, index: int, path: str, parsed: ParsedModule, target: str) -> tuple[int, list[str]]:
         cfg = self.config
-        options = CompileOptions(target, cfg.opt_level, num_stages=cfg.num_stages)
+        options = CompileOptions(target, cfg.opt_level, num_stages=cfg.num_stages,
+                                 register_caps=cfg.register_caps)
         data = self._data[index]
         state = self.modules[index]
         key = None
