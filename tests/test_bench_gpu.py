@@ -340,6 +340,22 @@ def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
     assert saved["meta"]["device"]["name"] == "Fake GPU" and len(saved["rows"]) == 4
 
 
+def test_runner_times_both_cubins_in_turn(tmp_path):
+    """The GPU slows down after 58 launches: the loading, checking, warm-up and probe of both sides take 32, a
+    round of one timed batch each 26.  Timed in turn, both sides meet the slow rounds alike (ratio 1); timed
+    one after the other, the first would have measured 4 us and the second 8."""
+    same = "mode=ok us=4 slow_after=58"
+    job = _fake_job(tmp_path, {"drift": (same, same)})
+    out = tmp_path / "gpu.json"
+    rc = rod.main([str(job), "--fake-driver", str(FAKE), "--no-isolate", "--repeats", "3", "--target-ms", "0.05",
+                   "--out", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert rc == 0 and row["ours"]["launches"] == row["nvidia"]["launches"] == 13
+    assert row["ours"]["us_stream"] == row["nvidia"]["us_stream"] == 8.0
+    assert row["ours"]["us_stream_min"] == row["nvidia"]["us_stream_min"] == 4.0
+    assert row["ratio"] == 1.0
+
+
 def test_runner_isolates_faults_crashes_and_hangs(tmp_path):
     job = _fake_job(tmp_path, {"fault": ("mode=fault", "mode=ok us=3"),       # ours first
                                "crash": ("mode=crash", "mode=ok us=3"),       # NVIDIA's first

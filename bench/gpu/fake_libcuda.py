@@ -10,6 +10,8 @@ starts with `FAKE ` is a list of `key=value` words that say what its kernel does
                      ok: run it; wrong: run it, then change c[0]; fault: CUDA_ERROR_ILLEGAL_ADDRESS (and the
                      context is dead from then on); crash: the process exits; hang: it never returns; noop: nothing
     us=5             the kernel's simulated duration: events read a clock that launches advance
+    slow_after=N     its duration doubles once the device has run N launches of any kernel (a GPU whose
+                     clocks drift during a case)
     smem=0           the static shared memory cuFuncGetAttribute reports
 
 Any other image (a real cubin) loads as `mode=noop`.  Every entry point returns a CUresult as libcuda does.
@@ -45,6 +47,7 @@ class FakeLib:
         self.streams: dict[int, list | None] = {}   # stream -> captured launches while capturing
         self.graphs: dict[int, list] = {}
         self.clock_us = 0.0
+        self.launches = 0
         self.dead = False
         self.next_handle = 0x1000
         self.calls: list[str] = []
@@ -199,7 +202,9 @@ class FakeLib:
         if mode == "fault":
             self.dead = True
             return ILLEGAL_ADDRESS
-        self.clock_us += float(fn["us"])
+        self.launches += 1
+        slow = int(fn.get("slow_after", 0) or 0)
+        self.clock_us += float(fn["us"]) * (2 if slow and self.launches > slow else 1)
         if mode in ("ok", "wrong") and fn["kernel"] == "vec_add":
             self._vec_add(params, wrong=mode == "wrong")
         return 0
