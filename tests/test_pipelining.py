@@ -289,6 +289,26 @@ def test_long_copy_loops_on_strided_views(refs, order):
     assert _bits(outs[0]) == _bits(outs[1])
 
 
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+def test_synchronous_copy_loops_overlap_their_loads(gpu):
+    """A loop of synchronous copies (the one-element version of 16-bit operands) issues SYNCHRONOUS_BATCH
+    predicated loads before its first shared store in every iteration: one at a time, each waited out a
+    global load (2.4x the time of matmul_ragged_f16_32x32x32 on an H100).  The batch's later copies address
+    from the first's through one opaque move, not from addresses of their own."""
+    from tileiras_async.codegen.lower_pipeline import SYNCHRONOUS_BATCH
+    path = next(p for p in KLOOPS if _kid(p) == "matmul_bf16_64x64x64")
+    ptx, _ = compile_ptx(_read(path), gpu)
+    loops = [body for body in re.split(r"\n\$L__BB\d+_\d+:", ptx) if ".pragma \"nounroll\"" in body
+             and "ld.global.u16" in body]
+    assert loops
+    for body in loops:
+        lines = [ln for ln in body.splitlines() if "ld.global.u16" in ln or "st.shared" in ln]
+        first_store = next(k for k, ln in enumerate(lines) if "st.shared" in ln)
+        assert first_store == body.count("ld.global.u16") == SYNCHRONOUS_BATCH >= 4
+        assert body.count("mov.b64") >= 1
+
+
 def test_a_wrong_wait_is_caught(refs, monkeypatch):
     """Waiting for one group too few lets the mma read a buffer whose copies have not landed: the emulator
     (copies land at the wait) shows it -- so the identical results above mean something."""

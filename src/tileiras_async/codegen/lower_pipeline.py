@@ -26,8 +26,9 @@ UNROLLED_COPIES = 4
 # ...except synchronous copies (8/16-bit elements one at a time: the view's base or strides are not 16-byte
 # aligned, e.g. a K of 72 halves): a thread's loop of them goes this many per iteration, all loads before the
 # first store, so that their latencies overlap.  One per iteration waits out a global load per element: on an
-# H100, matmul_ragged_f16_32x32x32 4.2 -> 10.1 us, persistent_matmul_f16 8.7 -> 19.9 us
-# (bench/results/gpu_h100_ab.json)
+# H100, matmul_ragged_f16_32x32x32 4.2 -> 10.1 us, persistent_matmul_f16 8.7 -> 19.9 us, a 512x1004x1004 f16
+# matmul 59 -> 194 us (bench/results/gpu_h100_ab.json).  The batch's other copies address from the first's
+# (bench/results/gpu_h100_copy_addressing.json: as fast, 19-30 fewer registers than four addresses of their own)
 SYNCHRONOUS_BATCH = 4
 # a thread's copies of one chunk from this many on (any loop of synchronous ones): their addresses hang off one
 # opaque pointer per chunk
@@ -221,35 +222,59 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
                                   hint="kb")
         return based["p"]
 
-    def copy(coord: list[str]) -> None:
+    def copy(coord: list[str], near: tuple | None = None) -> dict:
+        """One copy at tile coordinate `coord`; returns its positions, bounds and address.  `near`: (the result
+        of a copy of this chunk, per-dimension constants that coord adds to that copy's): positions, bounds and
+        address follow from that copy's by additions (loop-invariant strides times constants) instead of
+        64-bit products per copy."""
         if convert_in_place:
             convert(coord)
-            return
-        offset, inb, last = "0", None, None
+            return {}
         dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
-        for d in range(rank):
-            pos = starts[d]
-            within = "0"
-            if coord[d] != "0":
-                c64 = em.b.value(f"zext i32 {coord[d]} to i64")
-                pos = em.b.value(f"add i64 {pos}, {c64}")
-                within = c64
-                if x.strides[d]:
+        lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
+        if near is not None:
+            prev, ks = near
+            poss, oks, addr = list(prev["pos"]), list(prev["ok"]), prev["addr"]
+            for d in range(rank):
+                if coord[d] != "0" and x.strides[d]:
                     dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
-            last = pos
-            ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
-            inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
-            if d == x.kdim and looped:  # the chunk's K start is in `chunk_base`: add the thread's part
-                pos = within
-                if pos == "0":
+                if not ks[d]:
                     continue
-            term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
-            offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
+                poss[d] = em.b.value(f"add i64 {poss[d]}, {ks[d]}")
+                oks[d] = em.b.value(f"icmp ult i64 {poss[d]}, {view.shape[dims[d]]}")
+                step = em.b.value(f"mul i64 {view.strides[dims[d]]}, {ks[d]}")
+                addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {addr}, i64 {step}", "ga")
+            inb = oks[0]
+            for ok in oks[1:]:
+                inb = em.b.value(f"and i1 {inb}, {ok}")
+            last = poss[-1]
+        else:
+            offset, inb, last, poss, oks = "0", None, None, [], []
+            for d in range(rank):
+                pos = starts[d]
+                within = "0"
+                if coord[d] != "0":
+                    c64 = em.b.value(f"zext i32 {coord[d]} to i64")
+                    pos = em.b.value(f"add i64 {pos}, {c64}")
+                    within = c64
+                    if x.strides[d]:
+                        dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
+                last = pos
+                ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
+                poss.append(pos)
+                oks.append(ok)
+                inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
+                if d == x.kdim and looped:  # the chunk's K start is in `chunk_base`: add the thread's part
+                    pos = within
+                    if pos == "0":
+                        continue
+                term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
+                offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
+            base = chunk_base(lt) if looped else view.base
+            addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")
+        state = {"pos": poss, "ok": oks, "addr": addr}
         if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
             dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
-        lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
-        base = chunk_base(lt) if looped else view.base
-        addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
         if vb < 4:   # an 8/16-bit element: a synchronous predicated load and a shared store
             from .lower_memory import padding_constant, predicated_load
@@ -257,7 +282,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
                 fill[0] = padding_constant(x.elem, pv.type.padding)
             val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
             stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
-            return
+            return state
         if v > 1:   # the vector may cross the end of the row: copy what is left of it
             left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")
             short = em.b.value(f"icmp slt i64 {left}, {v}")
@@ -271,6 +296,7 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
         kind = "cg" if vb == 16 else "ca"
         em.b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
                  [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
+        return state
 
     if nv <= T_:        # one copy per thread (threads past nv repeat copies: same data, same place)
         q = em.tid if nv == T_ else em.thread_value(f"and i32 {em.tid}, {nv - 1}")
@@ -302,9 +328,24 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
     em.b.start_block(loop)
     i = em.b.phi("i32", "cpi")
     i.add("0", pre)
-    for j in range(batch):
-        first = em.b.value(f"add i32 {i.name}, {j}") if j else i.name
-        copy(coords_of(em.b.value(f"add i32 {em.tid}, {em.b.value(f'mul i32 {first}, {T_}')}"), False))
+    it = em.b.value(f"mul i32 {i.name}, {T_}")
+    base = coords_of(em.b.value(f"add i32 {em.tid}, {it}"), False)
+    state, prev_k = copy(base), [0] * rank
+    moves = {d for j in range(1, batch) for d in range(rank) if (j * T_ >> shifts[d]) & (sub_v[d] - 1)}
+    if moves:   # the other copies add to copy i's address and positions through an opaque move, so that
+        # LLVM does not make each of their addresses an induction variable of its own (registers)
+        state = dict(state, addr=em.b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, state["addr"])],
+                                          sideeffect=False, hint="cpa"),
+                     pos=[em.b.asm("i64", "mov.b64 $0, $1;", "=l,l", [("i64", p)], sideeffect=False, hint="cpp")
+                          if d in moves else p for d, p in enumerate(state["pos"])])
+    for j in range(1, batch):
+        # copy i + j's coordinates are copy i's plus j*T's: tid, i*T (i a multiple of batch) and j*T have
+        # disjoint bits, so every coordinate's bit field adds up
+        ks = [((j * T_ >> shifts[d]) & (sub_v[d] - 1)) * (v if d == rank - 1 else 1) for d in range(rank)]
+        coord = [base[d] if not ks[d] else str(ks[d]) if base[d] == "0"
+                 else em.b.value(f"add i32 {base[d]}, {ks[d]}") for d in range(rank)]
+        state = copy(coord, (state, [k - pk for k, pk in zip(ks, prev_k)]))
+        prev_k = ks
     flush()
     nxt = em.b.value(f"add i32 {i.name}, {batch}")
     i.add(nxt, em.b.block_label)
