@@ -91,6 +91,44 @@ def compile_ours(path: Path, gpu: str, register_caps: bool = False) -> dict:
     return {"ok": True, "cubin": res.cubin, "ptx": res.ptx}
 
 
+def compile_ours_from(src: Path, path: Path, gpu: str) -> dict:
+    """{"ok", "cubin"} or {"ok": False, "error"}: our drop-in as another checkout's `src/` has it (an older
+    revision, for A/B timings), in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.cubin"
+        env = dict(os.environ, PYTHONPATH=str(src))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "tileiras_async.cli.tileiras", "--gpu-name", gpu,
+                                   f"-O{OPT_LEVEL}", "-o", str(out), str(path)],
+                                  capture_output=True, text=True, env=env, timeout=600)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": "timed out after 600 s"}
+        if proc.returncode != 0 or not out.is_file():
+            return {"ok": False, "error": f"exit {proc.returncode}: "
+                                          f"{(proc.stderr.strip().splitlines() or [''])[-1][:160]}"}
+        return {"ok": True, "cubin": out.read_bytes()}
+
+
+class Checkout:
+    """This repository at another revision, in a temporary git worktree (removed on exit)."""
+
+    def __init__(self, rev: str):
+        self.rev, self.dir = rev, Path(tempfile.mkdtemp(prefix="tileiras-rev-"))
+
+    def __enter__(self) -> "Checkout":
+        proc = subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(self.dir), self.rev],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise SystemExit(f"error: cannot check out '{self.rev}': {proc.stderr.strip()[:200]}")
+        self.commit = subprocess.run(["git", "-C", str(self.dir), "log", "-1", "--format=%h"],
+                                     capture_output=True, text=True, timeout=30).stdout.strip()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(self.dir)],
+                       capture_output=True, timeout=300)
+
+
 @functools.lru_cache(maxsize=1)
 def real_tool() -> tuple[str, dict, str] | None:
     """(path, environment, version line) of NVIDIA's tileiras, or None when the wheel is absent."""

@@ -448,3 +448,27 @@ def test_build_writes_a_job_the_runner_reads(tmp_path):
     assert rc == 1 and len(rows) == 2, text
     assert all(r[s]["ok"] and not r[s]["correct"] for r in rows for s in build.SIDES)
     assert math.isclose(rows[0]["ratio"], 1.0)
+
+
+def test_build_versus_a_revision_times_ours_against_ours(tmp_path):
+    """`--versus REV`: the second side is our compiler at REV (a git worktree, removed afterwards); the
+    runner and the report name it instead of NVIDIA."""
+    head = subprocess.run(["git", "-C", str(build.REPO), "log", "-1", "--format=%h"], capture_output=True,
+                          text=True).stdout
+    if not head.strip():
+        pytest.skip("not a git checkout")
+    out = tmp_path / "job"
+    listing = ["git", "-C", str(build.REPO), "worktree", "list"]
+    worktrees = subprocess.run(listing, capture_output=True, text=True).stdout
+    assert build.main(["--kernels", "vec_add_f32_t128", "--out", str(out), "--versus", "HEAD"]) == 0
+    job = json.loads((out / "job.json").read_text())
+    assert job["versus"] == f"ours@{head.strip()}"
+    (case,) = job["cases"]
+    ours, other = ((out / case["cubins"][s]["file"]).read_bytes() for s in build.SIDES)
+    assert ours[:4] == b"\x7fELF" and ours == other      # vec_add: no change since HEAD's compiler
+    assert subprocess.run(listing, capture_output=True, text=True).stdout == worktrees
+    rc, rows, text, doc = _run(out, "--no-isolate")
+    assert f"ours/ours@{head.strip()}" in text and doc["job"]["versus"] == job["versus"]
+    report = subprocess.run([sys.executable, str(GPU / "report.py"), str(tmp_path / "gpu.json")],
+                            capture_output=True, text=True)
+    assert f"| ours µs | ours@{head.strip()} µs |" in report.stdout

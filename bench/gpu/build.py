@@ -4,6 +4,7 @@ machine with a GPU and nothing but python3 and the CUDA driver (no numpy, no ven
 
     python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...|all] [--no-large]
                               [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify] [--register-caps]
+                              [--versus REV]
 
 Kernels: the corpus's (shared/corpus, inputs from its refs.py) and the workload suite's (examples/suite, its
 refs.py), each at the size its refs.py gives ("corpus": small, launch-bound) and, for a few, a large size
@@ -36,6 +37,7 @@ when nothing could be written or the job exceeds --max-mib.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import hashlib
 import importlib.util
@@ -358,11 +360,15 @@ def plan_case(case: Case, corpus: Path = DEFAULT_CORPUS) -> tuple[dict, dict[str
 # ---------------------------------------------------------------- compiling
 
 
-def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None, register_caps: bool = False) -> dict:
+def compile_side(side: str, path: Path, gpu: str, cache_dir: Path | None, register_caps: bool = False,
+                 versus: Path | None = None) -> dict:
     """{"ok", "cubin"} or {"ok": False, "error"} for ours or NVIDIA's tileiras; ours with `--register-caps` when
-    `register_caps` (an A/B of toolchain/occupancy.py)."""
+    `register_caps` (an A/B of toolchain/occupancy.py).  `versus`: the other side is our compiler from that
+    checkout's src/ instead of NVIDIA's."""
     if side == "ours":
         return _build.compile_ours(path, gpu, register_caps)
+    if versus is not None:
+        return _build.compile_ours_from(versus / "src", path, gpu)
     return _build.compile_real(path, gpu, cache_dir)
 
 
@@ -422,9 +428,11 @@ def verify_entry(job_dir: Path, entry: dict, case: Case, gpu: str, ours: dict, c
 
 
 def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, corpus: Path = DEFAULT_CORPUS,
-              log=print, verify: bool = False, register_caps: bool = False) -> dict:
+              log=print, verify: bool = False, register_caps: bool = False, versus: "_build.Checkout | None" = None
+              ) -> dict:
     """Write the job folder; returns its job.json content.  `verify`: run each corpus-size case's entry on
-    the PTX emulator (verify_entry) and say what it found."""
+    the PTX emulator (verify_entry) and say what it found.  `versus`: the second side is our compiler at that
+    checkout (job["versus"] names it) instead of NVIDIA's."""
     if out.exists():
         shutil.rmtree(out)
     (out / "cubins").mkdir(parents=True)
@@ -444,7 +452,8 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
         for side in SIDES:
             key = (case.base, side)
             if key not in compiled:
-                compiled[key] = compile_side(side, bytecode_path(case, corpus), gpu, cache_dir, register_caps)
+                compiled[key] = compile_side(side, bytecode_path(case, corpus), gpu, cache_dir, register_caps,
+                                             versus.dir if versus is not None else None)
                 if compiled[key].get("ok"):
                     (out / "cubins" / f"{case.base}.{side}.cubin").write_bytes(compiled[key]["cubin"])
             res = compiled[key]
@@ -465,6 +474,8 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
     job = {"format": FORMAT, "gpu_name": gpu, "opt_level": _build.OPT_LEVEL,
            "commit": _build.git_head(), "src_commit": _build.git_head("src"),
            "nvidia_tileiras": tool[2] if tool else None, "register_caps": register_caps, "cases": entries}
+    if versus is not None:
+        job["versus"] = f"ours@{versus.commit}"
     (out / "job.json").write_text(json.dumps(job, indent=1, sort_keys=True) + "\n")
     return job
 
@@ -488,13 +499,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the corpus-size cases of the job on the PTX emulator (our PTX) first")
     ap.add_argument("--register-caps", action="store_true",
                     help="our cubins with --register-caps (toolchain/occupancy.py), for an A/B")
+    ap.add_argument("--versus", metavar="REV",
+                    help="time ours against our compiler at git revision REV instead of NVIDIA's (a regression "
+                         "hunt: the runner times both sides in turn)")
     args = ap.parse_args(argv)
     if not (args.corpus / "refs.py").is_file():
         print(f"error: no corpus at {args.corpus} (refs.py missing)", file=sys.stderr)
         return 1
     cases = select_cases(args.kernels, not args.no_large, args.corpus)
-    job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify,
-                    register_caps=args.register_caps)
+    with _build.Checkout(args.versus) if args.versus else contextlib.nullcontext() as versus:
+        job = build_job(cases, args.out, args.gpu_name, args.cache_dir, args.corpus, verify=args.verify,
+                        register_caps=args.register_caps, versus=versus)
     size = folder_bytes(args.out)
     runnable = sum(1 for e in job["cases"] if all("error" not in e["cubins"][s] for s in SIDES))
     print(f"\n{len(job['cases'])} cases ({runnable} with both cubins) for {args.gpu_name} in {args.out}: "

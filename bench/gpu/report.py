@@ -38,14 +38,21 @@ def _us(r: dict) -> str:
     return f"{r['us']:.2f}" if r.get("us") is not None else "-"
 
 
+def other_side(doc: dict) -> str:
+    """What the second side of a run is: NVIDIA, or ours at a revision (build.py --versus)."""
+    return doc["job"].get("versus") or "NVIDIA"
+
+
 def markdown(doc: dict) -> list[str]:
     dev = doc["device"]
     job = doc["job"]
+    other = other_side(doc)
+    against = other if job.get("versus") else f"NVIDIA's {job.get('nvidia_tileiras', '?')}"
     lines = [f"{dev['name']} (cc {dev['cc']}, {dev['sms']} SMs, driver {dev['driver_version']}); cubins for "
              f"{job.get('gpu_name', '?')} at -O{job.get('opt_level', 3)}, ours at {job.get('src_commit', '?')}, "
-             f"NVIDIA's {job.get('nvidia_tileiras', '?')}; median per launch in a CUDA graph",
+             f"{against}; median per launch in a CUDA graph",
              "",
-             "| case | grid | ours µs | NVIDIA µs | ours/NVIDIA | correct (ours, NVIDIA) |",
+             f"| case | grid | ours µs | {other} µs | ours/{other} | correct (ours, {other}) |",
              "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in doc["rows"]:
         ratio = f"{r['ratio']:.2f}" if r.get("ratio") else "-"
@@ -61,7 +68,7 @@ def summary(doc: dict) -> list[str]:
         ratios = [r["ratio"] for r in doc["rows"] if r.get("size", "corpus") == size and r.get("ratio")]
         g = _geomean(ratios)
         if g is not None:
-            out.append(f"{size} sizes: geometric mean ours/NVIDIA {g:.2f} over {len(ratios)} cases "
+            out.append(f"{size} sizes: geometric mean ours/{other_side(doc)} {g:.2f} over {len(ratios)} cases "
                        f"(best {min(ratios):.2f}, worst {max(ratios):.2f})")
     for side in SIDES:
         failed = [r["case"] for r in doc["rows"] if not r[side].get("ok")]

@@ -23,8 +23,10 @@ keep accumulating: only the first launch is checked).
 
 Every case runs in its own worker process (a kernel that faults poisons its CUDA context; a hung one is killed
 after --kernel-timeout-s); after a fault, a crash or a hang the other cubin of the case, if it had loaded,
-runs again alone in a fresh worker.  Which cubin loads and times first alternates from case to case.  A failing kernel prints its error and the run goes on; cases
-left when --budget-s is spent are reported as skipped.
+runs again alone in a fresh worker.  Which cubin loads and times first alternates from case to case.  A
+failing kernel prints its error and the run goes on; cases left when --budget-s is spent are reported as
+skipped.  A job built with `build.py --versus REV` has our compiler at REV as its second side: the table
+names it instead of NVIDIA.
 
 Output: one JSON line per case on stdout (`{"case", "grid", "ours": {...}, "nvidia": {...}, "ratio"}`), then a
 table (ours us, NVIDIA us, ratio ours/NVIDIA, correct?), and with --out the whole run as one JSON document.
@@ -791,10 +793,12 @@ def _cell_ok(r: dict) -> str:
     return "yes" if r.get("correct") else "NO"
 
 
-def table(rows: list, device: dict) -> str:
+def table(rows: list, device: dict, other: str = "NVIDIA") -> str:
+    """The run as text; `other`: what the second side is (NVIDIA's tileiras, or ours at a revision)."""
     lines = ["%s (cc %s, %d SMs, driver %s)" % (device.get("name"), device.get("cc"), device.get("sms", 0),
                                                 device.get("driver_version")),
-             "%-46s %-12s %10s %10s %7s  %-6s %-6s" % ("case", "grid", "ours us", "NVIDIA us", "ratio", "ours", "NVIDIA")]
+             "%-46s %-12s %10s %10s %7s  %-6s %-6s" % ("case", "grid", "ours us", (other + " us")[-10:], "ratio",
+                                                       "ours", other[:6])]
     for r in rows:
         g = "x".join(str(x) for x in r["grid"])
         cells = []
@@ -807,8 +811,8 @@ def table(rows: list, device: dict) -> str:
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append("geometric mean of ours/NVIDIA over %d case%s: %.2f (median %.2f)"
-                     % (len(ratios), "" if len(ratios) == 1 else "s", geo, statistics.median(ratios)))
+        lines.append("geometric mean of ours/%s over %d case%s: %.2f (median %.2f)"
+                     % (other, len(ratios), "" if len(ratios) == 1 else "s", geo, statistics.median(ratios)))
     for r in rows:
         for s in SIDES:
             if not r[s].get("ok"):
@@ -891,11 +895,11 @@ def main(argv=None) -> int:
         print(json.dumps(row, sort_keys=True), flush=True)
     wall = time.perf_counter() - t_start
     print()
-    print(table(rows, device))
+    print(table(rows, device, job.get("versus") or "NVIDIA"))
     print("wall %.1f s" % wall)
     if args.out:
         doc = {"device": device, "job": {k: job[k] for k in ("gpu_name", "opt_level", "commit", "src_commit",
-                                                             "nvidia_tileiras") if k in job},
+                                                             "nvidia_tileiras", "versus") if k in job},
                "options": {"repeats": args.repeats, "target_ms": args.target_ms, "warmup": args.warmup,
                            "isolated": not args.no_isolate},
                "wall_s": round(wall, 1), "rows": rows}
