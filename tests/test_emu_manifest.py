@@ -2,7 +2,9 @@
 
 For every manifest entry the module is compiled by our pipeline (ptxas must
 accept the PTX), the PTX is emulated on the manifest inputs (`refs.make_inputs`,
-strided views included) and the outputs are checked with `refs.check`.
+strided views included) with the race check on (a shared- or tensor-memory access
+that another warp's conflicting one precedes with no barrier between fails: emu/races.py)
+and the outputs are checked with `refs.check`.
 
 * Default run: every kernel once (its 13.4 bytecode) for sm_100, plus two kernels at -O0.
 * `--run-all` (`slow`): every bytecode file of the manifest x sm_80, sm_90, sm_100, and every
@@ -41,7 +43,7 @@ def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
             run_compiled(path, grid, list(inputs.values()), gpu_name=gpu, opt_level=opt_level)
         return
     try:
-        run = run_compiled(path, grid, list(inputs.values()), gpu_name=gpu, opt_level=opt_level)
+        run = run_compiled(path, grid, list(inputs.values()), gpu_name=gpu, opt_level=opt_level, check_races=True)
     except CodegenUnavailable as e:
         pytest.skip(f"our compiler cannot compile {cid} yet: {e}")
     assert run.cubin, "ptxas produced no cubin"

@@ -360,13 +360,13 @@ $END:
 """
 
 
-def run_mma(ptx, img, adesc, bdesc, idesc, enable, cin, ain=None):
+def run_mma(ptx, img, adesc, bdesc, idesc, enable, cin, ain=None, check_races=False):
     mem = DeviceMemory()
     words = img.view(np.uint32)
     args = [mem.alloc_array(words), len(words), adesc, bdesc, idesc, enable, mem.alloc_array(cin)]
     out = mem.alloc(cin.nbytes)
     args += [out, mem.alloc_array(ain if ain is not None else np.zeros(1024, np.uint32))]
-    emulate_ptx(ptx, "k", (1, 1, 1), (128, 1, 1), args, mem)
+    emulate_ptx(ptx, "k", (1, 1, 1), (128, 1, 1), args, mem, check_races=check_races)
     return mem.read_array(out, np.uint32, cin.size).reshape(cin.shape)
 
 
@@ -461,3 +461,34 @@ def test_bad_instruction_descriptor_is_reported():
     with pytest.raises(DescriptorError, match="M=48"):
         run_mma(mma_kernel("f16", 16), np.zeros(SMEM, np.uint8), umma_desc(0, 128, 256, "none"),
                 umma_desc(0, 128, 256, "none"), umma_idesc(48, 16), 1, np.zeros((128, 16), np.uint32))
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_an_issue_before_the_other_warps_stores_are_ordered_is_a_race(barrier):
+    """Every warp stores its part of C into tensor memory, thread 0 issues the MMA that accumulates onto it:
+    without the barrier between (tcgen05.fence::before_thread_sync; bar.sync; ...after_thread_sync) the
+    issue may come before the other warps' stores land.  Run in lock step the result is the same either
+    way; the race check (emulate_ptx(check_races=True)) tells them apart."""
+    from tileiras_async.emu.races import RaceError
+    n = 16
+    ptx = mma_kernel("f16", n)
+    fenced = "    tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n    tcgen05.fence::after_thread_sync;\n    @%p4"
+    assert ptx.count(fenced) == 1
+    if not barrier:
+        ptx = ptx.replace(fenced, "    tcgen05.fence::before_thread_sync;\n    tcgen05.fence::after_thread_sync;\n    @%p4")
+    rng = np.random.default_rng(3)
+    A = rng.integers(-4, 5, (64, 16)).astype(np.float16)
+    B = rng.integers(-4, 5, (n, 16)).astype(np.float16)
+    img = np.zeros(SMEM, np.uint8)
+    la, sa = place_k(img, 0, A.view(np.uint8).reshape(64, 32), "128B")
+    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "128B")
+    C = rng.integers(-8, 9, (64, n)).astype(np.float32)
+    args = (ptx, img, umma_desc(0, la, sa, "128B"), umma_desc(16384, lb, sb, "128B"), umma_idesc(64, n), 1,
+            tmem_image(C, 64, n))
+    plain = run_mma(*args)
+    if barrier:
+        assert (run_mma(*args, check_races=True) == plain).all()
+    else:
+        with pytest.raises(RaceError, match="tensor-memory race: tcgen05.mma issued by thread 0 \\(warp 0\\) "
+                                            "uses an accumulator that warp [123] stored"):
+            run_mma(*args, check_races=True)

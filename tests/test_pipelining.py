@@ -86,7 +86,7 @@ def emulate(module, ptx: str, grid, args) -> None:
     mem = DeviceMemory()
     params, arrays = map_arguments(prog, args, mem, scalar_elem_types(module, kname))
     g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
-    emulate_ptx(ptx, kname, g, prog.reqntid, params, mem)
+    emulate_ptx(ptx, kname, g, prog.reqntid, params, mem, check_races=True)
     for i, addr in arrays:
         mem.copy_back(addr, args[i])
 

@@ -485,7 +485,7 @@ def emulate_pointers(module, ptx: str, args: list, grid=(1, 1, 1)):
     prog = load_program(ptx, kname)
     mem = DeviceMemory()
     addrs = [mem.alloc_array(np.ascontiguousarray(a)) for a in args]
-    emulate_ptx(ptx, kname, grid, prog.reqntid, addrs, mem)
+    emulate_ptx(ptx, kname, grid, prog.reqntid, addrs, mem, check_races=True)
     for a, addr in zip(args, addrs):
         mem.copy_back(addr, a)
 

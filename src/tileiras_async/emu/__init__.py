@@ -90,18 +90,20 @@ def load_program(ptx_text: str, kernel: str | None = None) -> Program:
 
 def emulate_ptx(ptx_text: str, kernel: str | None, grid: tuple, block: tuple, params: list,
                 memory: DeviceMemory, *, dynamic_smem: int = 0, max_lanes: int = 4096,
-                max_steps: int | None = 20_000_000, canonical_nan: bool = True) -> EmuReport:
+                max_steps: int | None = 20_000_000, canonical_nan: bool = True,
+                check_races: bool = False) -> EmuReport:
     """Run `kernel` of `ptx_text` over `grid` x `block` with entry parameter values `params`.
 
     `params`: one value per entry parameter, in order -- Python/numpy ints and
     floats, or device addresses (ints from `DeviceMemory.alloc*`) for pointers.
-    Results are left in `memory`.
+    Results are left in `memory`.  `check_races`: a shared-memory access of one warp that another warp's
+    conflicting access precedes with no barrier between raises `races.RaceError` (emu/races.py).
     """
     from .machine import Machine
     prog = load_program(ptx_text, kernel)
     t0 = time.perf_counter()
     mc = Machine(prog, memory, list(params), grid, block, dynamic_smem=dynamic_smem, max_lanes=max_lanes,
-                 max_steps=max_steps, canonical_nan=canonical_nan)
+                 max_steps=max_steps, canonical_nan=canonical_nan, check_races=check_races)
     mc.run()
     wall = time.perf_counter() - t0
     return EmuReport(prog.kernel, mc.grid, mc.block, mc.ncta, mc.nbatches, mc.L, mc.thread_instructions,

@@ -38,6 +38,7 @@ from .errors import (
 )
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_BITS, DeviceMemory
 from .parser import FImm, Imm
+from .races import RaceChecker
 from .program import (
     LOCAL_START,
     SHARED_START,
@@ -65,8 +66,9 @@ class Machine:
 
     def __init__(self, prog: Program, memory: DeviceMemory, params: list, grid, block, *,
                  dynamic_smem: int = 0, max_lanes: int = 4096, max_steps: int | None = 20_000_000,
-                 canonical_nan: bool = True):
+                 canonical_nan: bool = True, check_races: bool = False):
         self.prog = prog
+        self.check_races = check_races
         self.mem = memory
         self.grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
         self.block = tuple(int(b) for b in block) + (1,) * (3 - len(tuple(block)))
@@ -150,6 +152,7 @@ class Machine:
         self._bufviews = {}
         self.shared_buf = _Buf(self.shared)
         self.local_buf = _Buf(self.local)
+        self.races = RaceChecker(len(self.shared), L) if self.check_races else None
         bx, by, _ = self.block
         tl = self.tlin
         self.sp = {
@@ -421,6 +424,8 @@ class Machine:
         fast = self._fast(space, addr, idx, nbytes, False)
         if fast is not None:
             buf, off = fast
+            if self.races is not None and space == "shared":
+                self.races.load(off, idx, nbytes, li, self)
             return buf.view(dt)[_elements(off, sh, vec)]
         groups = self.resolve(space, addr, idx, nbytes, False, li)
         if len(groups) == 1 and groups[0][2] is None:
@@ -437,6 +442,8 @@ class Machine:
         fast = self._fast(space, addr, idx, nbytes, True)
         if fast is not None:
             buf, off = fast
+            if self.races is not None and space == "shared":
+                self.races.store(off, idx, nbytes, li, self)
             buf.view(dt)[_elements(off, sh, vec)] = vals
             return
         groups = self.resolve(space, addr, idx, nbytes, True, li)
@@ -514,6 +521,8 @@ class Machine:
             R.fill(0)
         self.cc.fill(0)
         self.shared.fill(0)
+        if self.races is not None:
+            self.races.reset()
         self.local.fill(0)
         cx = np.zeros(self.B, np.uint32)
         cy = np.zeros(self.B, np.uint32)
@@ -712,8 +721,12 @@ class Machine:
             return (m, self.L if m is True else int(np.count_nonzero(m)))
         if not pending and not blocked and cntf is None:
             if m is True:
+                if self.races is not None:
+                    self.races.sync(self.lane)
                 return (m, self.L)
             if not (self.live & ~m).any():
+                if self.races is not None:
+                    self.races.sync(m)
                 return (m, int(np.count_nonzero(m)))
         _merge(blocked, pc, np.ones(self.L, bool) if m is True else m.copy())
         return None
@@ -750,6 +763,8 @@ class Machine:
         if not rel.any():
             return False
         flat = rel.reshape(-1)
+        if self.races is not None:
+            self.races.sync(flat)
         for pc in list(blocked):
             hit = blocked[pc] & flat
             if hit.any():
@@ -804,6 +819,8 @@ class Machine:
                 sel = np.flatnonzero(done)
                 ph = dst[sel]
                 nbytes = data.shape[1]
+                if self.races is not None:     # the copy lands: a write by the thread that issued it
+                    self.races.store(ph, lanes[sel], nbytes, None, self)
                 self.shared[(ph[:, None] + np.arange(nbytes)).reshape(-1)] = data[sel].reshape(-1)
                 keep = ~done
                 if keep.any():

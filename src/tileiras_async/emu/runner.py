@@ -229,7 +229,8 @@ def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
 
 def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
                  opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
-                 verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None) -> EmuRun:
+                 verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None,
+                 check_races: bool = False) -> EmuRun:
     """Compile `module_bytes_or_path` for `gpu_name` at `-O opt_level`, run `kernel` over `grid` on `args`.
 
     The arrays in `args` are updated in place.  Raises the pipeline's errors
@@ -264,7 +265,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     args = list(args)
     params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname))
     _check_assumptions(mod, kname, params)
-    report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes)
+    report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes, check_races=check_races)
     for i, addr in arrays:
         a = args[i]
         if a.flags.writeable:

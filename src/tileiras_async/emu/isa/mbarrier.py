@@ -241,6 +241,8 @@ def _mbarrier(mc, li):
         out = np.zeros(mc.L, bool)
         out[idx] = ok
         put(p, m, out)
+        if mc.races is not None and ok.any():
+            mc.races.sync(idx[ok])
         if not ok.any():
             mc.wait_failed = True       # no lane got through: the scheduler lets the arriving threads run
     return wait

@@ -297,6 +297,8 @@ def _ldst(mc, li, mods, is_ld: bool):
         v = np.stack([bl(np.asarray(g()), mc.L)[lanes] for g in rows], axis=1).astype(np.uint32)   # [n, regs]
         v = np.stack([v & 0xFFFF, v >> 16], axis=2) if pack else v[:, :, None]
         mc.tmem[slots, L_, C_] = v.reshape(L_.shape)
+        if mc.races is not None:
+            mc.races.tmem_store(mc.tmem.shape, slots, L_, C_, lanes[::32] // 32)
     return st
 
 
@@ -318,7 +320,7 @@ def d_lanes_columns(m: int, n: int, ws: bool):
 
 class _Mma:
     __slots__ = ("lane", "slot", "d", "adesc", "a_tmem", "bdesc", "idesc", "enable", "scale", "disabled", "kind", "ws",
-                 "li")
+                 "li", "issued")
 
 
 def _mma(mc, li, mods):
@@ -386,6 +388,7 @@ def _mma(mc, li, mods):
             op_.a_tmem = (op_.adesc + a_off) & 0xFFFFFFFF if a_tmem else None
             op_.enable = bool(vals["e"][j])
             op_.disabled = None if dis is None else dis[j].astype(np.uint32)
+            op_.issued = mc.races.issue_state(int(lane)) if mc.races is not None else None
             mc.tc_queue[op_.slot].append(op_)
     return issue
 
@@ -442,6 +445,8 @@ def execute_mma(mc, op_: _Mma) -> None:
     if dl.max() >= LANES or not mc.tmem_owner[op_.slot, int(dc.min()):int(dc.max()) + 1].all():
         raise _fault(mc, li, f"tcgen05.mma writes tensor-memory lanes {lane0}..{int(dl.max())} and columns "
                              f"{int(dc.min())}..{int(dc.max())}, which are not all allocated", op_.lane)
+    if op_.issued is not None:
+        mc.races.tmem_access(op_.slot, dl, dc, op_.lane, op_.issued, li, mc)
     tm = mc.tmem[op_.slot]
     old = tm[dl, dc]
     is_int = idesc.dtype == "s32"

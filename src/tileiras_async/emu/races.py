@@ -1,0 +1,140 @@
+"""Shared-memory race checking for the emulator (`emulate_ptx(..., check_races=True)`).
+
+The machine runs a CTA's lanes in lock step, so a store by one warp and a load of the same bytes by another
+see each other whether or not a barrier separates them: a missing `bar.sync` does not change the emulated
+result.  This checker finds it anyway.  Every `.shared` load and store is stamped with a step count; a lane's
+last synchronisation is the step at which a barrier it waited on completed (`bar.sync`/`barrier.sync`, the
+named and counted forms included) or an mbarrier wait of it succeeded.  An access races when another warp's
+conflicting access to the same byte (a write before a read, a read or a write before a write) came after the
+accessing lane's last synchronisation.
+
+Lanes of one warp are not checked against each other (the code we emit exchanges data within a warp through
+shuffles, and warps run converged here); an mbarrier wait counts as synchronising with every earlier access
+(it cannot tell which arrivals it waited for): both only leave races out, never report one that is not there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmuError
+
+WARP = 32
+
+
+class RaceError(EmuError):
+    """Two warps of a CTA touch the same shared-memory byte, at least one writing, with no barrier between."""
+
+
+class RaceChecker:
+    """Per shared byte of a batch: its last writer and when, the warp that read it last and when, and the
+    latest read by any other warp since the write (so a write conflicts with every unsynchronised read of
+    another warp, not only the last one)."""
+
+    def __init__(self, nbytes: int, lanes: int):
+        self.w_lane = np.full(nbytes, -1, np.int32)     # last writer (batch lane), -1: none
+        self.w_step = np.zeros(nbytes, np.int64)
+        self.r_warp = np.full(nbytes, -1, np.int32)     # the warp that read it last since the write, -1: none
+        self.r_step = np.zeros(nbytes, np.int64)
+        self.r_other = np.zeros(nbytes, np.int64)       # the latest read by another warp than r_warp
+        self.synced = np.zeros(lanes, np.int64)         # per lane: step of its last synchronisation
+        self.step = 0
+        self.tm_warp = self.tm_step = None              # tensor memory: writer warp and step per cell
+
+    def reset(self) -> None:
+        """A new batch of CTAs: their shared memory starts unwritten."""
+        self.w_lane.fill(-1)
+        self.r_warp.fill(-1)
+        self.r_other.fill(0)
+        self.synced.fill(0)
+        self.reset_tmem()
+
+    def sync(self, lanes) -> None:
+        """`lanes` (a mask or indices) completed a barrier or an mbarrier wait: ordered after all before."""
+        self.step += 1
+        self.synced[lanes] = self.step
+
+    @staticmethod
+    def _bytes(off, idx, nbytes: int):
+        b = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+        return b, np.repeat(np.asarray(idx, np.int64), nbytes)
+
+    def _report(self, bad, b, lanes, other, what: str, li, mc) -> None:
+        k = int(np.argmax(bad))
+        lane, peer = int(lanes[k]), int(other[k])
+        e = RaceError(f"shared-memory race: {what} at shared address {int(b[k] - mc.shbase[lane])} by thread "
+                      f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after warp {peer % mc.Tp // WARP}'s "
+                      f"with no barrier between", line=li.line if li else None,
+                      text=li.text if li else None, kernel=mc.prog.kernel)
+        e.lane = lane
+        raise e
+
+    def _unordered_write(self, b, lanes):
+        w = self.w_lane[b]
+        return (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes]), w
+
+    def load(self, off, idx, nbytes: int, li, mc) -> None:
+        self.step += 1
+        b, lanes = self._bytes(off, idx, nbytes)
+        bad, w = self._unordered_write(b, lanes)
+        if bad.any():
+            self._report(bad, b, lanes, w, "read", li, mc)
+        warp = (lanes // WARP).astype(np.int32)
+        r = self.r_warp[b]
+        moved = (r >= 0) & (r != warp)
+        self.r_other[b] = np.where(moved, np.maximum(self.r_other[b], self.r_step[b]), self.r_other[b])
+        self.r_warp[b] = warp
+        self.r_step[b] = self.step
+
+    def store(self, off, idx, nbytes: int, li, mc) -> None:
+        self.step += 1
+        b, lanes = self._bytes(off, idx, nbytes)
+        bad, w = self._unordered_write(b, lanes)
+        if bad.any():
+            self._report(bad, b, lanes, w, "write after a write", li, mc)
+        warp = lanes // WARP
+        r = self.r_warp[b]
+        synced = self.synced[lanes]
+        bad = ((r >= 0) & (r != warp) & (self.r_step[b] > synced)) | (self.r_other[b] > synced)
+        if bad.any():
+            self._report(bad, b, lanes, np.where(r >= 0, r * WARP, lanes), "write after a read", li, mc)
+        self.w_lane[b] = lanes
+        self.w_step[b] = self.step
+        self.r_warp[b] = -1
+        self.r_other[b] = 0
+
+    # ---------------------------------------------------------------- tensor memory (tcgen05)
+    def tmem_store(self, shape, slots, lanes_, cols, warps) -> None:
+        """tcgen05.st: warp `warps[i]` (batch warp index) wrote tensor-memory cells [slots, lanes_, cols]."""
+        if self.tm_warp is None or self.tm_warp.shape != shape:
+            self.tm_warp = np.full(shape, -1, np.int32)
+            self.tm_step = np.zeros(shape, np.int64)
+        self.step += 1
+        w = np.broadcast_to(np.asarray(warps).reshape((-1,) + (1,) * (lanes_.ndim - 1)), lanes_.shape)
+        self.tm_warp[slots, lanes_, cols] = w
+        self.tm_step[slots, lanes_, cols] = self.step
+
+    def issue_state(self, lane: int) -> tuple[int, int]:
+        """What an asynchronous tcgen05.mma issued by `lane` now is ordered after: (step, lane's last sync)."""
+        return self.step, int(self.synced[lane])
+
+    def tmem_access(self, slot: int, lanes_, cols, lane: int, issued: tuple[int, int], li, mc) -> None:
+        """The accumulator an MMA issued by `lane` reads or writes: a cell another warp stored after `lane`'s
+        last synchronisation before the issue is a race (the issue needs a barrier after those stores, and
+        none may come between the issue and the wait)."""
+        if self.tm_warp is None:
+            return
+        synced = issued[1]
+        w, s = self.tm_warp[slot, lanes_, cols], self.tm_step[slot, lanes_, cols]
+        bad = (w >= 0) & (w != lane // WARP) & (s > synced)
+        if bad.any():
+            peer = int(w.reshape(-1)[int(np.argmax(bad.reshape(-1)))])
+            e = RaceError(f"tensor-memory race: tcgen05.mma issued by thread {lane % mc.Tp} (warp "
+                          f"{lane % mc.Tp // WARP}) uses an accumulator that warp {peer * WARP % mc.Tp // WARP} "
+                          f"stored with no barrier between", line=li.line if li else None,
+                          text=li.text if li else None, kernel=mc.prog.kernel)
+            e.lane = lane
+            raise e
+
+    def reset_tmem(self) -> None:
+        if self.tm_warp is not None:
+            self.tm_warp.fill(-1)

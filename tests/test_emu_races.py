@@ -1,0 +1,76 @@
+"""The emulator's shared-memory race check (`emulate_ptx(..., check_races=True)`, emu/races.py): lanes run in
+lock step, so a missing barrier does not change an emulated result; the check reports it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tileiras_async.emu import DeviceMemory, emulate_ptx
+from tileiras_async.emu.races import RaceError
+
+# Every thread t stores t to word t of a buffer, then (BETWEEN) reads word t ^ PARTNER and writes it out;
+# AFTER runs last (a second store to the buffer).
+KERNEL = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  .shared .align 4 .b8 buf[512];
+  mov.u32 %r1, %tid.x;
+  shl.b32 %r2, %r1, 2;
+  mov.u32 %r3, buf;
+  add.u32 %r4, %r3, %r2;
+  st.shared.u32 [%r4], %r1;
+  BETWEEN
+  xor.b32 %r5, %r2, PARTNER;
+  add.u32 %r6, %r3, %r5;
+  ld.shared.u32 %r7, [%r6];
+  AFTER
+  ld.param.u64 %rd1, [out];
+  cvt.u64.u32 %rd2, %r2;
+  add.u64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r7;
+  ret;
+}
+"""
+
+
+def run(between: str, partner: int, after: str = "", threads: int = 64) -> np.ndarray:
+    ptx = KERNEL.replace("BETWEEN", between).replace("PARTNER", str(4 * partner)).replace("AFTER", after)
+    mem = DeviceMemory()
+    out = mem.alloc(4 * threads)
+    emulate_ptx(ptx, "k", (2, 1, 1), (threads, 1, 1), [out], mem, check_races=True)
+    return mem.read_array(out, np.uint32, threads)
+
+
+def test_a_read_of_another_warps_store_needs_a_barrier():
+    assert (run("bar.sync 0;", 32) == np.arange(64) ^ 32).all()
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after warp 1's") as e:
+        run("", 32)
+    assert e.value.text.startswith("ld.shared.u32 %r7") and e.value.thread == (0, 0, 0)
+
+
+def test_lanes_of_one_warp_are_not_checked_against_each_other():
+    assert (run("", 1) == np.arange(64) ^ 1).all()
+
+
+def test_a_store_over_what_another_warp_read_needs_a_barrier():
+    second = "st.shared.u32 [%r4], %r7;"      # thread t writes word t again, which thread t ^ 32 read
+    assert (run("bar.sync 0;", 32, "bar.sync 0;\n  " + second) == np.arange(64) ^ 32).all()
+    with pytest.raises(RaceError, match=r"write after a read .* after warp \d's"):
+        run("bar.sync 0;", 32, second)
+
+
+def test_barriers_of_one_cta_do_not_order_another_ctas_accesses_and_checking_changes_nothing():
+    """Two CTAs in one batch: each CTA's own words only; the results equal an unchecked run."""
+    ptx = KERNEL.replace("BETWEEN", "bar.sync 0;").replace("PARTNER", "128").replace("AFTER", "")
+    outs = []
+    for check in (False, True):
+        mem = DeviceMemory()
+        out = mem.alloc(4 * 64)
+        emulate_ptx(ptx, "k", (2, 1, 1), (64, 1, 1), [out], mem, check_races=check)
+        outs.append(mem.read_array(out, np.uint32, 64))
+    assert (outs[0] == outs[1]).all()
