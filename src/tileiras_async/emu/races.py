@@ -58,26 +58,31 @@ class RaceChecker:
         b = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
         return b, np.repeat(np.asarray(idx, np.int64), nbytes)
 
-    def _report(self, bad, b, lanes, other, what: str, li, mc) -> None:
-        k = int(np.argmax(bad))
-        lane, peer = int(lanes[k]), int(other[k])
-        e = RaceError(f"shared-memory race: {what} at shared address {int(b[k] - mc.shbase[lane])} by thread "
-                      f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after warp {peer % mc.Tp // WARP}'s "
-                      f"with no barrier between", line=li.line if li else None,
-                      text=li.text if li else None, kernel=mc.prog.kernel)
+    @staticmethod
+    def _raise(message: str, lane: int, li, mc) -> None:
+        e = RaceError(message, line=li.line if li else None, text=li.text if li else None, kernel=mc.prog.kernel)
         e.lane = lane
         raise e
 
-    def _unordered_write(self, b, lanes):
-        w = self.w_lane[b]
-        return (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes]), w
+    def _report(self, bad, b, lanes, other, what: str, li, mc) -> None:
+        k = int(np.argmax(bad))
+        lane, peer = int(lanes[k]), int(other[k])
+        self._raise(f"shared-memory race: {what} at shared address {int(b[k] - mc.shbase[lane])} by thread "
+                    f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after warp {peer % mc.Tp // WARP}'s with no "
+                    f"barrier between", lane, li, mc)
 
-    def load(self, off, idx, nbytes: int, li, mc) -> None:
+    def _after_writes(self, off, idx, nbytes: int, what: str, li, mc):
+        """(bytes, lanes) of an access, once no other warp's unordered write precedes it."""
         self.step += 1
         b, lanes = self._bytes(off, idx, nbytes)
-        bad, w = self._unordered_write(b, lanes)
+        w = self.w_lane[b]
+        bad = (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes])
         if bad.any():
-            self._report(bad, b, lanes, w, "read", li, mc)
+            self._report(bad, b, lanes, w, what, li, mc)
+        return b, lanes
+
+    def load(self, off, idx, nbytes: int, li, mc) -> None:
+        b, lanes = self._after_writes(off, idx, nbytes, "read", li, mc)
         warp = (lanes // WARP).astype(np.int32)
         r = self.r_warp[b]
         moved = (r >= 0) & (r != warp)
@@ -86,11 +91,7 @@ class RaceChecker:
         self.r_step[b] = self.step
 
     def store(self, off, idx, nbytes: int, li, mc) -> None:
-        self.step += 1
-        b, lanes = self._bytes(off, idx, nbytes)
-        bad, w = self._unordered_write(b, lanes)
-        if bad.any():
-            self._report(bad, b, lanes, w, "write after a write", li, mc)
+        b, lanes = self._after_writes(off, idx, nbytes, "write after a write", li, mc)
         warp = lanes // WARP
         r = self.r_warp[b]
         synced = self.synced[lanes]
@@ -128,12 +129,9 @@ class RaceChecker:
         bad = (w >= 0) & (w != lane // WARP) & (s > synced)
         if bad.any():
             peer = int(w.reshape(-1)[int(np.argmax(bad.reshape(-1)))])
-            e = RaceError(f"tensor-memory race: tcgen05.mma issued by thread {lane % mc.Tp} (warp "
-                          f"{lane % mc.Tp // WARP}) uses an accumulator that warp {peer * WARP % mc.Tp // WARP} "
-                          f"stored with no barrier between", line=li.line if li else None,
-                          text=li.text if li else None, kernel=mc.prog.kernel)
-            e.lane = lane
-            raise e
+            self._raise(f"tensor-memory race: tcgen05.mma issued by thread {lane % mc.Tp} (warp "
+                        f"{lane % mc.Tp // WARP}) uses an accumulator that warp {peer * WARP % mc.Tp // WARP} "
+                        f"stored with no barrier between", lane, li, mc)
 
     def reset_tmem(self) -> None:
         if self.tm_warp is not None:
