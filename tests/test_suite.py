@@ -274,3 +274,17 @@ def test_refs_check_catches_a_wrong_answer():
     out["Y"] = out["Y"].copy()
     out["Y"][3, 7] += np.float32(1e-2)
     assert refs.check(cid, inputs, {**inputs, **out})
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_persistent_kernel_refills_its_ring_after_the_last_tiles_reads(monkeypatch, target):
+    """persistent_matmul_f16 runs its pipelined K-loop once per tile: the next tile's prologue copies write
+    the stage buffers the previous tile's last iterations read, so a barrier must come between
+    (insert-barriers: `_fresh_rings`).  Without it the emulated values are the same (lanes run in lock step);
+    the race check of the emulate engine catches it."""
+    from tileiras_async.emu.races import RaceError
+    from tileiras_async.tilegpu.passes import insert_barriers
+    _run("persistent_matmul_f16.v13.4.tileirbc", "emulate", target)
+    monkeypatch.setattr(insert_barriers, "_fresh_rings", lambda pending, body: pending)
+    with pytest.raises(RaceError, match="write after a read"):
+        _run("persistent_matmul_f16.v13.4.tileirbc", "emulate", target)

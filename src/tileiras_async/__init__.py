@@ -67,7 +67,7 @@ def run_kernel(module: str | os.PathLike[str] | bytes | Module, grid: Sequence[i
     extents); `args` the kernel's arguments in cuTile parameter order (numpy arrays of any strides,
     numpy/Python scalars).  `engine`: "interpret" (the tile-IR reference interpreter), "emulate"
     (compile through the normal pipeline, ptxas included, and run our PTX on the emulator with
-    memory checking) or "both" (raises `engines.EnginesDisagree` with the first mismatch per output).
+    memory and race checking: emu/races.py) or "both" (raises `engines.EnginesDisagree` with the first mismatch per output).
     `stdout` receives the kernel's printed output (print_tko).
     """
     from .engines import run_kernel as _run

@@ -68,7 +68,7 @@ def _emulate(module, grid, args, kernel, gpu_name, opt_level) -> RunReport:
     from .emu.runner import run_compiled
     dims = check_grid(grid)
     t0 = time.perf_counter()
-    run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level)
+    run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level, check_races=True)
     counters = {k: v for k, v in run.report.as_dict().items() if isinstance(v, int)}
     return RunReport("emulate", run.kernel, dims, time.perf_counter() - t0, counters, "", tuple(run.arrays))
 

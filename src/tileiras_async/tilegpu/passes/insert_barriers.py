@@ -38,7 +38,7 @@ def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
     """(what the op does first, what it leaves pending): its shared-memory accesses at its start and end,
     from its declared effects on buffers.  A pipelined loop's copies and mma access their ring under their
     own protocol (`RingAccess`: cp.async waits and the pipeline's barriers order them): they conflict only
-    with accesses outside it."""
+    with accesses outside it, and with an earlier run of the same loop (`_fresh_rings`)."""
     declared = [(e, v) for e, v in effects_of(op)
                 if e.resource == SHARED and e.kind in ("read", "write") and isinstance(v, Value)]
     ring = op.spec.has_trait(RingAccess)
@@ -88,7 +88,7 @@ class _Barriers:
         blocks = [b for r in op.regions for b in r.blocks]
         if op.name in ("for", "loop"):
             # an iteration starts with what came before the loop or what an earlier iteration left pending
-            entry = state | _tail(blocks[0])
+            entry = state | _fresh_rings(_tail(blocks[0]), blocks[0])
             self.block(blocks[0], entry, insert)
             return entry
         ends = [self.block(b, state, insert) for b in blocks]
@@ -98,6 +98,15 @@ class _Barriers:
         for e in ends:
             out |= e
         return out
+
+
+def _fresh_rings(pending: State, body: Block) -> State:
+    """What an iteration of a loop whose body is `body` meets of an earlier one: a ring allocated in the body
+    is filled afresh by each iteration (a pipelined K-loop inside a persistent kernel's loop over tiles):
+    its protocol orders the accesses of one run of its K-loop only, so those of an earlier run are plain
+    accesses to the next run's prologue copies (the previous tile's last stages may still be being read)."""
+    inside = {id(o.result) for o in walk_ops(body) if o.name == LOCAL_ALLOC.name}
+    return frozenset((lo, hi, kind, 0 if prot in inside else prot) for lo, hi, kind, prot in pending)
 
 
 def _tail(block: Block) -> State:
