@@ -32,11 +32,11 @@ class RaceChecker:
 
     def __init__(self, nbytes: int, lanes: int):
         self.w_lane = np.full(nbytes, -1, np.int32)     # last writer (batch lane), -1: none
-        self.w_step = np.zeros(nbytes, np.int64)
+        self.w_step = np.zeros(nbytes, np.int32)      # steps restart with each batch (< max_steps)
         self.r_warp = np.full(nbytes, -1, np.int32)     # the warp that read it last since the write, -1: none
-        self.r_step = np.zeros(nbytes, np.int64)
-        self.r_other = np.zeros(nbytes, np.int64)       # the latest read by another warp than r_warp
-        self.synced = np.zeros(lanes, np.int64)         # per lane: step of its last synchronisation
+        self.r_step = np.zeros(nbytes, np.int32)
+        self.r_other = np.zeros(nbytes, np.int32)       # the latest read by another warp than r_warp
+        self.synced = np.zeros(lanes, np.int32)         # per lane: step of its last synchronisation
         self.step = 0
         self.tm_warp = self.tm_step = None              # tensor memory: writer warp and step per cell
 
@@ -46,6 +46,7 @@ class RaceChecker:
         self.r_warp.fill(-1)
         self.r_other.fill(0)
         self.synced.fill(0)
+        self.step = 0
         self.reset_tmem()
 
     def sync(self, lanes) -> None:
@@ -108,7 +109,7 @@ class RaceChecker:
         """tcgen05.st: warp `warps[i]` (batch warp index) wrote tensor-memory cells [slots, lanes_, cols]."""
         if self.tm_warp is None or self.tm_warp.shape != shape:
             self.tm_warp = np.full(shape, -1, np.int32)
-            self.tm_step = np.zeros(shape, np.int64)
+            self.tm_step = np.zeros(shape, np.int32)
         self.step += 1
         w = np.broadcast_to(np.asarray(warps).reshape((-1,) + (1,) * (lanes_.ndim - 1)), lanes_.shape)
         self.tm_warp[slots, lanes_, cols] = w
