@@ -74,3 +74,13 @@ def test_barriers_of_one_cta_do_not_order_another_ctas_accesses_and_checking_cha
         emulate_ptx(ptx, "k", (2, 1, 1), (64, 1, 1), [out], mem, check_races=check)
         outs.append(mem.read_array(out, np.uint32, 64))
     assert (outs[0] == outs[1]).all()
+
+
+def test_generic_addresses_into_shared_memory_are_checked_too():
+    generic = KERNEL.replace("mov.u32 %r3, buf;", "mov.u32 %r3, buf;\n  .reg .b64 %g<4>;").replace(
+        "ld.shared.u32 %r7, [%r6];", "cvt.u64.u32 %g1, %r6;\n  cvta.shared.u64 %g2, %g1;\n  ld.u32 %r7, [%g2];")
+    mem = DeviceMemory()
+    out = mem.alloc(4 * 64)
+    with pytest.raises(RaceError, match="read at shared address"):   # PARTNER in bytes: word t ^ 32
+        emulate_ptx(generic.replace("BETWEEN", "").replace("PARTNER", "128").replace("AFTER", ""), "k",
+                    (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)

@@ -428,6 +428,8 @@ class Machine:
                 self.races.load(off, idx, nbytes, li, self)
             return buf.view(dt)[_elements(off, sh, vec)]
         groups = self.resolve(space, addr, idx, nbytes, False, li)
+        if self.races is not None:
+            self._race_groups(groups, idx, nbytes, li, self.races.load)
         if len(groups) == 1 and groups[0][2] is None:
             buf, off, _ = groups[0]
             return buf.view(dt)[_elements(off, sh, vec)]
@@ -447,8 +449,16 @@ class Machine:
             buf.view(dt)[_elements(off, sh, vec)] = vals
             return
         groups = self.resolve(space, addr, idx, nbytes, True, li)
+        if self.races is not None:
+            self._race_groups(groups, idx, nbytes, li, self.races.store)
         for buf, off, sel in groups:
             buf.view(dt)[_elements(off, sh, vec)] = vals if sel is None else vals[sel]
+
+    def _race_groups(self, groups, idx, nbytes: int, li, check) -> None:
+        """The race check of the shared-memory parts of a resolved access (generic addresses included)."""
+        for buf, off, sel in groups:
+            if buf is self.shared_buf:
+                check(off, idx if sel is None else idx[sel], nbytes, li, self)
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:
