@@ -84,3 +84,42 @@ def test_generic_addresses_into_shared_memory_are_checked_too():
     with pytest.raises(RaceError, match="read at shared address"):   # PARTNER in bytes: word t ^ 32
         emulate_ptx(generic.replace("BETWEEN", "").replace("PARTNER", "128").replace("AFTER", ""), "k",
                     (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
+
+
+DUMP = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  .reg .pred %p<2>;
+  .shared .align 4 .b8 buf[16];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r3, buf;
+  setp.lt.u32 %p1, %r1, 32;
+  @%p1 bra $FIRST;
+  st.shared.u32 [%r3], %r1;
+  bra.uni $DONE;
+$FIRST:
+  st.shared.u32 [%r3], %r1;
+$DONE:
+  bar.sync 0;
+  READ
+  ret;
+}
+"""
+
+
+def test_unordered_writes_of_different_values_race_only_when_read():
+    """Each warp stores its threads' ids to one word (a branch-free dump of values nobody needs): harmless
+    until someone reads the word, whose value then depends on which warp wrote last."""
+    read = """ld.shared.u32 %r4, [%r3];
+  ld.param.u64 %rd1, [out];
+  st.global.u32 [%rd1], %r4;"""
+    mem = DeviceMemory()
+    out = mem.alloc(4)
+    emulate_ptx(DUMP.replace("READ", ""), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
+    with pytest.raises(RaceError, match=r"which warps [01] and [01] wrote with no barrier between"):
+        emulate_ptx(DUMP.replace("READ", read), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)

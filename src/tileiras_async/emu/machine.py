@@ -429,7 +429,9 @@ class Machine:
             return buf.view(dt)[_elements(off, sh, vec)]
         groups = self.resolve(space, addr, idx, nbytes, False, li)
         if self.races is not None:
-            self._race_groups(groups, idx, nbytes, li, self.races.load)
+            for buf, off, sel in groups:
+                if buf is self.shared_buf:
+                    self.races.load(off, idx if sel is None else idx[sel], nbytes, li, self)
         if len(groups) == 1 and groups[0][2] is None:
             buf, off, _ = groups[0]
             return buf.view(dt)[_elements(off, sh, vec)]
@@ -445,20 +447,18 @@ class Machine:
         if fast is not None:
             buf, off = fast
             if self.races is not None and space == "shared":
-                self.races.store(off, idx, nbytes, li, self)
+                self.races.store(off, idx, nbytes, li, self, _bytes_of(vals, len(off), nbytes))
             buf.view(dt)[_elements(off, sh, vec)] = vals
             return
         groups = self.resolve(space, addr, idx, nbytes, True, li)
         if self.races is not None:
-            self._race_groups(groups, idx, nbytes, li, self.races.store)
+            data = _bytes_of(vals, len(addr), nbytes)
+            for buf, off, sel in groups:
+                if buf is self.shared_buf:
+                    self.races.store(off, idx if sel is None else idx[sel], nbytes, li, self,
+                                     data if sel is None else data[sel])
         for buf, off, sel in groups:
             buf.view(dt)[_elements(off, sh, vec)] = vals if sel is None else vals[sel]
-
-    def _race_groups(self, groups, idx, nbytes: int, li, check) -> None:
-        """The race check of the shared-memory parts of a resolved access (generic addresses included)."""
-        for buf, off, sel in groups:
-            if buf is self.shared_buf:
-                check(off, idx if sel is None else idx[sel], nbytes, li, self)
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:
@@ -830,7 +830,7 @@ class Machine:
                 ph = dst[sel]
                 nbytes = data.shape[1]
                 if self.races is not None:     # the copy lands: a write by the thread that issued it
-                    self.races.store(ph, lanes[sel], nbytes, None, self)
+                    self.races.store(ph, lanes[sel], nbytes, None, self, data[sel])
                 self.shared[(ph[:, None] + np.arange(nbytes)).reshape(-1)] = data[sel].reshape(-1)
                 keep = ~done
                 if keep.any():
@@ -838,6 +838,12 @@ class Machine:
             else:
                 remaining.append(rec)
         self.cp_records = remaining
+
+
+def _bytes_of(vals, n: int, nbytes: int) -> np.ndarray:
+    """[n, nbytes] uint8: the bytes a store of `vals` (n values of nbytes each) writes, in address order."""
+    v = np.ascontiguousarray(vals)
+    return np.broadcast_to(v.view(np.uint8).reshape(-1, nbytes), (n, nbytes)) if v.size else v.view(np.uint8)
 
 
 @contextlib.contextmanager

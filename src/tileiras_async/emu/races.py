@@ -37,6 +37,7 @@ class RaceChecker:
         self.r_step = np.zeros(nbytes, np.int32)
         self.r_other = np.zeros(nbytes, np.int32)       # the latest read by another warp than r_warp
         self.synced = np.zeros(lanes, np.int32)         # per lane: step of its last synchronisation
+        self.torn = np.full(nbytes, -1, np.int32)       # a warp whose write the last one did not follow in order
         self.step = 0
         self.tm_warp = self.tm_step = None              # tensor memory: writer warp and step per cell
 
@@ -46,6 +47,7 @@ class RaceChecker:
         self.r_warp.fill(-1)
         self.r_other.fill(0)
         self.synced.fill(0)
+        self.torn.fill(-1)
         self.step = 0
         self.reset_tmem()
 
@@ -72,18 +74,24 @@ class RaceChecker:
                     f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after warp {peer % mc.Tp // WARP}'s with no "
                     f"barrier between", lane, li, mc)
 
-    def _after_writes(self, off, idx, nbytes: int, what: str, li, mc):
-        """(bytes, lanes) of an access, once no other warp's unordered write precedes it."""
-        self.step += 1
-        b, lanes = self._bytes(off, idx, nbytes)
+    def _after_writes(self, b, lanes, what: str, li, mc) -> None:
+        """Fail when another warp's unordered write precedes this access to bytes `b` by `lanes`."""
         w = self.w_lane[b]
         bad = (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes])
         if bad.any():
             self._report(bad, b, lanes, w, what, li, mc)
-        return b, lanes
 
     def load(self, off, idx, nbytes: int, li, mc) -> None:
-        b, lanes = self._after_writes(off, idx, nbytes, "read", li, mc)
+        self.step += 1
+        b, lanes = self._bytes(off, idx, nbytes)
+        self._after_writes(b, lanes, "read", li, mc)
+        torn = self.torn[b]
+        if (torn >= 0).any():
+            k = int(np.argmax(torn >= 0))
+            self._raise(f"shared-memory race: read at shared address {int(b[k] - mc.shbase[int(lanes[k])])} by "
+                        f"thread {int(lanes[k]) % mc.Tp}, which warps {int(torn[k]) % mc.Tp // WARP} and "
+                        f"{int(self.w_lane[b[k]]) % mc.Tp // WARP} wrote with no barrier between (which value it "
+                        f"holds depends on their order)", int(lanes[k]), li, mc)
         warp = (lanes // WARP).astype(np.int32)
         r = self.r_warp[b]
         moved = (r >= 0) & (r != warp)
@@ -91,8 +99,20 @@ class RaceChecker:
         self.r_warp[b] = warp
         self.r_step[b] = self.step
 
-    def store(self, off, idx, nbytes: int, li, mc) -> None:
-        b, lanes = self._after_writes(off, idx, nbytes, "write after a write", li, mc)
+    def store(self, off, idx, nbytes: int, li, mc, data) -> None:
+        """A store of `data` ([n, nbytes] uint8).  Bytes it leaves as they are change nothing whatever the
+        order (warps that write the same replicated values): only the bytes it changes are checked and
+        stamped."""
+        self.step += 1
+        b, lanes = self._bytes(off, idx, nbytes)
+        changed = mc.shared[b] != np.asarray(data, np.uint8).reshape(-1)
+        if not changed.all():
+            b, lanes = b[changed], lanes[changed]
+        # two unordered writes of different values: a race only if the byte is read before an ordered write
+        # (a branch-free store of unneeded values to a dump slot is never read)
+        w = self.w_lane[b]
+        unordered = (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes])
+        self.torn[b] = np.where(unordered, w, -1)
         warp = lanes // WARP
         r = self.r_warp[b]
         synced = self.synced[lanes]
