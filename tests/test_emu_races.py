@@ -10,13 +10,14 @@ from tileiras_async.emu.races import RaceError
 
 # Every thread t stores t to word t of a buffer, then (BETWEEN) reads word t ^ PARTNER and writes it out;
 # AFTER runs last (a second store to the buffer).
-KERNEL = """
+HEAD = """
 .version 8.0
 .target sm_80
 .address_size 64
 .visible .entry k(.param .u64 out)
 {
-  .reg .b32 %r<12>;
+"""
+KERNEL = HEAD + """  .reg .b32 %r<12>;
   .reg .b64 %rd<4>;
   .shared .align 4 .b8 buf[512];
   mov.u32 %r1, %tid.x;
@@ -86,13 +87,7 @@ def test_generic_addresses_into_shared_memory_are_checked_too():
                     (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
 
 
-DUMP = """
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 out)
-{
-  .reg .b32 %r<8>;
+DUMP = HEAD + """  .reg .b32 %r<8>;
   .reg .b64 %rd<4>;
   .reg .pred %p<2>;
   .shared .align 4 .b8 buf[16];
