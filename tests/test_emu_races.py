@@ -49,19 +49,22 @@ def run(between: str, partner: int, after: str = "", threads: int = 64) -> np.nd
 
 def test_a_read_of_another_warps_store_needs_a_barrier():
     assert (run("bar.sync 0;", 32) == np.arange(64) ^ 32).all()
-    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after warp 1's") as e:
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after thread 32's") as e:
         run("", 32)
     assert e.value.text.startswith("ld.shared.u32 %r7") and e.value.thread == (0, 0, 0)
 
 
-def test_lanes_of_one_warp_are_not_checked_against_each_other():
-    assert (run("", 1) == np.arange(64) ^ 1).all()
+def test_lanes_of_one_warp_need_a_warp_barrier():
+    """With independent thread scheduling a warp's lanes are not in lock step: __syncwarp orders them."""
+    assert (run("bar.warp.sync -1;", 1) == np.arange(64) ^ 1).all()
+    with pytest.raises(RaceError, match=r"by thread 0 \(warp 0\) after thread 1's \(warp 0\)"):
+        run("", 1)
 
 
 def test_a_store_over_what_another_warp_read_needs_a_barrier():
     second = "st.shared.u32 [%r4], %r7;"      # thread t writes word t again, which thread t ^ 32 read
     assert (run("bar.sync 0;", 32, "bar.sync 0;\n  " + second) == np.arange(64) ^ 32).all()
-    with pytest.raises(RaceError, match=r"write after a read .* after warp \d's"):
+    with pytest.raises(RaceError, match=r"write after a read .* after thread \d+'s"):
         run("bar.sync 0;", 32, second)
 
 
@@ -116,5 +119,5 @@ def test_unordered_writes_of_different_values_race_only_when_read():
     mem = DeviceMemory()
     out = mem.alloc(4)
     emulate_ptx(DUMP.replace("READ", ""), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
-    with pytest.raises(RaceError, match=r"which warps [01] and [01] wrote with no barrier between"):
+    with pytest.raises(RaceError, match=r"which threads \d+ and \d+ wrote with no barrier between"):
         emulate_ptx(DUMP.replace("READ", read), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)

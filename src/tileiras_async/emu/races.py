@@ -1,16 +1,16 @@
 """Shared-memory race checking for the emulator (`emulate_ptx(..., check_races=True)`).
 
-The machine runs a CTA's lanes in lock step, so a store by one warp and a load of the same bytes by another
+The machine runs a CTA's lanes in lock step, so a store by one thread and a load of the same bytes by another
 see each other whether or not a barrier separates them: a missing `bar.sync` does not change the emulated
-result.  This checker finds it anyway.  Every `.shared` load and store is stamped with a step count; a lane's
-last synchronisation is the step at which a barrier it waited on completed (`bar.sync`/`barrier.sync`, the
-named and counted forms included) or an mbarrier wait of it succeeded.  An access races when another warp's
-conflicting access to the same byte (a write before a read, a read or a write before a write) came after the
-accessing lane's last synchronisation.
+result.  This checker finds it anyway.  Every shared-memory load and store is stamped with a step count; a
+thread's last synchronisation is the step at which a barrier it waited on completed (`bar.sync` /
+`barrier.sync`, the named and counted forms included, and `bar.warp.sync` for the lanes it names) or an
+mbarrier wait of it succeeded.  An access races when another thread's conflicting access to the same byte (a
+write before a read, a read before a write) came after the accessing thread's last synchronisation -- lanes of
+one warp too: with independent thread scheduling they need `bar.warp.sync` (`__syncwarp`) like any others.
 
-Lanes of one warp are not checked against each other (the code we emit exchanges data within a warp through
-shuffles, and warps run converged here); an mbarrier wait counts as synchronising with every earlier access
-(it cannot tell which arrivals it waited for): both only leave races out, never report one that is not there.
+An mbarrier wait counts as synchronising with every earlier access (it cannot tell which arrivals it waited
+for): that only leaves races out, never reports one that is not there.
 """
 from __future__ import annotations
 
@@ -22,29 +22,29 @@ WARP = 32
 
 
 class RaceError(EmuError):
-    """Two warps of a CTA touch the same shared-memory byte, at least one writing, with no barrier between."""
+    """Two threads of a CTA touch the same memory byte, at least one writing, with no barrier between."""
 
 
 class RaceChecker:
-    """Per shared byte of a batch: its last writer and when, the warp that read it last and when, and the
-    latest read by any other warp since the write (so a write conflicts with every unsynchronised read of
-    another warp, not only the last one)."""
+    """Per shared byte of a batch: its last writer and when, the thread that read it last and when, and the
+    latest read by any other thread since the write (so a write conflicts with every unsynchronised read of
+    another thread, not only the last one)."""
 
     def __init__(self, nbytes: int, lanes: int):
         self.w_lane = np.full(nbytes, -1, np.int32)     # last writer (batch lane), -1: none
         self.w_step = np.zeros(nbytes, np.int32)      # steps restart with each batch (< max_steps)
-        self.r_warp = np.full(nbytes, -1, np.int32)     # the warp that read it last since the write, -1: none
+        self.r_lane = np.full(nbytes, -1, np.int32)     # the thread that read it last since the write, -1: none
         self.r_step = np.zeros(nbytes, np.int32)
-        self.r_other = np.zeros(nbytes, np.int32)       # the latest read by another warp than r_warp
+        self.r_other = np.zeros(nbytes, np.int32)       # the latest read by another thread than r_lane
         self.synced = np.zeros(lanes, np.int32)         # per lane: step of its last synchronisation
-        self.torn = np.full(nbytes, -1, np.int32)       # a warp whose write the last one did not follow in order
+        self.torn = np.full(nbytes, -1, np.int32)       # a thread whose write the last one did not follow in order
         self.step = 0
         self.tm_warp = self.tm_step = None              # tensor memory: writer warp and step per cell
 
     def reset(self) -> None:
         """A new batch of CTAs: their shared memory starts unwritten."""
         self.w_lane.fill(-1)
-        self.r_warp.fill(-1)
+        self.r_lane.fill(-1)
         self.r_other.fill(0)
         self.synced.fill(0)
         self.torn.fill(-1)
@@ -71,13 +71,13 @@ class RaceChecker:
         k = int(np.argmax(bad))
         lane, peer = int(lanes[k]), int(other[k])
         self._raise(f"shared-memory race: {what} at shared address {int(b[k] - mc.shbase[lane])} by thread "
-                    f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after warp {peer % mc.Tp // WARP}'s with no "
-                    f"barrier between", lane, li, mc)
+                    f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after thread {peer % mc.Tp}'s (warp "
+                    f"{peer % mc.Tp // WARP}) with no barrier between", lane, li, mc)
 
     def _after_writes(self, b, lanes, what: str, li, mc) -> None:
-        """Fail when another warp's unordered write precedes this access to bytes `b` by `lanes`."""
+        """Fail when another thread's unordered write precedes this access to bytes `b` by `lanes`."""
         w = self.w_lane[b]
-        bad = (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes])
+        bad = (w >= 0) & (w != lanes) & (self.w_step[b] > self.synced[lanes])
         if bad.any():
             self._report(bad, b, lanes, w, what, li, mc)
 
@@ -89,19 +89,19 @@ class RaceChecker:
         if (torn >= 0).any():
             k = int(np.argmax(torn >= 0))
             self._raise(f"shared-memory race: read at shared address {int(b[k] - mc.shbase[int(lanes[k])])} by "
-                        f"thread {int(lanes[k]) % mc.Tp}, which warps {int(torn[k]) % mc.Tp // WARP} and "
-                        f"{int(self.w_lane[b[k]]) % mc.Tp // WARP} wrote with no barrier between (which value it "
+                        f"thread {int(lanes[k]) % mc.Tp}, which threads {int(torn[k]) % mc.Tp} and "
+                        f"{int(self.w_lane[b[k]]) % mc.Tp} wrote with no barrier between (which value it "
                         f"holds depends on their order)", int(lanes[k]), li, mc)
-        warp = (lanes // WARP).astype(np.int32)
-        r = self.r_warp[b]
-        moved = (r >= 0) & (r != warp)
+        who = lanes.astype(np.int32)
+        r = self.r_lane[b]
+        moved = (r >= 0) & (r != who)
         self.r_other[b] = np.where(moved, np.maximum(self.r_other[b], self.r_step[b]), self.r_other[b])
-        self.r_warp[b] = warp
+        self.r_lane[b] = who
         self.r_step[b] = self.step
 
     def store(self, off, idx, nbytes: int, li, mc, data) -> None:
         """A store of `data` ([n, nbytes] uint8).  Bytes it leaves as they are change nothing whatever the
-        order (warps that write the same replicated values): only the bytes it changes are checked and
+        order (threads that write the same replicated values): only the bytes it changes are checked and
         stamped."""
         self.step += 1
         b, lanes = self._bytes(off, idx, nbytes)
@@ -111,17 +111,16 @@ class RaceChecker:
         # two unordered writes of different values: a race only if the byte is read before an ordered write
         # (a branch-free store of unneeded values to a dump slot is never read)
         w = self.w_lane[b]
-        unordered = (w >= 0) & (w // WARP != lanes // WARP) & (self.w_step[b] > self.synced[lanes])
+        unordered = (w >= 0) & (w != lanes) & (self.w_step[b] > self.synced[lanes])
         self.torn[b] = np.where(unordered, w, -1)
-        warp = lanes // WARP
-        r = self.r_warp[b]
+        r = self.r_lane[b]
         synced = self.synced[lanes]
-        bad = ((r >= 0) & (r != warp) & (self.r_step[b] > synced)) | (self.r_other[b] > synced)
+        bad = ((r >= 0) & (r != lanes) & (self.r_step[b] > synced)) | (self.r_other[b] > synced)
         if bad.any():
-            self._report(bad, b, lanes, np.where(r >= 0, r * WARP, lanes), "write after a read", li, mc)
+            self._report(bad, b, lanes, np.where(r >= 0, r, lanes), "write after a read", li, mc)
         self.w_lane[b] = lanes
         self.w_step[b] = self.step
-        self.r_warp[b] = -1
+        self.r_lane[b] = -1
         self.r_other[b] = 0
 
     # ---------------------------------------------------------------- tensor memory (tcgen05)

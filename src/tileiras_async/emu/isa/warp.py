@@ -294,5 +294,7 @@ def _bar_warp(mc, li):
             mm = full_mask(mc, m)
             if mm.any():
                 _warp_check(mc, li, mm, gm())
+                if mc.races is not None:    # __syncwarp orders the named lanes' memory accesses
+                    mc.races.sync(mm)
         return f
     raise _err(li, f"{li.opcode} inside straight-line code")
