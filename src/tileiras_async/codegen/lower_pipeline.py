@@ -222,44 +222,49 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
                                   hint="kb")
         return based["p"]
 
+    def placed(dst: str, coord: list[str], d: int) -> str:
+        """The shared-memory destination `dst` advanced by dimension d of `coord` (buffers with strides)."""
+        if coord[d] == "0" or not x.strides[d]:
+            return dst
+        return em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
+
+    def stepped(prev: dict, ks: list[int], lt: str) -> dict:
+        """The positions ("pos"), bounds ("ok") and address of the copy `ks` (per-dimension constants) past
+        `prev`'s: additions of loop-invariant stride products instead of 64-bit products per copy."""
+        poss, oks, addr = list(prev["pos"]), list(prev["ok"]), prev["addr"]
+        for d in range(rank):
+            if ks[d]:
+                poss[d] = em.b.value(f"add i64 {poss[d]}, {ks[d]}")
+                oks[d] = em.b.value(f"icmp ult i64 {poss[d]}, {view.shape[dims[d]]}")
+                step = em.b.value(f"mul i64 {view.strides[dims[d]]}, {ks[d]}")
+                addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {addr}, i64 {step}", "ga")
+        return {"pos": poss, "ok": oks, "addr": addr}
+
     def copy(coord: list[str], near: tuple | None = None) -> dict:
         """One copy at tile coordinate `coord`; returns its positions, bounds and address.  `near`: (the result
-        of a copy of this chunk, per-dimension constants that coord adds to that copy's): positions, bounds and
-        address follow from that copy's by additions (loop-invariant strides times constants) instead of
-        64-bit products per copy."""
+        of a copy of this chunk, the per-dimension constants coord adds to that copy's): they follow from that
+        copy's (`stepped`)."""
         if convert_in_place:
             convert(coord)
             return {}
         dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
         lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
         if near is not None:
-            prev, ks = near
-            poss, oks, addr = list(prev["pos"]), list(prev["ok"]), prev["addr"]
             for d in range(rank):
-                if coord[d] != "0" and x.strides[d]:
-                    dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
-                if not ks[d]:
-                    continue
-                poss[d] = em.b.value(f"add i64 {poss[d]}, {ks[d]}")
-                oks[d] = em.b.value(f"icmp ult i64 {poss[d]}, {view.shape[dims[d]]}")
-                step = em.b.value(f"mul i64 {view.strides[dims[d]]}, {ks[d]}")
-                addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {addr}, i64 {step}", "ga")
-            inb = oks[0]
-            for ok in oks[1:]:
+                dst = placed(dst, coord, d)
+            state = stepped(*near, lt)
+            inb = state["ok"][0]
+            for ok in state["ok"][1:]:
                 inb = em.b.value(f"and i1 {inb}, {ok}")
-            last = poss[-1]
-        else:
-            offset, inb, last, poss, oks = "0", None, None, [], []
+        else:   # the destination's, bounds' and address's instructions interleaved per dimension
+            offset, inb, poss, oks = "0", None, [], []
             for d in range(rank):
                 pos = starts[d]
                 within = "0"
                 if coord[d] != "0":
-                    c64 = em.b.value(f"zext i32 {coord[d]} to i64")
-                    pos = em.b.value(f"add i64 {pos}, {c64}")
-                    within = c64
-                    if x.strides[d]:
-                        dst = em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
-                last = pos
+                    within = em.b.value(f"zext i32 {coord[d]} to i64")
+                    pos = em.b.value(f"add i64 {pos}, {within}")
+                    dst = placed(dst, coord, d)
                 ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
                 poss.append(pos)
                 oks.append(ok)
@@ -271,8 +276,9 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
                 term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
                 offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
             base = chunk_base(lt) if looped else view.base
-            addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")
-        state = {"pos": poss, "ok": oks, "addr": addr}
+            state = {"pos": poss, "ok": oks,
+                     "addr": em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")}
+        addr, last = state["addr"], state["pos"][-1]
         if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
             dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
         p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
