@@ -476,6 +476,14 @@ def time_stream(drv: Driver, f, case, block, stream, params, n: int, repeats: in
         drv.destroy_event(e1)
 
 
+def _quietly(release, *handles) -> None:
+    """Release a driver object; a failure (a dead context) leaves nothing more to do."""
+    try:
+        release(*handles)
+    except CudaError:
+        pass
+
+
 class Graph:
     """A CUDA graph of n launches of a kernel on its own stream (a failed capture leaves nothing behind)."""
 
@@ -511,14 +519,8 @@ class Graph:
             self.drv.destroy_event(e1)
 
     def close(self) -> None:
-        try:
-            self.drv.destroy_graph(self.graph, self.ex)
-        except CudaError:
-            pass
-        try:
-            self.drv.destroy_stream(self.s)
-        except CudaError:
-            pass
+        _quietly(self.drv.destroy_graph, self.graph, self.ex)
+        _quietly(self.drv.destroy_stream, self.s)
 
 
 class Side:
@@ -527,7 +529,7 @@ class Side:
 
     def __init__(self, drv: Driver, dev: int, job_dir: str, case: dict, side: str, images: list, opts: Options):
         self.drv, self.case, self.res = drv, case, {"ok": False}
-        self.mod, self.stream, self.ptrs, self.graph = None, None, [], None
+        self.mod, self.stream, self.ptrs, self.graph, self.ready = None, None, [], None, False
         cub = case["cubins"][side]
         with open(os.path.join(job_dir, cub["file"]), "rb") as fh:
             image = fh.read()
@@ -579,8 +581,6 @@ class Side:
         res.update(launches=self.n, repeats=opts.repeats)
         self.ready = True
 
-    ready = False
-
     def stream_batch(self, n: int) -> float:
         return time_stream(self.drv, self.f, self.case, self.block, self.stream, self.params, n, 1)[0]
 
@@ -607,18 +607,11 @@ class Side:
         if self.graph is not None:
             self.graph.close()
         for p in self.ptrs:
-            try:
-                self.drv.free(p)
-            except CudaError:
-                pass
-        for cleanup in ((lambda: self.drv.destroy_stream(self.stream)) if self.stream is not None else None,
-                        (lambda: self.drv.unload_module(self.mod)) if self.mod is not None else None):
-            if cleanup is None:
-                continue
-            try:
-                cleanup()
-            except CudaError:
-                pass
+            _quietly(self.drv.free, p)
+        if self.stream is not None:
+            _quietly(self.drv.destroy_stream, self.stream)
+        if self.mod is not None:
+            _quietly(self.drv.unload_module, self.mod)
 
 
 def time_interleaved(sides: list, opts: Options) -> None:
@@ -647,46 +640,46 @@ def run_case(drv: Driver, dev: int, job_dir: str, case: dict, sides: list, opts:
     dead = None
     t0 = time.perf_counter()
 
-    def lose(side: str) -> None:
-        out[side] = {"ok": False, "lost": True, "error": "not run: the context died (%s)" % dead}
+    def lost(why: str) -> dict:
+        return {"ok": False, "lost": True, "error": "%s: the context died (%s)" % (why, dead)}
 
     def done(side: str) -> None:
         out[side]["wall_s"] = round(time.perf_counter() - t0, 3)
         if report is not None:
             report(side, out[side])
+
+    def load(side: str):
+        """A Side ready to time, or the side's result when it cannot be timed."""
+        nonlocal dead
+        if dead is not None:
+            return lost("not run")
+        if "error" in case["cubins"][side]:
+            return {"ok": False, "error": case["cubins"][side]["error"]}
+        try:
+            sd = Side(drv, dev, job_dir, case, side, images, opts)
+        except CudaError as e:
+            if e.sticky:
+                dead = "%s on %s" % (e.name, side)
+            return {"ok": False, "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - a bad job entry fails its side only
+            return {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        if sd.ready:
+            return sd
+        sd.close()
+        return sd.res
     try:
         for side in sides:
-            if dead is not None:
-                lose(side)
-                done(side)
-                continue
-            if "error" in case["cubins"][side]:
-                out[side] = {"ok": False, "error": case["cubins"][side]["error"]}
-                done(side)
-                continue
-            try:
-                sd = Side(drv, dev, job_dir, case, side, images, opts)
-            except CudaError as e:
-                out[side] = {"ok": False, "error": str(e)}
-                if e.sticky:
-                    dead = "%s on %s" % (e.name, side)
-                done(side)
-                continue
-            except Exception as e:  # noqa: BLE001 - a bad job entry fails its side only
-                out[side] = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-                done(side)
-                continue
-            if sd.ready:
-                ready.append((side, sd))
+            got = load(side)
+            if isinstance(got, Side):
+                ready.append((side, got))
                 if report is not None:
                     report(side, None)
             else:
-                out[side] = sd.res
-                sd.close()
+                out[side] = got
                 done(side)
         if dead is not None:   # the loaded sides' context is gone too
             for side, _ in ready:
-                lose(side)
+                out[side] = lost("not run")
                 done(side)
             return out
         try:
@@ -694,8 +687,7 @@ def run_case(drv: Driver, dev: int, job_dir: str, case: dict, sides: list, opts:
         except CudaError as e:
             dead = "%s while timing" % e.name if e.sticky else None
             for side, sd in ready:
-                out[side] = ({"ok": False, "lost": True, "error": "not timed: the context died (%s)" % dead}
-                             if dead else dict(sd.res, error=str(e)))
+                out[side] = lost("not timed") if dead else dict(sd.res, error=str(e))
                 done(side)
             return out
         for side, sd in ready:
