@@ -428,10 +428,8 @@ class Machine:
                 self.races.load(off, idx, nbytes, li, self)
             return buf.view(dt)[_elements(off, sh, vec)]
         groups = self.resolve(space, addr, idx, nbytes, False, li)
-        if self.races is not None:
-            for buf, off, sel in groups:
-                if buf is self.shared_buf:
-                    self.races.load(off, idx if sel is None else idx[sel], nbytes, li, self)
+        for off, lanes, _ in self._shared_groups(groups, idx):
+            self.races.load(off, lanes, nbytes, li, self)
         if len(groups) == 1 and groups[0][2] is None:
             buf, off, _ = groups[0]
             return buf.view(dt)[_elements(off, sh, vec)]
@@ -451,14 +449,19 @@ class Machine:
             buf.view(dt)[_elements(off, sh, vec)] = vals
             return
         groups = self.resolve(space, addr, idx, nbytes, True, li)
-        if self.races is not None:
-            data = _bytes_of(vals, len(addr), nbytes)
-            for buf, off, sel in groups:
-                if buf is self.shared_buf:
-                    self.races.store(off, idx if sel is None else idx[sel], nbytes, li, self,
-                                     data if sel is None else data[sel])
+        shared = self._shared_groups(groups, idx)
+        data = _bytes_of(vals, len(addr), nbytes) if shared else None
+        for off, lanes, sel in shared:
+            self.races.store(off, lanes, nbytes, li, self, data if sel is None else data[sel])
         for buf, off, sel in groups:
             buf.view(dt)[_elements(off, sh, vec)] = vals if sel is None else vals[sel]
+
+    def _shared_groups(self, groups, idx):
+        """(offsets, lanes, selection) of the shared-memory parts of a resolved access, when races are checked
+        (generic addresses into the shared window land here, not in `_fast`)."""
+        if self.races is None:
+            return []
+        return [(off, idx if sel is None else idx[sel], sel) for buf, off, sel in groups if buf is self.shared_buf]
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:
