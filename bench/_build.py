@@ -91,22 +91,29 @@ def compile_ours(path: Path, gpu: str, register_caps: bool = False) -> dict:
     return {"ok": True, "cubin": res.cubin, "ptx": res.ptx}
 
 
-def compile_ours_from(src: Path, path: Path, gpu: str) -> dict:
-    """{"ok", "cubin"} or {"ok": False, "error"}: our drop-in as another checkout's `src/` has it (an older
-    revision, for A/B timings), in a subprocess."""
+def _run_compiler(argv: list[str], path: Path, gpu: str, env: dict | None) -> dict:
+    """{"ok", "cubin"} or {"ok": False, "error"} (and "timeout" when it ran out of time): a tileiras-like
+    command (`argv`, then --gpu-name, -O, -o and the input) run on `path` in a subprocess."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "k.cubin"
-        env = dict(os.environ, PYTHONPATH=str(src))
         try:
-            proc = subprocess.run([sys.executable, "-m", "tileiras_async.cli.tileiras", "--gpu-name", gpu,
-                                   f"-O{OPT_LEVEL}", "-o", str(out), str(path)],
+            proc = subprocess.run([*argv, "--gpu-name", gpu, f"-O{OPT_LEVEL}", "-o", str(out), str(path)],
                                   capture_output=True, text=True, env=env, timeout=600)
         except subprocess.TimeoutExpired:
-            return {"ok": False, "error": "timed out after 600 s"}
+            return {"ok": False, "error": "timed out after 600 s", "timeout": True}
         if proc.returncode != 0 or not out.is_file():
             return {"ok": False, "error": f"exit {proc.returncode}: "
                                           f"{(proc.stderr.strip().splitlines() or [''])[-1][:160]}"}
         return {"ok": True, "cubin": out.read_bytes()}
+
+
+def compile_ours_from(src: Path, path: Path, gpu: str) -> dict:
+    """{"ok", "cubin"} or {"ok": False, "error"}: our drop-in as another checkout's `src/` has it (an older
+    revision, for A/B timings), in a subprocess."""
+    res = _run_compiler([sys.executable, "-m", "tileiras_async.cli.tileiras"], path, gpu,
+                        dict(os.environ, PYTHONPATH=str(src)))
+    res.pop("timeout", None)
+    return res
 
 
 class Checkout:
@@ -173,19 +180,14 @@ def compile_real(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -
             return {"ok": True, "cubin": hit.read_bytes(), "cached": True}
         if err.is_file():
             return {"ok": False, "error": err.read_text(), "cached": True}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "k.cubin"
-        try:
-            proc = subprocess.run([exe, "--gpu-name", gpu, f"-O{OPT_LEVEL}", "-o", str(out), str(path)],
-                                  capture_output=True, text=True, env=env, timeout=600)
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "error": "timed out after 600 s"}
-        if proc.returncode != 0 or not out.is_file():
-            msg = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:160]}"
-            if cache_dir is not None:
-                _write_atomic(cache_dir / f"{key}.err", msg.encode())
-            return {"ok": False, "error": msg, "cached": False}
-        cubin = out.read_bytes()
+    res = _run_compiler([exe], path, gpu, env)
+    if res.pop("timeout", False):
+        return res
+    if not res["ok"]:
+        if cache_dir is not None:
+            _write_atomic(cache_dir / f"{key}.err", res["error"].encode())
+        return dict(res, cached=False)
+    cubin = res["cubin"]
     if cache_dir is not None:
         _write_atomic(cache_dir / f"{key}.cubin", cubin)
     return {"ok": True, "cubin": cubin, "cached": False}
