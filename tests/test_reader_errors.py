@@ -121,3 +121,59 @@ def test_debug_references(name, entries, fn_loc, op_loc, expected, tmp_path, cap
     if tool is not None:
         real = subprocess.run([str(tool), str(path)], capture_output=True, text=True, env=nvidia_env(), timeout=60)
         assert (rc, out, err) == (real.returncode, real.stdout, real.stderr)
+
+
+# -- header tag bits and opcodes ------------------------------------------------------------------
+
+def _return_only() -> bytes:
+    mb = ModuleBuilder()
+    with mb.kernel("k", []) as k:
+        k.op("return")
+    return write_module(mb.module)
+
+
+def _disasm_both(path, capsys) -> tuple[int, str]:
+    rc = disasm.main([str(path)])
+    err = capsys.readouterr().err
+    tool = nvidia_bin("tileirdisasm")
+    if tool is not None:
+        real = subprocess.run([str(tool), str(path)], capture_output=True, text=True, env=nvidia_env(), timeout=60)
+        assert (rc, err) == (real.returncode, real.stderr)
+    return rc, err
+
+
+# (version tag, the bits named; recorded from tileirdisasm 13.5): unknown bits are reported before the
+# preview bit, in upper-case hex
+HEADER_TAGS = [(0xABCD, "0xABCC"), (0x0003, "0x2"), (0x0A00, "0xA00"), (0x8000, "0x8000")]
+
+
+@pytest.mark.parametrize("tag,shown", HEADER_TAGS, ids=[hex(t) for t, _ in HEADER_TAGS])
+def test_unrecognized_version_tag_bits(tag, shown, tmp_path, capsys):
+    data = bytearray(_return_only())
+    data[10:12] = tag.to_bytes(2, "little")
+    path = tmp_path / "tag.tileirbc"
+    path.write_bytes(bytes(data))
+    rc, err = _disasm_both(path, capsys)
+    assert rc == 3
+    assert err.splitlines()[0] == f"error: error at offset 12: header has unrecognized version tag bits ({shown});"
+
+
+# (opcode written, the message's ending): unassigned opcodes below the largest known one are gaps;
+# opcodes are kept in 32 bits
+OPCODES = [(29, "unknown or unimplemented opcode: 29"), (57, "unknown or unimplemented opcode: 57"),
+           (200, "unsupported opcode 200 for bytecode version 13.4"),
+           (2**32 - 1, "unsupported opcode 4294967295 for bytecode version 13.4"),
+           (2**64 - 1, "unsupported opcode 4294967295 for bytecode version 13.4")]
+
+
+@pytest.mark.parametrize("opcode,ending", OPCODES, ids=[str(o) for o, _ in OPCODES])
+def test_bad_opcodes(opcode, ending, tmp_path, capsys):
+    from tileiras_async.fuzz.mutate import Source, _replace_field, varint_bytes
+    src = Source.of("k", _return_only())
+    field, = [f for f in src.fields if f.what == "opcode"]
+    path = tmp_path / "op.tileirbc"
+    path.write_bytes(_replace_field(src, field, varint_bytes(opcode), fixup=True))
+    rc, err = _disasm_both(path, capsys)
+    assert rc == 3
+    assert err.splitlines()[0].endswith(ending)
+    assert "failed to parse function body for function 'k'" in err

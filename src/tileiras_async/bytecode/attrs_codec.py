@@ -31,7 +31,10 @@ def _int_width(t: T.Type) -> int:
 
 
 def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
-    tag = r.varint()
+    try:
+        tag = r.varint()
+    except BytecodeError:
+        raise r.fail("failed to read AttributeTag for self-contained attribute.") from None
     if tag == TAG_INTEGER:
         t = ctx.type(r.varint())
         return A.IntegerAttr(t, r.varint())
@@ -46,7 +49,10 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_BOOL:
         return A.BoolAttr(bool(r.u8()))
     if tag == TAG_TYPE:
-        return A.TypeAttr(ctx.type(r.varint()))
+        try:
+            return A.TypeAttr(ctx.type(r.varint()))
+        except BytecodeError as e:
+            raise e.add_context("failed to get referenced type for TypeAttr", r.offset)
     if tag == TAG_STRING:
         return A.StringAttr(ctx.string(r.varint()))
     if tag == TAG_ARRAY:
@@ -54,7 +60,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_DENSE_STRING:
         t = ctx.type(r.varint())
         if not isinstance(t, T.TileType):
-            raise r.fail("expected tile type for dense string elements")
+            raise r.fail("failed to read valid MLIR Type for self-contained DenseElementsAttr")
         return A.DenseStringAttr(t, tuple(ctx.string(r.varint()) for _ in range(r.varint())))
     if tag == TAG_DIVBY:
         divisor = r.varint()

@@ -18,6 +18,10 @@ class BytecodeError(Exception):
         return self.lines[0] if self.lines else "malformed bytecode"
 
 
+class VarintOverflow(BytecodeError):
+    """A varint longer than 64 bits (some callers of the real reader report only their own context)."""
+
+
 class NestingTooDeep(BytecodeError):
     """Ops nest deeper than the reader's documented limit (bytecode.reader.MAX_NESTING)."""
 

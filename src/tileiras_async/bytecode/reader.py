@@ -13,11 +13,12 @@ from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
 from ..ir.opdef import OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
-from .errors import BytecodeError, NestingTooDeep, NotTileIR, UnsupportedVersion
+from .errors import BytecodeError, NestingTooDeep, NotTileIR, UnsupportedVersion, VarintOverflow
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
 
+MAX_OPCODE = max(OPS_BY_CODE)   # unassigned opcodes below it are gaps in the table
 MAGIC = b"\x7fTileIR\x00"
 MLIR_MAGIC = b"ML\xefR"
 NOT_TILE_IR = "input does not correspond to Tile IR bytecode"
@@ -71,12 +72,12 @@ def _read_header(r: ByteReader) -> tuple[int, int, int]:
         raise UnsupportedVersion(f"unsupported Tile version {major}.{minor}.{tag}, this reader supports "
                                  f"versions [13.{BASE_MINOR} - 13.{MAX_MINOR}]", r.offset) \
             .add_context("failed to parse bytecode header", r.offset)
+    if tag & ~TAG_PREVIEW:     # checked before the preview bit, as the real reader does; its hex digits upper case
+        raise BytecodeError(f"header has unrecognized version tag bits (0x{tag & ~TAG_PREVIEW:X});", r.offset) \
+            .add_context("failed to parse bytecode header", r.offset)
     if tag & TAG_PREVIEW:
         raise BytecodeError(f"public-preview bytecode at version {major}.{minor}.{tag} is not readable; "
                             f"preview content is only valid at the current version 13.{MAX_MINOR}", r.offset)
-    if tag & ~TAG_PREVIEW:
-        raise BytecodeError(f"header has unrecognized version tag bits ({tag & ~TAG_PREVIEW:#x});", r.offset) \
-            .add_context("failed to parse bytecode header", r.offset)
     return (major, minor, tag)
 
 
@@ -116,10 +117,10 @@ def _scan_sections(r: ByteReader) -> dict[int, _Section]:
             if alignment % required:
                 raise BytecodeError(f"section {sid} must have alignment that is a multiple of {required} "
                                     f"bytes, but has alignment of {alignment}", r.offset)
-        try:
-            payload = r.sub(length)
-        except BytecodeError as e:
-            raise e.add_context("failed to parse section header", r.offset)
+        if length > r.remaining():      # the payload fits, but not after its alignment padding
+            raise BytecodeError(f"section length {length} exceeds remaining bytecode data. {r.remaining()}",
+                                r.offset)
+        payload = r.sub(length)
         # offsets inside a section are reported relative to its payload
         sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, -payload.pos))
     if SEC_STRING not in sections:
@@ -321,18 +322,22 @@ class _ModuleReader:
         return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset)
 
     def _read_function_record(self, r: ByteReader) -> tuple:
+        def index(what: str) -> int:
+            try:
+                return r.varint(what)
+            except VarintOverflow:
+                raise BytecodeError(None) from None     # the real reader names only the section
+
         try:
-            name_index = r.varint("function name")
-            sig_index = r.varint("function type")
+            name_index = index("function name")
+            sig_index = index("function type")
             flags = r.u8("function flags")
-            loc_idx = r.varint("function location")
+            loc_idx = index("function location")
             if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
                 raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
             hints = None
             if flags & FUNC_FLAG_HINTS:
-                hints = read_tagged(r, self.attr_ctx)
-                if not isinstance(hints, OptimizationHintsAttr):
-                    raise r.fail("expected optimization hints attribute")
+                hints = read_tagged(r, self.attr_ctx)    # any attribute here; checked when the function is made
             body_len = r.varint("function body length")
             body = r.sub(body_len)
         except BytecodeError as e:
@@ -368,6 +373,9 @@ class _ModuleReader:
             self._check_location(fn_loc)
         except BytecodeError as e:
             raise self._fail_function(e, f"failed to read function location for '{shown}'", self.eof)
+        if hints is not None and not isinstance(hints, OptimizationHintsAttr):
+            raise BytecodeError(f"invalid optimization hints attribute for function '{shown}'", self.eof) \
+                .add_context("failed to create function from bytecode", self.eof)
         block = Block(sig.inputs)
         try:
             body_reader = ByteReader(body.data, body.pos, body.end, -body.pos)
@@ -648,7 +656,10 @@ class _BodyReader:
             opcode = r.varint("opcode")
         except BytecodeError:
             raise r.fail("failed to read operation opcode.") from None
+        opcode &= 0xFFFFFFFF    # the real reader keeps an opcode in 32 bits
         spec = OPS_BY_CODE.get(opcode)
+        if spec is None and opcode < MAX_OPCODE:
+            raise r.fail(f"unknown or unimplemented opcode: {opcode}")   # a gap in the opcode table
         if spec is None or spec.since > self.minor:
             raise r.fail(f"unsupported opcode {opcode} for bytecode version 13.{self.minor}")
         try:
@@ -723,6 +734,10 @@ class _BodyReader:
                 present = o.bit is not None and flags >> o.bit & 1
                 operands[o.name] = self._value(which(o, 0)) if present else None
             else:
-                n = self.r.varint("operand count")
+                try:
+                    n = self.r.varint("operand count")
+                except BytecodeError:
+                    raise self.r.fail(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
+                                      f"'cuda_tile.{spec.name}'") from None
                 operands[o.name] = [self._value(which(o, k)) for k in range(n)]
         return operands

@@ -114,7 +114,10 @@ class TypeDecoder:
 
     def _tile(self, r: ByteReader) -> T.Type:
         elem = self._sub(r, "elementType")
-        shape = tuple(r.intlist(8))
+        try:
+            shape = tuple(r.intlist(8))
+        except BytecodeError:
+            raise r.fail("failed to read concreteShapeCache") from None   # the real reader's field name
         check_tile_shape(shape, r)
         if elem == T.F4E2M1FN and prod(shape) % 2:
             raise r.fail("F4E2M1FN tiles must have an even number of elements")
@@ -131,7 +134,8 @@ class TypeDecoder:
         ptr_attr = r.u8() if flags is not None and flags & 1 else None
         return T.TensorViewType(elem, shape, strides, ptr_attr)
 
-    def _padding(self, r: ByteReader, flags: int | None, view: T.Type) -> int | None:
+    def _padding(self, r: ByteReader, flags: int | None, view: T.Type, checked: bool = True) -> int | None:
+        """The padding value; `checked`: also that it suits the view's element type."""
         if flags is None:  # before 13.3: explicit has-padding varint
             flags = r.varint()
         if not flags & 1:
@@ -139,11 +143,8 @@ class TypeDecoder:
         pad = r.u8()
         if pad > 4:
             raise r.fail(f"invalid integer value for enum type: {pad}")
-        elem = getattr(view, "elem", None)
-        if pad != 0 and not isinstance(elem, T.FloatType):
-            names = ["zero", "neg_zero", "nan", "pos_inf", "neg_inf"]
-            raise r.fail(f"padding_value {names[pad]} can only be used with floating point element "
-                         f"types, got '{elem}'")
+        if checked:
+            _check_padding(pad, view, r)
         return pad
 
     def _tile_shape32(self, r: ByteReader) -> tuple[int, ...]:
@@ -158,8 +159,10 @@ class TypeDecoder:
         tile_shape = self._tile_shape32(r)
         tv = self._sub(r, "tensorView")
         dim_map = tuple(r.intlist(4))
-        _check_partition(tile_shape, dim_map, r)
-        pad = self._padding(r, flags, tv)
+        # the type is checked once all of it is read (the offset is past the padding), the padding last
+        pad = self._padding(r, flags, tv, checked=False)
+        _check_partition(tile_shape, dim_map, r, tv)
+        _check_padding(pad, tv, r)
         return T.PartitionViewType(tile_shape, tv, dim_map, pad)
 
     def _gather_scatter_view(self, r: ByteReader) -> T.Type:
@@ -196,12 +199,24 @@ _COMPOSITE_DECODERS = {
 }
 
 
-def _check_partition(tile_shape, dim_map, r: ByteReader) -> None:
+def _check_padding(pad: int | None, view: T.Type, r: ByteReader) -> None:
+    elem = getattr(view, "elem", None)
+    if pad and not isinstance(elem, T.FloatType):
+        names = ["zero", "neg_zero", "nan", "pos_inf", "neg_inf"]
+        raise r.fail(f"padding_value {names[pad]} can only be used with floating point element "
+                     f"types, got '{elem}'")
+
+
+def _check_partition(tile_shape, dim_map, r: ByteReader, tv: T.Type) -> None:
     if any(d <= 0 or d & (d - 1) for d in tile_shape):
         shown = ", ".join(str(d) for d in tile_shape)
         raise r.fail(f"tile shape dimensions must have power of two length but got [{shown}]")
+    rank = len(tv.shape) if isinstance(tv, T.TensorViewType) else None
     first_use: dict[int, int] = {}
     for tile_dim, target in enumerate(dim_map):
+        if rank is not None and target >= rank:
+            raise r.fail(f"target dimension is outside of tensor view dimensions, expected strictly less than "
+                         f"{rank}, got {target}")
         if target in first_use:
             raise r.fail(f"target dimension {target} mapped at least twice (for tile dimensions "
                          f"{first_use[target]} and {tile_dim})")

@@ -1,7 +1,7 @@
 """Primitive encodings of TileIR bytecode: LEB128 varints, zig-zag, fixed-width lists, alignment."""
 from __future__ import annotations
 
-from .errors import BytecodeError
+from .errors import BytecodeError, VarintOverflow
 
 ALIGN_BYTE = 0xCB  # what NVIDIA's writer pads with; readers never check it
 _VARINT_MAX_SHIFT = 63
@@ -67,7 +67,8 @@ class ByteReader:
                 return result & _U64   # a uint64_t in the real reader: bits past 64 are lost
             shift += 7
             if shift > _VARINT_MAX_SHIFT:
-                raise self.fail(f"varint value exceeds maximum supported capacity while reading {what}")
+                raise VarintOverflow(f"varint value exceeds maximum supported capacity while reading {what}",
+                                     self.offset)
 
     def svarint(self, what: str = "signed varint") -> int:
         u = self.varint(what)

@@ -615,6 +615,15 @@ def view_load_store(tile_of: Callable) -> Rule:
     return view_indices_and_tile
 
 
+def inbounds_size(ctx, op):
+    """One `inbounds` flag per index operand (13.4+)."""
+    flags = op.attrs.get("inbounds")
+    n = len(op.operands.get("index") or [])
+    if flags is not None and len(flags) != n:
+        return f"inbounds size ({len(flags)}) must match the number of index dimensions ({n})"
+    return None
+
+
 def _gather_scatter_indices(vt, types):
     """GatherScatterViewType::verifyIndices: a 1-D index tile at sparse_dim, scalars elsewhere."""
     sd = vt.sparse_dim
@@ -943,8 +952,9 @@ OP_RULES: dict[str, list[Rule]] = {
     "mmaf": [mma_shapes, mmaf_types],
     "mmai": [mma_shapes],
     "mmaf_scaled": [mma_shapes, mmaf_scaled_checks],
-    "load_view_tko": [view_load_store(_tile_result), op_hints, memory_model("load", LOAD_ORDERINGS)],
-    "store_view_tko": [view_load_store(_tile_operand), op_hints, memory_model("store", STORE_ORDERINGS)],
+    "load_view_tko": [view_load_store(_tile_result), op_hints, inbounds_size, memory_model("load", LOAD_ORDERINGS)],
+    "store_view_tko": [view_load_store(_tile_operand), op_hints, inbounds_size,
+                       memory_model("store", STORE_ORDERINGS)],
     "load_ptr_tko": [op_hints, memory_model("load", LOAD_ORDERINGS)],
     "store_ptr_tko": [op_hints, memory_model("store", STORE_ORDERINGS)],
     "atomic_rmw_tko": [atomic_rmw_checks],
