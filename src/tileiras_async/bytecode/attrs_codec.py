@@ -36,10 +36,10 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     except BytecodeError:
         raise r.fail("failed to read AttributeTag for self-contained attribute.") from None
     if tag == TAG_INTEGER:
-        t = ctx.type(r.varint())
+        t = _typed(r, ctx, T.IntType, "failed to read valid IntegerType for IntegerAttr")
         return A.IntegerAttr(t, r.varint())
     if tag == TAG_FLOAT:
-        t = ctx.type(r.varint())
+        t = _typed(r, ctx, T.FloatType, "failed to read valid FloatType for FloatAttr")
         width = _int_width(t)
         if width <= 8:
             return A.FloatAttr(t, r.u8())
@@ -84,6 +84,19 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     raise r.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
 
 
+def _typed(r: ByteReader, ctx: AttrContext, kind: type, message: str) -> T.Type:
+    """The attribute's type, which must be a `kind` (a missing type is no valid one either)."""
+    try:
+        t = ctx.type(r.varint())
+    except BytecodeError as e:
+        if e.lines:
+            raise
+        t = None
+    if not isinstance(t, kind):
+        raise r.fail(message)
+    return t
+
+
 def _signed(r: ByteReader, name: str) -> int:
     try:
         return r.svarint(name)
@@ -99,7 +112,13 @@ def _no_unused_flags(r: ByteReader, flags: int, known: int) -> None:
 
 
 def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
-    return tuple(read_tagged(r, ctx) for _ in range(r.varint()))
+    items = []
+    for i in range(r.varint()):
+        try:
+            items.append(read_tagged(r, ctx))
+        except BytecodeError as e:
+            raise e.add_context(f"failed to parse ArrayAttr element {i}", r.offset)
+    return tuple(items)
 
 
 def read_dict(r: ByteReader, ctx: AttrContext) -> tuple[tuple[bytes, A.Attr], ...]:

@@ -592,7 +592,7 @@ class _BodyReader:
         r = self.r
         n = r.varint("region count")
         if n != len(spec.regions):
-            raise r.fail(f"expected {len(spec.regions)} regions for {spec.cls}, got {n}")
+            raise r.fail(f"cuda_tile.{spec.name} op expected {len(spec.regions)} regions, got {n}")
         return n
 
     def _read_block_header(self) -> tuple[Block, int, int]:
@@ -708,13 +708,14 @@ class _BodyReader:
             fixed = sum(1 for o in specs if o.form == "one")
             takes_rest = any(o.form == "variadic" for o in specs)
             optional = sum(1 for o in specs if o.form == "optional")
-            if total < fixed or (not takes_rest and total > fixed + optional):
+            if not takes_rest and total > fixed + optional:
                 raise self.r.fail(f"'{spec.cls}' expects {fixed} operands, got {total}")
-            extra = total - fixed
+            # too few are the verifier's to report ("expected 3 or more operands"): the missing are None
+            extra = max(0, total - fixed)
             it = iter(values)
             for o in specs:
                 if o.form == "one":
-                    operands[o.name] = next(it)
+                    operands[o.name] = next(it, None)
                 elif o.form == "optional":
                     operands[o.name] = next(it) if extra else None
                     extra = max(0, extra - 1)

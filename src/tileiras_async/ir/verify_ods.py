@@ -76,7 +76,16 @@ def ods_rules(d: OpDef) -> list[Callable]:
                 return msg
         return None
 
-    rules: list[Callable] = [attributes, operand_types, result_types, predicate_traits]
+    singles = [a for a in d.operands if a.form == "one"]
+    at_least = len(singles) < len(d.operands)     # MLIR's AtLeastNOperands, else NOperands
+
+    def operand_count(ctx, op):
+        found = sum(len(_values(op, a.name)) for a in d.operands)
+        if any(op.operands.get(a.name) is None for a in singles):   # a read module with too few operands
+            return f"expected {len(singles)}{' or more' if at_least else ''} operands, but found {found}"
+        return None
+
+    rules: list[Callable] = [operand_count, attributes, operand_types, result_types, predicate_traits]
     rules += [t.verify for t in d.traits if t.phase == "native"]
     if any(r.constraint.max_blocks is not None or r.constraint.min_blocks for r in d.regions):
         rules.append(_region_constraints(d))
