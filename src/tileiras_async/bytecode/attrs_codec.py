@@ -54,7 +54,10 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         except BytecodeError as e:
             raise e.add_context("failed to get referenced type for TypeAttr", r.offset)
     if tag == TAG_STRING:
-        return A.StringAttr(ctx.string(r.varint()))
+        try:
+            return A.StringAttr(ctx.string(r.varint()))
+        except BytecodeError as e:
+            raise e.add_context("failed to read StringAttr.", r.offset)
     if tag == TAG_ARRAY:
         return A.ArrayAttr(read_array(r, ctx))
     if tag == TAG_DENSE_STRING:
@@ -64,7 +67,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         return A.DenseStringAttr(t, tuple(ctx.string(r.varint()) for _ in range(r.varint())))
     if tag == TAG_DIVBY:
         divisor = r.varint()
-        flags = r.varint()   # a varint (NVIDIA's writer never sets a bit that makes it longer than a byte)
+        flags = _parameter_flags(r)   # a varint (NVIDIA's writer never sets a bit that makes it longer than a byte)
         every = r.svarint() if flags & 1 else None
         along = r.svarint() if flags & 2 else None
         _no_unused_flags(r, flags, 0b11)
@@ -76,7 +79,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_HINTS:
         return A.OptimizationHintsAttr(read_dict(r, ctx))
     if tag == TAG_BOUNDED:
-        flags = r.varint()
+        flags = _parameter_flags(r)
         lb = _signed(r, "lb_val") if flags & 1 else None
         ub = _signed(r, "ub_val") if flags & 2 else None
         _no_unused_flags(r, flags, 0b11)
@@ -84,10 +87,21 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     raise r.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
 
 
+def _parameter_flags(r: ByteReader) -> int:
+    try:
+        return r.varint()
+    except BytecodeError:
+        raise r.fail("failed to read optional parameter flags") from None
+
+
 def _typed(r: ByteReader, ctx: AttrContext, kind: type, message: str) -> T.Type:
     """The attribute's type, which must be a `kind` (a missing type is no valid one either)."""
     try:
-        t = ctx.type(r.varint())
+        index = r.varint()
+    except BytecodeError:
+        raise r.fail(message) from None
+    try:
+        t = ctx.type(index)
     except BytecodeError as e:
         if e.lines:
             raise
@@ -124,7 +138,7 @@ def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
 def read_dict(r: ByteReader, ctx: AttrContext) -> tuple[tuple[bytes, A.Attr], ...]:
     items = []
     seen = set()
-    for i in range(r.varint()):
+    for i in range(r.count("failed to read size for DictionaryAttr")):
         try:
             key = ctx.string(r.varint())
         except BytecodeError as e:
@@ -195,9 +209,8 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "i32arr":
         return read_dense_array(r, 4)
     if kind == "boolarr":
-        n = r.varint()
         try:   # element by element: a short payload fails where it ends, as the real reader does
-            return tuple(bool(r.fixed(1, True)) for _ in range(n))
+            return tuple(bool(r.fixed(1, True)) for _ in range(r.varint()))
         except BytecodeError:
             raise r.fail("failed to read DenseBoolArrayAttr values.") from None
     if kind == "array":

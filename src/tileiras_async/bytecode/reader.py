@@ -336,7 +336,7 @@ class _ModuleReader:
             if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
                 raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
             hints = None
-            if flags & FUNC_FLAG_HINTS:
+            if flags & FUNC_FLAG_HINTS and flags & FUNC_FLAG_KERNEL:    # a non-entry has none to read
                 hints = read_tagged(r, self.attr_ctx)    # any attribute here; checked when the function is made
             body_len = r.varint("function body length")
             body = r.sub(body_len)
@@ -418,7 +418,7 @@ _DEBUG_LAYOUT = {
                                                  ("line number", None), ("column number", None)]),
     # the filename is read as the FileLineColLoc inside the DILoc, and reported so
     DEBUG_LOC: ("DILocAttr", [("scope attribute", _SCOPE_TAGS), ("file name attribute@FileLineColLoc", None),
-                              ("line number", None), ("column number", None)]),
+                              ("line number@FileLineColLoc", None), ("column number@FileLineColLoc", None)]),
     DEBUG_SUBPROGRAM: ("DISubprogramAttr", [("file attribute", (DEBUG_FILE,)), ("line number", None),
                                             ("name attribute", None), ("linkage name attribute", None),
                                             ("compile unit attribute", (DEBUG_COMPILE_UNIT,)),
@@ -671,7 +671,7 @@ class _BodyReader:
         except BytecodeError as e:
             raise e.add_context("failed to read operation location.", r.offset)
         if spec.counted_results:
-            n = r.varint("result count")
+            n = r.count(f"failed to read number of result types for {spec.cls}")
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
         else:
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}")
@@ -703,7 +703,10 @@ class _BodyReader:
         specs = [o for o in spec.operands if o.since <= self.minor]
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
         if spec.counted_operands:
-            total = self.r.varint("operand count")
+            try:
+                total = self.r.varint("operand count")
+            except BytecodeError:
+                raise self.r.fail("failed to read operand count") from None
             values = [self._value(f"operand {i}") for i in range(total)]
             fixed = sum(1 for o in specs if o.form == "one")
             takes_rest = any(o.form == "variadic" for o in specs)

@@ -87,7 +87,10 @@ class TypeDecoder:
                                 f"file version is 13.{self.minor}")
 
     def _decode(self, r: ByteReader) -> T.Type:
-        tag = r.varint()
+        try:
+            tag = r.varint()
+        except BytecodeError:
+            raise BytecodeError(None) from None    # reported through the referencing type's context
         r.base = -r.pos  # the real reader reports offsets relative to the payload after the tag
         if tag in SCALAR_TAGS:
             t, since, spelling = SCALAR_TAGS[tag]
@@ -101,7 +104,12 @@ class TypeDecoder:
         return decoder(self, r)
 
     def _flags(self, r: ByteReader, since: int) -> int | None:
-        return r.varint() if self.minor >= since else None
+        if self.minor < since:
+            return None
+        try:
+            return r.varint()
+        except BytecodeError:
+            raise r.fail("failed to read optional parameter flags") from None
 
     def _pointer(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 4)
@@ -148,7 +156,7 @@ class TypeDecoder:
         return pad
 
     def _tile_shape32(self, r: ByteReader) -> tuple[int, ...]:
-        shape = tuple(r.intlist(4))
+        shape = _int32s(r, "tile_shape data")
         for v in shape:
             if v in _I32_LIMITS:
                 raise r.fail(f"tile shape contains unsupported value {v}")
@@ -158,7 +166,7 @@ class TypeDecoder:
         flags = self._flags(r, 3)
         tile_shape = self._tile_shape32(r)
         tv = self._sub(r, "tensorView")
-        dim_map = tuple(r.intlist(4))
+        dim_map = _int32s(r, "dim_map")
         # the type is checked once all of it is read (the offset is past the padding), the padding last
         pad = self._padding(r, flags, tv, checked=False)
         _check_partition(tile_shape, dim_map, r, tv)
@@ -197,6 +205,15 @@ _COMPOSITE_DECODERS = {
     TAG_STRIDED_VIEW: TypeDecoder._strided_view,
     TAG_FUNCTION: TypeDecoder._function,
 }
+
+
+def _int32s(r: ByteReader, what: str) -> tuple[int, ...]:
+    """A list of 32-bit integers, read one by one: a short one fails where the payload ends."""
+    try:
+        n = r.varint(what)
+        return tuple(r.fixed(4, True, what) for _ in range(n))
+    except BytecodeError:
+        raise r.fail(f"failed to read {what}") from None
 
 
 def _check_padding(pad: int | None, view: T.Type, r: ByteReader) -> None:

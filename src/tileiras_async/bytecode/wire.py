@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from .errors import BytecodeError, VarintOverflow
 
+MAX_COUNT = 2**32 - 2     # the real reader's bound on counts it reads as varints (results, dictionary sizes)
+
 ALIGN_BYTE = 0xCB  # what NVIDIA's writer pads with; readers never check it
 _VARINT_MAX_SHIFT = 63
 _U64 = (1 << 64) - 1
@@ -69,6 +71,17 @@ class ByteReader:
             if shift > _VARINT_MAX_SHIFT:
                 raise VarintOverflow(f"varint value exceeds maximum supported capacity while reading {what}",
                                      self.offset)
+
+    def count(self, context: str) -> int:
+        """A varint count, below MAX_COUNT; any failure reported under `context`."""
+        try:
+            n = self.varint()
+        except BytecodeError:
+            raise self.fail(context) from None
+        if n >= MAX_COUNT:
+            raise self.fail(f"varint value exceeds maximum supported capacity. (expected value less than "
+                            f"{MAX_COUNT}, got {n}).").add_context(context, self.offset)
+        return n
 
     def svarint(self, what: str = "signed varint") -> int:
         u = self.varint(what)
