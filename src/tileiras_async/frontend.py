@@ -37,20 +37,22 @@ def parse(data: bytes, trailer: str) -> Module:
 
 
 def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
-    """Run the verifier; the first diagnostic is fatal, as in the real tool."""
-    from .ir.verifier import first_error
+    """Run the verifier; its errors (the first of each entry function, as the real tool) are fatal."""
+    from .ir.verifier import reported_errors
     from .ir.printer import render_location
 
-    first = first_error(module)
-    if first is None:
+    errors = reported_errors(module)
+    if not errors:
         return
-    text = first.render()
-    debug_id = first.debug_id
-    if with_debug_locations and debug_id:
-        where = render_location(module, debug_id)
-        if where:
-            text = f"{where}: {text}"
-    lines = [text, f"error: {VERIFY_FAILED}"]
+    lines = []
+    for diag in errors:
+        text = diag.render()
+        if with_debug_locations and diag.debug_id:
+            where = render_location(module, diag.debug_id)
+            if where:
+                text = f"{where}: {text}"
+        lines.append(text)
+    lines.append(f"error: {VERIFY_FAILED}")
     if trailer:
         lines.append(f"error: {trailer}")
     raise InputError(lines, EXIT_BAD_INPUT)

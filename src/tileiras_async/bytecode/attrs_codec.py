@@ -6,6 +6,7 @@ from typing import Callable
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.enums import ENUM_VALUE_SINCE, ENUMS
+from ..ir.verify_ops import hints_shape
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_svarint, encode_varint
 
@@ -77,7 +78,11 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_DICT:
         return A.DictAttr(read_dict(r, ctx))
     if tag == TAG_HINTS:
-        return A.OptimizationHintsAttr(read_dict(r, ctx))
+        hints = A.OptimizationHintsAttr(read_dict(r, ctx))
+        problem = hints_shape(hints)      # checked as the attribute is built
+        if problem:
+            raise r.fail(problem)
+        return hints
     if tag == TAG_BOUNDED:
         flags = _parameter_flags(r)
         lb = _signed(r, "lb_val") if flags & 1 else None
@@ -203,8 +208,12 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         except BytecodeError:
             raise r.fail(f"constant index {index} out of bounds") from None
         t = result_types[0] if result_types else None
-        if isinstance(t, T.TileType):
-            _check_dense_size(raw, t)
+        if not (isinstance(t, T.TileType) and isinstance(t.elem, (T.IntType, T.FloatType))):
+            # the constant's own reader, whose offsets start at 0, needs a tile of numbers
+            from ..ir.printer import type_str
+            got = "<<NULL TYPE>>" if not isinstance(t, T.TileType) else "!cuda_tile." + type_str(t)
+            raise BytecodeError(f"expect Cuda Tile integer or float type but got: '{got}'", 0)
+        _check_dense_size(raw, t)
         return A.DenseElements(t, raw)
     if kind == "i32arr":
         return read_dense_array(r, 4)

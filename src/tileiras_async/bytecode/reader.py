@@ -18,6 +18,7 @@ from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import ByteReader
 
+MAX_SEGMENT = 2**31 - 1       # the most operands a variadic segment may declare
 MAX_OPCODE = max(OPS_BY_CODE)   # unassigned opcodes below it are gaps in the table
 MAGIC = b"\x7fTileIR\x00"
 MLIR_MAGIC = b"ML\xefR"
@@ -125,8 +126,6 @@ def _scan_sections(r: ByteReader) -> dict[int, _Section]:
         sections[sid] = _Section(sid, ByteReader(r.data, payload.pos, payload.end, -payload.pos))
     if SEC_STRING not in sections:
         raise BytecodeError("string section is mandatory", r.offset)
-    if SEC_FUNC not in sections:
-        raise BytecodeError("function section is mandatory", r.offset)
     return sections
 
 
@@ -167,7 +166,12 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     if r.at_end():
         return []
     start = r.pos if section_start is None else section_start
-    n = r.varint("table size")
+    try:
+        n = r.varint("table size")
+    except BytecodeError:
+        if bounded:
+            raise BytecodeError(None) from None    # the section's context only
+        raise
     if noun and n * index_width > r.remaining():
         raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // index_width} that can "
                      f"fit in the remaining payload of {r.remaining()} bytes.")
@@ -178,7 +182,11 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     data_start, data_len = r.pos, r.remaining()
     if bounded:   # checked eagerly, each entry's size taken as unsigned (an inverted one is huge)
         for i, start in enumerate(offsets):
-            size = ((offsets[i + 1] if i + 1 < n else data_len) - start) % (1 << (8 * index_width))
+            end = offsets[i + 1] if i + 1 < n else data_len
+            if end < start:
+                raise r.fail(f"invalid {bounded} start indices: end ({end}) is less than start ({start}) for "
+                             f"{bounded} {i}")
+            size = (end - start) % (1 << (8 * index_width))
             if start + size > data_len:
                 raise r.fail(f"{bounded} {i} extends beyond available data: size={size}, start={start}, "
                              f"total data size={data_len}")
@@ -241,7 +249,10 @@ class _ModuleReader:
         except BytecodeError as e:
             raise e.add_context("failed to parse string section", self.eof)
         tr = self._reader(SEC_TYPE)
-        self.types = TypeDecoder(_read_table(tr, 4, strict=True) if tr else [], self.minor)
+        try:
+            self.types = TypeDecoder(_read_table(tr, 4, strict=True, noun="types") if tr else [], self.minor)
+        except BytecodeError as e:
+            raise e.add_context("failed to parse type section", self.eof)
         cr = self._reader(SEC_CONSTANT)
         self.constant_blobs = []
         try:
@@ -268,19 +279,21 @@ class _ModuleReader:
         if r is None:
             return
         for _ in range(r.varint()):
-            index = r.varint()
+            index, type_index, constant_index, alignment = (r.varint() for _ in range(4))
+            visibility, constant = 0, False
+            if self.minor >= 3:
+                visibility = r.varint()
+                constant = bool(r.varint())
+            if constant_index >= len(self.constant_blobs):
+                raise BytecodeError("global value constant index out of bounds", self.eof) \
+                    .add_context("failed to create global from bytecode", self.eof)
             try:
                 name = self.string(index)
             except BytecodeError as e:
                 raise e.add_context(f"failed to get global symbol name string for index {index}", self.eof) \
                     .add_context("failed to create global from bytecode", self.eof)
-            t = self.type(r.varint())
-            raw = self.constant(r.varint())
-            alignment = r.varint()
-            visibility, constant = 0, False
-            if self.minor >= 3:
-                visibility = r.varint()
-                constant = bool(r.varint())
+            t = self.type(type_index)
+            raw = self.constant(constant_index)
             self.module.globals.append(Global(name, t, DenseElements(t, raw), alignment, visibility, constant))
 
     def _read_debug(self) -> None:
@@ -293,6 +306,10 @@ class _ModuleReader:
         start = r.pos
         nfuncs = r.varint()
         r.align(4, start)
+        if nfuncs * 4 > r.remaining():
+            raise r.fail(f"number of operations with debug info ({nfuncs}) exceeds the maximum of "
+                         f"{r.remaining() // 4} that can fit in the remaining payload of {r.remaining()} bytes.") \
+                .add_context("failed to parse debug section", self.eof)
         self.func_debug_starts = [r.fixed(4) for _ in range(nfuncs)]
         nids = r.varint()
         r.align(8, start)
@@ -310,6 +327,8 @@ class _ModuleReader:
         function is created ("failed to create function from bytecode"), as the real reader does:
         a malformed record of a later function is reported before an earlier function's body."""
         r = self._reader(SEC_FUNC)
+        if r is None:
+            raise BytecodeError("function section is mandatory", self.eof)
         try:
             count = r.varint("function count")
         except BytecodeError as e:
@@ -743,5 +762,9 @@ class _BodyReader:
                 except BytecodeError:
                     raise self.r.fail(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
                                       f"'cuda_tile.{spec.name}'") from None
+                n &= 0xFFFFFFFF     # kept in 32 bits, then bounded as a signed count
+                if n > MAX_SEGMENT:
+                    raise self.r.fail(f"failed to read operands for {o.name} segment, exceeds maximum supported "
+                                      f"capacity")
                 operands[o.name] = [self._value(which(o, k)) for k in range(n)]
         return operands

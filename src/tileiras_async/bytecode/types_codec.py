@@ -4,7 +4,7 @@ from __future__ import annotations
 from math import prod
 
 from ..ir import types as T
-from ..ir.verify_types import pointee_error
+from ..ir.verify_types import pointee_error, tensor_view_error
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_varint
 
@@ -126,6 +126,8 @@ class TypeDecoder:
             shape = tuple(r.intlist(8))
         except BytecodeError:
             raise r.fail("failed to read concreteShapeCache") from None   # the real reader's field name
+        if not isinstance(elem, (T.IntType, T.FloatType, T.PointerType)):
+            raise r.fail(TILE_ELEMENT_ERROR)
         check_tile_shape(shape, r)
         if elem == T.F4E2M1FN and prod(shape) % 2:
             raise r.fail("F4E2M1FN tiles must have an even number of elements")
@@ -140,7 +142,11 @@ class TypeDecoder:
             raise r.fail(f"expected shape and stride to be of same rank but got shape of rank "
                          f"{len(shape)} and stride of rank {len(strides)}")
         ptr_attr = r.u8() if flags is not None and flags & 1 else None
-        return T.TensorViewType(elem, shape, strides, ptr_attr)
+        t = T.TensorViewType(elem, shape, strides, ptr_attr)
+        err = tensor_view_error(t)
+        if err:
+            raise r.fail(err)
+        return t
 
     def _padding(self, r: ByteReader, flags: int | None, view: T.Type, checked: bool = True) -> int | None:
         """The padding value; `checked`: also that it suits the view's element type."""
@@ -205,6 +211,12 @@ _COMPOSITE_DECODERS = {
     TAG_STRIDED_VIEW: TypeDecoder._strided_view,
     TAG_FUNCTION: TypeDecoder._function,
 }
+
+
+# the real reader's constraint on a tile's element type, verbatim
+TILE_ELEMENT_ERROR = ("failed to verify 'elementType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or "
+                      "f8E8M0FNU or f4E2M1FN or fnv8E5M3FNU or i1 or i8 or i16 or i32 or i64 or Pointer type or i4 "
+                      "or A not-yet-resolved (parametric) dtype usable as an element type")
 
 
 def _int32s(r: ByteReader, what: str) -> tuple[int, ...]:

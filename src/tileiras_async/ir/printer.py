@@ -434,10 +434,20 @@ def hints_str(h: A.OptimizationHintsAttr) -> str:
     return "<" + ", ".join(arches) + ">"
 
 
+def diagnostic_attr_str(a) -> str:
+    """An attribute as MLIR prints one in a diagnostic: cuda_tile's with their `#cuda_tile.` prefix."""
+    if isinstance(a, (A.DivByAttr, A.SameElementsAttr, A.BoundedAttr)):
+        return "#cuda_tile." + predicate_str(a)
+    if isinstance(a, A.OptimizationHintsAttr):
+        return "#cuda_tile.optimization_hints" + hints_str(a)
+    return attr_str(a)
+
+
 def predicate_str(p) -> str:
     """custom<AssumePredicate>: the attribute without its #cuda_tile. prefix."""
     if isinstance(p, A.DivByAttr):
-        tail = "" if p.every is None else f", every {p.every} along {p.along}"
+        # an `every` read without its `along` prints along 0, as the real printer does
+        tail = "" if p.every is None else f", every {p.every} along {p.along or 0}"
         return f"div_by<{p.divisor}{tail}>"
     if isinstance(p, A.SameElementsAttr):
         return "same_elements<[" + ", ".join(map(str, p.values)) + "]>"

@@ -266,25 +266,8 @@ def verify_module(module: Module, *, first_only: bool = False, warn_hints: bool 
     for fn in module.functions:
         if first_only and out:
             break
-        ctx.index(fn)
-        for t in fn.type.inputs:
-            err = type_error(t)
-            if err:
-                out.append(Diagnostic("error", err, None, ctx._loc(fn), _debug_id(fn)))
-                break
-        d = _run(ctx, ENTRY_OP_RULES, fn, "entry")
-        if d:
-            out.append(d)
-            if first_only:
-                break
-        if not _verify_block(ctx, fn.body, out, first_only, top=True):
+        if not _verify_function(ctx, fn, out, first_only):
             break
-        if not d:
-            d = _run(ctx, ENTRY_REGION_RULES, _EntryView(fn), "entry")
-            if d:
-                out.append(d)
-                if first_only:
-                    break
     if not (first_only and out):
         d = _symbol_table(ctx)
         if d:
@@ -292,6 +275,51 @@ def verify_module(module: Module, *, first_only: bool = False, warn_hints: bool 
     if warnings is not None:
         warnings.extend(ctx.warnings)
     return out
+
+
+def _verify_function(ctx: VerifyContext, fn: Function, out: list[Diagnostic], first_only: bool) -> bool:
+    """Appends `fn`'s errors to `out`; False when verification stops there (first_only)."""
+    ctx.index(fn)
+    for t in fn.type.inputs:
+        err = type_error(t)
+        if err:
+            out.append(Diagnostic("error", err, None, ctx._loc(fn), _debug_id(fn)))
+            break
+    d = _run(ctx, ENTRY_OP_RULES, fn, "entry")
+    if d:
+        out.append(d)
+        if first_only:
+            return False
+    if not _verify_block(ctx, fn.body, out, first_only, top=True):
+        return False
+    if not d:
+        d = _run(ctx, ENTRY_REGION_RULES, _EntryView(fn), "entry")
+        if d:
+            out.append(d)
+            if first_only:
+                return False
+    return True
+
+
+def reported_errors(module: Module) -> list[Diagnostic]:
+    """The errors NVIDIA's tool prints (before `verification failed ...`), empty when the module verifies.
+
+    As MLIR's verifier: the globals in order, stopping at the first bad one; then every entry function (each
+    isolated from above, verified on its own) reports its first error; the symbol table only when all passed."""
+    ctx = VerifyContext(module, False, False)
+    for g in module.globals:
+        d = _verify_global(ctx, g)
+        if d:
+            return [d]
+    out: list[Diagnostic] = []
+    for fn in module.functions:
+        errors: list[Diagnostic] = []
+        _verify_function(ctx, fn, errors, True)
+        out += errors[:1]
+    if out:
+        return out
+    d = _symbol_table(ctx)
+    return [d] if d else []
 
 
 def _symbol_table(ctx: VerifyContext) -> Diagnostic | None:
@@ -320,7 +348,7 @@ class _EntryView:
 
 def first_error(module: Module) -> Diagnostic | None:
     """The diagnostic NVIDIA's tool prints first (before `verification failed ...`), or None."""
-    diags = verify_module(module, first_only=True)
+    diags = reported_errors(module)
     return diags[0] if diags else None
 
 

@@ -883,13 +883,15 @@ def hint_problems(op_name: str, hints) -> list[list[str]]:
     return groups
 
 
-def hints_shape(hints, op_name) -> str | None:
+def hints_shape(hints, op_name: str = "") -> str | None:
+    """Each target's entry of optimization hints must be a dictionary."""
     if hints is None:
         return None
+    from .printer import diagnostic_attr_str
     for arch, entry in hints.items:
         if not isinstance(entry, DictAttr):
             return (f"expected dictionary attribute for optimization_hints entry "
-                    f"`{arch.decode(errors='replace')}` got value={entry}")
+                    f"`{arch.decode(errors='replace')}` got value={diagnostic_attr_str(entry)}")
     return None
 
 
