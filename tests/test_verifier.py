@@ -706,8 +706,9 @@ def test_scratch_entry_rules():
     body.ops.pop()
     assert first_error(m).render() == "error: 'cuda_tile.entry' op expects a non-empty block"
     body.ops.append(const((), T.I32))
-    # the real tool prints the op in MLIR's generic form after "has "; we name it
-    assert first_error(m).render() == "error: block with no terminator, has 'cuda_tile.constant'"
+    # the op in MLIR's generic form, as the real tool prints it
+    assert first_error(m).render() == ('error: block with no terminator, has %0 = "cuda_tile.constant"() '
+                                       '<{value = dense<0> : !cuda_tile.tile<i32>}> : () -> !cuda_tile.tile<i32>')
 
 
 def test_scratch_nested_block_without_terminator():

@@ -57,10 +57,12 @@ class VerifyContext:
         self.blocks: dict[int, Block] = {}
         self.warnings: list[Diagnostic] = []
         self._current: Operation | Function | None = None
+        self.function: Function | None = None     # the one being verified
 
     # -- structure ------------------------------------------------------------
 
     def index(self, fn: Function) -> None:
+        self.function = fn
         work = [(fn.body, fn)]   # explicit: the nesting depth is the input's
         while work:
             block, parent = work.pop()
@@ -232,8 +234,13 @@ def _check_terminator(ctx: VerifyContext, block: Block, out: list[Diagnostic], t
         last = block.ops[-1]
         # nested blocks: NVIDIA's reader rejects them; the entry body: MLIR's block verifier
         # (which prints the op in generic form after "has ")
-        msg = (f"block with no terminator, has 'cuda_tile.{last.name}'" if top
-               else NO_TERMINATOR.format(last.name))
+        if top:
+            from .generic_form import GenericNames, generic_op
+            text = generic_op(last, GenericNames(ctx.function))
+            # an op printed over several lines (one with regions) starts on its own line
+            msg = "block with no terminator, has " + ("\n" + text if "\n" in text else text)
+        else:
+            msg = NO_TERMINATOR.format(last.name)
         out.append(Diagnostic("error", msg, None, ctx._loc(last), _debug_id(last)))
         return False
     return True
