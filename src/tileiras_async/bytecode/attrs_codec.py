@@ -132,7 +132,11 @@ def _no_unused_flags(r: ByteReader, flags: int, known: int) -> None:
 
 def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
     items = []
-    for i in range(r.varint()):
+    try:
+        n = r.varint()
+    except BytecodeError:
+        raise r.fail("failed to read size for ArrayAttr.") from None
+    for i in range(n):
         try:
             items.append(read_tagged(r, ctx))
         except BytecodeError as e:

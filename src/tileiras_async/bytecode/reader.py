@@ -148,7 +148,10 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
         raise r.fail(f"section length {length} exceeds remaining data size {r.remaining()}")
     alignment = None
     if has_align:
-        alignment = r.varint("section alignment")
+        try:
+            alignment = r.varint("section alignment")
+        except BytecodeError:
+            raise BytecodeError(None) from None     # the section header's context only
         if alignment == 0 or alignment & (alignment - 1):
             raise r.fail(f"invalid alignment value: {alignment}")
         r.align(alignment)  # padding is relative to the absolute file offset
@@ -314,7 +317,9 @@ class _ModuleReader:
         nids = r.varint()
         r.align(8, start)
         if nids * 8 > r.remaining():
-            raise r.fail("debug index table exceeds the section size")
+            raise r.fail(f"number of debug info indices ({nids}) exceeds the maximum of {r.remaining() // 8} that "
+                         f"can fit in the remaining payload of {r.remaining()} bytes.") \
+                .add_context("failed to parse debug section", self.eof)
         self.debug_ids = [r.fixed(8) for _ in range(nids)]
         entries = _read_table(r, 4, start, strict=True)
         self.module.debug = [_decode_debug_entry(raw) for raw in entries]
@@ -618,7 +623,11 @@ class _BodyReader:
         """A block's argument types and op count; its arguments become visible values.
         Returns (block, the value count to restore at its end, op count)."""
         r = self.r
-        arg_types = [self._block_arg_type(i) for i in range(r.varint("argument count"))]
+        try:
+            nargs = r.varint("argument count")
+        except BytecodeError:
+            raise r.fail("failed to read block argument count.") from None
+        arg_types = [self._block_arg_type(i) for i in range(nargs)]
         block = Block(arg_types)
         saved = len(self.values)
         self.values.extend(block.args)
@@ -695,7 +704,12 @@ class _BodyReader:
         else:
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}")
                             for i in range(len(spec.results))]
-        flags = r.varint("flags") if spec.has_flags(self.minor) else 0
+        flags = 0
+        if spec.has_flags(self.minor):
+            try:
+                flags = r.varint("flags")
+            except BytecodeError:
+                raise r.fail("failed to read flags field") from None
         attrs = self._read_attrs(spec, flags, result_types)
         operands = self._read_operands(spec, flags)
         return Operation(spec, operands, attrs, result_types, loc=loc)
@@ -722,10 +736,7 @@ class _BodyReader:
         specs = [o for o in spec.operands if o.since <= self.minor]
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
         if spec.counted_operands:
-            try:
-                total = self.r.varint("operand count")
-            except BytecodeError:
-                raise self.r.fail("failed to read operand count") from None
+            total = self.r.count("failed to read operand count")
             values = [self._value(f"operand {i}") for i in range(total)]
             fixed = sum(1 for o in specs if o.form == "one")
             takes_rest = any(o.form == "variadic" for o in specs)

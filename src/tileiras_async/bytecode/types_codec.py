@@ -172,6 +172,10 @@ class TypeDecoder:
         flags = self._flags(r, 3)
         tile_shape = self._tile_shape32(r)
         tv = self._sub(r, "tensorView")
+        if not isinstance(tv, T.TensorViewType):
+            from ..ir.printer import type_str
+            shown = type_str(tv) if isinstance(tv, (T.IntType, T.FloatType)) else "!cuda_tile." + type_str(tv)
+            raise r.fail(f"expected ::mlir::cuda_tile::TensorViewType but got '{shown}'")
         dim_map = _int32s(r, "dim_map")
         # the type is checked once all of it is read (the offset is past the padding), the padding last
         pad = self._padding(r, flags, tv, checked=False)

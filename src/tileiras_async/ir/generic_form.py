@@ -99,9 +99,13 @@ def _attr_text(kind: str, value) -> str | None:
 
 def _properties(op: Operation) -> str:
     props = []
+    attrs = dict(op.attrs)
+    if "inbounds" in {a.name for a in op.spec.attrs} and "inbounds" not in attrs:
+        # a module older than the attribute gets its default: no index known in bounds
+        attrs["inbounds"] = (False,) * len(op.operands.get("index") or [])
     for a in op.spec.attrs:
-        if a.name in op.attrs:
-            text = _attr_text(a.kind, op.attrs[a.name])
+        if a.name in attrs:
+            text = _attr_text(a.kind, attrs[a.name])
             if text is not None:
                 props.append((a.name, f"{a.name} = {text}" if text else a.name))
     groups = [o for o in op.spec.operands if o.form != "one"]
