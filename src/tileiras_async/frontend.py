@@ -46,12 +46,8 @@ def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> N
         return
     lines = []
     for diag in errors:
-        text = diag.render()
-        if with_debug_locations and diag.debug_id:
-            where = render_location(module, diag.debug_id)
-            if where:
-                text = f"{where}: {text}"
-        lines.append(text)
+        where = render_location(module, diag.debug_id) if with_debug_locations and diag.debug_id else None
+        lines += [f"{where}: {text}" if where else text for text in diag.render_all()]
     lines.append(f"error: {VERIFY_FAILED}")
     if trailer:
         lines.append(f"error: {trailer}")

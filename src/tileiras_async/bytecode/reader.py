@@ -16,7 +16,7 @@ from .attrs_codec import AttrContext, read_inline, read_tagged
 from .errors import BytecodeError, NestingTooDeep, NotTileIR, UnsupportedVersion, VarintOverflow
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
-from .wire import ByteReader
+from .wire import MAX_COUNT, ByteReader
 
 MAX_SEGMENT = 2**31 - 1       # the most operands a variadic segment may declare
 MAX_OPCODE = max(OPS_BY_CODE)   # unassigned opcodes below it are gaps in the table
@@ -175,6 +175,9 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
         if bounded:
             raise BytecodeError(None) from None    # the section's context only
         raise
+    if bounded and n >= MAX_COUNT:
+        raise r.fail(f"varint value exceeds maximum supported capacity. (expected value less than {MAX_COUNT}, "
+                     f"got {n}).")
     if noun and n * index_width > r.remaining():
         raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // index_width} that can "
                      f"fit in the remaining payload of {r.remaining()} bytes.")
@@ -321,7 +324,10 @@ class _ModuleReader:
                          f"can fit in the remaining payload of {r.remaining()} bytes.") \
                 .add_context("failed to parse debug section", self.eof)
         self.debug_ids = [r.fixed(8) for _ in range(nids)]
-        entries = _read_table(r, 4, start, strict=True)
+        try:
+            entries = _read_table(r, 4, start, strict=True, noun="debug info attributes")
+        except BytecodeError as e:
+            raise e.add_context("failed to parse debug section", self.eof)
         self.module.debug = [_decode_debug_entry(raw) for raw in entries]
         self.debug_checker = _DebugChecker(self.module.debug, self)
 

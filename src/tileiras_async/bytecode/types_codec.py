@@ -137,7 +137,10 @@ class TypeDecoder:
         flags = self._flags(r, 4)
         elem = self._sub(r, "elementType")
         shape = tuple(r.intlist(8))
-        strides = tuple(r.intlist(8))
+        try:
+            strides = tuple(r.intlist(8))
+        except BytecodeError:
+            raise r.fail("failed to read strides") from None
         if len(shape) != len(strides):
             raise r.fail(f"expected shape and stride to be of same rank but got shape of rank "
                          f"{len(shape)} and stride of rank {len(strides)}")

@@ -144,8 +144,8 @@ class Differ:
             return verdict("exit_code")
         if tool == "tileirdisasm" and ours.rc == 0 and ours.stdout != theirs.stdout:
             return verdict("disasm_text")
-        if ours.stderr != theirs.stderr and tool == "tileirdisasm":
-            return verdict("message")
+        if ours.stderr != theirs.stderr and (tool == "tileirdisasm" or ours.rc != 0):
+            return verdict("message")   # a compile that both reject: its diagnostics too
         return verdict("same")
 
 

@@ -25,11 +25,17 @@ class Diagnostic:
     op: str | None = None    # op mnemonic, e.g. "divi"
     loc: SourceLoc | None = None
     debug_id: int = 0        # the op's Debug-section id, for rendering the full debug location
+    then: tuple[str, ...] = ()   # further messages MLIR emits on the same op right after this one
 
-    def render(self) -> str:
+    def render(self, message: str | None = None) -> str:
         """One line, formatted as NVIDIA's tileiras prints it on stderr."""
-        body = f"'cuda_tile.{self.op}' op {self.message}" if self.op else self.message
+        message = self.message if message is None else message
+        body = f"'cuda_tile.{self.op}' op {message}" if self.op else message
         return f"{self.severity}: {body}"
+
+    def render_all(self) -> list[str]:
+        """This diagnostic's line and those of the messages that follow it."""
+        return [self.render(m) for m in (self.message, *self.then)]
 
     def render_with_loc(self) -> str:
         """Like render(), prefixed with file:line:col when the op has a location."""

@@ -112,7 +112,7 @@ def _diag(ctx: VerifyContext, op, op_name: str, result) -> Diagnostic:
     if isinstance(result, Fail):
         at = result.at if result.at is not None else op
         return Diagnostic(result.severity, result.message, result.op_name or op_name if result.with_op else None,
-                          ctx._loc(at), _debug_id(at))
+                          ctx._loc(at), _debug_id(at), result.then)
     return Diagnostic("error", result, op_name, ctx._loc(at), _debug_id(at))
 
 

@@ -25,9 +25,10 @@ class Fail(Exception):
     """Raised by a rule that wants a non-default severity/op/prefix for its diagnostic."""
 
     def __init__(self, message: str, op_name: str | None = None, severity: str = "error",
-                 with_op: bool = True, at=None):
+                 with_op: bool = True, at=None, then: tuple[str, ...] = ()):
         super().__init__(message)
         self.message = message
+        self.then = then
         self.op_name = op_name
         self.at = at  # the op the diagnostic is attached to, when not the verified op
         self.severity = severity

@@ -271,8 +271,8 @@ def infer_result_types(ctx, op):
         inferred = [v.type for v in operands]
     actual = [r.type for r in op.results]
     if inferred != actual:
-        return (f"inferred type(s) {qlist(inferred)} are incompatible with return type(s) of "
-                f"operation {qlist(actual)}")
+        raise Fail(f"inferred type(s) {qlist(inferred)} are incompatible with return type(s) of operation "
+                   f"{qlist(actual)}", then=("failed to infer returned types",))
     return None
 
 
