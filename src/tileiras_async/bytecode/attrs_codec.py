@@ -7,7 +7,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.enums import ENUM_VALUE_SINCE, ENUMS
 from ..ir.verify_ops import hints_shape
-from .errors import BytecodeError
+from .errors import BytecodeError, MalformedConstant
 from .wire import ByteReader, encode_intlist, encode_svarint, encode_varint
 
 TAG_INTEGER, TAG_FLOAT, TAG_BOOL, TAG_TYPE, TAG_STRING, TAG_ARRAY = 1, 2, 3, 4, 5, 6
@@ -45,7 +45,13 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         if width <= 8:
             return A.FloatAttr(t, r.u8())
         if width <= 64:
-            return A.FloatAttr(t, r.svarint())
+            try:
+                value = r.svarint()
+            except BytecodeError:
+                raise r.fail(f"failed to read signed varint for APInt (<= 64 bits).") from None
+            if not -(1 << (width - 1)) <= value < 1 << width:
+                raise r.fail(f"value {value} does not fit in {width} bits")
+            return A.FloatAttr(t, value)
         raise r.fail(f"unsupported float width {width}")
     if tag == TAG_BOOL:
         return A.BoolAttr(bool(r.u8()))
@@ -62,7 +68,12 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
     if tag == TAG_ARRAY:
         return A.ArrayAttr(read_array(r, ctx))
     if tag == TAG_DENSE_STRING:
-        t = ctx.type(r.varint())
+        try:
+            t = ctx.type(r.varint())
+        except BytecodeError as e:
+            if e.lines:
+                raise
+            t = None
         if not isinstance(t, T.TileType):
             raise r.fail("failed to read valid MLIR Type for self-contained DenseElementsAttr")
         return A.DenseStringAttr(t, tuple(ctx.string(r.varint()) for _ in range(r.varint())))
@@ -184,7 +195,10 @@ def _check_dense_size(raw: bytes, t: T.TileType) -> None:
 
 
 def read_dense_array(r: ByteReader, width: int) -> tuple[int, ...]:
-    values = r.intlist(width)
+    try:    # element by element: a short payload fails where it ends
+        values = [r.fixed(width, True) for _ in range(r.varint())]
+    except BytecodeError:
+        raise r.fail(f"failed to read DenseI{8 * width}ArrayAttr values.") from None
     bad = _UNSUPPORTED_ARRAY_VALUES.get(width, ())
     for v in values:
         if v in bad:
@@ -195,7 +209,10 @@ def read_dense_array(r: ByteReader, width: int) -> tuple[int, ...]:
 def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T.Type]):
     """Decode one untagged op attribute of the given spec kind."""
     if kind == "int":
-        return r.varint()
+        v = r.varint()
+        if v >= 1 << 32:
+            raise r.fail(f"value {v} does not fit in 32 bits")
+        return v
     if kind == "bool":
         return bool(r.u8())
     if kind == "str":
@@ -209,6 +226,8 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         index = r.varint()
         try:
             raw = ctx.constant(index)
+        except MalformedConstant:
+            raise
         except BytecodeError:
             raise r.fail(f"constant index {index} out of bounds") from None
         t = result_types[0] if result_types else None

@@ -18,8 +18,8 @@ class BytecodeError(Exception):
         return self.lines[0] if self.lines else "malformed bytecode"
 
 
-class VarintOverflow(BytecodeError):
-    """A varint longer than 64 bits (some callers of the real reader report only their own context)."""
+class MalformedConstant(BytecodeError):
+    """A constant whose blob cannot be read: reported where an attribute uses it, as the real reader does."""
 
 
 class NestingTooDeep(BytecodeError):

@@ -13,7 +13,7 @@ from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
 from ..ir.opdef import OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
-from .errors import BytecodeError, NestingTooDeep, NotTileIR, UnsupportedVersion, VarintOverflow
+from .errors import BytecodeError, MalformedConstant, NestingTooDeep, NotTileIR, UnsupportedVersion
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import MAX_COUNT, ByteReader
@@ -154,7 +154,10 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
             raise BytecodeError(None) from None     # the section header's context only
         if alignment == 0 or alignment & (alignment - 1):
             raise r.fail(f"invalid alignment value: {alignment}")
-        r.align(alignment)  # padding is relative to the absolute file offset
+        try:
+            r.align(alignment)  # padding is relative to the absolute file offset
+        except BytecodeError:
+            raise BytecodeError(None) from None     # the section header's context only
     return sid, length, alignment
 
 
@@ -231,7 +234,10 @@ class _ModuleReader:
     def constant(self, i: int) -> bytes:
         if i >= len(self.constant_blobs):
             raise BytecodeError(f"constant index {i} out of bounds")
-        return self.constant_blobs[i]
+        blob = self.constant_blobs[i]
+        if isinstance(blob, tuple):     # (message, offset): a blob that cannot be read
+            raise MalformedConstant(*blob)
+        return blob
 
     def type(self, i: int) -> T.Type:
         return self.types.get(i)
@@ -265,11 +271,20 @@ class _ModuleReader:
             blobs = _read_table(cr, 8, bounded="constant") if cr else []
         except BytecodeError as e:
             raise e.add_context("failed to parse constant section", self.eof)
-        for i, blob in enumerate(blobs):
+        self.module.constants = []
+        for blob in blobs:      # read when an attribute uses it
             br = ByteReader(blob)
-            size = br.varint("constant size")
-            self.constant_blobs.append(br.bytes(size, "constant data"))
-        self.module.constants = self.constant_blobs
+            try:
+                size = br.varint()
+            except BytecodeError:
+                decoded = ("failed to read the size of the data buffer", br.offset)
+            else:
+                try:
+                    decoded = br.bytes(size)
+                except BytecodeError:
+                    decoded = ("failed to read the raw byte data", br.offset)
+            self.constant_blobs.append(decoded)
+            self.module.constants.append(decoded if isinstance(decoded, bytes) else blob)
 
     def _finish_type_table(self) -> None:
         out = []
@@ -355,7 +370,7 @@ class _ModuleReader:
         def index(what: str) -> int:
             try:
                 return r.varint(what)
-            except VarintOverflow:
+            except BytecodeError:
                 raise BytecodeError(None) from None     # the real reader names only the section
 
         try:
@@ -620,7 +635,10 @@ class _BodyReader:
 
     def _region_count(self, spec: OpDef) -> int:
         r = self.r
-        n = r.varint("region count")
+        try:
+            n = r.varint("region count")
+        except BytecodeError:
+            raise r.fail("failed to read number of regions to parse.") from None
         if n != len(spec.regions):
             raise r.fail(f"cuda_tile.{spec.name} op expected {len(spec.regions)} regions, got {n}")
         return n

@@ -137,8 +137,8 @@ class TypeDecoder:
         flags = self._flags(r, 4)
         elem = self._sub(r, "elementType")
         shape = tuple(r.intlist(8))
-        try:
-            strides = tuple(r.intlist(8))
+        try:    # element by element: a short payload fails where it ends
+            strides = tuple(r.fixed(8, True) for _ in range(r.varint()))
         except BytecodeError:
             raise r.fail("failed to read strides") from None
         if len(shape) != len(strides):
@@ -154,7 +154,10 @@ class TypeDecoder:
     def _padding(self, r: ByteReader, flags: int | None, view: T.Type, checked: bool = True) -> int | None:
         """The padding value; `checked`: also that it suits the view's element type."""
         if flags is None:  # before 13.3: explicit has-padding varint
-            flags = r.varint()
+            try:
+                flags = r.varint()
+            except BytecodeError:
+                raise r.fail("failed to read OptionalEnum presence flag") from None
         if not flags & 1:
             return None
         pad = r.u8()

@@ -1,7 +1,7 @@
 """Primitive encodings of TileIR bytecode: LEB128 varints, zig-zag, fixed-width lists, alignment."""
 from __future__ import annotations
 
-from .errors import BytecodeError, VarintOverflow
+from .errors import BytecodeError
 
 MAX_COUNT = 2**32 - 2     # the real reader's bound on counts it reads as varints (results, dictionary sizes)
 
@@ -69,8 +69,7 @@ class ByteReader:
                 return result & _U64   # a uint64_t in the real reader: bits past 64 are lost
             shift += 7
             if shift > _VARINT_MAX_SHIFT:
-                raise VarintOverflow(f"varint value exceeds maximum supported capacity while reading {what}",
-                                     self.offset)
+                raise self.fail(f"varint value exceeds maximum supported capacity while reading {what}")
 
     def count(self, context: str) -> int:
         """A varint count, below MAX_COUNT; any failure reported under `context`."""
