@@ -175,7 +175,7 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     try:
         n = r.varint("table size")
     except BytecodeError:
-        if bounded:
+        if bounded or noun == "strings":
             raise BytecodeError(None) from None    # the section's context only
         raise
     if bounded and n >= MAX_COUNT:
@@ -186,6 +186,8 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
                      f"fit in the remaining payload of {r.remaining()} bytes.")
     r.align(index_width, start)
     if n * index_width > r.remaining():
+        if bounded:
+            raise r.fail(f"insufficient data for {bounded} indices")
         raise r.fail(f"table of {n} entries exceeds the section size")
     offsets = [r.fixed(index_width) for _ in range(n)]
     data_start, data_len = r.pos, r.remaining()
@@ -655,7 +657,10 @@ class _BodyReader:
         block = Block(arg_types)
         saved = len(self.values)
         self.values.extend(block.args)
-        nops = r.varint("op count")
+        try:
+            nops = r.varint("op count")
+        except BytecodeError:
+            raise r.fail("failed to read block operation count.") from None
         if nops == 0:
             raise r.fail("invalid block structure: block is expected to have a terminator operation, "
                          "but it is empty")

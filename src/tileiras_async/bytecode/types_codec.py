@@ -61,7 +61,7 @@ class TypeDecoder:
         if index >= len(self.entries) or self.entries[index] is None:   # missing, or sliced out of bounds
             raise BytecodeError(None)
         if index in self._active:
-            raise BytecodeError(f"recursive type at index {index}")
+            raise BytecodeError(None)   # a cycle: reported through the referring types' contexts
         self._active.add(index)
         try:
             t = self._decode(ByteReader(self.entries[index]))
@@ -122,8 +122,8 @@ class TypeDecoder:
 
     def _tile(self, r: ByteReader) -> T.Type:
         elem = self._sub(r, "elementType")
-        try:
-            shape = tuple(r.intlist(8))
+        try:    # element by element: a short payload fails where it ends
+            shape = tuple(r.fixed(8, True) for _ in range(r.varint()))
         except BytecodeError:
             raise r.fail("failed to read concreteShapeCache") from None   # the real reader's field name
         if not isinstance(elem, (T.IntType, T.FloatType, T.PointerType)):
@@ -208,7 +208,11 @@ class TypeDecoder:
 
     def _function(self, r: ByteReader) -> T.Type:
         inputs = tuple(self._sub(r, "parameter") for _ in range(r.varint()))
-        results = tuple(self._sub(r, "result") for _ in range(r.varint()))
+        try:
+            nresults = r.varint()
+        except BytecodeError:
+            raise r.fail("failed to read number of results") from None
+        results = tuple(self._sub(r, "result") for _ in range(nresults))
         return T.FunctionType(inputs, results)
 
 
