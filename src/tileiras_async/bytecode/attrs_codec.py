@@ -32,10 +32,7 @@ def _int_width(t: T.Type) -> int:
 
 
 def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
-    try:
-        tag = r.varint()
-    except BytecodeError:
-        raise r.fail("failed to read AttributeTag for self-contained attribute.") from None
+    tag = r.field("failed to read AttributeTag for self-contained attribute.")
     if tag == TAG_INTEGER:
         t = _typed(r, ctx, T.IntType, "failed to read valid IntegerType for IntegerAttr")
         return A.IntegerAttr(t, r.varint())
@@ -45,10 +42,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         if width <= 8:
             return A.FloatAttr(t, r.u8())
         if width <= 64:
-            try:
-                value = r.svarint()
-            except BytecodeError:
-                raise r.fail(f"failed to read signed varint for APInt (<= 64 bits).") from None
+            value = r.field("failed to read signed varint for APInt (<= 64 bits).", signed=True)
             if not -(1 << (width - 1)) <= value < 1 << width:
                 raise r.fail(f"value {value} does not fit in {width} bits")
             return A.FloatAttr(t, value)
@@ -104,18 +98,12 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
 
 
 def _parameter_flags(r: ByteReader) -> int:
-    try:
-        return r.varint()
-    except BytecodeError:
-        raise r.fail("failed to read optional parameter flags") from None
+    return r.field("failed to read optional parameter flags")
 
 
 def _typed(r: ByteReader, ctx: AttrContext, kind: type, message: str) -> T.Type:
     """The attribute's type, which must be a `kind` (a missing type is no valid one either)."""
-    try:
-        index = r.varint()
-    except BytecodeError:
-        raise r.fail(message) from None
+    index = r.field(message)
     try:
         t = ctx.type(index)
     except BytecodeError as e:
@@ -143,11 +131,7 @@ def _no_unused_flags(r: ByteReader, flags: int, known: int) -> None:
 
 def read_array(r: ByteReader, ctx: AttrContext) -> tuple[A.Attr, ...]:
     items = []
-    try:
-        n = r.varint()
-    except BytecodeError:
-        raise r.fail("failed to read size for ArrayAttr.") from None
-    for i in range(n):
+    for i in range(r.field("failed to read size for ArrayAttr.")):
         try:
             items.append(read_tagged(r, ctx))
         except BytecodeError as e:

@@ -140,18 +140,12 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
         if has_align:
             raise r.fail("end section should not have alignment flag set")
         return sid, 0, None
-    try:
-        length = r.varint()
-    except BytecodeError:
-        raise r.fail("failed to read section length") from None
+    length = r.field("failed to read section length")
     if length > r.remaining():
         raise r.fail(f"section length {length} exceeds remaining data size {r.remaining()}")
     alignment = None
     if has_align:
-        try:
-            alignment = r.varint("section alignment")
-        except BytecodeError:
-            raise BytecodeError(None) from None     # the section header's context only
+        alignment = r.field(None)     # unreadable: the section header's context only
         if alignment == 0 or alignment & (alignment - 1):
             raise r.fail(f"invalid alignment value: {alignment}")
         try:
@@ -369,17 +363,11 @@ class _ModuleReader:
         return e.add_context(msg, offset).add_context("failed to create function from bytecode", offset)
 
     def _read_function_record(self, r: ByteReader) -> tuple:
-        def index(what: str) -> int:
-            try:
-                return r.varint(what)
-            except BytecodeError:
-                raise BytecodeError(None) from None     # the real reader names only the section
-
-        try:
-            name_index = index("function name")
-            sig_index = index("function type")
+        try:     # an unreadable index: the real reader names only the section
+            name_index = r.field(None)
+            sig_index = r.field(None)
             flags = r.u8("function flags")
-            loc_idx = index("function location")
+            loc_idx = r.field(None)
             if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
                 raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
             hints = None
@@ -637,10 +625,7 @@ class _BodyReader:
 
     def _region_count(self, spec: OpDef) -> int:
         r = self.r
-        try:
-            n = r.varint("region count")
-        except BytecodeError:
-            raise r.fail("failed to read number of regions to parse.") from None
+        n = r.field("failed to read number of regions to parse.")
         if n != len(spec.regions):
             raise r.fail(f"cuda_tile.{spec.name} op expected {len(spec.regions)} regions, got {n}")
         return n
@@ -649,18 +634,11 @@ class _BodyReader:
         """A block's argument types and op count; its arguments become visible values.
         Returns (block, the value count to restore at its end, op count)."""
         r = self.r
-        try:
-            nargs = r.varint("argument count")
-        except BytecodeError:
-            raise r.fail("failed to read block argument count.") from None
-        arg_types = [self._block_arg_type(i) for i in range(nargs)]
+        arg_types = [self._block_arg_type(i) for i in range(r.field("failed to read block argument count."))]
         block = Block(arg_types)
         saved = len(self.values)
         self.values.extend(block.args)
-        try:
-            nops = r.varint("op count")
-        except BytecodeError:
-            raise r.fail("failed to read block operation count.") from None
+        nops = r.field("failed to read block operation count.")
         if nops == 0:
             raise r.fail("invalid block structure: block is expected to have a terminator operation, "
                          "but it is empty")
@@ -733,12 +711,7 @@ class _BodyReader:
         else:
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}")
                             for i in range(len(spec.results))]
-        flags = 0
-        if spec.has_flags(self.minor):
-            try:
-                flags = r.varint("flags")
-            except BytecodeError:
-                raise r.fail("failed to read flags field") from None
+        flags = r.field("failed to read flags field") if spec.has_flags(self.minor) else 0
         attrs = self._read_attrs(spec, flags, result_types)
         operands = self._read_operands(spec, flags)
         return Operation(spec, operands, attrs, result_types, loc=loc)
@@ -797,11 +770,8 @@ class _BodyReader:
                 present = o.bit is not None and flags >> o.bit & 1
                 operands[o.name] = self._value(which(o, 0)) if present else None
             else:
-                try:
-                    n = self.r.varint("operand count")
-                except BytecodeError:
-                    raise self.r.fail(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
-                                      f"'cuda_tile.{spec.name}'") from None
+                n = self.r.field(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
+                                 f"'cuda_tile.{spec.name}'")
                 n &= 0xFFFFFFFF     # kept in 32 bits, then bounded as a signed count
                 if n > MAX_SEGMENT:
                     raise self.r.fail(f"failed to read operands for {o.name} segment, exceeds maximum supported "

@@ -87,10 +87,7 @@ class TypeDecoder:
                                 f"file version is 13.{self.minor}")
 
     def _decode(self, r: ByteReader) -> T.Type:
-        try:
-            tag = r.varint()
-        except BytecodeError:
-            raise BytecodeError(None) from None    # reported through the referencing type's context
+        tag = r.field(None)    # unreadable: reported through the referencing type's context
         r.base = -r.pos  # the real reader reports offsets relative to the payload after the tag
         if tag in SCALAR_TAGS:
             t, since, spelling = SCALAR_TAGS[tag]
@@ -106,10 +103,7 @@ class TypeDecoder:
     def _flags(self, r: ByteReader, since: int) -> int | None:
         if self.minor < since:
             return None
-        try:
-            return r.varint()
-        except BytecodeError:
-            raise r.fail("failed to read optional parameter flags") from None
+        return r.field("failed to read optional parameter flags")
 
     def _pointer(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 4)
@@ -154,10 +148,7 @@ class TypeDecoder:
     def _padding(self, r: ByteReader, flags: int | None, view: T.Type, checked: bool = True) -> int | None:
         """The padding value; `checked`: also that it suits the view's element type."""
         if flags is None:  # before 13.3: explicit has-padding varint
-            try:
-                flags = r.varint()
-            except BytecodeError:
-                raise r.fail("failed to read OptionalEnum presence flag") from None
+            flags = r.field("failed to read OptionalEnum presence flag")
         if not flags & 1:
             return None
         pad = r.u8()
@@ -208,11 +199,7 @@ class TypeDecoder:
 
     def _function(self, r: ByteReader) -> T.Type:
         inputs = tuple(self._sub(r, "parameter") for _ in range(r.varint()))
-        try:
-            nresults = r.varint()
-        except BytecodeError:
-            raise r.fail("failed to read number of results") from None
-        results = tuple(self._sub(r, "result") for _ in range(nresults))
+        results = tuple(self._sub(r, "result") for _ in range(r.field("failed to read number of results")))
         return T.FunctionType(inputs, results)
 
 

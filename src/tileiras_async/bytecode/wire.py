@@ -71,12 +71,19 @@ class ByteReader:
             if shift > _VARINT_MAX_SHIFT:
                 raise self.fail(f"varint value exceeds maximum supported capacity while reading {what}")
 
+    def field(self, failure: str | None, signed: bool = False) -> int:
+        """A varint whose failure the real reader reports as `failure` (None: only through its callers'
+        context)."""
+        try:
+            return self.svarint() if signed else self.varint()
+        except BytecodeError:
+            if failure is None:
+                raise BytecodeError(None) from None
+            raise self.fail(failure) from None
+
     def count(self, context: str) -> int:
         """A varint count, below MAX_COUNT; any failure reported under `context`."""
-        try:
-            n = self.varint()
-        except BytecodeError:
-            raise self.fail(context) from None
+        n = self.field(context)
         if n >= MAX_COUNT:
             raise self.fail(f"varint value exceeds maximum supported capacity. (expected value less than "
                             f"{MAX_COUNT}, got {n}).").add_context(context, self.offset)
