@@ -43,8 +43,8 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
             return A.FloatAttr(t, r.u8())
         if width <= 64:
             value = r.field("failed to read signed varint for APInt (<= 64 bits).", signed=True)
-            if not -(1 << (width - 1)) <= value < 1 << width:
-                raise r.fail(f"value {value} does not fit in {width} bits")
+            if not 0 <= value < 1 << width:     # the bits, taken as an unsigned 64-bit value
+                raise r.fail(f"value {value & (1 << 64) - 1} does not fit in {width} bits")
             return A.FloatAttr(t, value)
         raise r.fail(f"unsupported float width {width}")
     if tag == TAG_BOOL:

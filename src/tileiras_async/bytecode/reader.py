@@ -145,7 +145,7 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
         raise r.fail(f"section length {length} exceeds remaining data size {r.remaining()}")
     alignment = None
     if has_align:
-        alignment = r.field(None)     # unreadable: the section header's context only
+        alignment = r.field(None, "section alignment")     # unreadable: the section header's context only
         if alignment == 0 or alignment & (alignment - 1):
             raise r.fail(f"invalid alignment value: {alignment}")
         try:
@@ -271,12 +271,12 @@ class _ModuleReader:
         for blob in blobs:      # read when an attribute uses it
             br = ByteReader(blob)
             try:
-                size = br.varint()
+                size = br.varint("constant size")
             except BytecodeError:
                 decoded = ("failed to read the size of the data buffer", br.offset)
             else:
                 try:
-                    decoded = br.bytes(size)
+                    decoded = br.bytes(size, "constant data")
                 except BytecodeError:
                     decoded = ("failed to read the raw byte data", br.offset)
             self.constant_blobs.append(decoded)
@@ -364,10 +364,10 @@ class _ModuleReader:
 
     def _read_function_record(self, r: ByteReader) -> tuple:
         try:     # an unreadable index: the real reader names only the section
-            name_index = r.field(None)
-            sig_index = r.field(None)
+            name_index = r.field(None, "function name")
+            sig_index = r.field(None, "function type")
             flags = r.u8("function flags")
-            loc_idx = r.field(None)
+            loc_idx = r.field(None, "function location")
             if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
                 raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
             hints = None
@@ -625,7 +625,7 @@ class _BodyReader:
 
     def _region_count(self, spec: OpDef) -> int:
         r = self.r
-        n = r.field("failed to read number of regions to parse.")
+        n = r.field("failed to read number of regions to parse.", "region count")
         if n != len(spec.regions):
             raise r.fail(f"cuda_tile.{spec.name} op expected {len(spec.regions)} regions, got {n}")
         return n
@@ -634,11 +634,12 @@ class _BodyReader:
         """A block's argument types and op count; its arguments become visible values.
         Returns (block, the value count to restore at its end, op count)."""
         r = self.r
-        arg_types = [self._block_arg_type(i) for i in range(r.field("failed to read block argument count."))]
+        nargs = r.field("failed to read block argument count.", "argument count")
+        arg_types = [self._block_arg_type(i) for i in range(nargs)]
         block = Block(arg_types)
         saved = len(self.values)
         self.values.extend(block.args)
-        nops = r.field("failed to read block operation count.")
+        nops = r.field("failed to read block operation count.", "op count")
         if nops == 0:
             raise r.fail("invalid block structure: block is expected to have a terminator operation, "
                          "but it is empty")
@@ -706,12 +707,12 @@ class _BodyReader:
         except BytecodeError as e:
             raise e.add_context("failed to read operation location.", r.offset)
         if spec.counted_results:
-            n = r.count(f"failed to read number of result types for {spec.cls}")
+            n = r.count(f"failed to read number of result types for {spec.cls}", "result count")
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}") for i in range(n)]
         else:
             result_types = [self._type(f"failed to get result type {i} for {spec.cls}")
                             for i in range(len(spec.results))]
-        flags = r.field("failed to read flags field") if spec.has_flags(self.minor) else 0
+        flags = r.field("failed to read flags field", "flags") if spec.has_flags(self.minor) else 0
         attrs = self._read_attrs(spec, flags, result_types)
         operands = self._read_operands(spec, flags)
         return Operation(spec, operands, attrs, result_types, loc=loc)
@@ -738,7 +739,7 @@ class _BodyReader:
         specs = [o for o in spec.operands if o.since <= self.minor]
         counter = iter(range(1 << 30))  # operand numbers, for diagnostics
         if spec.counted_operands:
-            total = self.r.count("failed to read operand count")
+            total = self.r.count("failed to read operand count", "operand count")
             values = [self._value(f"operand {i}") for i in range(total)]
             fixed = sum(1 for o in specs if o.form == "one")
             takes_rest = any(o.form == "variadic" for o in specs)
@@ -771,7 +772,7 @@ class _BodyReader:
                 operands[o.name] = self._value(which(o, 0)) if present else None
             else:
                 n = self.r.field(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
-                                 f"'cuda_tile.{spec.name}'")
+                                 f"'cuda_tile.{spec.name}'", "operand count")
                 n &= 0xFFFFFFFF     # kept in 32 bits, then bounded as a signed count
                 if n > MAX_SEGMENT:
                     raise self.r.fail(f"failed to read operands for {o.name} segment, exceeds maximum supported "

@@ -71,19 +71,19 @@ class ByteReader:
             if shift > _VARINT_MAX_SHIFT:
                 raise self.fail(f"varint value exceeds maximum supported capacity while reading {what}")
 
-    def field(self, failure: str | None, signed: bool = False) -> int:
-        """A varint whose failure the real reader reports as `failure` (None: only through its callers'
-        context)."""
+    def field(self, failure: str | None, what: str | None = None, signed: bool = False) -> int:
+        """A varint (`what` names it, for tracing readers) whose failure the real reader reports as `failure`
+        (None: only through its callers' context)."""
         try:
-            return self.svarint() if signed else self.varint()
+            return self.svarint(what or "signed varint") if signed else self.varint(what or "varint")
         except BytecodeError:
             if failure is None:
                 raise BytecodeError(None) from None
             raise self.fail(failure) from None
 
-    def count(self, context: str) -> int:
+    def count(self, context: str, what: str = "varint") -> int:
         """A varint count, below MAX_COUNT; any failure reported under `context`."""
-        n = self.field(context)
+        n = self.field(context, what)
         if n >= MAX_COUNT:
             raise self.fail(f"varint value exceeds maximum supported capacity. (expected value less than "
                             f"{MAX_COUNT}, got {n}).").add_context(context, self.offset)

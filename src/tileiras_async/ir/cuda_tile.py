@@ -515,7 +515,7 @@ op(84, "pow", "FPowFOp",
 
 op(85, "print_tko", "PrintTkoOp", flags=2, counted_results=True,
    operands={"args*": ANY_TILE, "token?0@2": TOKEN},
-   results={"result_token": TOKEN},
+   results={"result_token?": TOKEN},     # 13.1 prints returned no token
    attrs={"str": "str"},
    traits=[MemoryEffects(Write(resource=OUTPUT), ordered=True)],
    format="+token $str [[ , $args^ ]] [[ token ~ = ~ $token^ ]] attrs [[ : type($args)^ ]] -> type($results)")

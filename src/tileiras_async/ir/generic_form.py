@@ -3,8 +3,9 @@
 An op that cannot be verified is printed generically: `%3:2 = "cuda_tile.op"(%arg0, %1#1) <{props}> ({
 regions }) : (operand types) -> result types`.  Values are named as MLIR's SSANameState names a function:
 entry-block arguments `%argN`, one `%N` per op with results (result k of a multi-result op is `%N#k`);
-a region's nested regions are numbered after all of its values, last region first, the counts running on.  Inherent attributes are properties, printed sorted by name, with `operandSegmentSizes`
-for ops with more than one variadic or optional operand group.
+a region's nested regions are numbered after all of its values, last region first, the counts running on.
+Inherent attributes are properties, printed sorted by name, with `operandSegmentSizes` for ops with more
+than one variadic or optional operand group.
 """
 from __future__ import annotations
 

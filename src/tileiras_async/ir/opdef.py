@@ -672,7 +672,7 @@ def _operand(key: str, constraint: TypeConstraint | None, op_since: int) -> Oper
 
 def _result(key: str, constraint: TypeConstraint | None) -> ResultDef:
     name, mark, _, _ = _parse_key(key, 0)
-    form = {"": ONE, "*": VARIADIC}[mark]
+    form = {"": ONE, "?": OPTIONAL, "*": VARIADIC}[mark]
     if form == VARIADIC and constraint is not None:
         constraint = variadic(constraint)
     return ResultDef(name, constraint, form)

@@ -85,7 +85,21 @@ def ods_rules(d: OpDef) -> list[Callable]:
             return f"expected {len(singles)}{' or more' if at_least else ''} operands, but found {found}"
         return None
 
-    rules: list[Callable] = [operand_count, attributes, operand_types, result_types, predicate_traits]
+    fixed_results = [a for a in d.results if a.form == "one"]
+    more_results = len(fixed_results) < len(d.results)
+
+    def result_count(ctx, op):
+        """MLIR's ZeroResults / OneResult / NResults / AtLeastNResults (a read module's count may be off)."""
+        n, k = len(op.results), len(fixed_results)
+        if more_results:
+            return f"expected {k} or more results" if n < k else None
+        if n != k:
+            return "requires zero results" if k == 0 else "requires one result" if k == 1 else f"expected {k} results"
+        return None
+
+    # the count traits come first in MLIR's generated verifier: results, then operands
+    rules: list[Callable] = [result_count, operand_count, attributes, operand_types, result_types,
+                             predicate_traits]
     rules += [t.verify for t in d.traits if t.phase == "native"]
     if any(r.constraint.max_blocks is not None or r.constraint.min_blocks for r in d.regions):
         rules.append(_region_constraints(d))
