@@ -179,10 +179,7 @@ def _check_dense_size(raw: bytes, t: T.TileType) -> None:
 
 
 def read_dense_array(r: ByteReader, width: int) -> tuple[int, ...]:
-    try:    # element by element: a short payload fails where it ends
-        values = [r.fixed(width, True) for _ in range(r.varint())]
-    except BytecodeError:
-        raise r.fail(f"failed to read DenseI{8 * width}ArrayAttr values.") from None
+    values = r.fixed_list(width, f"failed to read DenseI{8 * width}ArrayAttr values.")
     bad = _UNSUPPORTED_ARRAY_VALUES.get(width, ())
     for v in values:
         if v in bad:
@@ -217,18 +214,15 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         t = result_types[0] if result_types else None
         if not (isinstance(t, T.TileType) and isinstance(t.elem, (T.IntType, T.FloatType))):
             # the constant's own reader, whose offsets start at 0, needs a tile of numbers
-            from ..ir.printer import type_str
-            got = "<<NULL TYPE>>" if not isinstance(t, T.TileType) else "!cuda_tile." + type_str(t)
+            from ..ir.printer import mlir_type_str
+            got = mlir_type_str(t) if isinstance(t, T.TileType) else "<<NULL TYPE>>"
             raise BytecodeError(f"expect Cuda Tile integer or float type but got: '{got}'", 0)
         _check_dense_size(raw, t)
         return A.DenseElements(t, raw)
     if kind == "i32arr":
         return read_dense_array(r, 4)
     if kind == "boolarr":
-        try:   # element by element: a short payload fails where it ends, as the real reader does
-            return tuple(bool(r.fixed(1, True)) for _ in range(r.varint()))
-        except BytecodeError:
-            raise r.fail("failed to read DenseBoolArrayAttr values.") from None
+        return tuple(bool(v) for v in r.fixed_list(1, "failed to read DenseBoolArrayAttr values."))
     if kind == "array":
         return read_array(r, ctx)
     if kind == "hints":

@@ -82,14 +82,6 @@ def _read_header(r: ByteReader) -> tuple[int, int, int]:
     return (major, minor, tag)
 
 
-def _mlir_type(t: T.Type) -> str:
-    """A type as MLIR prints it in a diagnostic: builtin types bare, cuda_tile's with the dialect."""
-    from ..ir.printer import type_str
-    if isinstance(t, (T.IntType, T.FloatType, T.FunctionType)):
-        return type_str(t)
-    return "!cuda_tile." + type_str(t)
-
-
 def peek_version(data: bytes) -> tuple[int, int] | None:
     """The (major, minor) a driver sees before parsing: bytes 8 and 9, missing bytes read as 0."""
     if data[:len(MAGIC)] != MAGIC:
@@ -399,8 +391,9 @@ class _ModuleReader:
             raise self._fail_function(e, f"failed to parse type at index {sig_index} for function '{shown}",
                                       self.eof)
         if not isinstance(sig, T.FunctionType):
+            from ..ir.printer import mlir_type_str
             raise BytecodeError(f"function signature index {sig_index} does not refer to a function type for "
-                                f"function '{shown}', got type: '{_mlir_type(sig)}'", self.eof) \
+                                f"function '{shown}', got type: '{mlir_type_str(sig)}'", self.eof) \
                 .add_context("failed to create function from bytecode", self.eof)
         try:
             first = self._location_start(loc_idx)

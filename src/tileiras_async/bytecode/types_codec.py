@@ -116,10 +116,7 @@ class TypeDecoder:
 
     def _tile(self, r: ByteReader) -> T.Type:
         elem = self._sub(r, "elementType")
-        try:    # element by element: a short payload fails where it ends
-            shape = tuple(r.fixed(8, True) for _ in range(r.varint()))
-        except BytecodeError:
-            raise r.fail("failed to read concreteShapeCache") from None   # the real reader's field name
+        shape = tuple(r.fixed_list(8, "failed to read concreteShapeCache"))   # the real reader's field name
         if not isinstance(elem, (T.IntType, T.FloatType, T.PointerType)):
             raise r.fail(TILE_ELEMENT_ERROR)
         check_tile_shape(shape, r)
@@ -131,10 +128,7 @@ class TypeDecoder:
         flags = self._flags(r, 4)
         elem = self._sub(r, "elementType")
         shape = tuple(r.intlist(8))
-        try:    # element by element: a short payload fails where it ends
-            strides = tuple(r.fixed(8, True) for _ in range(r.varint()))
-        except BytecodeError:
-            raise r.fail("failed to read strides") from None
+        strides = tuple(r.fixed_list(8, "failed to read strides"))
         if len(shape) != len(strides):
             raise r.fail(f"expected shape and stride to be of same rank but got shape of rank "
                          f"{len(shape)} and stride of rank {len(strides)}")
@@ -159,7 +153,7 @@ class TypeDecoder:
         return pad
 
     def _tile_shape32(self, r: ByteReader) -> tuple[int, ...]:
-        shape = _int32s(r, "tile_shape data")
+        shape = tuple(r.fixed_list(4, "failed to read tile_shape data"))
         for v in shape:
             if v in _I32_LIMITS:
                 raise r.fail(f"tile shape contains unsupported value {v}")
@@ -170,10 +164,9 @@ class TypeDecoder:
         tile_shape = self._tile_shape32(r)
         tv = self._sub(r, "tensorView")
         if not isinstance(tv, T.TensorViewType):
-            from ..ir.printer import type_str
-            shown = type_str(tv) if isinstance(tv, (T.IntType, T.FloatType)) else "!cuda_tile." + type_str(tv)
-            raise r.fail(f"expected ::mlir::cuda_tile::TensorViewType but got '{shown}'")
-        dim_map = _int32s(r, "dim_map")
+            from ..ir.printer import mlir_type_str
+            raise r.fail(f"expected ::mlir::cuda_tile::TensorViewType but got '{mlir_type_str(tv)}'")
+        dim_map = tuple(r.fixed_list(4, "failed to read dim_map"))
         # the type is checked once all of it is read (the offset is past the padding), the padding last
         pad = self._padding(r, flags, tv, checked=False)
         _check_partition(tile_shape, dim_map, r, tv)
@@ -218,15 +211,6 @@ _COMPOSITE_DECODERS = {
 TILE_ELEMENT_ERROR = ("failed to verify 'elementType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or "
                       "f8E8M0FNU or f4E2M1FN or fnv8E5M3FNU or i1 or i8 or i16 or i32 or i64 or Pointer type or i4 "
                       "or A not-yet-resolved (parametric) dtype usable as an element type")
-
-
-def _int32s(r: ByteReader, what: str) -> tuple[int, ...]:
-    """A list of 32-bit integers, read one by one: a short one fails where the payload ends."""
-    try:
-        n = r.varint(what)
-        return tuple(r.fixed(4, True, what) for _ in range(n))
-    except BytecodeError:
-        raise r.fail(f"failed to read {what}") from None
 
 
 def _check_padding(pad: int | None, view: T.Type, r: ByteReader) -> None:

@@ -81,6 +81,14 @@ class ByteReader:
                 raise BytecodeError(None) from None
             raise self.fail(failure) from None
 
+    def fixed_list(self, width: int, failure: str) -> list[int]:
+        """A varint count of signed `width`-byte integers, read one by one (a short list fails where the
+        payload ends, as the real reader's does), any failure reported as `failure`."""
+        try:
+            return [self.fixed(width, True) for _ in range(self.varint())]
+        except BytecodeError:
+            raise self.fail(failure) from None
+
     def count(self, context: str, what: str = "varint") -> int:
         """A varint count, below MAX_COUNT; any failure reported under `context`."""
         n = self.field(context, what)

@@ -13,7 +13,7 @@ from . import attrs as A
 from . import types as T
 from .core import Block, Function, Operation, Value
 from .enums import ENUMS, spelling
-from .printer import attr_str, dense_body, escape_string, hints_str, predicate_str, type_str
+from .printer import attr_str, dense_body, escape_string, hints_str, mlir_type_str, predicate_str
 
 # enums printed as their own attribute (`#cuda_tile.<mnemonic><value>`); the others are stored as plain
 # i32 integer attributes (`3 : i32`): memory ordering, memory scope, atomic mode
@@ -59,12 +59,6 @@ class GenericNames:
         return f"%{n}:{count} = " if count > 1 else f"%{n} = "
 
 
-def _mlir_type(t: T.Type) -> str:
-    if isinstance(t, (T.IntType, T.FloatType)):
-        return type_str(t)
-    return "!cuda_tile." + type_str(t)
-
-
 def _attr_text(kind: str, value) -> str | None:
     """A property's value; None: not printed (a unit attribute that is not set)."""
     if kind == "unit":
@@ -80,9 +74,9 @@ def _attr_text(kind: str, value) -> str | None:
     if kind == "str":
         return '"' + escape_string(value) + '"'
     if kind == "type":
-        return _mlir_type(value)
+        return mlir_type_str(value)
     if kind == "dense":
-        return f"dense<{dense_body(value)}> : {_mlir_type(value.type)}"
+        return f"dense<{dense_body(value)}> : {mlir_type_str(value.type)}"
     if kind == "i32arr":
         return "array<i32" + "".join(f"{', ' if i else ': '}{v}" for i, v in enumerate(value)) + ">"
     if kind == "boolarr":
@@ -123,8 +117,8 @@ def _properties(op: Operation) -> str:
 
 
 def _signature(op: Operation) -> str:
-    ins = ", ".join(_mlir_type(v.type) for v in op.operand_values())
-    outs = [_mlir_type(r.type) for r in op.results]
+    ins = ", ".join(mlir_type_str(v.type) for v in op.operand_values())
+    outs = [mlir_type_str(r.type) for r in op.results]
     out = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
     return f"({ins}) -> {out}"
 
@@ -132,7 +126,7 @@ def _signature(op: Operation) -> str:
 def _block(block: Block, names: GenericNames, indent: str, entry: bool) -> list[str]:
     lines = []
     if block.args or not block.ops or not entry:
-        args = ", ".join(f"{names.value(a)}: {_mlir_type(a.type)}" for a in block.args)
+        args = ", ".join(f"{names.value(a)}: {mlir_type_str(a.type)}" for a in block.args)
         lines.append(f"{indent}^bb0" + (f"({args})" if args else "") + ":")
     for op in block.ops:
         lines.append(generic_op(op, names, indent + INDENT))

@@ -296,6 +296,13 @@ def _tensor_view_str(t: T.TensorViewType) -> str:
     return s + ">"
 
 
+def mlir_type_str(t: T.Type) -> str:
+    """A type as MLIR prints it in a diagnostic: builtin types bare, cuda_tile's with the dialect."""
+    if isinstance(t, (T.IntType, T.FloatType, T.FunctionType)):
+        return type_str(t)
+    return "!cuda_tile." + type_str(t)
+
+
 def type_str(t: T.Type) -> str:
     """The cuda_tile spelling of a type (dialect prefix stripped, as printCudaTileType does)."""
     if isinstance(t, T.TileType):
