@@ -85,6 +85,8 @@ DEBUG_CASES = [
      ["error: error at offset 1: failed to read scope attribute when parsing DILexicalBlockAttr",
       "error: error at offset 202: failed to read function location for 'k'",
       "error: error at offset 202: failed to create function from bytecode"]),
+    # NVIDIA's reader keeps a debug attribute's tag as a byte: 4 + 256 is a DILoc
+    ("tag_high_bits_dropped", [_FILE, _CU, _SP, DebugEntry(4 + 256, (3, 1, 5, 7))], 4, 4, []),
     ("callsite_caller_not_a_location", [_FILE, _CU, _SP, _LOC, DebugEntry(6, (4, 1))], 4, 5,
      ["error: error at offset 2: failed to read caller attribute when parsing CallSiteLoc",
       "error: error at offset 1: failed to read operation location.",
@@ -177,3 +179,78 @@ def test_bad_opcodes(opcode, ending, tmp_path, capsys):
     assert rc == 3
     assert err.splitlines()[0].endswith(ending)
     assert "failed to parse function body for function 'k'" in err
+
+
+# -- tags kept as bytes, segment sizes kept in 32 signed bits -------------------------------------
+
+def _with_type_tag(data: bytes, index: int, tag: int) -> bytes:
+    """`data` with entry `index` of its Type table given the tag `tag` (lengths re-encoded)."""
+    from tileiras_async.bytecode.reader import SEC_TYPE
+    from tileiras_async.fuzz.mutate import Source, _copy, _varint_at, build, join_table, split_table, varint_bytes
+    layout = _copy(Source.of("k", data).layout)
+    sec = layout.section(SEC_TYPE)
+    entries = split_table(bytes(sec.payload))[0]
+    entries[index] = varint_bytes(tag) + entries[index][_varint_at(entries[index], 0)[1]:]
+    sec.payload = join_table(entries)
+    return build(layout)
+
+
+def _i32_kernel() -> tuple[bytes, int]:
+    """A kernel with an i32 tile constant, and the index of the tile type in its Type table."""
+    import numpy as np
+    from tileiras_async.bytecode.reader import read_module
+    mb = ModuleBuilder()
+    with mb.kernel("k", []) as k:
+        k.constant(np.int32(1), tile(T.I32))
+        k.op("return")
+    data = write_module(mb.module)
+    return data, read_module(data).functions[0].body.ops[0].results[0].type
+
+
+def test_type_tags_are_bytes(tmp_path, capsys):
+    """A type tag with high bits is read by its low byte (the file is valid), an unknown one named by it."""
+    from tileiras_async.bytecode.reader import SEC_TYPE
+    from tileiras_async.fuzz.mutate import Source, _varint_at, split_table
+    data, _ = _i32_kernel()
+    entries = split_table(bytes(Source.of("k", data).layout.section(SEC_TYPE).payload))[0]
+    tags = [_varint_at(e, 0)[0] for e in entries]
+    path = tmp_path / "t.tileirbc"
+    for i, tag in enumerate(tags):
+        path.write_bytes(_with_type_tag(data, i, tag + (1 << 8) + (7 << 32)))
+        rc, _ = _disasm_both(path, capsys)
+        assert rc == 0, (i, tag)
+    path.write_bytes(_with_type_tag(data, len(tags) - 1, 40 + 256))
+    rc, err = _disasm_both(path, capsys)
+    assert rc == 3 and err.splitlines()[0] == "error: unknown type tag: 40"
+
+
+def test_segment_sizes_wrap_to_32_signed_bits(tmp_path, capsys):
+    """A variadic segment's size is a signed 32-bit count added to the operands read before it: a
+    negative one that stays at or above zero reads nothing and fails verification as MLIR's
+    AttrSizedOperandSegments does; one below zero exceeds the capacity; 2^32 is 0."""
+    from tileiras_async.fuzz.mutate import Source, _replace_field, varint_bytes
+    mb = ModuleBuilder()
+    with mb.kernel("k", [tile(T.PointerType(T.F32)), tile(T.I32)]) as k:
+        base, n = k.args
+        k.op("make_tensor_view", [T.TensorViewType(T.F32, (T.DYNAMIC,), (1,))], base=base, dynamicShape=[n],
+             dynamicStrides=[])
+        k.op("return")
+    src = Source.of("k", write_module(mb.module))
+    shape_count, strides_count = [f for f in src.fields if f.what == "operand count"][:2]   # return has one too
+    path = tmp_path / "seg.tileirbc"
+    for field, value, expect in [
+            (strides_count, 2**32, None),
+            (strides_count, 2**32 - 2, "op 'operandSegmentSizes' attribute cannot have negative elements"),
+            (strides_count, 2**64 - 1, "op 'operandSegmentSizes' attribute cannot have negative elements"),
+            (strides_count, 2**32 - 3, "failed to read operands for dynamicStrides segment, exceeds maximum "
+                                       "supported capacity"),
+            (shape_count, 2**32 - 2, "failed to read operands for dynamicShape segment, exceeds maximum "
+                                     "supported capacity"),
+            (strides_count, 2**31, "failed to read operands for dynamicStrides segment, exceeds maximum "
+                                   "supported capacity")]:
+        path.write_bytes(_replace_field(src, field, varint_bytes(value), fixup=True))
+        rc, err = _disasm_both(path, capsys)
+        if expect is None:
+            assert rc == 0, value
+        else:
+            assert rc == 3 and expect in err.splitlines()[0], (value, err)

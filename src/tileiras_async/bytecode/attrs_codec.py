@@ -32,7 +32,8 @@ def _int_width(t: T.Type) -> int:
 
 
 def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
-    tag = r.field("failed to read AttributeTag for self-contained attribute.")
+    full_tag = r.field("failed to read AttributeTag for self-contained attribute.")
+    tag = full_tag & 0xFF     # NVIDIA's reader switches on the tag as a byte; its error names the whole value
     if tag == TAG_INTEGER:
         t = _typed(r, ctx, T.IntType, "failed to read valid IntegerType for IntegerAttr")
         return A.IntegerAttr(t, r.varint())
@@ -94,7 +95,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         ub = _signed(r, "ub_val") if flags & 2 else None
         _no_unused_flags(r, flags, 0b11)
         return A.BoundedAttr(lb, ub)
-    raise r.fail(f"unsupported AttributeTag {tag} for self-contained attribute")
+    raise r.fail(f"unsupported AttributeTag {full_tag} for self-contained attribute")
 
 
 def _parameter_flags(r: ByteReader) -> int:
@@ -195,7 +196,10 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
             raise r.fail(f"value {v} does not fit in 32 bits")
         return v
     if kind == "bool":
-        return bool(r.u8())
+        try:
+            return bool(r.u8())
+        except BytecodeError:
+            raise r.fail("failed to read byte for inline bool (i1)") from None
     if kind == "str":
         try:
             return ctx.string(r.varint())

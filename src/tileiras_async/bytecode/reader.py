@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.attrs import DenseElements, OptimizationHintsAttr
 from ..ir.core import Block, DebugEntry, Function, Global, Module, Operation, Region, Value
-from ..ir.opdef import OpDef
+from ..ir.opdef import NegativeSegment, OpDef
 from .attrs_codec import AttrContext, read_inline, read_tagged
 from .errors import BytecodeError, MalformedConstant, NestingTooDeep, NotTileIR, UnsupportedVersion
 from .opspec import MAX_MINOR, OPS_BY_CODE, BASE_MINOR
 from .types_codec import RawType, TypeDecoder
 from .wire import MAX_COUNT, ByteReader
 
-MAX_SEGMENT = 2**31 - 1       # the most operands a variadic segment may declare
 MAX_OPCODE = max(OPS_BY_CODE)   # unassigned opcodes below it are gaps in the table
 MAGIC = b"\x7fTileIR\x00"
 MLIR_MAGIC = b"ML\xefR"
@@ -174,7 +173,7 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     if n * index_width > r.remaining():
         if bounded:
             raise r.fail(f"insufficient data for {bounded} indices")
-        raise r.fail(f"table of {n} entries exceeds the section size")
+        raise BytecodeError(None)   # offsets that fit only before the padding: the section's context alone
     offsets = [r.fixed(index_width) for _ in range(n)]
     data_start, data_len = r.pos, r.remaining()
     if bounded:   # checked eagerly, each entry's size taken as unsigned (an inverted one is huge)
@@ -366,6 +365,9 @@ class _ModuleReader:
             if flags & FUNC_FLAG_HINTS and flags & FUNC_FLAG_KERNEL:    # a non-entry has none to read
                 hints = read_tagged(r, self.attr_ctx)    # any attribute here; checked when the function is made
             body_len = r.varint("function body length")
+            if body_len > r.remaining():
+                raise r.fail(f"function body length {body_len} exceeds remaining bytecode data "
+                             f"({r.remaining()} bytes)")
             body = r.sub(body_len)
         except BytecodeError as e:
             raise e.add_context("failed to parse function section", self.eof)
@@ -523,7 +525,7 @@ def _decode_debug_entry(raw: bytes) -> DebugEntry:
         return DebugEntry(-1, (), b"")
     r = ByteReader(raw)
     try:
-        tag = r.varint()
+        tag = r.varint() & 0xFF     # kept as a byte by NVIDIA's reader, as attribute and type tags are
     except BytecodeError:
         return DebugEntry(-1, (), raw)
     fields = []
@@ -757,18 +759,25 @@ class _BodyReader:
         def which(o, k: int) -> str:
             return f"{o.name} segment, element {k}" if segmented else f"operand {next(counter)}"
 
+        read = 0
         for o in specs:
             if o.form == "one":
                 operands[o.name] = self._value(which(o, 0))
+                read += 1
             elif o.form == "optional":
                 present = o.bit is not None and flags >> o.bit & 1
                 operands[o.name] = self._value(which(o, 0)) if present else None
+                read += bool(present)
             else:
                 n = self.r.field(f"failed to read actual size for variadic ODS segment '{o.name}' of op "
                                  f"'cuda_tile.{spec.name}'", "operand count")
-                n &= 0xFFFFFFFF     # kept in 32 bits, then bounded as a signed count
-                if n > MAX_SEGMENT:
+                n = (n + (1 << 31) & 0xFFFFFFFF) - (1 << 31)    # kept as a signed 32-bit count
+                if (read + n) % (1 << 64) > 0xFFFFFFFF:
+                    # the real reader adds the count (sign-extended) to the operands read so far: a negative
+                    # one passes only when it does not reach below zero, and then reads no operand
                     raise self.r.fail(f"failed to read operands for {o.name} segment, exceeds maximum supported "
                                       f"capacity")
-                operands[o.name] = [self._value(which(o, k)) for k in range(n)]
+                operands[o.name] = (NegativeSegment(n) if n < 0 else
+                                    [self._value(which(o, k)) for k in range(n)])
+                read += max(n, 0)
         return operands

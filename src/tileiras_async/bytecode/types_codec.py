@@ -87,7 +87,8 @@ class TypeDecoder:
                                 f"file version is 13.{self.minor}")
 
     def _decode(self, r: ByteReader) -> T.Type:
-        tag = r.field(None)    # unreadable: reported through the referencing type's context
+        tag = r.field(None) & 0xFF     # unreadable: reported through the referencing type's context; NVIDIA's
+        # reader keeps the tag as a byte (its high bits are dropped, in the dispatch and in the message alike)
         r.base = -r.pos  # the real reader reports offsets relative to the payload after the tag
         if tag in SCALAR_TAGS:
             t, since, spelling = SCALAR_TAGS[tag]
@@ -127,7 +128,7 @@ class TypeDecoder:
     def _tensor_view(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 4)
         elem = self._sub(r, "elementType")
-        shape = tuple(r.intlist(8))
+        shape = tuple(r.fixed_list(8, "failed to read shape"))
         strides = tuple(r.fixed_list(8, "failed to read strides"))
         if len(shape) != len(strides):
             raise r.fail(f"expected shape and stride to be of same rank but got shape of rank "
@@ -191,7 +192,7 @@ class TypeDecoder:
         return T.StridedViewType(tile_shape, traversal, tv, dim_map, pad)
 
     def _function(self, r: ByteReader) -> T.Type:
-        inputs = tuple(self._sub(r, "parameter") for _ in range(r.varint()))
+        inputs = tuple(self._sub(r, "parameter") for _ in range(r.field("failed to read number of parameters")))
         results = tuple(self._sub(r, "result") for _ in range(r.field("failed to read number of results")))
         return T.FunctionType(inputs, results)
 
@@ -228,6 +229,8 @@ def _check_partition(tile_shape, dim_map, r: ByteReader, tv: T.Type) -> None:
     rank = len(tv.shape) if isinstance(tv, T.TensorViewType) else None
     first_use: dict[int, int] = {}
     for tile_dim, target in enumerate(dim_map):
+        if target < 0:
+            raise r.fail(f"target dimension must not be negative, got {target}")
         if rank is not None and target >= rank:
             raise r.fail(f"target dimension is outside of tensor view dimensions, expected strictly less than "
                          f"{rank}, got {target}")

@@ -85,7 +85,14 @@ class ByteReader:
         """A varint count of signed `width`-byte integers, read one by one (a short list fails where the
         payload ends, as the real reader's does), any failure reported as `failure`."""
         try:
-            return [self.fixed(width, True) for _ in range(self.varint())]
+            n = self.varint()
+        except BytecodeError:
+            raise self.fail(failure) from None
+        if n > MAX_COUNT:
+            raise self.fail(f"array size in bytecode ({n}) exceeds maximum supported capacity") \
+                .add_context(failure, self.offset)
+        try:
+            return [self.fixed(width, True) for _ in range(n)]
         except BytecodeError:
             raise self.fail(failure) from None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..bytecode import wire
 from ..bytecode.errors import BytecodeError
-from ..bytecode.reader import MAGIC, SEC_DEBUG, SEC_FUNC, SEC_STRING, read_module
+from ..bytecode.reader import MAGIC, SEC_DEBUG, SEC_FUNC, SEC_STRING, SEC_TYPE, read_module
 from ..bytecode.wire import ALIGN_BYTE, encode_varint
 from ..bytecode.writer import _table
 
@@ -529,6 +529,68 @@ def _debug_swap(src, rng, sources):
     return build(layout), f"debug section from {other.name}"
 
 
+def _debug_table(payload: bytes) -> tuple[bytes, list[bytes]] | None:
+    """(the index arrays before it, the entries) of a Debug section's attribute table, or None."""
+    try:
+        r = wire.ByteReader(payload)
+        n = r.varint()
+        r.align(4)
+        r.pos += 4 * n
+        m = r.varint()
+        r.align(8)
+        r.pos += 8 * m
+    except BytecodeError:
+        return None
+    table = split_table(payload[r.pos:]) if r.pos <= len(payload) else None
+    return None if table is None else (payload[:r.pos], table[0])
+
+
+def _table_entry(src, rng, _sources):
+    """One entry of the Type or Debug table, which the trace does not see (the reader decodes copies):
+    its tag given high bits, one of its varints changed, or the entry cut short."""
+    sid = rng.choice((SEC_TYPE, SEC_DEBUG))
+    edit = _editable(src, sid)
+    if edit is None:
+        return None
+    layout, sec = edit
+    if sid == SEC_TYPE:
+        prefix, table = b"", split_table(sec.payload)
+        entries = table[0] if table else None
+    else:
+        prefix, entries = _debug_table(bytes(sec.payload)) or (b"", None)
+    if not entries:
+        return None
+    i = rng.randrange(len(entries))
+    entry = entries[i]
+    try:
+        tag, end = _varint_at(entry, 0)
+    except BytecodeError:
+        return None
+    choice = rng.randrange(3)
+    if choice == 0:
+        high = rng.choice((1, 2, 255, 1 << 24, rng.getrandbits(32)))
+        entries[i] = varint_bytes(tag + (high << 8)) + entry[end:]
+        detail = f"tag {tag} -> {tag + (high << 8)}"
+    elif choice == 1:
+        starts = [0]
+        try:
+            while starts[-1] < len(entry):
+                starts.append(_varint_at(entry, starts[-1])[1])
+        except BytecodeError:
+            starts.pop()
+        k = rng.randrange(len(starts) - 1) if len(starts) > 1 else 0
+        old, stop = _varint_at(entry, starts[k])
+        value = _new_value(rng, old)
+        entries[i] = entry[:starts[k]] + varint_bytes(value) + entry[stop:]
+        detail = f"varint {k} {old} -> {value}"
+    else:
+        entries[i] = entry[:rng.randrange(len(entry))]
+        detail = f"cut to {len(entries[i])} bytes"
+    sec.payload = bytearray(prefix) + join_table(entries)
+    name = "type" if sid == SEC_TYPE else "debug"
+    return build(layout), f"{name} entry {i}: {detail}"
+
+
 def _truncate(src, rng, _sources):
     if src.fields and rng.random() < 0.7:
         cut = rng.choice(src.fields).start
@@ -565,10 +627,11 @@ OPERATORS = {
     "strings": _strings_op,
     "functions": _functions_op,
     "debug_swap": _debug_swap,
+    "table_entry": _table_entry,
     "truncate": _truncate,
     "raw_flip": _raw_flip,
     "raw_splice": _raw_splice,
 }
 _WEIGHTS = {"field": 6, "op_field": 6, "func_name": 2, "func_type": 1, "func_loc": 2, "func_flags": 2,
-            "header": 1, "section": 3, "strings": 3, "functions": 2, "debug_swap": 2, "truncate": 1,
-            "raw_flip": 2, "raw_splice": 1}
+            "header": 1, "section": 3, "strings": 3, "functions": 2, "debug_swap": 2, "table_entry": 3,
+            "truncate": 1, "raw_flip": 2, "raw_splice": 1}

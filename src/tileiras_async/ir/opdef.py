@@ -59,6 +59,16 @@ from . import types as T
 ONE, OPTIONAL, VARIADIC, UNIT = "one", "optional", "variadic", "unit"
 
 
+class NegativeSegment(list):
+    """A variadic operand group that a read module declared with a negative size (a varint that wraps to
+    a negative 32-bit count NVIDIA's reader lets through): no values, the size kept for the verifier,
+    which rejects it as MLIR's AttrSizedOperandSegments does."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+
 # =========================================================================================================
 # constraints
 # =========================================================================================================

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .opdef import VARIADIC, OpDef
+from .opdef import VARIADIC, NegativeSegment, OpDef
 from .verify_types import q
 
 
@@ -97,8 +97,14 @@ def ods_rules(d: OpDef) -> list[Callable]:
             return "requires zero results" if k == 0 else "requires one result" if k == 1 else f"expected {k} results"
         return None
 
-    # the count traits come first in MLIR's generated verifier: results, then operands
-    rules: list[Callable] = [result_count, operand_count, attributes, operand_types, result_types,
+    def segment_sizes(ctx, op):
+        """MLIR's AttrSizedOperandSegments: a read module's segment size may be negative."""
+        if any(isinstance(op.operands.get(a.name), NegativeSegment) for a in d.operands):
+            return "'operandSegmentSizes' attribute cannot have negative elements"
+        return None
+
+    # the count traits come first in MLIR's generated verifier: results, then operands, then segment sizes
+    rules: list[Callable] = [result_count, operand_count, segment_sizes, attributes, operand_types, result_types,
                              predicate_traits]
     rules += [t.verify for t in d.traits if t.phase == "native"]
     if any(r.constraint.max_blocks is not None or r.constraint.min_blocks for r in d.regions):
