@@ -384,6 +384,15 @@ def mtv_stride_count(m):
 @case("error: 'cuda_tile.make_tensor_view' op expected dynamic stride index 0 to be of the same type as the other dynamic values ('!cuda_tile.tile<i32>'), got '!cuda_tile.tile<i64>'")
 def mtv_dyn_type_mismatch(m):
     mt = ops(m, 'make_tensor_view')[0]; c = const((), T.I64); b = blk(m); b.ops.insert(b.ops.index(mt), c); mt.operands['dynamicStrides'] = [c.results[0]]
+@case("error: 'cuda_tile.make_tensor_view' op tensor_view must preserve ptr_attr from base pointer (#cuda_tile.ptr_attr<none>)")
+def mtv_ptr_attr_dropped(m):
+    base = ops(m, 'make_tensor_view')[0].operands['base']; t = base.type; fn = m.functions[0]
+    base.type = T.TileType(t.shape, T.PointerType(t.elem.pointee, 0))
+    fn.type = T.FunctionType(tuple(a.type for a in fn.body.args), fn.type.results)   # the signature too
+@case("error: 'cuda_tile.make_tensor_view' op pointer base without ptr_attr cannot produce tensor_view with ptr_attr")
+def mtv_ptr_attr_invented(m):
+    r = ops(m, 'make_tensor_view')[0].results[0]; t = r.type
+    r.type = T.TensorViewType(t.elem, t.shape, t.strides, 0)
 @case("error: 'cuda_tile.get_index_space_shape' op expected 1 results due to view index space rank, but got 2")
 def get_index_space_count(m):
     ins(m, op('get_index_space_shape', {'src': pv(m)}, {}, [tile((), T.I32), tile((), T.I32)]))

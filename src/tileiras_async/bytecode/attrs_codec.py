@@ -240,7 +240,12 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
         if not isinstance(attr, (A.DivByAttr, A.SameElementsAttr, A.BoundedAttr)):
             raise r.fail("failed to cast parsed attribute to AssumePredicateAttrInterface")
         return attr
-    enum_cls = ENUMS[kind]
+    return read_enum(r, ENUMS[kind], ctx.minor)
+
+
+def read_enum(r: ByteReader, enum_cls: type, minor: int | None):
+    """An enum value (op attributes, a type's padding or pointer attribute), refused when unknown or newer
+    than the module's version 13.`minor` (None: any known value)."""
     try:
         v = r.varint() & 0xFFFF_FFFF   # the real reader keeps an enum's varint as a uint32_t
     except BytecodeError:
@@ -250,8 +255,8 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     except ValueError:
         raise r.fail(f"invalid integer value for enum type: {v}") from None
     since = ENUM_VALUE_SINCE.get((enum_cls, int(value)))
-    if since is not None and ctx.minor is not None and ctx.minor < since:
-        raise r.fail(f"enum value {v} is not available in bytecode version 13.{ctx.minor}")
+    if since is not None and minor is not None and minor < since:
+        raise r.fail(f"enum value {v} is not available in bytecode version 13.{minor}")
     return value
 
 

@@ -146,30 +146,81 @@ def _read_section_header(r: ByteReader) -> tuple[int, int, int | None]:
     return sid, length, alignment
 
 
+@dataclass(frozen=True)
+class _ArrayWords:
+    """The real reader's words for failures around a counted array of the Debug section (the other
+    sections' tables report only through their section's context)."""
+    count: str
+    padding: str
+    pointer: str
+
+
+_DEBUG_FUNCS = _ArrayWords("failed to read total number of operations with debug info",
+                           "failed to skip padding for debug info index offset pointer",
+                           "failed to read debug info index offset pointer.")
+_DEBUG_IDS = _ArrayWords("failed to read total number of debug info indices",
+                         "failed to skip padding for debug info indices pointer",
+                         "failed to read debug info indices pointer")
+_DEBUG_ATTRS = _ArrayWords("failed to read total number of debug info attributes",
+                           "failed to skip padding for debug info offset pointer",
+                           "failed to read debug info offset pointer")
+
+
+def _array_start(r: ByteReader, words: _ArrayWords, width: int, start: int, noun: str) -> int:
+    """A Debug-section array's count, its padding skipped: the real reader then takes a pointer to the
+    array, which fails at the end of the payload even for no element."""
+    n = r.field(words.count)
+    try:
+        r.align(width, start)
+    except BytecodeError:
+        raise r.fail(words.padding) from None
+    if n * width > r.remaining():
+        raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // width} that can fit in "
+                     f"the remaining payload of {r.remaining()} bytes.")
+    if r.at_end():
+        raise r.fail(words.pointer)
+    return n
+
+
 def _read_table(r: ByteReader, index_width: int, section_start: int | None = None,
-                strict: bool = False, noun: str = "", bounded: str = "") -> list[bytes | None]:
+                strict: bool = False, noun: str = "", bounded: str = "",
+                words: _ArrayWords | None = None) -> list[bytes | None]:
     """`varint n; pad; n offsets; data` — entry i is data[off[i]:off[i+1]].
 
     Padding is relative to the start of the enclosing section payload.  `strict` (the Type and
     Debug sections): an entry outside the data or inverted is None (unreadable), as the real
     reader's bounds-checked slices are; otherwise (strings) entries are sliced as StringRef::substr.
+    `words`: the Debug section's own words for a failed count, padding or offsets pointer; without
+    them an unreadable count (an empty section too) is reported by the section's context alone, and
+    an empty table needs no padding.
     """
-    if r.at_end():
-        return []
     start = r.pos if section_start is None else section_start
     try:
         n = r.varint("table size")
     except BytecodeError:
-        if bounded or noun == "strings":
-            raise BytecodeError(None) from None    # the section's context only
-        raise
+        if words:
+            raise r.fail(words.count) from None
+        raise BytecodeError(None) from None    # the section's context only
     if bounded and n >= MAX_COUNT:
         raise r.fail(f"varint value exceeds maximum supported capacity. (expected value less than {MAX_COUNT}, "
                      f"got {n}).")
     if noun and n * index_width > r.remaining():
         raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // index_width} that can "
                      f"fit in the remaining payload of {r.remaining()} bytes.")
-    r.align(index_width, start)
+    if words:
+        try:
+            r.align(index_width, start)
+        except BytecodeError:
+            raise r.fail(words.padding) from None
+        if r.at_end():
+            raise r.fail(words.pointer)
+    elif n == 0:
+        return []
+    else:
+        try:
+            r.align(index_width, start)
+        except BytecodeError:
+            raise BytecodeError(None) from None
     if n * index_width > r.remaining():
         if bounded:
             raise r.fail(f"insufficient data for {bounded} indices")
@@ -312,22 +363,12 @@ class _ModuleReader:
         if r is None:
             return
         start = r.pos
-        nfuncs = r.varint()
-        r.align(4, start)
-        if nfuncs * 4 > r.remaining():
-            raise r.fail(f"number of operations with debug info ({nfuncs}) exceeds the maximum of "
-                         f"{r.remaining() // 4} that can fit in the remaining payload of {r.remaining()} bytes.") \
-                .add_context("failed to parse debug section", self.eof)
-        self.func_debug_starts = [r.fixed(4) for _ in range(nfuncs)]
-        nids = r.varint()
-        r.align(8, start)
-        if nids * 8 > r.remaining():
-            raise r.fail(f"number of debug info indices ({nids}) exceeds the maximum of {r.remaining() // 8} that "
-                         f"can fit in the remaining payload of {r.remaining()} bytes.") \
-                .add_context("failed to parse debug section", self.eof)
-        self.debug_ids = [r.fixed(8) for _ in range(nids)]
         try:
-            entries = _read_table(r, 4, start, strict=True, noun="debug info attributes")
+            nfuncs = _array_start(r, _DEBUG_FUNCS, 4, start, "operations with debug info")
+            self.func_debug_starts = [r.fixed(4) for _ in range(nfuncs)]
+            nids = _array_start(r, _DEBUG_IDS, 8, start, "debug info indices")
+            self.debug_ids = [r.fixed(8) for _ in range(nids)]
+            entries = _read_table(r, 4, start, strict=True, noun="debug info attributes", words=_DEBUG_ATTRS)
         except BytecodeError as e:
             raise e.add_context("failed to parse debug section", self.eof)
         self.module.debug = [_decode_debug_entry(raw) for raw in entries]
@@ -360,7 +401,7 @@ class _ModuleReader:
             flags = r.u8("function flags")
             loc_idx = r.field(None, "function location")
             if self.minor >= 4 and flags & ~FUNC_FLAGS_KNOWN:   # checked from 13.4 on
-                raise r.fail(f"function entry has unrecognized flag bits ({flags & ~FUNC_FLAGS_KNOWN:#x});")
+                raise r.fail(f"function entry has unrecognized flag bits (0x{flags & ~FUNC_FLAGS_KNOWN:X});")
             hints = None
             if flags & FUNC_FLAG_HINTS and flags & FUNC_FLAG_KERNEL:    # a non-entry has none to read
                 hints = read_tagged(r, self.attr_ctx)    # any attribute here; checked when the function is made

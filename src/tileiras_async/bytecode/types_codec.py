@@ -5,6 +5,8 @@ from math import prod
 
 from ..ir import types as T
 from ..ir.verify_types import pointee_error, tensor_view_error
+from ..ir.enums import PaddingValue, PointerAttr
+from .attrs_codec import read_enum
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_varint
 
@@ -106,14 +108,19 @@ class TypeDecoder:
             return None
         return r.field("failed to read optional parameter flags")
 
+    def _ptr_attr(self, r: ByteReader, flags: int | None) -> int | None:
+        """The optional pointer attribute (flag bit 0), an enum; then no other flag bit may be set."""
+        attr = int(read_enum(r, PointerAttr, self.minor)) if flags is not None and flags & 1 else None
+        _no_unused_flags(r, flags)
+        return attr
+
     def _pointer(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 4)
         pointee = self._sub(r, "pointeeType")
         err = pointee_error(pointee)
         if err:  # the real reader rejects a non-number pointee while reading the type table
             raise r.fail(err)
-        ptr_attr = r.u8() if flags is not None and flags & 1 else None
-        return T.PointerType(pointee, ptr_attr)
+        return T.PointerType(pointee, self._ptr_attr(r, flags))
 
     def _tile(self, r: ByteReader) -> T.Type:
         elem = self._sub(r, "elementType")
@@ -133,8 +140,7 @@ class TypeDecoder:
         if len(shape) != len(strides):
             raise r.fail(f"expected shape and stride to be of same rank but got shape of rank "
                          f"{len(shape)} and stride of rank {len(strides)}")
-        ptr_attr = r.u8() if flags is not None and flags & 1 else None
-        t = T.TensorViewType(elem, shape, strides, ptr_attr)
+        t = T.TensorViewType(elem, shape, strides, self._ptr_attr(r, flags))
         err = tensor_view_error(t)
         if err:
             raise r.fail(err)
@@ -144,12 +150,9 @@ class TypeDecoder:
         """The padding value; `checked`: also that it suits the view's element type."""
         if flags is None:  # before 13.3: explicit has-padding varint
             flags = r.field("failed to read OptionalEnum presence flag")
-        if not flags & 1:
-            return None
-        pad = r.u8()
-        if pad > 4:
-            raise r.fail(f"invalid integer value for enum type: {pad}")
-        if checked:
+        pad = int(read_enum(r, PaddingValue, self.minor)) if flags & 1 else None
+        _no_unused_flags(r, flags)
+        if checked and pad is not None:
             _check_padding(pad, view, r)
         return pad
 
@@ -163,7 +166,7 @@ class TypeDecoder:
     def _partition_view(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, 3)
         tile_shape = self._tile_shape32(r)
-        tv = self._sub(r, "tensorView")
+        tv = self._sub(r, "tensor_view")
         if not isinstance(tv, T.TensorViewType):
             from ..ir.printer import mlir_type_str
             raise r.fail(f"expected ::mlir::cuda_tile::TensorViewType but got '{mlir_type_str(tv)}'")
@@ -175,19 +178,19 @@ class TypeDecoder:
         return T.PartitionViewType(tile_shape, tv, dim_map, pad)
 
     def _gather_scatter_view(self, r: ByteReader) -> T.Type:
-        flags = r.varint()
+        flags = r.field("failed to read optional parameter flags")
         tile_shape = self._tile_shape32(r)
-        tv = self._sub(r, "tensorView")
+        tv = self._sub(r, "tensor_view")
         sparse_dim = r.varint()
         pad = self._padding(r, flags, tv)
         return T.GatherScatterViewType(tile_shape, tv, sparse_dim, pad)
 
     def _strided_view(self, r: ByteReader) -> T.Type:
-        flags = r.varint()
+        flags = r.field("failed to read optional parameter flags")
         tile_shape = self._tile_shape32(r)
-        traversal = tuple(r.intlist(4))
-        tv = self._sub(r, "tensorView")
-        dim_map = tuple(r.intlist(4))
+        traversal = tuple(r.fixed_list(4, "failed to read traversal_strides data"))
+        tv = self._sub(r, "tensor_view")
+        dim_map = tuple(r.fixed_list(4, "failed to read dim_map"))
         pad = self._padding(r, flags, tv)
         return T.StridedViewType(tile_shape, traversal, tv, dim_map, pad)
 
@@ -220,6 +223,12 @@ def _check_padding(pad: int | None, view: T.Type, r: ByteReader) -> None:
         names = ["zero", "neg_zero", "nan", "pos_inf", "neg_inf"]
         raise r.fail(f"padding_value {names[pad]} can only be used with floating point element "
                      f"types, got '{elem}'")
+
+
+def _no_unused_flags(r: ByteReader, flags: int | None) -> None:
+    """A type's optional-parameter flags know bit 0 only (checked once the parameters are read)."""
+    if flags is not None and flags & ~1:
+        raise r.fail("unused bits set in optional parameter flags")
 
 
 def _check_partition(tile_shape, dim_map, r: ByteReader, tv: T.Type) -> None:
@@ -270,7 +279,7 @@ def encode_type(t: T.Type, index_of, minor: int) -> bytes:
             encode_varint(int(t.ptr_attr is not None), out)
         encode_varint(index_of(t.pointee), out)
         if minor >= 4 and t.ptr_attr is not None:
-            out.append(t.ptr_attr)
+            encode_varint(t.ptr_attr, out)
     elif isinstance(t, T.TileType):
         encode_varint(TAG_TILE, out)
         encode_varint(index_of(t.elem), out)
@@ -283,7 +292,7 @@ def encode_type(t: T.Type, index_of, minor: int) -> bytes:
         encode_intlist(t.shape, 8, out)
         encode_intlist(t.strides, 8, out)
         if minor >= 4 and t.ptr_attr is not None:
-            out.append(t.ptr_attr)
+            encode_varint(t.ptr_attr, out)
     elif isinstance(t, T.PartitionViewType):
         encode_varint(TAG_PARTITION_VIEW, out)
         has_pad = int(t.padding is not None)
@@ -295,7 +304,7 @@ def encode_type(t: T.Type, index_of, minor: int) -> bytes:
         if minor < 3:
             encode_varint(has_pad, out)
         if has_pad:
-            out.append(t.padding)
+            encode_varint(t.padding, out)
     elif isinstance(t, T.GatherScatterViewType):
         encode_varint(TAG_GATHER_SCATTER_VIEW, out)
         encode_varint(int(t.padding is not None), out)
@@ -303,7 +312,7 @@ def encode_type(t: T.Type, index_of, minor: int) -> bytes:
         encode_varint(index_of(t.tensor_view), out)
         encode_varint(t.sparse_dim, out)
         if t.padding is not None:
-            out.append(t.padding)
+            encode_varint(t.padding, out)
     elif isinstance(t, T.StridedViewType):
         encode_varint(TAG_STRIDED_VIEW, out)
         encode_varint(int(t.padding is not None), out)
@@ -312,7 +321,7 @@ def encode_type(t: T.Type, index_of, minor: int) -> bytes:
         encode_varint(index_of(t.tensor_view), out)
         encode_intlist(t.dim_map, 4, out)
         if t.padding is not None:
-            out.append(t.padding)
+            encode_varint(t.padding, out)
     elif isinstance(t, T.FunctionType):
         encode_varint(TAG_FUNCTION, out)
         encode_varint(len(t.inputs), out)

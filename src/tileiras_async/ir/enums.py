@@ -80,6 +80,13 @@ class PaddingValue(enum.IntEnum):
     neg_inf = 4
 
 
+class PointerAttr(enum.IntEnum):
+    """A pointer's (and a tensor_view's) #cuda_tile.ptr_attr: a 13.4 module may carry only `none`."""
+    none = 0
+    unicast = 1
+    multicast = 2
+
+
 class SymbolVisibility(enum.IntEnum):
     public = 0
     private = 1
@@ -89,7 +96,9 @@ class SymbolVisibility(enum.IntEnum):
 # NVIDIA's reader refuses such a value in an older module ("enum value 7 is not available in bytecode
 # version 13.3"), so ours does too.
 # keyed by (enum class, value): IntEnum members of different enums with the same number compare equal
-ENUM_VALUE_SINCE: dict[tuple[type, int], int] = {(RoundingMode, RoundingMode.nearest_away.value): 4}
+ENUM_VALUE_SINCE: dict[tuple[type, int], int] = {(RoundingMode, RoundingMode.nearest_away.value): 4,
+                                                  (PointerAttr, PointerAttr.unicast.value): 5,
+                                                  (PointerAttr, PointerAttr.multicast.value): 5}
 
 ENUMS: dict[str, type[enum.IntEnum]] = {
     cls.__name__: cls

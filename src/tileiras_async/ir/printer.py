@@ -68,8 +68,8 @@ from . import attrs as A
 from . import types as T
 from .core import Block, Function, Global, Module, Operation, Region, Value
 from .debuginfo import TAG_CALLSITE, TAG_COMPILE_UNIT, TAG_FILE, TAG_LEXICAL_BLOCK, TAG_LOC, TAG_SUBPROGRAM
-from .enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, PaddingValue, RoundingMode,
-                    Signedness, SymbolVisibility, spelling)
+from .enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, PaddingValue, PointerAttr,
+                    RoundingMode, Signedness, SymbolVisibility, spelling)
 from .opdef import OpDef
 
 if TYPE_CHECKING:
@@ -269,7 +269,10 @@ def float_exact_u64(type_name: str, bits: int) -> int | None:
 
 # ====================================================================== types
 
-_PTR_ATTRS = {0: "none", 1: "unicast", 2: "multicast"}
+
+
+def ptr_attr_name(value: int) -> str:
+    return PointerAttr(value).name
 
 
 def _dims(shape) -> str:
@@ -292,7 +295,7 @@ def _tensor_view_str(t: T.TensorViewType) -> str:
     if t.shape:
         s += ", strides=[" + ",".join("?" if d == T.DYNAMIC else str(d) for d in t.strides) + "]"
     if t.ptr_attr is not None:
-        s += f", #cuda_tile.ptr_attr<{_PTR_ATTRS.get(t.ptr_attr, t.ptr_attr)}>"
+        s += f", #cuda_tile.ptr_attr<{ptr_attr_name(t.ptr_attr)}>"
     return s + ">"
 
 
@@ -308,7 +311,7 @@ def type_str(t: T.Type) -> str:
     if isinstance(t, T.TileType):
         return "tile<" + _dims(t.shape) + type_str(t.elem) + ">"
     if isinstance(t, T.PointerType):
-        attr = "" if t.ptr_attr is None else f", <{_PTR_ATTRS.get(t.ptr_attr, t.ptr_attr)}>"
+        attr = "" if t.ptr_attr is None else f", <{ptr_attr_name(t.ptr_attr)}>"
         return f"ptr<{type_str(t.pointee)}{attr}>"
     if isinstance(t, T.TensorViewType):
         return _tensor_view_str(t)

@@ -678,6 +678,16 @@ def make_tensor_view_checks(ctx, op):
                 if v.type != base:
                     return (f"expected dynamic {what} index {i} to be of the same type as the other dynamic values "
                             f"({q(base)}), got {q(v.type)}")
+    return _preserves_ptr_attr(_elem(op.operands["base"].type).ptr_attr, res.ptr_attr)
+
+
+def _preserves_ptr_attr(base: int | None, view: int | None) -> str | None:
+    """A tensor_view keeps its base pointer's #cuda_tile.ptr_attr (13.4 modules may carry `none`)."""
+    if base is None:
+        return None if view is None else "pointer base without ptr_attr cannot produce tensor_view with ptr_attr"
+    if view != base:
+        from .printer import ptr_attr_name
+        return f"tensor_view must preserve ptr_attr from base pointer (#cuda_tile.ptr_attr<{ptr_attr_name(base)}>)"
     return None
 
 
