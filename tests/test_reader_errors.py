@@ -254,3 +254,32 @@ def test_segment_sizes_wrap_to_32_signed_bits(tmp_path, capsys):
             assert rc == 0, value
         else:
             assert rc == 3 and expect in err.splitlines()[0], (value, err)
+
+
+# (entry argument types, the first stderr line): a rank-1 tile is the verifier's; an argument that is no tile
+# at all passes it and fails NVIDIA's format-invariant check that follows (the first such argument only)
+ENTRY_ARGS = [
+    ("rank1_tile", [tile(T.F32, 4)], "error: 'cuda_tile.entry' op entry op must have scalar types (rank 0 "
+                                     "!cuda_tile.tile)"),
+    ("token", [tile(T.I32), T.TOKEN, T.PointerType(T.F32)],
+     "error: unsupported type in bytecode for entry argument #1: '!cuda_tile.token'; expected a rank-0 "
+     "!cuda_tile.tile type"),
+    ("tensor_view", [T.TensorViewType(T.F32, (T.DYNAMIC,), (1,))],
+     "error: unsupported type in bytecode for entry argument #0: '!cuda_tile.tensor_view<?xf32, strides=[1]>'; "
+     "expected a rank-0 !cuda_tile.tile type"),
+    ("verifier_first", [T.TOKEN, tile(T.F32, 4)], "error: 'cuda_tile.entry' op entry op must have scalar types "
+                                                  "(rank 0 !cuda_tile.tile)"),
+]
+
+
+@pytest.mark.parametrize("name,args,first", ENTRY_ARGS, ids=[c[0] for c in ENTRY_ARGS])
+def test_entry_arguments_must_be_tiles(name, args, first, tmp_path, capsys):
+    mb = ModuleBuilder()
+    with mb.kernel("k", args) as k:
+        k.op("return")
+    path = tmp_path / f"{name}.tileirbc"
+    path.write_bytes(write_module(mb.module))
+    rc, err = _disasm_both(path, capsys)
+    assert rc == 3 and err.splitlines()[0] == first
+    if "unsupported type" in first:
+        assert err.splitlines()[1] == "error: deserialized module does not conform to bytecode format invariants"

@@ -38,11 +38,15 @@ def parse(data: bytes, trailer: str) -> Module:
 
 def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
     """Run the verifier; its errors (the first of each entry function, as the real tool) are fatal."""
-    from .ir.verifier import reported_errors
+    from .ir.verifier import FORMAT_INVARIANTS_FAILED, format_invariant_error, reported_errors
     from .ir.printer import render_location
 
     errors = reported_errors(module)
     if not errors:
+        broken = format_invariant_error(module)
+        if broken:
+            raise InputError([f"error: {broken}", f"error: {FORMAT_INVARIANTS_FAILED}"]
+                             + ([f"error: {trailer}"] if trailer else []), EXIT_BAD_INPUT)
         return
     lines = []
     for diag in errors:

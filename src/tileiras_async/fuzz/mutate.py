@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..bytecode import wire
 from ..bytecode.errors import BytecodeError
-from ..bytecode.reader import MAGIC, SEC_DEBUG, SEC_FUNC, SEC_STRING, SEC_TYPE, read_module
+from ..bytecode.reader import MAGIC, SEC_CONSTANT, SEC_DEBUG, SEC_FUNC, SEC_STRING, SEC_TYPE, read_module
 from ..bytecode.wire import ALIGN_BYTE, encode_varint
 from ..bytecode.writer import _table
 
@@ -546,18 +546,19 @@ def _debug_table(payload: bytes) -> tuple[bytes, list[bytes]] | None:
 
 
 def _table_entry(src, rng, _sources):
-    """One entry of the Type or Debug table, which the trace does not see (the reader decodes copies):
-    its tag given high bits, one of its varints changed, or the entry cut short."""
-    sid = rng.choice((SEC_TYPE, SEC_DEBUG))
+    """One entry of the Type, Constant or Debug table, which the trace does not see (the reader decodes
+    copies): its tag (a constant's size) given high bits, one of its varints changed, or the entry cut short."""
+    sid = rng.choice((SEC_TYPE, SEC_DEBUG, SEC_CONSTANT))
     edit = _editable(src, sid)
     if edit is None:
         return None
     layout, sec = edit
-    if sid == SEC_TYPE:
-        prefix, table = b"", split_table(sec.payload)
-        entries = table[0] if table else None
-    else:
+    width = 8 if sid == SEC_CONSTANT else 4
+    if sid == SEC_DEBUG:
         prefix, entries = _debug_table(bytes(sec.payload)) or (b"", None)
+    else:
+        prefix, table = b"", split_table(sec.payload, width)
+        entries = table[0] if table else None
     if not entries:
         return None
     i = rng.randrange(len(entries))
@@ -586,8 +587,8 @@ def _table_entry(src, rng, _sources):
     else:
         entries[i] = entry[:rng.randrange(len(entry))]
         detail = f"cut to {len(entries[i])} bytes"
-    sec.payload = bytearray(prefix) + join_table(entries)
-    name = "type" if sid == SEC_TYPE else "debug"
+    sec.payload = bytearray(prefix) + join_table(entries, width)
+    name = {SEC_TYPE: "type", SEC_DEBUG: "debug", SEC_CONSTANT: "constant"}[sid]
     return build(layout), f"{name} entry {i}: {detail}"
 
 

@@ -329,6 +329,21 @@ def reported_errors(module: Module) -> list[Diagnostic]:
     return [d] if d else []
 
 
+FORMAT_INVARIANTS_FAILED = "deserialized module does not conform to bytecode format invariants"
+
+
+def format_invariant_error(module: Module) -> str | None:
+    """NVIDIA's check of a read module once it verified: every entry argument is a tile (the verifier only
+    checks the rank of those that are); the first argument that is not, of the first entry that has one."""
+    from .printer import mlir_type_str
+    for fn in module.functions:
+        for i, t in enumerate(fn.type.inputs):
+            if not isinstance(t, T.TileType):
+                return (f"unsupported type in bytecode for entry argument #{i}: '{mlir_type_str(t)}'; expected a "
+                        f"rank-0 !cuda_tile.tile type")
+    return None
+
+
 def _symbol_table(ctx: VerifyContext) -> Diagnostic | None:
     """MLIR's SymbolTable check, after everything nested verified: a name defined twice (globals and
     entries share one table) is reported at the second definition."""
