@@ -208,7 +208,7 @@ def read_inline(r: ByteReader, kind: str, ctx: AttrContext, result_types: list[T
     if kind == "type":
         return ctx.type(r.varint())
     if kind == "dense":
-        index = r.varint()
+        index = r.field("failed to read constant index")
         try:
             raw = ctx.constant(index)
         except MalformedConstant:
