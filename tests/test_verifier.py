@@ -811,13 +811,48 @@ def test_hints_warnings_match_wunsupported_hints():
 @requires_corpus
 def test_hints_error_mode_matches_werr_hints():
     warnings = []
-    diags = verify_module(_hinted_module(), error_on_hints=True, warnings=warnings, first_only=True)
+    diags = verify_module(_hinted_module(), warn_hints=True, error_on_hints=True, warnings=warnings, first_only=True)
     assert [w.render() for w in warnings] == [
         "warning: foo is not known hint for current Operation",
         "warning: latency is not known hint for current Operation",
         "warning: power-of-2 expected for sm_100.num_cta_in_cga",
     ]
     assert [d.render() for d in diags] == ["error: 'cuda_tile.entry' op Optimization hints verification failed"]
+
+
+HINT_WARNINGS = ["warning: foo is not known hint for current Operation",
+                 "warning: latency is not known hint for current Operation",
+                 "warning: power-of-2 expected for sm_100.num_cta_in_cga"]
+
+
+@requires_corpus
+@pytest.mark.parametrize("flags,rc,lines", [
+    ([], 0, []),
+    (["-Werr-hints"], 0, []),                     # nothing without -Wunsupported-hints, as NVIDIA's tool
+    (["-Wunsupported-hints"], 0, HINT_WARNINGS + [
+        "warning: value 2 clamped to 1 for sm_80.num_cta_in_cga", "warning: unknown hint key sm_99",
+        "warning: boolean value expected for sm_100.allow_tma", "warning: value 20 clamped to 10 for sm_100.latency",
+        "warning: num_cta_in_cga is not known hint for current Operation"]),
+    (["--Wunsupported-hints", "-Werr-hints"], 3, HINT_WARNINGS + [
+        "error: 'cuda_tile.entry' op Optimization hints verification failed",
+        "error: verification failed for deserialized cuda_tile::ModuleOp",
+        "error: input does not correspond to Tile IR bytecode"]),
+], ids=["none", "werr_alone", "warn", "warn_werr"])
+def test_dropin_hint_options(flags, rc, lines, tmp_path, capsys):
+    """The drop-in takes NVIDIA's hidden -Wunsupported-hints / -Werr-hints (it refused them before)."""
+    import subprocess
+    from conftest import nvidia_bin, nvidia_env
+    from tileiras_async.cli import tileiras
+    path = tmp_path / "hinted.tileirbc"
+    path.write_bytes(write_module(_hinted_module()))
+    argv = [*flags, str(path), "--gpu-name", "sm_90", "-o", str(tmp_path / "x.cubin")]
+    assert tileiras.main([*argv, "--no-cache"]) == rc
+    err = capsys.readouterr().err
+    assert err.splitlines() == lines
+    tool = nvidia_bin("tileiras")
+    if tool is not None:
+        real = subprocess.run([str(tool), *argv], capture_output=True, text=True, env=nvidia_env(), timeout=120)
+        assert (real.returncode, real.stderr) == (rc, err)
 
 
 @requires_corpus

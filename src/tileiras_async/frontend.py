@@ -36,19 +36,25 @@ def parse(data: bytes, trailer: str) -> Module:
         raise InputError(["error: bytecode nesting is too deep", f"error: {trailer}"]) from None
 
 
-def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> None:
-    """Run the verifier; its errors (the first of each entry function, as the real tool) are fatal."""
+def verify(module: Module, trailer: str | None, with_debug_locations: bool,
+           hint_warnings: list[str] | None = None, error_on_hints: bool = False) -> None:
+    """Run the verifier; its errors (the first of each entry function, as the real tool) are fatal.
+    `hint_warnings` (tileiras -Wunsupported-hints) receives the warning lines about optimization hints,
+    which also lead the error lines when the module fails."""
     from .ir.verifier import FORMAT_INVARIANTS_FAILED, format_invariant_error, reported_errors
     from .ir.printer import render_location
 
-    errors = reported_errors(module)
+    warnings = [] if hint_warnings is not None else None
+    errors = reported_errors(module, hint_warnings=warnings, error_on_hints=error_on_hints)
+    if warnings:
+        hint_warnings += [text for w in warnings for text in w.render_all()]
     if not errors:
         broken = format_invariant_error(module)
         if broken:
             raise InputError([f"error: {broken}", f"error: {FORMAT_INVARIANTS_FAILED}"]
                              + ([f"error: {trailer}"] if trailer else []), EXIT_BAD_INPUT)
         return
-    lines = []
+    lines = list(hint_warnings or [])
     for diag in errors:
         where = render_location(module, diag.debug_id) if with_debug_locations and diag.debug_id else None
         lines += [f"{where}: {text}" if where else text for text in diag.render_all()]
@@ -58,7 +64,8 @@ def verify(module: Module, trailer: str | None, with_debug_locations: bool) -> N
     raise InputError(lines, EXIT_BAD_INPUT)
 
 
-def load(data: bytes, trailer: str, *, with_debug_locations: bool) -> Module:
+def load(data: bytes, trailer: str, *, with_debug_locations: bool, hint_warnings: list[str] | None = None,
+         error_on_hints: bool = False) -> Module:
     module = parse(data, trailer)
-    verify(module, trailer, with_debug_locations)
+    verify(module, trailer, with_debug_locations, hint_warnings, error_on_hints)
     return module

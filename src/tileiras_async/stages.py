@@ -104,6 +104,8 @@ class ParseRequest(msgspec.Struct, frozen=True):
     path: str
     data: bytes
     tool: str = "tileiras"            # which real tool's wording diagnostics follow
+    warn_hints: bool = False          # tileiras -Wunsupported-hints: warnings about optimization hints
+    error_on_hints: bool = False      # tileiras -Werr-hints: with warn_hints, such a warning fails the module
 
 
 class ParsedModule(msgspec.Struct, frozen=True):
@@ -116,6 +118,7 @@ class ParsedModule(msgspec.Struct, frozen=True):
     diagnostics: list[StageDiagnostic] = []
     exit_code: int = 0
     elapsed_s: float = 0.0
+    warnings: list[StageDiagnostic] = []   # printed whether or not the module compiles (-Wunsupported-hints)
 
 
 class LowerRequest(msgspec.Struct, frozen=True):
@@ -202,12 +205,15 @@ def parse(req: ParseRequest) -> ParsedModule:
     t0 = time.perf_counter()
     trailer = ("input does not correspond to Tile IR bytecode" if req.tool == "tileiras"
                else "failed to read provided Tile IR bytecode")
+    hint_warnings: list[str] | None = [] if req.warn_hints else None
     try:
         if req.tool == "tileiras":
             check_version_like_driver(req.data)
-        module = load(req.data, trailer, with_debug_locations=req.tool != "tileiras")
+        module = load(req.data, trailer, with_debug_locations=req.tool != "tileiras", hint_warnings=hint_warnings,
+                      error_on_hints=req.error_on_hints)
     except InputError as e:
-        diags = [StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines]
+        diags = [StageDiagnostic(*line.split(": ", 1)) if line.startswith("warning: ")
+                 else StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines]
         return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
                             elapsed_s=time.perf_counter() - t0)
     from .codegen.driver import module_globals_ir
@@ -215,7 +221,8 @@ def parse(req: ParseRequest) -> ParsedModule:
     major, minor, _tag = module.version
     return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode(errors="replace") for f in module.functions],
                         [kernel_data(module, f) for f in module.functions], module_globals_ir(module),
-                        elapsed_s=time.perf_counter() - t0)
+                        elapsed_s=time.perf_counter() - t0,
+                        warnings=[StageDiagnostic(*w.split(": ", 1)) for w in hint_warnings or []])
 
 
 def lower(req: LowerRequest) -> LoweredKernel:
@@ -362,15 +369,18 @@ class CompileResult(msgspec.Struct, frozen=True):
     exit_code: int = 0
     ir_dumps: list[IRDump] = []
     transient: bool = False           # see CubinModule.transient: such a failure is not cached
+    warnings: list[StageDiagnostic] = []   # the front end's (-Wunsupported-hints), printed before anything else
 
 
 def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False,
-                       with_remarks: bool = False, print_ir: PrintIR | None = None) -> CompileResult:
+                       with_remarks: bool = False, print_ir: PrintIR | None = None, warn_hints: bool = False,
+                       error_on_hints: bool = False) -> CompileResult:
     """All stages one after another in this process (what the drop-in does for one file)."""
     from .frontend import EXIT_CODEGEN
-    parsed = parse(ParseRequest(path, data))
+    parsed = parse(ParseRequest(path, data, warn_hints=warn_hints, error_on_hints=error_on_hints))
     if not parsed.ok:
         return CompileResult(False, diagnostics=parsed.diagnostics, exit_code=parsed.exit_code)
+    warnings = parsed.warnings
     requests = [LowerRequest(path, k, options, print_ir) for k in parsed.kernel_ir]
     lowered = [lower(req) for req in requests]
     schedules = [r for k in lowered for r in k.schedules] if with_schedules else []
@@ -378,10 +388,11 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
     ptx = codegen(CodegenRequest(path, lowered, options, parsed.globals_ir))
     if not ptx.ok:
         return CompileResult(False, diagnostics=ptx.diagnostics, tool_stderr=ptx.tool_stderr, exit_code=EXIT_CODEGEN,
-                             ir_dumps=dumps)
+                             ir_dumps=dumps, warnings=warnings)
     cubin = assemble(AssembleRequest(ptx.ptx, options, resource_report=with_remarks))
     if not cubin.ok:
         return CompileResult(False, ptx=ptx.ptx, diagnostics=cubin.diagnostics, tool_stderr=cubin.tool_stderr,
-                             exit_code=cubin.exit_code, transient=cubin.transient)
+                             exit_code=cubin.exit_code, transient=cubin.transient, warnings=warnings)
     remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
-    return CompileResult(True, cubin.cubin, cubin.ptx or ptx.ptx, schedules, remarks, ir_dumps=dumps)
+    return CompileResult(True, cubin.cubin, cubin.ptx or ptx.ptx, schedules, remarks, ir_dumps=dumps,
+                         warnings=warnings)

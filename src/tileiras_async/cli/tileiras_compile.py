@@ -40,10 +40,12 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
     want_trace = opts.get("schedule-trace-file") is not None
     remark_filter = _remark_filter(opts)
     result = compile_in_process(path, data, options, with_schedules=want_trace, with_remarks=bool(remark_filter),
-                                print_ir=print_ir)
+                                print_ir=print_ir, warn_hints=bool(opts.get("Wunsupported-hints")),
+                                error_on_hints=bool(opts.get("Werr-hints")))
     dumps = list(result.ir_dumps) if print_ir is not None else []
+    warnings = "".join(stderr_line(d) + "\n" for d in result.warnings)
     if not result.ok:
-        stderr = result.tool_stderr
+        stderr = warnings + result.tool_stderr
         if stderr and not stderr.endswith("\n"):
             stderr += "\n"
         stderr += "".join(stderr_line(d) + "\n" for d in result.diagnostics)
@@ -53,7 +55,7 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
         from ..schedule.report import schedule_trace_json
         trace = schedule_trace_json(result.schedules) + "\n"
     remarks = _render_remarks(opts, [r for r in result.remarks if remark_filter.wants(r)]) if remark_filter else None
-    return DropInResult(0, "", result.cubin, remarks, trace, ir_dumps=dumps)
+    return DropInResult(0, warnings, result.cubin, remarks, trace, ir_dumps=dumps)
 
 
 def _num_stages(opts) -> int:

@@ -93,7 +93,7 @@ class VerifyContext:
     def check_hints(self, op_name: str, hints) -> str | None:
         """Warn about unsupported hints (when asked to); fail only in error-on-hints mode."""
         for group in hint_problems(op_name, hints):
-            if self.warn_hints or self.error_on_hints:
+            if self.warn_hints:
                 for w in group:
                     self.warnings.append(Diagnostic("warning", w, None, self._loc(self._current),
                                                     _debug_id(self._current)))
@@ -308,12 +308,17 @@ def _verify_function(ctx: VerifyContext, fn: Function, out: list[Diagnostic], fi
     return True
 
 
-def reported_errors(module: Module) -> list[Diagnostic]:
+def reported_errors(module: Module, *, hint_warnings: list[Diagnostic] | None = None,
+                    error_on_hints: bool = False) -> list[Diagnostic]:
     """The errors NVIDIA's tool prints (before `verification failed ...`), empty when the module verifies.
 
     As MLIR's verifier: the globals in order, stopping at the first bad one; then every entry function (each
-    isolated from above, verified on its own) reports its first error; the symbol table only when all passed."""
-    ctx = VerifyContext(module, False, False)
+    isolated from above, verified on its own) reports its first error; the symbol table only when all passed.
+    `hint_warnings` (-Wunsupported-hints): collects the warnings about optimization hints; `error_on_hints`
+    (-Werr-hints, which does nothing without them) makes a function's first such group an error."""
+    warn = hint_warnings is not None
+    ctx = VerifyContext(module, warn, warn and error_on_hints)
+    ctx.warnings = hint_warnings if warn else ctx.warnings
     for g in module.globals:
         d = _verify_global(ctx, g)
         if d:
