@@ -51,3 +51,19 @@ def test_a_rejected_input_exits_with_its_code(tmp_path):
     assert proc.returncode == in_process.returncode != 0
     assert proc.stderr == in_process.stderr and proc.stderr.startswith(b"error: ")
     assert not (tmp_path / "b.cubin").exists()
+
+
+def test_llvm_help_options(capsys):
+    """-h and --help-list print --help's listing, the -hidden forms NVIDIA's hidden options too; the
+    disassembler takes the same ones."""
+    from tileiras_async.cli import disasm
+    for main, hidden_name in ((tileiras.main, "--Werr-hints"), (disasm.main, "-h ")):
+        assert main(["--help"]) == 0
+        shown = capsys.readouterr().out
+        assert hidden_name not in shown and "--help-list " in shown
+        for flag in ("-h", "--help-list"):
+            assert main([flag]) == 0 and capsys.readouterr().out == shown
+        for flag in ("--help-hidden", "--help-list-hidden"):
+            assert main([flag]) == 0
+            listing = capsys.readouterr().out
+            assert hidden_name in listing and set(shown.splitlines()) <= set(listing.splitlines())

@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from ..frontend import InputError, load, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser
+from .options import Option, OptionError, OptionParser, help_asked, help_options
 
 PROG = "tileirdisasm"
 TRAILER = "failed to read provided Tile IR bytecode"
@@ -19,7 +19,7 @@ EXIT_BAD_INPUT = 3
 
 OPTIONS = [
     Option("g", "Alias for --print-debug-info", alias_of="print-debug-info"),
-    Option("help", "Display available options"),
+    *help_options(),
     Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
     Option("print-debug-info", "Annotate disassembly with debugging information, if present."),
     Option("version", "Display the version of this program"),
@@ -65,8 +65,9 @@ def run(argv: list[str]) -> int:
     except OptionError as e:
         print(str(e), file=sys.stderr)
         return 1
-    if opts.get("help"):
-        sys.stdout.write(PARSER.help_text())
+    hidden = help_asked(opts)
+    if hidden is not None:
+        sys.stdout.write(PARSER.help_text(hidden))
         return 0
     if opts.get("version"):
         sys.stdout.write(f"tileirdisasm: Cuda Tile IR disassembler (tileiras-async {__version__})\n")

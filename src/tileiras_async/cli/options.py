@@ -24,6 +24,22 @@ class Option:
         self.hidden = hidden
 
 
+def help_options() -> list[Option]:
+    """LLVM's help options, as NVIDIA's tools take them (the listings are one flat list here)."""
+    return [Option("help", "Display available options"),
+            Option("h", "Alias for --help", alias_of="help", hidden=True),
+            Option("help-list", "Display list of available options (--help-list-hidden for more)"),
+            Option("help-hidden", "Display all available options", hidden=True),
+            Option("help-list-hidden", "Display list of all available options", hidden=True)]
+
+
+def help_asked(opts) -> bool | None:
+    """None when no help option was given, else whether the hidden options are to be listed too."""
+    if not any(opts.get(n) for n in ("help", "help-list", "help-hidden", "help-list-hidden")):
+        return None
+    return bool(opts.get("help-hidden") or opts.get("help-list-hidden"))
+
+
 class OptionError(Exception):
     """An option-parser error: the message lines are printed as they are and the exit code is 1."""
 
@@ -118,11 +134,12 @@ class OptionParser:
                 best, best_d = opt.name, d
         return best
 
-    def help_text(self) -> str:
+    def help_text(self, hidden: bool = False) -> str:
+        """LLVM's option listing; `hidden` (--help-hidden) includes the hidden options."""
         lines = [f"OVERVIEW: {self.overview}", "", f"USAGE: {self.usage}", "", "OPTIONS:"]
         rows = []
         for opt in sorted(self.options.values(), key=lambda o: o.name.lower()):
-            if opt.hidden:
+            if opt.hidden and not hidden:
                 continue
             dash = "-" if len(opt.name) == 1 else "--"
             if opt.kind in ("value", "list") or (opt.kind == "enum" and not opt.alias_of):

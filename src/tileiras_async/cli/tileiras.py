@@ -20,7 +20,7 @@ import sys
 from .. import __version__
 from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser
+from .options import Option, OptionError, OptionParser, help_asked, help_options
 from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
@@ -42,8 +42,7 @@ OPTIONS = [
     Option("device-debug", "Generate debug information (if present in the input bytecode)"),
     Option("g", "Alias for --device-debug", alias_of="device-debug"),
     Option("lineinfo", "Generate line-number information (if present in the input bytecode)"),
-    Option("help", "Display available options"),
-    Option("h", "Alias for --help", alias_of="help", hidden=True),
+    *help_options(),
     Option("Wunsupported-hints", "Enable warnings for unsupported/invalid optimization hints.", hidden=True),
     Option("Werr-hints", "Treat unsupported/invalid optimization hints as errors.", hidden=True),
     Option("host-arch", "Specify the architecture for the generated host code.", kind="enum",
@@ -125,8 +124,9 @@ def run(argv: list[str]) -> int:
     except OptionError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    if opts.get("help"):
-        sys.stdout.write(PARSER.help_text())
+    hidden = help_asked(opts)
+    if hidden is not None:
+        sys.stdout.write(PARSER.help_text(hidden))
         return 0
     if opts.get("version"):
         sys.stdout.write(version_text())
