@@ -67,3 +67,17 @@ def test_llvm_help_options(capsys):
             assert main([flag]) == 0
             listing = capsys.readouterr().out
             assert hidden_name in listing and set(shown.splitlines()) <= set(listing.splitlines())
+
+
+@requires_corpus
+def test_print_options_are_taken_and_change_nothing(tmp_path, capsys):
+    """NVIDIA's tools accept LLVM's --print-options / --print-all-options and print nothing for them."""
+    from tileiras_async.cli import disasm
+    plain, printed = tmp_path / "a.cubin", tmp_path / "b.cubin"
+    assert tileiras.main(["--no-cache", "--gpu-name", "sm_90", "-o", str(plain), str(SAXPY)]) == 0
+    assert tileiras.main(["--print-options", "--print-all-options", "--no-cache", "--gpu-name", "sm_90", "-o",
+                          str(printed), str(SAXPY)]) == 0
+    assert capsys.readouterr().err == "" and plain.read_bytes() == printed.read_bytes()
+    assert disasm.main([str(SAXPY)]) == 0
+    text = capsys.readouterr().out
+    assert disasm.main(["--print-all-options", str(SAXPY)]) == 0 and capsys.readouterr().out == text

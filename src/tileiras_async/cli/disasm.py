@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from ..frontend import InputError, load, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser, help_asked, help_options
+from .options import Option, OptionError, OptionParser, help_asked, generic_options
 
 PROG = "tileirdisasm"
 TRAILER = "failed to read provided Tile IR bytecode"
@@ -19,7 +19,7 @@ EXIT_BAD_INPUT = 3
 
 OPTIONS = [
     Option("g", "Alias for --print-debug-info", alias_of="print-debug-info"),
-    *help_options(),
+    *generic_options(),
     Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
     Option("print-debug-info", "Annotate disassembly with debugging information, if present."),
     Option("version", "Display the version of this program"),

@@ -24,9 +24,12 @@ class Option:
         self.hidden = hidden
 
 
-def help_options() -> list[Option]:
-    """LLVM's help options, as NVIDIA's tools take them (the listings are one flat list here)."""
+def generic_options() -> list[Option]:
+    """LLVM's generic options, as NVIDIA's tools take them: the help listings (one flat list here), and
+    --print-options / --print-all-options, which their tools accept and then print nothing for."""
     return [Option("help", "Display available options"),
+            Option("print-options", "Print non-default options after command line parsing", hidden=True),
+            Option("print-all-options", "Print all option values after command line parsing", hidden=True),
             Option("h", "Alias for --help", alias_of="help", hidden=True),
             Option("help-list", "Display list of available options (--help-list-hidden for more)"),
             Option("help-hidden", "Display all available options", hidden=True),

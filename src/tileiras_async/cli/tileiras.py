@@ -20,7 +20,7 @@ import sys
 from .. import __version__
 from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser, help_asked, help_options
+from .options import Option, OptionError, OptionParser, help_asked, generic_options
 from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
@@ -42,7 +42,7 @@ OPTIONS = [
     Option("device-debug", "Generate debug information (if present in the input bytecode)"),
     Option("g", "Alias for --device-debug", alias_of="device-debug"),
     Option("lineinfo", "Generate line-number information (if present in the input bytecode)"),
-    *help_options(),
+    *generic_options(),
     Option("Wunsupported-hints", "Enable warnings for unsupported/invalid optimization hints.", hidden=True),
     Option("Werr-hints", "Treat unsupported/invalid optimization hints as errors.", hidden=True),
     Option("host-arch", "Specify the architecture for the generated host code.", kind="enum",
@@ -88,7 +88,7 @@ OPTIONS = [
 
 # Options that never change what a compile produces: kept out of the cache key.  Every other option
 # is in the key, so an option added to OPTIONS is keyed by construction.
-NOT_IN_KEY = frozenset({"output-file", "cache-dir", "no-cache"})
+NOT_IN_KEY = frozenset({"output-file", "cache-dir", "no-cache", "print-options", "print-all-options"})
 # Options naming where an output goes: whether they are given is in the key, not the path.
 OUTPUT_PATHS = frozenset({"remarks-output-file", "schedule-trace-file"})
 # IR snapshots are a debugging aid written where the call runs: such calls compile here, uncached.
