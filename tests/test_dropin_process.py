@@ -81,3 +81,21 @@ def test_print_options_are_taken_and_change_nothing(tmp_path, capsys):
     assert disasm.main([str(SAXPY)]) == 0
     text = capsys.readouterr().out
     assert disasm.main(["--print-all-options", str(SAXPY)]) == 0 and capsys.readouterr().out == text
+
+
+@requires_corpus
+def test_apply_controls_is_refused_as_nvidia_refuses_it(tmp_path, capsys):
+    """NVIDIA's --apply-controls is 'not supported on this platform' (exit 2), checked after the target and
+    the magic, before the bytecode is parsed; an empty path is no control file at all."""
+    acf = tmp_path / "c.acf"
+    acf.write_text("x\n")
+    cut = tmp_path / "cut.tileirbc"
+    cut.write_bytes(SAXPY.read_bytes()[:100])
+    out = tmp_path / "o.cubin"
+    refused = "error: --apply-controls is not supported on this platform\n"
+    for argv, rc, err in [([f"--apply-controls={acf}", "--gpu-name", "sm_90", str(SAXPY)], 2, refused),
+                          ([f"--apply-controls={acf}", "--gpu-name", "sm_90", str(cut)], 2, refused),
+                          (["--apply-controls=", "--gpu-name", "sm_90", str(SAXPY)], 0, "")]:
+        assert tileiras.main([*argv, "--no-cache", "-o", str(out)]) == rc
+        assert capsys.readouterr().err == err and out.exists() == (rc == 0)
+        out.unlink(missing_ok=True)

@@ -36,6 +36,8 @@ GPU_NAMES = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm
 OPTIONS = [
     Option("O", "Alias for --opt-level", kind="value", prefix=True, alias_of="opt-level"),
     Option("opt-level", "Specify optimization level. Default Value: 3.", kind="value", meta="N"),
+    Option("apply-controls", "Composite ACF file forwarded to libNVVM and, when used, direct PTXAS. Paths requiring "
+           "quoting, including paths with whitespace, are unsupported.", kind="value", meta="path"),
     Option("arch", "Alias for --gpu-name", kind="enum", alias_of="gpu-name"),
     Option("gpu-name", "Specify name of NVIDIA GPU to generate code for.", kind="enum",
            values=tuple((g, f"SM {g[3:]}") for g in GPU_NAMES)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 from ..cache.fingerprint import compiled_with
+from ..bytecode.reader import MAGIC
 from ..frontend import EXIT_CONFIG, InputError, check_version_like_driver
 from ..stages import CompileOptions, compile_in_process, stderr_line
 from .dropin_result import DropInResult, opt_level
@@ -33,6 +34,8 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
         raise InputError([f"error: GPU architecture sm_0 is not supported by this version of tileiras. You may "
                           f"need a newer toolchain that supports this architecture (bytecode in file is version "
                           f"{shown})."], EXIT_CONFIG)
+    if opts.get("apply-controls") and data.startswith(MAGIC):   # NVIDIA's: after the target, before parsing
+        raise InputError(["error: --apply-controls is not supported on this platform"], EXIT_CONFIG)
     options = CompileOptions(gpu, level, lineinfo=bool(opts.get("lineinfo")),
                              device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts),
                              register_caps=bool(opts.get("register-caps")))
