@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tileiras_async.cli import tileiras
 
 from conftest import INVALID, PUBLIC, requires_corpus
@@ -99,3 +101,35 @@ def test_apply_controls_is_refused_as_nvidia_refuses_it(tmp_path, capsys):
         assert tileiras.main([*argv, "--no-cache", "-o", str(out)]) == rc
         assert capsys.readouterr().err == err and out.exists() == (rc == 0)
         out.unlink(missing_ok=True)
+
+
+# (extra arguments, exit code, stderr) as NVIDIA's tileiras 13.5 prints them (recorded; compared again when it
+# is installed): LLVM's integer reading of -O, prefix options, every bad argument reported, --preview checked
+# as it is parsed, -l refused after the module is read
+OPTION_CASES = [
+    (["-Oabc"], 1, "tileiras: for the --opt-level option: 'abc' value invalid for integer argument!\n"),
+    (["--opt-level=99999999999"], 1,
+     "tileiras: for the --opt-level option: '99999999999' value invalid for integer argument!\n"),
+    (["-O010"], 2, "error: invalid optimization level: 8\n"),
+    (["-O0x2"], 0, ""),
+    (["-O", "2"], 1, "tileiras: for the -O option: requires a value!\ntileiras: Too many positional arguments "
+                     "specified!\nCan specify at most 1 positional arguments: See: tileiras --help\n"),
+    (["--preview=simt,foo"], 1,
+     "tileiras: for the --preview option: unknown preview feature 'foo'; supported features: simt\n"),
+    (["--preview=simt"], 0, ""),
+    (["-l=foo"], 5, "error: libraries require the 'simt' preview feature\n"),
+    (["-l=/nonexistent/lib", "--preview=simt"], 5, "error: failed to open tile library: No such file or directory\n"),
+]
+
+
+@requires_corpus
+@pytest.mark.parametrize("extra,rc,err", OPTION_CASES, ids=[" ".join(c[0]) for c in OPTION_CASES])
+def test_option_parsing_as_nvidia(extra, rc, err, tmp_path, capsys):
+    from conftest import nvidia_bin, nvidia_env
+    argv = ["--gpu-name", "sm_90", "-o", str(tmp_path / "o.cubin"), str(SAXPY), *extra]
+    assert tileiras.main([*argv, "--no-cache"]) == rc
+    assert capsys.readouterr().err == err
+    tool = nvidia_bin("tileiras")
+    if tool is not None:
+        real = subprocess.run([str(tool), *argv], capture_output=True, text=True, env=nvidia_env(), timeout=120)
+        assert (real.returncode, real.stderr.replace(str(tool), "tileiras")) == (rc, err)

@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from ..frontend import InputError, load, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser, help_asked, generic_options
+from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 
 PROG = "tileirdisasm"
 TRAILER = "failed to read provided Tile IR bytecode"
@@ -20,7 +20,7 @@ EXIT_BAD_INPUT = 3
 OPTIONS = [
     Option("g", "Alias for --print-debug-info", alias_of="print-debug-info"),
     *generic_options(),
-    Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
+    preview_option(),
     Option("print-debug-info", "Annotate disassembly with debugging information, if present."),
     Option("version", "Display the version of this program"),
 ]
@@ -72,9 +72,6 @@ def run(argv: list[str]) -> int:
     if opts.get("version"):
         sys.stdout.write(f"tileirdisasm: Cuda Tile IR disassembler (tileiras-async {__version__})\n")
         return 0
-    if opts.get("preview"):
-        print(f"error: unknown preview feature '{opts.get('preview')[0]}'", file=sys.stderr)
-        return EXIT_FAILED
     if not opts.positionals:
         sys.stdout.write(PARSER.help_text())
         print("error: no input file provided\n", file=sys.stderr)

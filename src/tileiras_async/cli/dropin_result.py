@@ -45,11 +45,7 @@ class DropInResult:
 
 
 def opt_level(opts) -> int:
-    raw = opts.get("opt-level", "3")
-    try:
-        level = int(raw)
-    except ValueError:
-        level = None
-    if level is None or not 0 <= level <= 3:
-        raise InputError([f"error: invalid optimization level: {raw}"], EXIT_CONFIG)
+    level = opts.get("opt-level", 3)     # an int: the option parser read it as LLVM reads integers
+    if not 0 <= level <= 3:
+        raise InputError([f"error: invalid optimization level: {level}"], EXIT_CONFIG)
     return level

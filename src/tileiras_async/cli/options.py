@@ -10,10 +10,11 @@ from __future__ import annotations
 class Option:
     """One option of the table; plain class (not a dataclass): the drop-in's start-up imports this."""
 
-    __slots__ = ("name", "help", "kind", "values", "meta", "prefix", "alias_of", "hidden")
+    __slots__ = ("name", "help", "kind", "values", "meta", "prefix", "alias_of", "hidden", "integer")
 
     def __init__(self, name: str, help: str, kind: str = "flag", values: tuple[tuple[str, str], ...] = (),
-                 meta: str = "value", prefix: bool = False, alias_of: str | None = None, hidden: bool = False):
+                 meta: str = "value", prefix: bool = False, alias_of: str | None = None, hidden: bool = False,
+                 integer: bool = False):
         self.name = name                # without dashes
         self.help = help
         self.kind = kind                # flag | value | enum | list
@@ -22,6 +23,36 @@ class Option:
         self.prefix = prefix            # accepts the value glued on, like -O3
         self.alias_of = alias_of
         self.hidden = hidden
+        self.integer = integer          # a cl::opt<int>: the value is parsed as LLVM parses integers
+
+
+def llvm_int(text: str) -> int | None:
+    """`text` as LLVM's cl::opt<int> reads it (StringRef::getAsInteger, radix sensed from 0x / 0b / 0o / a
+    leading 0, an optional minus, no spaces or plus), None unless it is one and fits in 32 bits."""
+    body = text[1:] if text.startswith("-") else text
+    low = body.lower()
+    base, digits = 10, body
+    for prefix, b in (("0x", 16), ("0b", 2), ("0o", 8)):
+        if low.startswith(prefix):
+            base, digits = b, body[2:]
+            break
+    else:
+        if len(body) > 1 and body[0] == "0":
+            base, digits = 8, body[1:]
+    if not digits or any(c not in "0123456789abcdef"[:base] for c in digits.lower()):
+        return None
+    value = int(digits, base) * (-1 if text.startswith("-") else 1)
+    return value if -2**31 <= value < 2**31 else None
+
+
+# NVIDIA's tools (13.5) know one preview feature; a 13.1-13.4 module compiles the same with it enabled (what it
+# unlocks, SIMT functions and tile libraries, needs 13.5 bytecode, which tileiras-async does not read)
+PREVIEW_FEATURES = ("simt",)
+
+
+def preview_option() -> Option:
+    return Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]",
+                  values=tuple((f, f) for f in PREVIEW_FEATURES))
 
 
 def generic_options() -> list[Option]:
@@ -82,7 +113,10 @@ class OptionParser:
         return None
 
     def parse(self, argv: list[str]) -> Parsed:
+        """The options and positionals of `argv`; as LLVM's parser, every bad argument is reported (one
+        OptionError carrying all their lines, in order) and parsing goes on after each."""
         out = Parsed()
+        errors: list[str] = []
         i = 0
         while i < len(argv):
             arg = argv[i]
@@ -95,30 +129,46 @@ class OptionParser:
                 continue
             found = self._lookup(arg)
             if found is None:
-                raise OptionError(self._unknown(arg))
+                errors.append(self._unknown(arg))
+                continue
             opt, value = found
             target = self._canonical(opt)
             if target.kind == "flag":
                 out.values[target.name] = True if value is None else value not in ("false", "0")
                 continue
             if value is None:
-                if i >= len(argv):
-                    raise OptionError(f"{self.prog}: for the -{opt.name if len(opt.name) == 1 else '-' + opt.name} "
-                                      f"option: requires a value!")
+                if opt.prefix or i >= len(argv):    # a prefix option's value is glued on (-O3), never the next
+                    errors.append(f"{self.prog}: for the -{opt.name if len(opt.name) == 1 else '-' + opt.name} "
+                                  f"option: requires a value!")
+                    continue
                 value = argv[i]
                 i += 1
-            if target.kind == "enum" and value not in {v for v, _ in target.values}:
-                raise OptionError(f"{self.prog}: for the --{target.name} option: Cannot find option named "
-                                  f"'{value}'!")
-            if target.kind == "list":
+            problem = self._bad_value(target, value)
+            if problem:
+                errors.append(f"{self.prog}: for the --{target.name} option: {problem}")
+            elif target.kind == "list":
                 out.values.setdefault(target.name, []).extend(v for v in value.split(",") if v)
             else:
-                out.values[target.name] = value
+                out.values[target.name] = llvm_int(value) if target.integer else value
         if len(out.positionals) > self.max_positionals:
-            raise OptionError(f"{self.prog}: Too many positional arguments specified!\n"
-                              f"Can specify at most {self.max_positionals} positional arguments: "
-                              f"See: {self.prog} --help")
+            errors.append(f"{self.prog}: Too many positional arguments specified!\n"
+                          f"Can specify at most {self.max_positionals} positional arguments: "
+                          f"See: {self.prog} --help")
+        if errors:
+            raise OptionError("\n".join(errors))
         return out
+
+    def _bad_value(self, target: Option, value: str) -> str | None:
+        if target.kind == "enum" and value not in {v for v, _ in target.values}:
+            return f"Cannot find option named '{value}'!"
+        if target.integer and llvm_int(value) is None:
+            return f"'{value}' value invalid for integer argument!"
+        if target.kind == "list" and target.values:    # --preview: every item named must be known
+            known = [v for v, _ in target.values]
+            for item in value.split(","):
+                if item not in known:
+                    return f"unknown preview feature '{item}'; supported features: {', '.join(known)}"
+        return None
 
     def _unknown(self, arg: str) -> str:
         msg = f"{self.prog}: Unknown command line argument '{arg}'.  Try: '{self.prog} --help'"
@@ -150,7 +200,7 @@ class OptionParser:
             else:
                 label = f"{dash}{opt.name}"
             rows.append((label, opt.help))
-            for v, h in opt.values:
+            for v, h in (opt.values if opt.kind == "enum" else ()):   # --preview's names are not listed
                 rows.append((f"  ={v}", f"  {h}"))
         width = max(len(label) for label, _ in rows) + 2
         lines += [f"  {label.ljust(width)} - {h}" for label, h in rows]

@@ -20,12 +20,11 @@ import sys
 from .. import __version__
 from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
 from .common import guarded_main, print_lines
-from .options import Option, OptionError, OptionParser, help_asked, generic_options
+from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
 DEFAULT_OUTPUT = "elf.o"
-PREVIEW_FEATURES: tuple[str, ...] = ()  # none yet
 CACHE_KIND = "tileiras"
 
 # targets.GPU_NAMES, spelled out: that module imports dataclasses and re, which cost more than a cache hit
@@ -35,7 +34,7 @@ GPU_NAMES = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm
 
 OPTIONS = [
     Option("O", "Alias for --opt-level", kind="value", prefix=True, alias_of="opt-level"),
-    Option("opt-level", "Specify optimization level. Default Value: 3.", kind="value", meta="N"),
+    Option("opt-level", "Specify optimization level. Default Value: 3.", kind="value", meta="N", integer=True),
     Option("apply-controls", "Composite ACF file forwarded to libNVVM and, when used, direct PTXAS. Paths requiring "
            "quoting, including paths with whitespace, are unsupported.", kind="value", meta="path"),
     Option("arch", "Alias for --gpu-name", kind="enum", alias_of="gpu-name"),
@@ -55,7 +54,7 @@ OPTIONS = [
     Option("list-versions", "List all supported bytecode versions and exit"),
     Option("o", "Alias for --output-file", kind="value", alias_of="output-file"),
     Option("output-file", "Specify name of output file.", kind="value", meta="file"),
-    Option("preview", "Enable one or more named preview features", kind="list", meta="feature[,feature...]"),
+    preview_option(),
     Option("remark-format", "Specify the format for remark output", kind="enum",
            values=(("command-line", "Print remarks to command-line"), ("yaml", "Write remarks to YAML file"))),
     Option("remarks", "Enable all remark types (passed, missed, failed, analysis) for the specified category",
@@ -112,12 +111,6 @@ def _check_options(opts) -> None:
     if opts.get("device-debug") and level != 0:
         raise InputError(["error: optimized debugging is currently not supported, change the optimization "
                           "level to 0 or disable full debug info"], EXIT_CONFIG)
-    if opts.get("l"):
-        raise InputError(["error: -l requires the SIMT preview, which tileiras-async does not provide"],
-                         EXIT_CONFIG)
-    for feature in opts.get("preview", []):
-        if feature not in PREVIEW_FEATURES:
-            raise InputError([f"error: unknown preview feature '{feature}'"], EXIT_CONFIG)
 
 
 def run(argv: list[str]) -> int:

@@ -36,6 +36,8 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
                           f"{shown})."], EXIT_CONFIG)
     if opts.get("apply-controls") and data.startswith(MAGIC):   # NVIDIA's: after the target, before parsing
         raise InputError(["error: --apply-controls is not supported on this platform"], EXIT_CONFIG)
+    if opts.get("l"):
+        return _libraries_refused(path, data, opts)
     options = CompileOptions(gpu, level, lineinfo=bool(opts.get("lineinfo")),
                              device_debug=bool(opts.get("device-debug")), num_stages=_num_stages(opts),
                              register_caps=bool(opts.get("register-caps")))
@@ -59,6 +61,24 @@ def _produce(path: str, data: bytes, opts) -> DropInResult:
         trace = schedule_trace_json(result.schedules) + "\n"
     remarks = _render_remarks(opts, [r for r in result.remarks if remark_filter.wants(r)]) if remark_filter else None
     return DropInResult(0, warnings, result.cubin, remarks, trace, ir_dumps=dumps)
+
+
+def _libraries_refused(path: str, data: bytes, opts) -> DropInResult:
+    """-l: NVIDIA's tool reads and verifies the module, then needs the simt preview and loads each library;
+    tileiras-async reads no tile library (they go with SIMT functions of 13.5 bytecode)."""
+    import os
+    from ..stages import ParseRequest, parse
+    from ..frontend import EXIT_CODEGEN
+    parsed = parse(ParseRequest(path, data))
+    if not parsed.ok:
+        return DropInResult(parsed.exit_code, "".join(stderr_line(d) + "\n" for d in parsed.diagnostics))
+    if "simt" not in opts.get("preview", []):
+        message = "libraries require the 'simt' preview feature"
+    elif not all(os.path.exists(lib) for lib in opts.get("l")):
+        message = "failed to open tile library: No such file or directory"
+    else:
+        message = "tile libraries are not supported by tileiras-async"
+    return DropInResult(EXIT_CODEGEN, f"error: {message}\n", cacheable=False)
 
 
 def _num_stages(opts) -> int:
