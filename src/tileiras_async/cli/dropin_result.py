@@ -45,7 +45,7 @@ class DropInResult:
 
 
 def opt_level(opts) -> int:
-    level = opts.get("opt-level", 3)     # an int: the option parser read it as LLVM reads integers
+    level = int(opts.get("opt-level", "3"))    # decimal digits: the option parser read it as LLVM reads integers
     if not 0 <= level <= 3:
         raise InputError([f"error: invalid optimization level: {level}"], EXIT_CONFIG)
     return level

@@ -149,7 +149,8 @@ class OptionParser:
             elif target.kind == "list":
                 out.values.setdefault(target.name, []).extend(v for v in value.split(",") if v)
             else:
-                out.values[target.name] = llvm_int(value) if target.integer else value
+                # an integer is kept as its decimal digits: -O3, --opt-level=0x3 and -O03 are one value
+                out.values[target.name] = str(llvm_int(value)) if target.integer else value
         if len(out.positionals) > self.max_positionals:
             errors.append(f"{self.prog}: Too many positional arguments specified!\n"
                           f"Can specify at most {self.max_positionals} positional arguments: "
