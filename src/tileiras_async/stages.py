@@ -199,6 +199,13 @@ def stderr_line(d: StageDiagnostic) -> str:
     return d.message if d.message.startswith("#cuda_tile.di_loc<") else f"{d.severity}: {d.message}"
 
 
+def _diagnostic(line: str) -> StageDiagnostic:
+    """A front-end line back as a diagnostic (`stderr_line` prints it the same again)."""
+    if line.startswith("warning: "):
+        return StageDiagnostic("warning", line.removeprefix("warning: "))
+    return StageDiagnostic("error", line.removeprefix("error: "))
+
+
 def parse(req: ParseRequest) -> ParsedModule:
     """Read and verify; on failure the diagnostics are the real tool's stderr lines."""
     from .frontend import InputError, check_version_like_driver, load
@@ -212,8 +219,7 @@ def parse(req: ParseRequest) -> ParsedModule:
         module = load(req.data, trailer, with_debug_locations=req.tool != "tileiras", hint_warnings=hint_warnings,
                       error_on_hints=req.error_on_hints)
     except InputError as e:
-        diags = [StageDiagnostic(*line.split(": ", 1)) if line.startswith("warning: ")
-                 else StageDiagnostic("error", line.removeprefix("error: ")) for line in e.lines]
+        diags = [_diagnostic(line) for line in e.lines]
         return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
                             elapsed_s=time.perf_counter() - t0)
     from .codegen.driver import module_globals_ir
@@ -222,7 +228,7 @@ def parse(req: ParseRequest) -> ParsedModule:
     return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode(errors="replace") for f in module.functions],
                         [kernel_data(module, f) for f in module.functions], module_globals_ir(module),
                         elapsed_s=time.perf_counter() - t0,
-                        warnings=[StageDiagnostic(*w.split(": ", 1)) for w in hint_warnings or []])
+                        warnings=[_diagnostic(w) for w in hint_warnings or []])
 
 
 def lower(req: LowerRequest) -> LoweredKernel:

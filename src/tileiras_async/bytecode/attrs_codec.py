@@ -77,7 +77,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         flags = _parameter_flags(r)   # a varint (NVIDIA's writer never sets a bit that makes it longer than a byte)
         every = r.svarint() if flags & 1 else None
         along = r.svarint() if flags & 2 else None
-        _no_unused_flags(r, flags, 0b11)
+        no_unused_flags(r, flags, 0b11)
         return A.DivByAttr(divisor, every, along)
     if tag == TAG_SAME_ELEMENTS:
         return A.SameElementsAttr(tuple(r.intlist(8)))
@@ -93,7 +93,7 @@ def read_tagged(r: ByteReader, ctx: AttrContext) -> A.Attr:
         flags = _parameter_flags(r)
         lb = _signed(r, "lb_val") if flags & 1 else None
         ub = _signed(r, "ub_val") if flags & 2 else None
-        _no_unused_flags(r, flags, 0b11)
+        no_unused_flags(r, flags, 0b11)
         return A.BoundedAttr(lb, ub)
     raise r.fail(f"unsupported AttributeTag {full_tag} for self-contained attribute")
 
@@ -123,10 +123,10 @@ def _signed(r: ByteReader, name: str) -> int:
         raise r.fail(f"failed to read {name}") from None
 
 
-def _no_unused_flags(r: ByteReader, flags: int, known: int) -> None:
-    """The byte that said which optional parameters follow may have no other bit set (checked,
-    as the real reader does, once the parameters are read)."""
-    if flags & ~known:
+def no_unused_flags(r: ByteReader, flags: int | None, known: int) -> None:
+    """The flags that said which optional parameters (of an attribute or a type) follow may have no other bit
+    set (checked, as the real reader does, once the parameters are read); None: the version has no flags."""
+    if flags is not None and flags & ~known:
         raise r.fail("unused bits set in optional parameter flags")
 
 

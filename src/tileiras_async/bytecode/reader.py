@@ -166,17 +166,28 @@ _DEBUG_ATTRS = _ArrayWords("failed to read total number of debug info attributes
                            "failed to read debug info offset pointer")
 
 
+def _must_fit(r: ByteReader, n: int, width: int, noun: str) -> None:
+    """`n` entries of `width` bytes must fit in what is left of the payload."""
+    if n * width > r.remaining():
+        raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // width} that can fit in "
+                     f"the remaining payload of {r.remaining()} bytes.")
+
+
+def _skip_padding(r: ByteReader, width: int, start: int, failure: str | None) -> None:
+    """Padding up to `width` (relative to `start`); a short payload fails as `failure` (None: only through
+    the section's context)."""
+    try:
+        r.align(width, start)
+    except BytecodeError:
+        raise (BytecodeError(None) if failure is None else r.fail(failure)) from None
+
+
 def _array_start(r: ByteReader, words: _ArrayWords, width: int, start: int, noun: str) -> int:
     """A Debug-section array's count, its padding skipped: the real reader then takes a pointer to the
     array, which fails at the end of the payload even for no element."""
     n = r.field(words.count)
-    try:
-        r.align(width, start)
-    except BytecodeError:
-        raise r.fail(words.padding) from None
-    if n * width > r.remaining():
-        raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // width} that can fit in "
-                     f"the remaining payload of {r.remaining()} bytes.")
+    _skip_padding(r, width, start, words.padding)
+    _must_fit(r, n, width, noun)
     if r.at_end():
         raise r.fail(words.pointer)
     return n
@@ -204,23 +215,13 @@ def _read_table(r: ByteReader, index_width: int, section_start: int | None = Non
     if bounded and n >= MAX_COUNT:
         raise r.fail(f"varint value exceeds maximum supported capacity. (expected value less than {MAX_COUNT}, "
                      f"got {n}).")
-    if noun and n * index_width > r.remaining():
-        raise r.fail(f"number of {noun} ({n}) exceeds the maximum of {r.remaining() // index_width} that can "
-                     f"fit in the remaining payload of {r.remaining()} bytes.")
-    if words:
-        try:
-            r.align(index_width, start)
-        except BytecodeError:
-            raise r.fail(words.padding) from None
-        if r.at_end():
-            raise r.fail(words.pointer)
-    elif n == 0:
+    if noun:
+        _must_fit(r, n, index_width, noun)
+    if n == 0 and not words:
         return []
-    else:
-        try:
-            r.align(index_width, start)
-        except BytecodeError:
-            raise BytecodeError(None) from None
+    _skip_padding(r, index_width, start, words and words.padding)
+    if words and r.at_end():
+        raise r.fail(words.pointer)
     if n * index_width > r.remaining():
         if bounded:
             raise r.fail(f"insufficient data for {bounded} indices")

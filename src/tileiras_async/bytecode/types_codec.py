@@ -6,7 +6,7 @@ from math import prod
 from ..ir import types as T
 from ..ir.verify_types import pointee_error, tensor_view_error
 from ..ir.enums import PaddingValue, PointerAttr
-from .attrs_codec import read_enum
+from .attrs_codec import no_unused_flags, read_enum
 from .errors import BytecodeError
 from .wire import ByteReader, encode_intlist, encode_varint
 
@@ -111,7 +111,7 @@ class TypeDecoder:
     def _ptr_attr(self, r: ByteReader, flags: int | None) -> int | None:
         """The optional pointer attribute (flag bit 0), an enum; then no other flag bit may be set."""
         attr = int(read_enum(r, PointerAttr, self.minor)) if flags is not None and flags & 1 else None
-        _no_unused_flags(r, flags)
+        no_unused_flags(r, flags, 0b1)
         return attr
 
     def _pointer(self, r: ByteReader) -> T.Type:
@@ -151,7 +151,7 @@ class TypeDecoder:
         if flags is None:  # before 13.3: explicit has-padding varint
             flags = r.field("failed to read OptionalEnum presence flag")
         pad = int(read_enum(r, PaddingValue, self.minor)) if flags & 1 else None
-        _no_unused_flags(r, flags)
+        no_unused_flags(r, flags, 0b1)
         if checked and pad is not None:
             _check_padding(pad, view, r)
         return pad
@@ -223,12 +223,6 @@ def _check_padding(pad: int | None, view: T.Type, r: ByteReader) -> None:
         names = ["zero", "neg_zero", "nan", "pos_inf", "neg_inf"]
         raise r.fail(f"padding_value {names[pad]} can only be used with floating point element "
                      f"types, got '{elem}'")
-
-
-def _no_unused_flags(r: ByteReader, flags: int | None) -> None:
-    """A type's optional-parameter flags know bit 0 only (checked once the parameters are read)."""
-    if flags is not None and flags & ~1:
-        raise r.fail("unused bits set in optional parameter flags")
 
 
 def _check_partition(tile_shape, dim_map, r: ByteReader, tv: T.Type) -> None:

@@ -69,9 +69,8 @@ def generic_options() -> list[Option]:
 
 def help_asked(opts) -> bool | None:
     """None when no help option was given, else whether the hidden options are to be listed too."""
-    if not any(opts.get(n) for n in ("help", "help-list", "help-hidden", "help-list-hidden")):
-        return None
-    return bool(opts.get("help-hidden") or opts.get("help-list-hidden"))
+    asked = [name for name in ("help", "help-list", "help-hidden", "help-list-hidden") if opts.get(name)]
+    return any(name.endswith("-hidden") for name in asked) if asked else None
 
 
 class OptionError(Exception):

@@ -318,7 +318,8 @@ def reported_errors(module: Module, *, hint_warnings: list[Diagnostic] | None = 
     (-Werr-hints, which does nothing without them) makes a function's first such group an error."""
     warn = hint_warnings is not None
     ctx = VerifyContext(module, warn, warn and error_on_hints)
-    ctx.warnings = hint_warnings if warn else ctx.warnings
+    if warn:
+        ctx.warnings = hint_warnings     # collected straight into the caller's list, whichever return is taken
     for g in module.globals:
         d = _verify_global(ctx, g)
         if d:
