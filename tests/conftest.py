@@ -13,6 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("TILEIRAS_CORPUS", REPO.parent / "shared" / "corpus"))
 PUBLIC = CORPUS / "out" / "public"
+LAUNCH = CORPUS / "out" / "public-launch"   # the same cases as cuTile launches them (alignment/stride hints)
 INVALID = CORPUS / "out" / "invalid"
 
 

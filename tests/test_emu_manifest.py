@@ -6,9 +6,11 @@ strided views included) with the race check on (a shared- or tensor-memory acces
 that another warp's conflicting one precedes with no barrier between fails: emu/races.py)
 and the outputs are checked with `refs.check`.
 
-* Default run: every kernel once (its 13.4 bytecode) for sm_100, plus two kernels at -O0.
+* Default run: every kernel once (its 13.4 bytecode) for sm_100, plus two kernels at -O0; of the launch set
+  (`public-launch`: the same cases with cuTile's launch hints, which our code relies on without checking),
+  every matmul at sm_90 and sm_100.
 * `--run-all` (`slow`): every bytecode file of the manifest x sm_80, sm_90, sm_100, and every
-  kernel at -O0/-O1/-O2.
+  kernel at -O0/-O1/-O2; every launch-set kernel x sm_80, sm_90, sm_100.
 
 A module our compiler cannot lower yet is skipped with the compile error as the
 reason.  A module NVIDIA's tileiras rejects (the manifest records its rc) must
@@ -20,6 +22,7 @@ from __future__ import annotations
 import pytest
 from conftest import (
     CORPUS,
+    LAUNCH,
     corpus_case,
     manifest_entries,
     requires_corpus,
@@ -95,3 +98,28 @@ def test_corpus_kernel_other_opt_levels(refs, entry, opt_level):
 def test_manifest_is_walked_completely():
     # the sweep covers every entry; the default run covers every kernel id once
     assert len(ENTRIES) == 224 and len({e["id"] for e in LATEST}) == len({e["id"] for e in ENTRIES})
+
+
+LAUNCH_ENTRIES = manifest_entries(LAUNCH)
+LAUNCH_MATMULS = [e for e in LAUNCH_ENTRIES if "matmul" in e["id"] or e["id"].startswith("bmm")]
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("entry", LAUNCH_MATMULS, ids=_ids(LAUNCH_MATMULS, False))
+def test_launch_matmul(refs, entry, gpu):
+    run_entry(refs, entry, gpu)
+
+
+@requires_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", TARGETS)
+@pytest.mark.parametrize("entry", LAUNCH_ENTRIES, ids=_ids(LAUNCH_ENTRIES, False))
+def test_launch_every_kernel_every_target(refs, entry, gpu):
+    run_entry(refs, entry, gpu)
+
+
+@requires_corpus
+def test_launch_set_is_the_public_set_with_hints():
+    assert {e["id"] for e in LAUNCH_ENTRIES} == {e["id"] for e in LATEST}
+    assert len(LAUNCH_MATMULS) >= 8

@@ -50,18 +50,25 @@ def _load_module(module):
 
 
 def _check_assumptions(mod, kname: str, params: list) -> None:
-    """An argument outside a bound the kernel `assume`s (cuTile states sizes and strides >= 0) is refused: the
-    compiler relies on the fact (e.g. it zero-extends them), so the run would compute something else."""
-    from ..ir.attrs import BoundedAttr
+    """An argument outside a bound or divisibility the kernel `assume`s (cuTile states sizes and strides >= 0,
+    and at launch the alignment and divisibility of its arrays) is refused: the compiler relies on the fact
+    (it zero-extends sizes, copies 16 bytes at a time), so the run would compute something else or fault."""
+    from ..ir.attrs import BoundedAttr, DivByAttr
+    from ..ir.types import PointerType
     fn = next(f for f in mod.functions if f.name.decode(errors="replace") == kname)
     position = {id(a): i for i, a in enumerate(fn.body.args)}
     for op in fn.body.ops:
         pred = op.attrs.get("predicate") if op.name == "assume" else None
-        i = position.get(id(op.operands.get("value"))) if isinstance(pred, BoundedAttr) else None
+        i = position.get(id(op.operands.get("value"))) if isinstance(pred, (BoundedAttr, DivByAttr)) else None
         if i is None or i >= len(params) or not isinstance(params[i], (int, np.integer)):
             continue
         v = int(params[i])
-        if (pred.lb is not None and v < pred.lb) or (pred.ub is not None and v > pred.ub):
+        if isinstance(pred, DivByAttr):
+            if pred.every is None and pred.along is None and pred.divisor > 0 and v % pred.divisor:
+                shown = f"the address {v:#x}" if isinstance(fn.body.args[i].type.elem, PointerType) else str(v)
+                raise LaunchError(f"entry parameter {i} is {shown}, but the kernel assumes it is divisible by "
+                                  f"{pred.divisor}")
+        elif (pred.lb is not None and v < pred.lb) or (pred.ub is not None and v > pred.ub):
             bounds = f"{'' if pred.lb is None else f'{pred.lb} <= '}x{'' if pred.ub is None else f' <= {pred.ub}'}"
             raise LaunchError(f"entry parameter {i} is {v}, but the kernel assumes {bounds}")
 

@@ -32,6 +32,7 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import PaddingValue
+from .facts import view_rows_aligned
 from .ir import own_ops
 from ..targets import sm_number
 from .options import CodegenOptions
@@ -342,7 +343,8 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     copy.  Versions: the widest copy (up to 16 bytes) the tile rows allow, then one element at a time (a
     4/8-byte cp.async, or a synchronous copy for 8/16-bit elements).  No 4-byte version for 16-bit elements
     between them: each version is a whole pipelined loop of code, and views aligned to 4 but not 16 bytes
-    are rare (NVIDIA's tileiras copies such K-loops one element at a time throughout)."""
+    are rare (NVIDIA's tileiras copies such K-loops one element at a time throughout).  Views the launch hints
+    promise aligned get the widest version alone."""
     xs = (cand.a, cand.b)
     wide = {}
     for x in xs:
@@ -355,7 +357,17 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
         if inner < max(x.eb, 4):
             return []
     element = {x.role: x.eb for x in xs}
-    return ([wide] if wide != element else []) + [element]
+    if wide == element:
+        return [element]
+    if all(wide[x.role] == x.eb or promised_aligned(x, wide[x.role]) for x in xs):
+        return [wide]   # the launch hints promise what the run-time check would test: no fallback version
+    return [wide, element]
+
+
+def promised_aligned(x: Operand, width: int) -> bool:
+    """The caller's hints (`assume div_by`, literal unit strides) make the operand's view rows `width`-byte
+    aligned: the wide copies need no run-time check."""
+    return view_rows_aligned(x.load.operands["view"], len(x.tile_shape), x.eb, width)
 
 
 def body_scratch_bytes(cand: Candidate) -> int:

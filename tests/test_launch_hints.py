@@ -1,0 +1,79 @@
+"""The launch hints as facts (tilegpu/facts.py): what cuTile promises at launch removes run-time checks.
+
+The same matmul as exported plainly (`public`) and as cuTile launches it (`public-launch`: `assume div_by` on
+pointers, sizes and strides, literal unit strides): the pipelined K-loop of the first keeps its run-time
+alignment check and a one-element-at-a-time fallback loop; the second relies on the promise and has only the
+16-byte-copy loop. The emulator refuses arguments that break a promise the code relies on.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import LAUNCH, PUBLIC, corpus_case, requires_corpus
+
+CASE = "matmul_f16_f16out_128x128x64"
+
+
+def _module(root, cid=CASE):
+    from tileiras_async.bytecode.reader import read_module
+    return read_module((root / f"{cid}.v13.4.tileirbc").read_bytes())
+
+
+def _partition_views(module):
+    fn = module.functions[0]
+    return [op.result for op in fn.body.walk() if op.name == "make_partition_view"]
+
+
+@requires_corpus
+def test_known_divisor_follows_the_assume_chain():
+    from tileiras_async.tilegpu.facts import known_divisor, view_strides_and_base
+    launch = _partition_views(_module(LAUNCH))
+    base, strides = view_strides_and_base(launch[0])
+    assert base == 16                      # div_by<16> on the f16 pointer: bytes
+    assert strides == [(0, 8), (1, 1)]     # a dynamic stride promised a multiple of 8 elements, a literal 1
+    fn = _module(LAUNCH).functions[0]
+    assert known_divisor(fn.body.args[0]) == 1   # the argument itself carries no promise; its assume does
+    plain = _partition_views(_module(PUBLIC))
+    base, strides = view_strides_and_base(plain[0])
+    assert base == 1 and all(div == 1 for _, div in strides)
+
+
+@requires_corpus
+@pytest.mark.parametrize("width,expected", [(16, True), (32, False)])
+def test_view_rows_aligned_only_as_far_as_promised(width, expected):
+    from tileiras_async.tilegpu.facts import view_rows_aligned
+    assert all(view_rows_aligned(v, 2, 2, width) is expected for v in _partition_views(_module(LAUNCH)))
+    assert not any(view_rows_aligned(v, 2, 2, 16) for v in _partition_views(_module(PUBLIC)))
+
+
+def _pipelining_remark(root, gpu):
+    from tileiras_async.cli.tileiras import main
+    import contextlib
+    import io
+    import tempfile
+    err = io.StringIO()
+    with tempfile.TemporaryDirectory() as d, contextlib.redirect_stderr(err):
+        rc = main([str(root / f"{CASE}.v13.4.tileirbc"), "--gpu-name", gpu, "-o", f"{d}/k.cubin",
+                   "--remarks=all", "--no-cache"])
+    assert rc == 0, err.getvalue()
+    [line] = [x for x in err.getvalue().splitlines() if "software-pipelined" in x]
+    return line
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90", "sm_100"])
+def test_hinted_k_loop_has_no_fallback_version(gpu):
+    assert "versions: a16+b16, a2+b2)" in _pipelining_remark(PUBLIC, gpu)
+    assert "versions: a16+b16)" in _pipelining_remark(LAUNCH, gpu)
+
+
+@requires_corpus
+def test_emulator_refuses_arguments_that_break_a_promise(refs):
+    from tileiras_async.emu.errors import LaunchError
+    from tileiras_async.emu.runner import run_compiled
+    inputs, _, grid = corpus_case(refs, CASE)
+    a = inputs["A"]
+    wider = np.zeros((a.shape[0], a.shape[1] + 1), a.dtype)
+    inputs["A"] = wider[:, :a.shape[1]]    # a row stride of 129 halves: not the promised multiple of 8
+    with pytest.raises(LaunchError, match=r"entry parameter 3 is 129, but the kernel assumes it is divisible by 8"):
+        run_compiled(LAUNCH / f"{CASE}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name="sm_90")
