@@ -77,3 +77,45 @@ def test_emulator_refuses_arguments_that_break_a_promise(refs):
     inputs["A"] = wider[:, :a.shape[1]]    # a row stride of 129 halves: not the promised multiple of 8
     with pytest.raises(LaunchError, match=r"entry parameter 3 is 129, but the kernel assumes it is divisible by 8"):
         run_compiled(LAUNCH / f"{CASE}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name="sm_90")
+
+
+def _accesses_after_vectorize(root, cid, gpu="sm_90"):
+    from tileiras_async.targets import target
+    from tileiras_async.tilegpu.ir import KernelIR, clone_function
+    from tileiras_async.tilegpu.options import CodegenOptions
+    from tileiras_async.tilegpu.passes import run_pipeline
+    module = _module(root, cid)
+    k = KernelIR(module, clone_function(module.functions[0]), CodegenOptions(target=target(gpu)))
+    run_pipeline(k, until="vectorize-view-accesses")
+    return [op for op in k.fn.body.walk() if op.name in ("load_view_tko", "store_view_tko")]
+
+
+@requires_corpus
+def test_vectorize_marks_only_promised_accesses():
+    # the f16 accumulator's pairs of columns: 4-byte stores where the hints promise alignment and extents
+    [store] = [op for op in _accesses_after_vectorize(LAUNCH, CASE) if op.name == "store_view_tko"]
+    assert store.attrs["vector_width"] == 2
+    assert all("vector_width" not in op.attrs for op in _accesses_after_vectorize(PUBLIC, CASE))
+    # aligned rows of 4 contiguous halves per thread, but extents not promised divisible: element by element
+    assert all("vector_width" not in op.attrs for op in _accesses_after_vectorize(LAUNCH, "reduce2d_rows_f16_16x128"))
+
+
+@requires_corpus
+@pytest.mark.parametrize("root,store,remark", [
+    (LAUNCH, "st.global.b32", "64 predicated 32-bit access(es) per thread (vectors of 2 elements"),
+    (PUBLIC, "st.global.b16", "128 predicated 16-bit access(es) per thread (bounds-checked element by element"),
+])
+def test_vector_stores_in_the_ptx_and_the_remark(tmp_path, root, store, remark):
+    import contextlib
+    import io
+    from tileiras_async.cli.tileiras import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main([str(root / f"{CASE}.v13.4.tileirbc"), "--gpu-name", "sm_90", "-o", str(tmp_path / "k.cubin"),
+                   "--remarks=memory", "--no-cache"])
+    assert rc == 0, err.getvalue()
+    assert any(remark in x for x in err.getvalue().splitlines() if "store_view_tko" in x), err.getvalue()
+    import tileiras_async
+    ptx = tileiras_async.compile_module(str(root / f"{CASE}.v13.4.tileirbc"), "sm_90").ptx
+    stores = [x for x in ptx.splitlines() if "st.global" in x]
+    assert len(stores) == int(remark.split()[0]) and all(store in x for x in stores)

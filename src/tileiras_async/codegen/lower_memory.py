@@ -188,6 +188,74 @@ def predicated_store(em: KernelEmitter, op: Operation, addr: str, pred: str | No
     em.b.asm("void", text, f"l,{cls},r", [(GLOBAL_PTR, addr), (rt, v), ("i32", p32)])
 
 
+def _pack_words(em: KernelEmitter, values: list[str], lt: str) -> list[str]:
+    """Consecutive elements as the 32-bit words they fill in memory (little-endian, as the vector access
+    moves them)."""
+    n = len(values)
+    vec = "poison"
+    for i, v in enumerate(values):
+        vec = em.b.value(f"insertelement <{n} x {lt}> {vec}, {lt} {v}, i32 {i}")
+    words = len(values) * _element_bits(lt) // 32
+    packed = em.b.value(f"bitcast <{n} x {lt}> {vec} to <{words} x i32>")
+    return [em.b.value(f"extractelement <{words} x i32> {packed}, i32 {w}") for w in range(words)]
+
+
+def _unpack_words(em: KernelEmitter, words: list[str], lt: str, n: int) -> list[str]:
+    vec = "poison"
+    for i, w in enumerate(words):
+        vec = em.b.value(f"insertelement <{len(words)} x i32> {vec}, i32 {w}, i32 {i}")
+    elems = em.b.value(f"bitcast <{len(words)} x i32> {vec} to <{n} x {lt}>")
+    return [em.b.value(f"extractelement <{n} x {lt}> {elems}, i32 {i}") for i in range(n)]
+
+
+def _element_bits(lt: str) -> int:
+    return {"half": 16, "bfloat": 16, "float": 32, "double": 64}.get(lt) or int(lt[1:])
+
+
+def _vector_operands(first: int, count: int) -> str:
+    names = ", ".join(f"${first + i}" for i in range(count))
+    return names if count == 1 else "{" + names + "}"
+
+
+def predicated_vector_load(em: KernelEmitter, addr: str, pred: str | None, elem: T.Type, fill: str,
+                           count: int) -> list[str]:
+    """`count` consecutive elements from one aligned address, as one ld.global of 32-bit words (the bounds
+    predicate covers them all: vectorize-view-accesses proved a run is wholly in or out of bounds)."""
+    lt = llvm_type(elem)
+    fills = _pack_words(em, [fill] * count, lt)
+    w = len(fills)
+    ret = "i32" if w == 1 else "{" + ", ".join(["i32"] * w) + "}"
+    shape = "" if w == 1 else f".v{w}"
+    if pred is None:
+        text = f"ld.global{shape}.b32 {_vector_operands(0, w)}, [${w}];"
+        out = em.b.asm(ret, text, ",".join(["=r"] * w + ["l"]), [(GLOBAL_PTR, addr)])
+    else:
+        moves = " ".join(f"mov.b32 ${i}, ${w + 2 + i};" for i in range(w))
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${w + 1}, 0; {moves} "
+                f"@p ld.global{shape}.b32 {_vector_operands(0, w)}, [${w}]; }}")
+        p32 = em.b.value(f"zext i1 {pred} to i32")
+        out = em.b.asm(ret, text, ",".join(["=r"] * w + ["l", "r"] + ["r"] * w),
+                       [(GLOBAL_PTR, addr), ("i32", p32)] + [("i32", f) for f in fills])
+    words = [out] if w == 1 else [em.b.value(f"extractvalue {ret} {out}, {i}") for i in range(w)]
+    return _unpack_words(em, words, lt, count)
+
+
+def predicated_vector_store(em: KernelEmitter, addr: str, pred: str | None, elem: T.Type,
+                            values: list[str]) -> None:
+    """The inverse of predicated_vector_load: one st.global of the elements packed into 32-bit words."""
+    words = _pack_words(em, values, llvm_type(elem))
+    w = len(words)
+    shape = "" if w == 1 else f".v{w}"
+    store = f"st.global{shape}.b32 [$0], {_vector_operands(1, w)};"
+    args = [(GLOBAL_PTR, addr)] + [("i32", x) for x in words]
+    if pred is None:
+        em.b.asm("void", store, ",".join(["l"] + ["r"] * w), args)
+        return
+    p32 = em.b.value(f"zext i1 {pred} to i32")
+    em.b.asm("void", f"{{ .reg .pred p; setp.ne.b32 p, ${w + 1}, 0; @p {store} }}",
+             ",".join(["l"] + ["r"] * w + ["r"]), args + [("i32", p32)])
+
+
 def _and(em: KernelEmitter, a: str | None, b: str | None) -> str | None:
     if a is None:
         return b
@@ -242,17 +310,19 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     layout = layout_of(ty)
     fill = padding_constant(ty.elem, pv.type.padding)
     dup = 0 if layout is None else layout.duplicate_register_mask()
+    run = op.attrs.get("vector_width", 1)
     regs: list[str] = []
-    for r in range(1 if layout is None else layout.num_registers):
-        if r & dup:  # a register that holds the same element as one already loaded
-            regs.append(regs[r & ~dup])
+    for r in range(0, 1 if layout is None else layout.num_registers, run):
+        if r & dup:  # registers that hold the same elements as ones already loaded
+            regs += regs[r & ~dup:(r & ~dup) + run]
             continue
         coords = em.coords(layout, r) if layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = access(coords)
-        regs.append(predicated_load(em, op, addr, inb, ty.elem, fill))
+        regs += (predicated_vector_load(em, addr, inb, ty.elem, fill, run) if run > 1 else
+                 [predicated_load(em, op, addr, inb, ty.elem, fill)])
     em.set(op.results[0], Tile(ty, layout, regs))
     em.set(op.results[1], TOKEN)
-    _access_remark(em, op, ty.elem, len(regs))
+    _access_remark(em, op, ty.elem, len(regs), run)
 
 
 @lowers("tilegpu.repad")
@@ -273,11 +343,16 @@ def _repad(em: KernelEmitter, op: Operation) -> None:
     em.set(op.results[0], Tile(ty, layout, regs))
 
 
-def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int) -> None:
+def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: int, run: int = 1) -> None:
     """How wide the op's global accesses are (the memory remark)."""
-    em.remark("analysis", "memory", "AccessWidth",
-              f"{op.name}: {per_thread} predicated {_bits(elem)}-bit access(es) per thread (bounds-checked "
-              f"element by element; the view's strides are run-time values)", op)
+    if run > 1:
+        text = (f"{op.name}: {per_thread // run} predicated {run * _bits(elem)}-bit access(es) per thread "
+                f"(vectors of {run} elements, bounds-checked per vector: the launch hints promise alignment, a "
+                f"unit stride and divisible extents)")
+    else:
+        text = (f"{op.name}: {per_thread} predicated {_bits(elem)}-bit access(es) per thread (bounds-checked "
+                f"element by element; the view's strides are run-time values)")
+    em.remark("analysis", "memory", "AccessWidth", text, op)
 
 
 @lowers("store_view_tko")
@@ -286,14 +361,18 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     t: Tile = em.get(op.operands["tile"])
     n = 1 if t.is_scalar else t.layout.num_registers
     dup = 0 if t.is_scalar else t.layout.duplicate_register_mask()
-    for r in range(n):
-        if r & dup:  # a copy of a register already stored
+    run = op.attrs.get("vector_width", 1)
+    for r in range(0, n, run):
+        if r & dup:  # copies of registers already stored
             continue
         coords = em.coords(t.layout, r) if t.layout else ["0"] * len(pv.type.tile_shape)
         addr, inb = access(coords)
-        predicated_store(em, op, addr, inb, t.elem, t.regs[r])
+        if run > 1:
+            predicated_vector_store(em, addr, inb, t.elem, t.regs[r:r + run])
+        else:
+            predicated_store(em, op, addr, inb, t.elem, t.regs[r])
     em.set(op.results[0], TOKEN)
-    _access_remark(em, op, t.elem, n)
+    _access_remark(em, op, t.elem, n, run)
 
 
 @lowers("load_ptr_tko")

@@ -28,6 +28,7 @@ _ALL = [
     ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
+    ("vectorize-view-accesses", "vectorize_accesses"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
     ("mark-uniform-branches", "uniform_branches"),
