@@ -338,8 +338,12 @@ def resource_remarks(resources: dict[str, KernelResources]) -> list[Remark]:
 
 def assembled(req: AssembleRequest, cubin: bytes, ptx: str, caps, elapsed_s: float, tool_stderr: str = "") -> CubinModule:
     """A successful assembly: the cubin, its kernels' resources (the cubin parsed once) and, when asked for,
-    the resource and register-cap remarks.  `ptx` is what ptxas assembled last."""
-    resources = kernel_resources(req.options.gpu_name, cubin, ptx)
+    the resource and register-cap remarks.  `ptx` is what ptxas assembled last.  A cubin that cannot be read
+    (only a stand-in ptxas writes one) has no resources: they are a report, the cubin is the output."""
+    try:
+        resources = kernel_resources(req.options.gpu_name, cubin, ptx)
+    except ValueError:
+        resources = {}
     remarks = resource_remarks(resources) + cap_remarks(caps) if req.resource_report else []
     return CubinModule(True, cubin, remarks, tool_stderr=tool_stderr, elapsed_s=elapsed_s,
                        ptx=ptx if ptx != req.ptx else "", resources=resources)

@@ -19,6 +19,7 @@ The cubin is parsed once per call (cubin.kernel_code); the result is plain data 
 from __future__ import annotations
 
 import re
+import struct
 
 import msgspec
 
@@ -104,7 +105,10 @@ def _resources(gpu_name: str, code: KernelCode, body: str) -> KernelResources:
 
 def kernel_resources(gpu_name: str, cubin: bytes, ptx: str) -> dict[str, KernelResources]:
     """Per kernel of the cubin (by symbol name): its resources on `gpu_name`; `ptx` is what ptxas assembled.
-    ValueError when `cubin` is not an ELF cubin."""
+    ValueError when `cubin` is not an ELF cubin (or a truncated one)."""
     bodies = entry_bodies(ptx)
-    return {name: _resources(gpu_name, code, bodies.get(name, "")) for name, code in kernel_code(cubin).items()
-            if name in bodies}
+    try:
+        code = kernel_code(cubin)
+    except (struct.error, IndexError) as e:
+        raise ValueError(f"not a readable cubin: {e}") from None
+    return {name: _resources(gpu_name, c, bodies.get(name, "")) for name, c in code.items() if name in bodies}
