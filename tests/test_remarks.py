@@ -2,23 +2,9 @@
 from __future__ import annotations
 
 from tileiras_async.cli import tileiras
-from tileiras_async.remarks import Remark, RemarkFilter, from_ptxas_report, to_command_line, to_yaml
+from tileiras_async.remarks import Remark, RemarkFilter, to_command_line, to_yaml
 
 from conftest import PUBLIC, requires_corpus
-
-PTXAS_V = """ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function 'k' for 'sm_100a'
-ptxas info    : Function properties for k
-    8 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads
-ptxas info    : Used 255 registers, used 1 barriers, 41984 bytes smem
-"""
-
-
-def test_ptxas_report_becomes_remarks():
-    remarks = from_ptxas_report(PTXAS_V)
-    assert [(r.kind, r.name, r.function) for r in remarks] == [
-        ("analysis", "RegisterUsage", "k"), ("missed", "RegisterSpills", "k")]
-    assert "255 registers" in remarks[0].message and "16 bytes stored" in remarks[1].message
 
 
 def test_filters():
@@ -48,7 +34,7 @@ def test_drop_in_writes_remarks_file(tmp_path, monkeypatch):
                         "--remarks-output-file=r.yaml", str(src)])
     assert rc == 0
     text = (tmp_path / "r.yaml").read_text()
-    assert "Name:            RegisterUsage" in text and "registers" in text
+    assert "Name:            ResourceUsage" in text and "registers" in text and "tensor cores: tcgen05" in text
     assert (tmp_path / "x.cubin").read_bytes()[:4] == b"\x7fELF"
 
 

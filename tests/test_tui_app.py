@@ -77,7 +77,7 @@ def test_navigation_screens_and_keys():
             tabs = app.screen.query_one(TabbedContent)
             await pilot.press("p")
             await pilot.pause()
-            assert tabs.active == "ptx" and "ptxas resource usage" in screen_text(app)
+            assert tabs.active == "ptx" and "resources (from the cubin): registers" in screen_text(app)
             await pilot.press("i")
             await pilot.pause()
             assert tabs.active == "ir"
@@ -294,7 +294,8 @@ def test_live_batch_fail_retry_cancel_quit(inputs, tmp_path):
             await pilot.pause()
             await pilot.press("p")
             await wait_for(pilot, app, lambda: ".entry collatz_steps" in screen_text(app), what="the PTX tab")
-            assert "registers" in screen_text(app)
+            assert "resources (from the cubin): registers" in screen_text(app)
+            assert "threads per CTA" in screen_text(app) and "copies" in screen_text(app)
             await pilot.press("i")                # the tile-GPU IR after the last pass, as the worker printed it
             last = f"IR Dump After {PASS_NAMES[-1]}"
             await wait_for(pilot, app, lambda: last in screen_text(app), what="the IR tab")

@@ -178,12 +178,6 @@ def test_sample_schedule_is_consistent():
             assert cell.used == len(cell.ops) <= cell.capacity
 
 
-@pytest.mark.parametrize("bad", [b"", b"not an elf file at all"])
-def test_cubin_resources_rejects_non_elf(bad):
-    with pytest.raises((ValueError, IndexError)):
-        lookup.cubin_resources(bad)
-
-
 def test_ir_snapshots_are_kept_per_kernel_and_cleared_on_retry():
     """KernelIRDumped (--print-ir-*) lands on its kernel's row; a retry of the module forgets it."""
     events = synthetic_run(2, jobs=1, kernels=(2,), ir_dumps=True, run_finished=False)
@@ -215,3 +209,23 @@ def test_tui_command_takes_ir_snapshots_unless_told_not_to(tmp_path, flags, afte
     args = parser.parse_args(["tui", str(COLLATZ), "--gpu-name", "sm_100", "--out-dir", str(tmp_path), *flags])
     config = build_config(args, handle_signals=False)
     assert (config.print_ir is not None and config.print_ir.after_all) == after_all
+
+
+def test_resources_come_with_kernel_finished_and_fill_the_row_cells():
+    """A kernel's resources are its KernelFinished's (sent once the target's cubin exists): a kernel whose
+    target failed in ptxas has none, and the table's resource cells are blank for it."""
+    from tileiras_tui.app import RESOURCE_COLUMNS, row_cells
+    events = synthetic_run(9, jobs=2, ptxas_fail_every=3)
+    model = fold(events)
+    rows = list(model.rows.values())
+    assembled = [r for r in rows if r.target.exit_code == 0]
+    failed = [r for r in rows if r.target.exit_code == 5]
+    assert assembled and failed
+    finished = {(e.module, e.target, e.kernel): e.resources for e in events if isinstance(e, ev.KernelFinished)}
+    for r in assembled:
+        res = finished[(r.module.path, r.target.name, r.kernel)]
+        assert r.resources == res and res is not None
+        cells = [c.plain for c in row_cells(r, 1.0)[-len(RESOURCE_COLUMNS):]]
+        assert cells[0] == str(res.registers) and cells[-2:] == [res.tensor_core, res.copy_engine]
+    assert all(r.resources is None for r in failed)
+    assert all(c.plain == "" for r in failed for c in row_cells(r, 1.0)[-len(RESOURCE_COLUMNS):])

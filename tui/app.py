@@ -101,15 +101,41 @@ def row_cells(row: Row, now: float, kernel_width: int = 24) -> tuple:
             Text(_short(row.kernel, kernel_width) if row.kernel else ("…" if m.status == RUNNING else ""),
                  style="" if row.kernel else "dim"),
             status_cell(row), *(stage_cell(row, s, now) for s in STAGES),
-            Text(_ms(t) if t is not None else "", style="dim" if row.status == RUNNING else ""))
+            Text(_ms(t) if t is not None else "", style="dim" if row.status == RUNNING else ""),
+            *resource_cells(row.resources))
 
 
+# what limits the CTAs per SM, in a few letters
+_LIMIT_ABBREV = {"registers": "reg", "shared memory": "smem", "threads": "thr", "blocks": "blk"}
+
+
+def resource_cells(r) -> tuple:
+    """The resource columns of a kernel's row (KernelFinished.resources; blank until the cubin exists)."""
+    if r is None:
+        return tuple(Text("") for _ in RESOURCE_COLUMNS)
+    spills = f"{r.spill_store_bytes}/{r.spill_load_bytes}"
+    occ = "-" if r.ctas_per_sm is None else f"{r.ctas_per_sm} {_LIMIT_ABBREV.get(r.occupancy_limit, '?')}"
+    smem = f"{r.shared_static_bytes}" + ("+" if r.shared_dynamic_bytes is None else "")
+    return (Text(str(r.registers), style="yellow"),
+            Text(spills, style="bold red" if r.spill_store_bytes or r.spill_load_bytes else "dim"),
+            Text(smem), Text("-" if r.tmem_columns is None else str(r.tmem_columns), style="dim" if
+                             r.tmem_columns is None else ""),
+            Text(occ), Text(r.tensor_core, style="dim" if r.tensor_core == "none" else ""),
+            Text(r.copy_engine, style="dim" if r.copy_engine == "plain" else ""))
+
+
+# after the time column: registers, spill bytes stored/loaded, static shared bytes ("+": and dynamic, set at
+# launch), tensor-memory columns, CTAs per SM and what limits them, tensor-core instruction, copy engine
+RESOURCE_COLUMNS = (("regs", "regs"), ("spill st/ld", "spills"), ("smem", "smem"), ("tmem", "tmem"),
+                    ("CTAs/SM", "occ"), ("mma", "mma"), ("copy", "copy"))
 COLUMNS = (("#", "num"), ("module", "module"), ("target", "target"), ("kernel", "kernel"), ("status", "status"),
-           *((STAGE_TITLES[s], s) for s in STAGES), ("time", "time"))
+           *((STAGE_TITLES[s], s) for s in STAGES), ("time", "time"), *RESOURCE_COLUMNS)
 # fixed widths: cells change as the run goes, a column must not have to grow (or cut "FAIL(5)")
-# (they add up, with the cells' padding, to less than 160 columns: the time column is never cut there)
+# (up to the time column they add up, with the cells' padding, to less than 160 columns: the time column is
+# never cut there; the resource columns follow it)
 WIDTHS = {"num": 4, "module": 28, "target": 7, "kernel": 24, "status": 9, "parse": 8, "lower": 8, "schedule": 8,
-          "codegen": 8, "ptxas": 8, "write": 9, "time": 7}
+          "codegen": 8, "ptxas": 8, "write": 9, "time": 7, "regs": 4, "spills": 11, "smem": 7, "tmem": 4,
+          "occ": 7, "mma": 8, "copy": 8}
 
 
 LOCAL_WORKER_COLUMNS = (("pid", "pid", 7), ("state", "state", 20), ("stage", "stage", 8), ("module", "module", 34),
@@ -978,22 +1004,24 @@ class KernelScreen(Screen):
     def _resources_text(self) -> Text:
         row = self.row
         text = Text()
-        text.append("ptxas resource usage: ", style="bold")
-        if row.target.exit_code is None:
-            text.append("once the target finishes", style="dim")
+        text.append("resources (from the cubin): ", style="bold")
+        r = row.resources
+        if r is None:
+            text.append("once the target's cubin exists" if row.target.exit_code is None else "no cubin was made",
+                        style="dim")
             return text
-        found = lookup.output_resources(row.target.outputs)
-        if isinstance(found, str):
-            text.append(found, style="dim")
-            return text
-        res = found.get(row.kernel)
-        if res is None:
-            text.append(f"kernel not in the cubin ({', '.join(found) or 'no kernels'})", style="dim")
-            return text
-        text.append(f"registers {res.registers}", style="yellow")
-        text.append(f"   shared memory {res.shared_bytes} bytes")
-        text.append(f"   stack frame {res.stack_frame_bytes if res.stack_frame_bytes is not None else '?'} bytes")
-        text.append("   spills n/a (ptxas -v only)", style="dim")
+        text.append(f"registers {r.registers}", style="yellow")
+        text.append(f"   spills {r.spill_store_bytes} bytes stored, {r.spill_load_bytes} loaded",
+                    style="bold red" if r.spill_store_bytes or r.spill_load_bytes else "")
+        text.append(f"   stack frame {r.stack_frame_bytes} bytes")
+        text.append(f"   shared memory {r.shared_static_bytes} bytes"
+                    + (" + dynamic" if r.shared_dynamic_bytes is None else ""))
+        if r.tmem_columns is not None:
+            text.append(f"   tensor memory {r.tmem_columns} columns")
+        text.append(f"\n{r.threads or '?'} threads per CTA")
+        if r.ctas_per_sm is not None:
+            text.append(f"   {r.ctas_per_sm} CTAs per SM (limited by {r.occupancy_limit})")
+        text.append(f"   tensor cores {r.tensor_core}   copies {r.copy_engine}")
         return text
 
     def action_tab(self, tab: str) -> None:

@@ -6,8 +6,8 @@
   ` loc(#alias)` suffix);
 * the source line of a location, when the file is readable (looked up as given, next to the
   module and in its parent directories);
-* a kernel's IR (its `entry` in the disassembly), its PTX (a kept `.ptx` output) and its ptxas
-  resource usage (registers, shared memory, stack frame, read from the cubin's `.nv.info`).
+* a kernel's IR (its `entry` in the disassembly) and its PTX (a kept `.ptx` output); its resources come
+  with its kernel_finished event.
 
 The bytecode is read without verifying it, so an input that fails verification still shows
 its IR.  Nothing here compiles anything.
@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tileiras_async.toolchain.cubin import kernel_code
 
 _LOC_SUFFIX = re.compile(r" loc\((#[\w$.-]+)\)$")
 _ALIAS_DEF = re.compile(r"^(#[\w$.-]+) = (.*)$")
@@ -214,32 +212,3 @@ def kernel_ptx(ptx: str, kernel: str) -> str:
     while nxt < len(lines) and nxt > at and lines[nxt - 1].lstrip().startswith("//"):
         nxt -= 1
     return "\n".join(lines[:first] + lines[at:nxt]).rstrip() + "\n"
-
-
-@dataclass(frozen=True)
-class Resources:
-    registers: int | None = None
-    shared_bytes: int | None = None
-    stack_frame_bytes: int | None = None
-    spill_bytes: int | None = None     # not recorded in a cubin (ptxas -v only): None
-
-
-def cubin_resources(data: bytes) -> dict[str, Resources]:
-    """Per kernel: what `ptxas -v` reports that a cubin records (its ELF .nv.info attributes and
-    the size of .nv.shared.<kernel>, less the reserved shared memory ptxas does not count)."""
-    return {name: Resources(code.registers, code.shared_bytes, code.frame_bytes)
-            for name, code in kernel_code(data).items()}
-
-
-def output_resources(outputs: list[str]) -> dict[str, Resources] | str:
-    """Resource usage from a target's cubin output, or why there is none."""
-    cubins = [o for o in outputs if o.endswith(".cubin")]
-    if not cubins:
-        return "no cubin written"
-    try:
-        with open(cubins[0], "rb") as f:
-            return cubin_resources(f.read())
-    except OSError as e:
-        return f"cannot read {cubins[0]}: {e.strerror or e}"
-    except (ValueError, struct.error, IndexError) as e:
-        return f"cannot read the resource usage of {cubins[0]}: {e}"

@@ -79,6 +79,7 @@ class Row:
     stages: dict[str, Stage] = field(default_factory=lambda: _stages(KERNEL_STAGES))
     ok: bool | None = None            # KernelFinished
     elapsed: float = 0.0
+    resources: object = None          # KernelFinished.resources (toolchain.resources.KernelResources)
     schedules: list = field(default_factory=list)   # ScheduleReport
     scheduled: bool = False
     ir_dumps: list = field(default_factory=list)    # IRDump: the tile-GPU IR before/after passes
@@ -395,7 +396,7 @@ class RunModel:
             t.stages = _stages(TARGET_STAGES)
             t.exit_code = t.elapsed = t.started = None
             t.outputs, t.cached = [], False
-            first.kernel, first.ok, first.elapsed = "", None, 0.0
+            first.kernel, first.ok, first.elapsed, first.resources = "", None, 0.0, None
             first.stages, first.schedules, first.scheduled = _stages(KERNEL_STAGES), [], False
             first.ir_dumps = []
             self._changes.schedules.add(first.key)
@@ -477,7 +478,7 @@ class RunModel:
 
     def _on_kernel_finished(self, e: ev.KernelFinished) -> None:
         r = self._kernel_row(self._module(e.module), e.target, e.kernel)
-        r.ok, r.elapsed = e.ok, e.elapsed_s
+        r.ok, r.elapsed, r.resources = e.ok, e.elapsed_s, e.resources
         self._changes.rows.add(r)
         self._changes.header = True
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tileiras_async.pipeline import events as ev
 from tileiras_async.schedule.report import (ArmResult, DepEdge, IIAttempt, RRTCell, RRTRow, ScheduledOp,
                                             ScheduleReport, SlotUse)
+from tileiras_async.toolchain.resources import KernelResources
 
 STAGE_COST = {"parse": 0.020, "schedule": 0.006, "lower": 0.012, "codegen": 0.045, "assemble": 0.060}
 
@@ -88,6 +89,18 @@ class _Sim:
 
     def emit(self, cls, t: float, **fields) -> None:
         heapq.heappush(self.events, (round(t, 6), next(self.seq), cls(t=round(t, 6), **fields)))
+
+
+def sample_resources(n: int, target: str) -> KernelResources:
+    """Made-up but plausible resources of the n-th kernel (what the cubin would say)."""
+    regs = (32, 40, 90, 128, 168)[n % 5]
+    mma = {"sm_100": "tcgen05", "sm_90": "wgmma"}.get(target, "mma.sync") if regs >= 90 else "none"
+    shared = 33792 if regs >= 90 else 1024 * (n % 3)
+    return KernelResources(registers=regs, spill_store_bytes=8 * (regs == 168), spill_load_bytes=12 * (regs == 168),
+                           stack_frame_bytes=8 * (regs == 168), shared_static_bytes=shared,
+                           tmem_columns=64 if mma == "tcgen05" else None, threads=128,
+                           ctas_per_sm=min(16, 65536 // (regs * 128)), occupancy_limit="registers" if regs >= 40
+                           else "threads", tensor_core=mma, copy_engine="cp.async" if regs >= 90 else "plain")
 
 
 def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, kernels=(1, 1, 2),
@@ -165,6 +178,7 @@ def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, k
             sim.emit(ev.TargetStarted, t, module=path, target=target)
             lowered_at = t
             crashed = False
+            lowered: list[tuple[str, float]] = []   # their KernelFinished comes once the cubin exists
             for k, name in enumerate(names):
                 sim.emit(ev.KernelStarted, t, module=path, target=target, kernel=name)
                 crash = bool(crash_every) and i % crash_every == crash_every - 1 and k == 0
@@ -177,8 +191,11 @@ def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, k
                 if ir_dumps and ok and not crash:
                     sim.emit(ev.KernelIRDumped, end, module=path, target=target, kernel=name,
                              dumps=sample_ir_dumps(name))
-                sim.emit(ev.KernelFinished, end, module=path, target=target, kernel=name, ok=ok,
-                         elapsed_s=round(end - t, 6))
+                if ok:
+                    lowered.append((name, round(end - t, 6)))
+                else:
+                    sim.emit(ev.KernelFinished, end, module=path, target=target, kernel=name, ok=False,
+                             elapsed_s=round(end - t, 6))
                 lowered_at = max(lowered_at, end)
                 if schedules:
                     send, _ = run_stage("schedule", t, target, name)
@@ -205,6 +222,9 @@ def synthetic_run(n_modules: int = 500, *, targets=("sm_100",), jobs: int = 4, k
                              message="ptxas failed with exit code 255",
                              tool_stderr="ptxas /tmp/kernel.ptx, line 42; error   : Unknown symbol 'x'\n"
                                          "ptxas fatal   : Ptx assembly aborted due to errors\n")
+            for k, (name, elapsed) in enumerate(lowered):
+                sim.emit(ev.KernelFinished, tend, module=path, target=target, kernel=name, ok=True, elapsed_s=elapsed,
+                         resources=sample_resources(i + k, target) if code == 0 else None)
             sim.emit(ev.TargetFinished, tend, module=path, target=target, ok=code == 0, exit_code=code,
                      elapsed_s=round(tend - t, 6), outputs=outputs)
             worst = max(worst, code)

@@ -1,12 +1,11 @@
 """Optimization remarks: what the compiler decided, in LLVM's remark formats.
 
 Lowerings record remarks (which MMA instruction an mmaf became, how wide a load is, whether a loop
-was pipelined); ptxas's resource report adds register and spill figures.  `--remarks*` options pick
-which are shown, `--remark-format` how: LLVM's YAML stream or one line per remark on stderr.
+was pipelined); assembly adds each kernel's resources as its cubin records them (stages.resource_remarks).
+`--remarks*` options pick which are shown, `--remark-format` how: LLVM's YAML stream or one line per
+remark on stderr.
 """
 from __future__ import annotations
-
-import re
 
 import msgspec
 
@@ -79,35 +78,3 @@ def to_command_line(remarks: list[Remark]) -> str:
         where = f"{r.file}:{r.line}:{r.column}: " if r.file else ""
         lines.append(f"{where}remark: {r.function}: {r.message} [{flag[r.kind]}={r.category}]")
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-_PTXAS_FUNCTION = re.compile(r"Compiling entry function '([^']+)'")
-_PTXAS_USAGE = re.compile(r"Used (\d+) registers")
-_PTXAS_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-
-
-def from_ptxas_report(stderr: str) -> list[Remark]:
-    """Resource figures from `ptxas -v`: registers per kernel, and spills (a missed remark when any)."""
-    out: list[Remark] = []
-    function = ""
-    spills = None
-    for line in stderr.splitlines():
-        m = _PTXAS_FUNCTION.search(line)
-        if m:
-            function = m.group(1)
-            continue
-        m = _PTXAS_SPILLS.search(line)
-        if m:
-            spills = tuple(int(x) for x in m.groups())
-            continue
-        m = _PTXAS_USAGE.search(line)
-        if m and function:
-            stack, stores, loads = spills or (0, 0, 0)
-            msg = (f"ptxas: {m.group(1)} registers, {stack} bytes stack frame, {stores} bytes spill stores, "
-                   f"{loads} bytes spill loads")
-            out.append(Remark("analysis", "resources", "RegisterUsage", function, msg))
-            if stores or loads:
-                out.append(Remark("missed", "resources", "RegisterSpills", function,
-                                  f"registers spilled to local memory ({stores} bytes stored, {loads} bytes loaded)"))
-            spills = None
-    return out

@@ -22,6 +22,7 @@ import msgspec
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
 from .irdata import KernelData
 from .remarks import Remark
+from .toolchain.resources import KernelResources, kernel_resources
 from .schedule.report import ScheduleReport
 
 
@@ -170,7 +171,7 @@ class AssembleRequest(msgspec.Struct, frozen=True):
     ptx: str
     options: CompileOptions
     timeout_s: float = 600.0
-    resource_report: bool = False     # run ptxas -v and turn its report into remarks
+    resource_report: bool = False     # remarks: each kernel's resources (read from the cubin) and register caps
 
 
 class CubinModule(msgspec.Struct, frozen=True):
@@ -183,6 +184,7 @@ class CubinModule(msgspec.Struct, frozen=True):
     elapsed_s: float = 0.0
     transient: bool = False           # failed for a reason outside the input (tool missing, timed out, killed)
     ptx: str = ""                     # the PTX assembled, when not the request's (register caps added)
+    resources: dict[str, KernelResources] = {}   # per kernel, read from the cubin (toolchain/resources.py)
 
 
 def _error(message: str, location: str | None = None) -> StageDiagnostic:
@@ -322,31 +324,50 @@ def cap_remarks(caps) -> list[Remark]:
             for c in caps]
 
 
+def resource_remarks(resources: dict[str, KernelResources]) -> list[Remark]:
+    """Per kernel: its resource line (an analysis remark), and a missed remark when it spills."""
+    out = []
+    for kernel, r in resources.items():
+        out.append(Remark("analysis", "resources", "ResourceUsage", kernel, r.summary()))
+        if r.spill_store_bytes or r.spill_load_bytes:
+            out.append(Remark("missed", "resources", "RegisterSpills", kernel,
+                              f"registers spilled to local memory ({r.spill_store_bytes} bytes stored, "
+                              f"{r.spill_load_bytes} bytes loaded)"))
+    return out
+
+
+def assembled(req: AssembleRequest, cubin: bytes, ptx: str, caps, elapsed_s: float, tool_stderr: str = "") -> CubinModule:
+    """A successful assembly: the cubin, its kernels' resources (the cubin parsed once) and, when asked for,
+    the resource and register-cap remarks.  `ptx` is what ptxas assembled last.  A cubin that cannot be read
+    (only a stand-in ptxas writes one) has no resources: they are a report, the cubin is the output."""
+    try:
+        resources = kernel_resources(req.options.gpu_name, cubin, ptx)
+    except ValueError:
+        resources = {}
+    remarks = resource_remarks(resources) + cap_remarks(caps) if req.resource_report else []
+    return CubinModule(True, cubin, remarks, tool_stderr=tool_stderr, elapsed_s=elapsed_s,
+                       ptx=ptx if ptx != req.ptx else "", resources=resources)
+
+
 def assemble(req: AssembleRequest) -> CubinModule:
-    from .remarks import from_ptxas_report
     from .toolchain.occupancy import OccupancyTrim
     from .targets import target
     from .toolchain import PtxasError, PtxasOptions, ToolchainError
-    from .toolchain.ptxas import assemble_with_report
+    from .toolchain import assemble as ptxas
     t0 = time.perf_counter()
     tgt = target(req.options.gpu_name)
     opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
     try:
-        cubin, _ = assemble_with_report(req.ptx, opts, timeout=req.timeout_s)
+        cubin = ptxas(req.ptx, opts, timeout=req.timeout_s)
         ptx, caps = req.ptx, []
         if trims_registers(req.options):
             trim = OccupancyTrim(req.options.gpu_name, req.ptx, cubin)
             while (text := trim.next_ptx()) is not None:
                 try:
-                    trim.feed(assemble_with_report(text, opts, timeout=req.timeout_s)[0])
+                    trim.feed(ptxas(text, opts, timeout=req.timeout_s))
                 except ToolchainError:
                     break       # ptxas failed or timed out on the capped PTX: the code as first assembled
             ptx, cubin, caps = trim.result()
-        report = ""
-        if req.resource_report:
-            # a second, verbose run: -v changes what ptxas embeds, and the cubin must not depend on remarks
-            report = assemble_with_report(ptx, PtxasOptions(opts.arch, opts.opt_level, ("-v",)),
-                                          timeout=req.timeout_s)[1]
     except PtxasError as e:
         from .failures import ptxas_notes
         return CubinModule(False, diagnostics=[_error("failed to compile Tile IR program"),
@@ -356,9 +377,7 @@ def assemble(req: AssembleRequest) -> CubinModule:
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(str(e).removeprefix("error: "))], exit_code=2,
                            elapsed_s=time.perf_counter() - t0, transient=True)
-    remarks = from_ptxas_report(report) + cap_remarks(caps) if req.resource_report else []
-    return CubinModule(True, cubin, remarks, elapsed_s=time.perf_counter() - t0,
-                       ptx=ptx if ptx != req.ptx else "")
+    return assembled(req, cubin, ptx, caps, time.perf_counter() - t0)
 
 
 STAGES = {"parse": parse, "schedule": schedule, "lower": lower, "codegen": codegen, "assemble": assemble}
@@ -376,6 +395,7 @@ class CompileResult(msgspec.Struct, frozen=True):
     ir_dumps: list[IRDump] = []
     transient: bool = False           # see CubinModule.transient: such a failure is not cached
     warnings: list[StageDiagnostic] = []   # the front end's (-Wunsupported-hints), printed before anything else
+    resources: dict[str, KernelResources] = {}   # per kernel (CubinModule.resources): cached with the cubin
 
 
 def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_schedules: bool = False,
@@ -401,4 +421,4 @@ def compile_in_process(path: str, data: bytes, options: CompileOptions, *, with_
                              exit_code=cubin.exit_code, transient=cubin.transient, warnings=warnings)
     remarks = [r for k in lowered for r in k.remarks] + list(cubin.remarks) if with_remarks else []
     return CompileResult(True, cubin.cubin, cubin.ptx or ptx.ptx, schedules, remarks, ir_dumps=dumps,
-                         warnings=warnings)
+                         warnings=warnings, resources=cubin.resources)

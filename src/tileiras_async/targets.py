@@ -83,14 +83,28 @@ def sm_limits(name) -> SmLimits:
     return _SM_LIMITS[sm_number(name) or 0]
 
 
-def resident_ctas(name, threads: int, registers: int, shared_bytes: int) -> int:
-    """CTAs of `threads` threads, each thread using `registers` registers and the CTA `shared_bytes`
-    of static shared memory (the driver's reserve not included), that fit on one SM at once."""
+# what limits the CTAs on an SM, in the order a tie is named
+OCCUPANCY_LIMITS = ("registers", "shared memory", "threads", "blocks")
+
+
+def occupancy(name, threads: int, registers: int, shared_bytes: int) -> tuple[int, str]:
+    """(CTAs that fit on one SM at once, the resource that limits them: one of OCCUPANCY_LIMITS) for CTAs of
+    `threads` threads, each thread using `registers` registers and the CTA `shared_bytes` of shared memory
+    (the driver's reserve not included)."""
     lim = sm_limits(name)
     warps = -(-threads // 32)
     per_warp = -(-max(registers, 1) * 32 // lim.register_unit) * lim.register_unit
-    n = min(lim.ctas, lim.warps // warps, lim.registers // (per_warp * warps))
-    return min(n, lim.shared_bytes // (shared_bytes + lim.cta_reserved_shared))
+    by = {"registers": lim.registers // (per_warp * warps),
+          "shared memory": lim.shared_bytes // (shared_bytes + lim.cta_reserved_shared),
+          "threads": lim.warps // warps, "blocks": lim.ctas}
+    n = min(by.values())
+    return n, next(k for k in OCCUPANCY_LIMITS if by[k] == n)
+
+
+def resident_ctas(name, threads: int, registers: int, shared_bytes: int) -> int:
+    """CTAs of `threads` threads, each thread using `registers` registers and the CTA `shared_bytes`
+    of static shared memory (the driver's reserve not included), that fit on one SM at once."""
+    return occupancy(name, threads, registers, shared_bytes)[0]
 
 
 def register_cap_for_more_ctas(name, threads: int, registers: int, shared_bytes: int) -> int | None:

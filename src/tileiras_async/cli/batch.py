@@ -30,6 +30,7 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     v.set_defaults(func=_cmd_versions)
     from ..pipeline.cli_compile import add_compile_parser
     compile_parser = add_compile_parser(sub)
+    _add_remark_options(compile_parser)
     _add_dashboard(sub, compile_parser)
     from .run import add_run_parser
     add_run_parser(sub)
@@ -38,6 +39,20 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     from ..cache.cli import add_cache_parser
     add_cache_parser(sub)
     return p
+
+
+# the drop-in's remark options, which the batch `compile` takes as they are (remarks on stderr, one line each)
+BATCH_REMARK_OPTIONS = ("remarks", "remarks-passed", "remarks-missed", "remarks-failed", "remarks-analysis")
+
+
+def _add_remark_options(parser: argparse.ArgumentParser) -> None:
+    """The drop-in's --remarks* options (names, values, help from its option table) on `compile`."""
+    from .tileiras import OPTIONS
+    for opt in OPTIONS:
+        if opt.name in BATCH_REMARK_OPTIONS:
+            choices = [v for v, _ in opt.values] if opt.kind == "enum" else None
+            parser.add_argument(f"--{opt.name}", choices=choices, default=None, metavar=None if choices else
+                                opt.meta.upper() + "[,...]", help=f"as the drop-in's: {opt.help[0].lower()}{opt.help[1:]}")
 
 
 def _add_dashboard(sub, compile_parser: argparse.ArgumentParser) -> None:

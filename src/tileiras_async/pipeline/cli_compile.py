@@ -2,11 +2,14 @@
 
     tileiras-async compile FILES|DIRS... --gpu-name G [--gpu-name G2 ...] [-j N] [-O N]
                            [--out-dir D] [--json] [--tui] [--timeout S] [--keep-ptx] [--keep-sass]
-                           [--memory-limit MIB]
+                           [--memory-limit MIB] [--resources] [--remarks CATEGORY] [--remarks-KIND CATEGORIES]
 
 Outputs are <input name without .tileirbc>.<gpu-name>.cubin (and .ptx / .sass) in --out-dir.
 Diagnostics go to stderr per module as modules finish; the summary table is printed at the end
-(on stdout, or on stderr with --json, where stdout carries only the JSON-lines event stream).
+(on stdout, or on stderr with --json, where stdout carries only the JSON-lines event stream), then with
+--resources the table of each kernel's resources per target.  --remarks* (the drop-in's options) print each
+module's remarks on stderr as the drop-in does, prefixed with `module: target: `; with --json they are in the
+kernel_finished events.
 Exit status: 0 when everything compiled; otherwise the largest per-module status (1 unreadable
 input, 2 unwritable output or missing tool, 3 invalid bytecode, 4 worker crash/timeout/memory or
 internal error, 5 code generation or ptxas failure); 130/143 when interrupted by SIGINT/SIGTERM.
@@ -76,6 +79,10 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                    help="the compile cache (default: $TILEIRAS_ASYNC_CACHE_DIR, else the user cache directory)")
     c.add_argument("--no-cache", action="store_true",
                    help="compile everything, without reading or writing the compile cache")
+    c.add_argument("--resources", action="store_true",
+                   help="after the summary, a table of each kernel's resources per target (registers, spills, "
+                        "stack, shared and tensor memory, threads, CTAs per SM and what limits them, tensor-core "
+                        "instruction, copy engine), read from the cubins")
     c.add_argument("--inject-fault", metavar="STAGE:MODE[:MATCH]", default=None, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_compile)
     return c
@@ -156,6 +163,15 @@ def _cache_dir(args, fault) -> str | None:
     return getattr(args, "cache_dir", None) or cache_config.default_dir()
 
 
+def _remark_filter(args):
+    """The remarks the drop-in's --remarks* options (added to `compile` by the command line) ask for; None: none."""
+    per_kind = {kind: getattr(args, f"remarks_{kind}", None) for kind in ("passed", "missed", "failed", "analysis")}
+    if not (getattr(args, "remarks", None) or any(per_kind.values())):
+        return None
+    from ..remarks import RemarkFilter
+    return RemarkFilter.from_options(getattr(args, "remarks", None), **per_kind) or None
+
+
 def build_config(args, **overrides) -> "BatchConfig | int":
     """The batch `compile` (or the dashboard) was asked for, or the exit status of a usage error
     (its `error:` line printed)."""
@@ -214,7 +230,7 @@ def build_config(args, **overrides) -> "BatchConfig | int":
                        keep_ptx=args.keep_ptx, keep_sass=args.keep_sass, schedules=args.schedules, fault=fault,
                        num_stages=num_stages, register_caps=getattr(args, "register_caps", False),
                        print_ir=print_ir, cluster=cluster, cache_dir=_cache_dir(args, fault),
-                       **overrides)
+                       remarks=_remark_filter(args), **overrides)
 
 
 def cmd_compile(args) -> int:
@@ -222,7 +238,7 @@ def cmd_compile(args) -> int:
     wires in as `args.run_live` (the pipeline does not import the dashboard)."""
     from .dask_pool import ClusterError
     from .progress import Progress
-    from .summary import DiagnosticPrinter, JsonLines, Summary
+    from .summary import DiagnosticPrinter, JsonLines, RemarkPrinter, Summary
     from .supervisor import compile_batch, ignore_signals, signals_deferred
 
     if args.tui:
@@ -250,6 +266,8 @@ def cmd_compile(args) -> int:
         sinks.append(JsonLines(sys.stdout.buffer))
     else:
         sinks.append(DiagnosticPrinter(sys.stderr))
+        if config.remarks is not None:
+            sinks.append(RemarkPrinter(sys.stderr))
     if progress is not None:
         sinks.append(progress)
     with signals_deferred():   # a Ctrl-C after the run must not cut the summary short
@@ -265,6 +283,8 @@ def cmd_compile(args) -> int:
                               EXIT_CONFIG)
         out = sys.stderr if args.json else sys.stdout
         out.write(summary.render())
+        if getattr(args, "resources", False):
+            out.write("\n" + summary.resource_table())
         out.flush()
     if finished.cancelled:
         ignore_signals()    # exiting with the signal's status: a later Ctrl-C must not turn it into a crash

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..remarks import RemarkFilter
     from ..stages import PrintIR
     from ..toolchain import Toolchain
     from .messages import FaultSpec
@@ -41,6 +42,7 @@ class BatchConfig:
     num_stages: int = 0                    # software-pipeline stages of K-loops (0: the compiler's default)
     register_caps: bool = False            # --register-caps (stages.trims_registers)
     print_ir: "PrintIR | None" = None      # tile-GPU IR snapshots to take (KernelIRDumped events)
+    remarks: "RemarkFilter | None" = None  # --remarks*: the remarks KernelFinished carries
     fault: "FaultSpec | None" = None
     toolchain: "Toolchain | None" = None   # None: the default search (tests point it at fake tools)
     handle_signals: bool = True            # SIGINT/SIGTERM/SIGHUP cancel the run (main thread only)

@@ -14,8 +14,10 @@ from typing import Union
 
 import msgspec
 
+from ..remarks import Remark
 from ..schedule.report import ScheduleReport
 from ..stages import IRDump
+from ..toolchain.resources import KernelResources
 
 
 class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
@@ -103,11 +105,15 @@ class KernelStarted(_Event, tag="kernel_started"):
 
 
 class KernelFinished(_Event, tag="kernel_finished"):
+    """A kernel is done on a target: at once when its lowering failed, else once the target's cubin is made
+    (or its assembly failed).  `ok` and `elapsed_s` are its lowering's."""
     module: str
     target: str
     kernel: str
     ok: bool
     elapsed_s: float
+    resources: KernelResources | None = None   # read from the target's cubin; None: no cubin was made
+    remarks: list[Remark] = []        # with --remarks*: the kernel's remarks the options ask for
 
 
 class CacheLookup(_Event, tag="cache_lookup"):

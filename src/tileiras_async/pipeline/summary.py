@@ -11,8 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import IO
 
-from .events import (CacheLookup, Diagnostic, ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished,
-                     TargetFinished, WorkerExited, WorkerStarted, encode_json, format_diagnostic)
+from .events import (CacheLookup, Diagnostic, KernelFinished, ModuleFinished, ModuleStarted, RunFinished, RunStarted,
+                     StageFinished, TargetFinished, WorkerExited, WorkerStarted, encode_json, format_diagnostic)
 from .config import output_stem
 
 STAGE_ORDER = ("parse", "schedule", "lower", "codegen", "assemble", "disasm")
@@ -65,6 +65,31 @@ class DiagnosticPrinter:
         stream.flush()
 
 
+class RemarkPrinter:
+    """--remarks*: a module's remarks on stderr when it finishes, one drop-in line each (remarks.to_command_line)
+    after `module: target: `, in target and kernel order."""
+
+    def __init__(self, stream: IO[str] | None = None):
+        self.stream = stream
+        self._pending: dict[str, list] = defaultdict(list)
+        self._targets: dict[str, int] = {}
+
+    def __call__(self, event) -> None:
+        from ..remarks import to_command_line
+        if isinstance(event, RunStarted):
+            self._targets = {t: i for i, t in enumerate(event.targets)}
+        elif isinstance(event, KernelFinished) and event.remarks:
+            self._pending[event.module].append(event)
+        elif isinstance(event, ModuleFinished):
+            stream = self.stream or sys.stderr
+            finished = self._pending.pop(event.module, [])
+            # stable: the kernels of one target finish in the module's order
+            for e in sorted(finished, key=lambda e: self._targets.get(e.target, -1)):
+                for line in to_command_line(e.remarks).splitlines():
+                    stream.write(f"{e.module}: {e.target}: {line}\n")
+            stream.flush()
+
+
 @dataclass
 class _Row:
     index: int
@@ -98,6 +123,7 @@ class Summary:
         self.peak_rss = 0
         self.cache_hits = 0
         self.cache_misses = 0
+        self.kernels: list[KernelFinished] = []   # the ones with resources, as they finished
 
     def __call__(self, event) -> None:
         if isinstance(event, RunStarted):
@@ -131,6 +157,9 @@ class Summary:
             if event.worker_pid:
                 self.workers.add(event.worker_pid)
             self.peak_rss = max(self.peak_rss, event.peak_rss_bytes)
+        elif isinstance(event, KernelFinished):
+            if event.resources is not None:
+                self.kernels.append(event)
         elif isinstance(event, WorkerStarted):
             self.workers.add(event.pid)
         elif isinstance(event, WorkerExited):
@@ -188,6 +217,40 @@ class Summary:
         if f.cancelled:
             text += f"\ninterrupted by {f.cancelled}: workers and tools stopped, no partial outputs"
         return text
+
+
+    def resource_table(self) -> str:
+        """--resources: one row per kernel x target that was assembled, in input, target and kernel order."""
+        targets = {t: i for i, t in enumerate(self.started.targets)} if self.started else {}
+        order = {m: r.index for m, r in self.rows.items()}
+        seq = {id(e): i for i, e in enumerate(self.kernels)}
+        events = sorted(self.kernels, key=lambda e: (order.get(e.module, -1), targets.get(e.target, -1), seq[id(e)]))
+        rows = [[output_stem(e.module), e.target, *_resource_cells(e.resources), e.kernel] for e in events]
+        if not rows:
+            return "resources: no kernel was assembled\n"
+        widths = [max(len(str(c)) for c in col) for col in zip(RESOURCE_COLUMNS, *rows)]
+        left = {0, 1, len(RESOURCE_COLUMNS) - 4, len(RESOURCE_COLUMNS) - 3, len(RESOURCE_COLUMNS) - 2,
+                len(RESOURCE_COLUMNS) - 1}
+
+        def line(cells) -> str:
+            return "  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
+                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+        head = line(RESOURCE_COLUMNS)
+        return "\n".join([head, "-" * len(head), *(line(r) for r in rows)]) + "\n"
+
+
+# --resources: the table's columns (spills: bytes stored/loaded; smem: static shared bytes, "+dyn" when the
+# launch adds dynamic shared memory; tmem: tensor-memory columns; limit: what bounds the CTAs per SM)
+RESOURCE_COLUMNS = ("module", "target", "regs", "spills st/ld", "stack", "smem", "tmem", "threads", "CTAs/SM",
+                    "limit", "tensor core", "copies", "kernel")
+
+
+def _resource_cells(r) -> list:
+    smem = f"{r.shared_static_bytes}" + ("+dyn" if r.shared_dynamic_bytes is None else "")
+    return [r.registers, f"{r.spill_store_bytes}/{r.spill_load_bytes}", r.stack_frame_bytes, smem,
+            "-" if r.tmem_columns is None else r.tmem_columns, r.threads or "-",
+            "-" if r.ctas_per_sm is None else r.ctas_per_sm, r.occupancy_limit or "-", r.tensor_core, r.copy_engine]
 
 
 def describe_worker_exit(w: WorkerExited) -> str:

@@ -156,6 +156,24 @@ class _ModuleState:
     kernels_failed: int = 0
 
 
+@dataclass
+class _TargetKernels:
+    """A target's kernels that lowered fine: their KernelFinished waits for the target's cubin, whose
+    resources (and, with --remarks*, remarks) it carries."""
+    names: list[str]                                            # the module's kernels, in its order
+    lowered_s: dict[str, float] = field(default_factory=dict)   # kernel -> its lowering's seconds
+    lowering: dict[str, list] = field(default_factory=dict)     # kernel -> its lowering's remarks
+    assembly: list = field(default_factory=list)                # the assembly's remarks (all kernels)
+    resources: dict = field(default_factory=dict)               # kernel -> KernelResources, once assembled
+
+    def remarks_of(self, kernel: str) -> list:
+        return self.lowering.get(kernel, []) + [r for r in self.assembly if r.function == kernel]
+
+    def all_remarks(self) -> list:
+        """In stages.compile_in_process's order (what a cache entry holds)."""
+        return [r for k in self.names for r in self.lowering.get(k, [])] + self.assembly
+
+
 class Batch:
     """One batch run.  `await Batch(config, sinks).run()` -> RunFinished (also emitted)."""
 
@@ -403,6 +421,24 @@ class Batch:
                   elapsed_s=time.monotonic() - t0, outputs=outputs)
 
     async def _compile_target(self, index: int, path: str, parsed: ParsedModule, target: str) -> tuple[int, list[str]]:
+        kernels = _TargetKernels(list(parsed.kernels))
+        try:
+            return await self._compile_target_kernels(index, path, parsed, target, kernels)
+        finally:
+            self._finish_kernels(path, target, kernels)
+
+    def _finish_kernels(self, path: str, target: str, kernels: _TargetKernels) -> None:
+        """KernelFinished for the kernels that lowered fine, in the module's order."""
+        wanted = self.config.remarks
+        for kernel in kernels.names:
+            if kernel in kernels.lowered_s:
+                remarks = [r for r in kernels.remarks_of(kernel) if wanted.wants(r)] if wanted else []
+                self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=True,
+                          elapsed_s=kernels.lowered_s[kernel], resources=kernels.resources.get(kernel),
+                          remarks=remarks)
+
+    async def _compile_target_kernels(self, index: int, path: str, parsed: ParsedModule, target: str,
+                                      kernels: _TargetKernels) -> tuple[int, list[str]]:
         cfg = self.config
         options = CompileOptions(target, cfg.opt_level, num_stages=cfg.num_stages,
                                  register_caps=cfg.register_caps)
@@ -411,10 +447,10 @@ class Batch:
         key = None
         if self.cache is not None:
             key = self.cache.key(data, options)
-            hit = self.cache.get(key, path, schedules=cfg.schedules, ok_only=True)
+            hit = self.cache.get(key, path, schedules=cfg.schedules, remarks=bool(cfg.remarks), ok_only=True)
             self.emit(CacheLookup, module=path, target=target, hit=hit is not None, key=key)
             if hit is not None:
-                return await self._replay_target(index, path, parsed, target, hit)
+                return await self._replay_target(index, path, parsed, target, hit, kernels)
         lowered: list[LoweredKernel | None] = [None] * len(parsed.kernels)
 
         async def lower_one(i: int, kernel: str) -> None:
@@ -430,8 +466,12 @@ class Batch:
             self._count_kernel(state, ok)
             if result is not None and not result.ok:
                 self._diagnose(path, "lower", result.diagnostics, target, kernel, tool_stderr=result.tool_stderr)
-            self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=ok,
-                      elapsed_s=time.monotonic() - t0)
+            if ok:
+                kernels.lowered_s[kernel] = time.monotonic() - t0
+                kernels.lowering[kernel] = list(result.remarks)
+            else:
+                self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=False,
+                          elapsed_s=time.monotonic() - t0)
 
         schedules: list[list | None] = [None] * len(parsed.kernels)
 
@@ -460,10 +500,12 @@ class Batch:
             return EXIT_CODEGEN, []
         reports = ([r for per_kernel in schedules for r in per_kernel] if cfg.schedules
                    and all(s is not None for s in schedules) else None)
-        return await self._outputs(index, path, target, options, ptx.ptx, reports, key)
+        return await self._outputs(index, path, target, options, ptx.ptx, reports, key, kernels)
 
-    async def _replay_target(self, index: int, path: str, parsed: ParsedModule, target: str, hit) -> tuple[int, list[str]]:
-        """A target served by the cache: its kernels' events, then the outputs (no stage runs)."""
+    async def _replay_target(self, index: int, path: str, parsed: ParsedModule, target: str, hit,
+                             kernels: _TargetKernels) -> tuple[int, list[str]]:
+        """A target served by the cache: its kernels' events, then the outputs (no stage runs); the kernels'
+        resources and remarks are the entry's."""
         state = self.modules[index]
         for kernel in parsed.kernels:
             self.emit(KernelStarted, module=path, target=target, kernel=kernel)
@@ -471,9 +513,11 @@ class Batch:
                 self.emit(KernelScheduled, module=path, target=target, kernel=kernel,
                           reports=[r for r in hit.schedules if r.kernel == kernel])
             self._count_kernel(state, True)
-            self.emit(KernelFinished, module=path, target=target, kernel=kernel, ok=True, elapsed_s=0.0)
+            kernels.lowered_s[kernel] = 0.0
+        kernels.assembly = list(hit.remarks)
+        kernels.resources = dict(hit.resources)
         return await self._outputs(index, path, target, None, hit.ptx, hit.schedules if self.config.schedules
-                                   else None, None, cubin=hit.cubin)
+                                   else None, None, kernels, cubin=hit.cubin)
 
     def _count_kernel(self, state: _ModuleState, ok: bool) -> None:
         self.kernels += 1
@@ -482,9 +526,10 @@ class Batch:
         state.kernels_failed += not ok
 
     async def _outputs(self, index: int, path: str, target: str, options: CompileOptions | None, ptx: str,
-                       schedules: list | None, key: str | None, cubin: bytes | None = None) -> tuple[int, list[str]]:
-        """Write a target's outputs; assembles the PTX first unless `cubin` is given (a cache hit), and
-        files a fresh success in the cache under `key`."""
+                       schedules: list | None, key: str | None, kernels: _TargetKernels,
+                       cubin: bytes | None = None) -> tuple[int, list[str]]:
+        """Write a target's outputs; assembles the PTX first unless `cubin` is given (a cache hit, `kernels`
+        then holds its resources), and files a fresh success in the cache under `key`."""
         cfg = self.config
         stem = os.path.join(cfg.out_dir, f"{output_stem(path)}.{target}")
         outputs: list[str] = []
@@ -497,13 +542,16 @@ class Batch:
             return EXIT_CONFIG, outputs
         if cubin is None:
             assembled = await self._assemble(index, path, target,
-                                             AssembleRequest(ptx, options, timeout_s=cfg.stage_timeout_s))
+                                             AssembleRequest(ptx, options, timeout_s=cfg.stage_timeout_s,
+                                                             resource_report=bool(cfg.remarks)))
             if assembled is None:
                 return EXIT_INTERNAL, outputs
             if not assembled.ok:
                 self._diagnose(path, "assemble", assembled.diagnostics, target, tool_stderr=assembled.tool_stderr)
                 return assembled.exit_code or tools.EXIT_TOOL_FAILED, outputs
             cubin = assembled.cubin
+            kernels.resources = dict(assembled.resources)
+            kernels.assembly = list(assembled.remarks)
             if assembled.ptx:
                 ptx = assembled.ptx     # register caps were added: keep the PTX ptxas assembled
                 rewritten: list[str] = []   # the .ptx output is listed already
@@ -511,8 +559,9 @@ class Batch:
                     return EXIT_CONFIG, outputs
             if key is not None:
                 from ..stages import CompileResult
-                self.cache.put(key, CompileResult(True, cubin, ptx, schedules or []),
-                               schedules=schedules is not None, remarks=False)
+                self.cache.put(key, CompileResult(True, cubin, ptx, schedules or [], kernels.all_remarks(),
+                                                  resources=assembled.resources),
+                               schedules=schedules is not None, remarks=bool(cfg.remarks))
         if not self._write(path, target, f"{stem}.cubin", cubin, outputs):
             return EXIT_CONFIG, outputs
         if cfg.keep_sass:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..stages import AssembleRequest, CubinModule, StageDiagnostic, trims_registers
+from ..stages import AssembleRequest, CubinModule, StageDiagnostic, assembled, trims_registers
 from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
 from ..toolchain.errors import ToolRunError
 from ..toolchain.occupancy import OccupancyTrim
@@ -115,7 +115,7 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None, mem
             return CubinModule(False, diagnostics=[_error("ptxas reported success but wrote no cubin")],
                                tool_stderr=outcome.stderr, exit_code=EXIT_TOOL_FAILED,
                                elapsed_s=time.monotonic() - t0)
-        ptx = req.ptx
+        ptx, caps = req.ptx, []
         if trims_registers(req.options):
             trim = OccupancyTrim(req.options.gpu_name, req.ptx, cubin)
             while (text := trim.next_ptx()) is not None:
@@ -123,9 +123,8 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None, mem
                 if capped is None:
                     break       # a capped run that fails leaves the code as first assembled
                 trim.feed(capped)
-            ptx, cubin, _caps = trim.result()
-    return CubinModule(True, cubin, tool_stderr=outcome.stderr, elapsed_s=time.monotonic() - t0,
-                       ptx=ptx if ptx != req.ptx else "")
+            ptx, cubin, caps = trim.result()
+    return assembled(req, cubin, ptx, caps, time.monotonic() - t0, outcome.stderr)
 
 
 async def disassemble(cubin: bytes, *, timeout: float, toolchain: Toolchain | None = None) -> ToolOutcome:

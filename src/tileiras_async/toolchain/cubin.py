@@ -1,21 +1,38 @@
-"""What a cubin records about each kernel: registers, stack frame, instruction count.
+"""What a cubin records about each kernel: registers, stack frame, spills, block size, instruction count.
 
-A cubin is an ELF64 file.  ptxas writes per-kernel attributes into `.nv.info` (EIATTR_REGCOUNT,
-EIATTR_FRAME_SIZE: `ptxas -v`'s figures) and each kernel's code into `.text.<kernel>`, padded with
-NOPs to a 128-byte boundary.  Facts from the ELF layout and from reading ptxas's output.
+A cubin is an ELF64 file.  ptxas writes attributes (EIATTR_*) into `.nv.info` (one record per kernel
+symbol: EIATTR_REGCOUNT, EIATTR_FRAME_SIZE, `ptxas -v`'s figures) and into each kernel's own
+`.nv.info.<kernel>` (EIATTR_REQNTID, the per-instruction annotations), the kernel's code into
+`.text.<kernel>`, padded with NOPs to a 128-byte boundary, and its static shared memory as the size of
+`.nv.shared.<kernel>`.  Facts from the ELF layout and from reading ptxas's output (CUDA 12.8 .. 13.x).
+
+Spills: `ptxas -v`'s "N bytes spill stores, M bytes spill loads" has no attribute of its own.  Every spill or
+refill instruction ptxas inserts is listed in the kernel's EIATTR_INSTR_ANNOTATIONS record as (kind 1, code
+offset) (nvdisasm prints those instructions with the note "SpillRefill"); the instruction there is an STL
+(store) or LDL (load) whose access size is in the instruction word, and their sums are `ptxas -v`'s bytes
+(checked on sm_80, sm_90, sm_100 and sm_120 against `ptxas -v`, tests/test_resources.py).
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-EIATTR_REQNTID = 0x10
-EIATTR_FRAME_SIZE = 0x11
-EIATTR_REGCOUNT = 0x2F
+EIATTR_MAX_THREADS = 0x05          # .maxntid: (x, y, z)
+EIATTR_REQNTID = 0x10              # .reqntid: (x, y, z)
+EIATTR_FRAME_SIZE = 0x11           # in .nv.info: (symbol, bytes)
+EIATTR_MIN_STACK_SIZE = 0x12       # in .nv.info: (symbol, bytes)
+EIATTR_MAXREG_COUNT = 0x1B         # .maxnreg (255 when none)
+EIATTR_REGCOUNT = 0x2F             # in .nv.info: (symbol, registers)
+EIATTR_NUM_BARRIERS = 0x4C
+EIATTR_INSTR_ANNOTATIONS = 0x55    # (kind, code offset) pairs; kind 1: a spill store or refill load
+_ANNOTATION_SPILL = 1
 _EIFMT_SVAL = 4          # attribute with a u16 size and a payload; the others carry a u16 value inline
 _SHT_SYMTAB = 2
 _INSTRUCTION_BYTES = 16  # sm_70 and later
 _NOP_OPCODE = 0x918      # the low 12 bits of an instruction's first word (sm_70 .. sm_120)
+_STL_OPCODE, _LDL_OPCODE = 0x387, 0x983
+# an LDL/STL's access size: bits 9..11 of the instruction's second word (U8 S8 U16 S16 32 64 128 U.128)
+_ACCESS_BYTES = (1, 1, 2, 2, 4, 8, 16, 16)
 SMEM_RESERVED_SM90 = 1024  # on sm_90+ the driver's per-CTA reserve is inside the kernel's .nv.shared section
 
 
@@ -35,6 +52,10 @@ class KernelCode:
     instructions: int    # up to the last one that is not padding
     threads: int | None  # .reqntid's product (None: the block size is not fixed)
     shared_bytes: int    # static shared memory, the driver's per-CTA reserve not included
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    max_threads: int | None = None   # .maxntid's product
+    barriers: int = 0
 
 
 def sections(data: bytes) -> list[Section]:
@@ -80,19 +101,75 @@ def nv_info(data: bytes, section: Section):
             p += 4
 
 
-def kernel_attributes(data: bytes, secs: list[Section] | None = None) -> dict[int, dict[str, int]]:
-    """{EIATTR_REGCOUNT / EIATTR_FRAME_SIZE: {kernel name: value}}."""
+def _words(payload: bytes) -> tuple[int, ...]:
+    return struct.unpack_from(f"<{len(payload) // 4}I", payload)
+
+
+def _product(payload: bytes) -> int | None:
+    if len(payload) < 4:
+        return None
+    n = 1
+    for d in _words(payload):
+        n *= d
+    return n
+
+
+def _u16(payload: bytes) -> int:
+    return struct.unpack_from("<H", payload)[0] if len(payload) >= 2 else 0
+
+
+def _spill_offsets(payload: bytes) -> list[int]:
+    w = _words(payload)
+    return [off for kind, off in zip(w[0::2], w[1::2]) if kind == _ANNOTATION_SPILL]
+
+
+# The attributes read from a kernel's `.nv.info.<kernel>`: attribute -> (field, payload decoder)
+_KERNEL_ATTRIBUTES = {
+    EIATTR_REQNTID: ("threads", _product),
+    EIATTR_MAX_THREADS: ("max_threads", _product),
+    EIATTR_NUM_BARRIERS: ("barriers", _u16),
+    EIATTR_INSTR_ANNOTATIONS: ("spills", _spill_offsets),
+}
+# The attributes of `.nv.info`, one (symbol index, value) record per kernel: attribute -> field
+_SYMBOL_ATTRIBUTES = {EIATTR_REGCOUNT: "registers", EIATTR_FRAME_SIZE: "frame_bytes"}
+
+
+@dataclass
+class _Attributes:
+    values: dict[str, object] = field(default_factory=dict)
+
+    def add(self, name: str, value) -> None:
+        if isinstance(value, list):     # a list-valued attribute may come in several records
+            self.values.setdefault(name, []).extend(value)
+        else:
+            self.values[name] = value
+
+
+def read_attributes(data: bytes, secs: list[Section] | None = None) -> dict[str, dict[str, object]]:
+    """Per kernel name: the attributes of `_SYMBOL_ATTRIBUTES` and `_KERNEL_ATTRIBUTES` by field name."""
     secs = sections(data) if secs is None else secs
     syms = symbol_names(data, secs)
-    out: dict[int, dict[str, int]] = {EIATTR_REGCOUNT: {}, EIATTR_FRAME_SIZE: {}}
+    out: dict[str, _Attributes] = {}
     for s in secs:
-        if s.name != ".nv.info":
-            continue
-        for attr, payload in nv_info(data, s):
-            if attr in out and len(payload) == 8:
-                sym, value = struct.unpack("<II", payload)
-                out[attr][syms[sym] if sym < len(syms) else str(sym)] = value
-    return out
+        if s.name == ".nv.info":
+            for attr, payload in nv_info(data, s):
+                if attr in _SYMBOL_ATTRIBUTES and len(payload) == 8:
+                    sym, value = struct.unpack("<II", payload)
+                    kernel = syms[sym] if sym < len(syms) else str(sym)
+                    out.setdefault(kernel, _Attributes()).add(_SYMBOL_ATTRIBUTES[attr], value)
+        elif s.name.startswith(".nv.info."):
+            kernel = out.setdefault(s.name[len(".nv.info."):], _Attributes())
+            for attr, payload in nv_info(data, s):
+                if attr in _KERNEL_ATTRIBUTES:
+                    name, decode = _KERNEL_ATTRIBUTES[attr]
+                    kernel.add(name, decode(payload))
+    return {k: a.values for k, a in out.items()}
+
+
+def kernel_attributes(data: bytes, secs: list[Section] | None = None) -> dict[int, dict[str, int]]:
+    """{EIATTR_REGCOUNT / EIATTR_FRAME_SIZE: {kernel name: value}}."""
+    attrs = read_attributes(data, secs)
+    return {attr: {k: v[name] for k, v in attrs.items() if name in v} for attr, name in _SYMBOL_ATTRIBUTES.items()}
 
 
 def _instructions(data: bytes, s: Section) -> int:
@@ -102,27 +179,26 @@ def _instructions(data: bytes, s: Section) -> int:
     return n
 
 
-def _block_threads(data: bytes, secs: list[Section]) -> dict[str, int]:
-    """Per kernel with a `.reqntid`: its thread count (in the kernel's own `.nv.info.<kernel>`)."""
-    out = {}
-    for s in secs:
-        if s.name.startswith(".nv.info."):
-            for attr, payload in nv_info(data, s):
-                if attr == EIATTR_REQNTID and len(payload) >= 4:
-                    n = 1
-                    for d in struct.unpack_from(f"<{len(payload) // 4}I", payload):
-                        n *= d
-                    out[s.name[len(".nv.info."):]] = n
-    return out
+def _spill_bytes(data: bytes, text: Section, offsets: list[int]) -> tuple[int, int]:
+    """(bytes stored, bytes loaded) by the spill instructions at these offsets of the kernel's code."""
+    stores = loads = 0
+    for off in offsets:
+        if off + _INSTRUCTION_BYTES > text.size:
+            continue
+        lo, hi = struct.unpack_from("<QQ", data, text.offset + off)
+        size = _ACCESS_BYTES[(hi >> 9) & 7]
+        if lo & 0xFFF == _STL_OPCODE:
+            stores += size
+        elif lo & 0xFFF == _LDL_OPCODE:
+            loads += size
+    return stores, loads
 
 
 def kernel_code(data: bytes) -> dict[str, KernelCode]:
-    """Per kernel: registers, stack frame bytes, instructions (trailing NOP padding not counted) and
-    the fixed block size."""
+    """Per kernel: registers, stack frame bytes, instructions (trailing NOP padding not counted), the fixed
+    block size, static shared memory and spill bytes: what `ptxas -v` reports, read from the cubin."""
     secs = sections(data)
-    attrs = kernel_attributes(data, secs)
-    regs, frames = attrs[EIATTR_REGCOUNT], attrs[EIATTR_FRAME_SIZE]
-    threads = _block_threads(data, secs)
+    attrs = read_attributes(data, secs)
     reserved = SMEM_RESERVED_SM90 if cubin_arch(data) >= 90 else 0
     shared = {s.name[len(".nv.shared."):]: max(0, s.size - reserved) for s in secs
               if s.name.startswith(".nv.shared.") and not s.name.startswith(".nv.shared.reserved")}
@@ -130,8 +206,11 @@ def kernel_code(data: bytes) -> dict[str, KernelCode]:
     for s in secs:
         if s.name.startswith(".text."):
             k = s.name[len(".text."):]
-            out[k] = KernelCode(regs.get(k, 0), frames.get(k, 0), _instructions(data, s), threads.get(k),
-                                shared.get(k, 0))
+            a = attrs.get(k, {})
+            stores, loads = _spill_bytes(data, s, a.get("spills", []))
+            out[k] = KernelCode(a.get("registers", 0), a.get("frame_bytes", 0), _instructions(data, s),
+                                a.get("threads"), shared.get(k, 0), stores, loads, a.get("max_threads"),
+                                a.get("barriers", 0))
     return out
 
 
