@@ -7,7 +7,9 @@ IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
 ...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
 final contents of every array argument under the same names; it is written
 atomically and only when the run succeeds.  Device output (print_tko) goes to
-stdout.  Failures print one ``error: ...`` line on stderr.
+stdout, then one line per array written (its name, shape and dtype; with
+``--engine both`` also that the engines agree and their largest absolute
+difference).  Failures print one ``error: ...`` line on stderr.
 
 Exit codes: 0 ok; 1 unreadable module file or usage error; 2 bad arguments,
 grid, kernel choice or .npz, or no ptxas / libdevice for the emulator; 3 bytecode that does not read or verify; 4 an op or
@@ -35,7 +37,7 @@ def add_run_parser(sub) -> None:
     r.add_argument("--grid", required=True, metavar="X[,Y[,Z]]", help="number of tile blocks per axis")
     r.add_argument("--args", required=True, metavar="IN.npz", dest="args_npz",
                    help='kernel arguments named "0", "1", ... in cuTile parameter order')
-    r.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
+    r.add_argument("--out", "-o", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
     r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
     r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
                    help="interpret (tile-IR reference), emulate (compile and run our PTX), or both compared")
@@ -126,7 +128,8 @@ def run_command(args) -> int:
         return _error(str(e), e.exit_code)
     except EnginesDisagree as e:
         for m in e.report.mismatches:
-            print(f"mismatch: {m}", file=sys.stderr)
+            print(f"mismatch: {m}; largest abs difference {_number(e.report.max_abs_diff[m.argument])}",
+                  file=sys.stderr)
         return _error("the interpreter and the emulator disagree", e.exit_code)
     except CodegenUnavailable as e:
         from ..failures import lowering_notes
@@ -147,4 +150,22 @@ def run_command(args) -> int:
         write_atomic(args.out, buf.getvalue())
     except ToolchainError as e:
         return _error(e.message, EXIT_ARGS)
+    sys.stdout.write("".join(f"{line}\n" for line in summary_lines(outputs, report)))
     return 0
+
+
+def summary_lines(outputs: dict[str, np.ndarray], report) -> list[str]:
+    """One line per array written to OUT.npz: its name there, shape and dtype; after `--engine both`,
+    that the engines agree and the largest |emulated - interpreted| of that output."""
+    diffs = getattr(report, "max_abs_diff", None)
+    lines = []
+    for name, array in outputs.items():
+        line = f"output {name}: shape {tuple(array.shape)} {array.dtype}"
+        if diffs is not None:
+            line += f", engines agree (largest abs difference {_number(diffs[int(name)])})"
+        lines.append(line)
+    return lines
+
+
+def _number(x: float) -> str:
+    return f"{x:.6g}"

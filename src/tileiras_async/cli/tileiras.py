@@ -14,6 +14,7 @@ import no llvmlite, numpy, trio or msgspec, nor any of the compiler (`tileiras_c
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -232,8 +233,11 @@ def deliver(result: DropInResult, opts) -> int:
         return result.rc
     from ..cache.files import write_atomic
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
-    if not os.path.isdir(os.path.dirname(out_path) or "."):
-        return EXIT_CONFIG  # the real tool exits 2 silently here
+    out_dir = os.path.dirname(out_path) or "."
+    if not os.path.isdir(out_dir):
+        # NVIDIA's tool exits 2 without a word here; the status stays, the line says what failed
+        problem = os.strerror(errno.ENOTDIR if os.path.exists(out_dir) else errno.ENOENT)
+        return _cannot_write(out_path, problem)
     trace_file = opts.get("schedule-trace-file")
     if trace_file is not None and result.trace is not None:
         try:
@@ -253,9 +257,14 @@ def deliver(result: DropInResult, opts) -> int:
             sys.stderr.write(result.remarks)
     try:
         write_atomic(out_path, result.cubin, unlink_first=True)
-    except OSError:
-        return EXIT_CONFIG
+    except OSError as e:
+        return _cannot_write(out_path, e.strerror or str(e))
     return 0
+
+
+def _cannot_write(path: str, problem: str) -> int:
+    print(f"error: cannot write {path}: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def main(argv: list[str] | None = None) -> int:

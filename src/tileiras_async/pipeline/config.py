@@ -4,6 +4,7 @@ Kept free of trio and the worker machinery so the CLI can build its parser cheap
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 INPUT_SUFFIX = ".tileirbc"
 DEFAULT_STAGE_TIMEOUT_S = 600.0
 DEFAULT_MEMORY_LIMIT = 4 << 30
+# A batch writes many files; the working directory is no place to scatter them unasked.
+DEFAULT_OUT_DIR = os.path.join("build", "tileiras-async")
 
 
 def default_jobs() -> int:
@@ -32,7 +35,7 @@ class BatchConfig:
     targets: list[str]
     jobs: int = field(default_factory=default_jobs)
     opt_level: int = 3
-    out_dir: str = "."
+    out_dir: str = DEFAULT_OUT_DIR        # created with the first file written (a batch that writes none leaves no folder)
     stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
     keep_ptx: bool = False
@@ -48,6 +51,29 @@ class BatchConfig:
     cache_dir: str | None = None           # the compile cache (cache/); None: compile everything
     read_special: bool = False             # read FIFOs and devices named as inputs (else: refused)
     max_input_bytes: int = 256 << 20       # a larger input is refused before it is read (frontend.MAX_INPUT_BYTES)
+
+
+def out_dir_problem(path: str) -> str | None:
+    """Why `path` cannot be (or become) the output directory, or None.  Nothing is created: the
+    directory is made when the first output is written."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return os.strerror(errno.ENOTDIR)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
+
+
+def ensure_dir_of(path: str) -> None:
+    """Create the directory a file is about to be written into (OSError when it cannot be)."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
 
 
 def output_stem(path: str) -> str:

@@ -34,7 +34,7 @@ from ..stages import (AssembleRequest, CodegenRequest, CompileOptions, LoweredKe
                       ParseRequest, PtxModule, StageDiagnostic)
 from ..toolchain import OutputWriteError, tempdirs, write_atomic
 from . import tools
-from .config import BatchConfig, expand_inputs, output_stem  # noqa: F401  (re-exported)
+from .config import BatchConfig, ensure_dir_of, expand_inputs, output_stem  # noqa: F401  (re-exported)
 from .events import (CacheLookup, Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted,
                      ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, StageStarted,
                      TargetFinished, TargetStarted)
@@ -244,11 +244,7 @@ class Batch:
 
     async def _run_modules(self) -> None:
         cfg = self.config
-        try:
-            os.makedirs(cfg.out_dir, exist_ok=True)
-        except OSError:
-            pass  # every write then fails with its own diagnostic
-        async with self._make_pool() as pool:
+        async with self._make_pool() as pool:   # (out_dir is made by the first write: _write)
             self.pool = pool
             admission = trio.Semaphore(max(4, 2 * pool.jobs))   # a cluster's size is known once connected
             self._admission = admission
@@ -548,6 +544,7 @@ class Batch:
 
     def _write(self, path: str, target: str, out: str, data: bytes, outputs: list[str]) -> bool:
         try:
+            ensure_dir_of(out)
             write_atomic(out, data)
         except (OutputWriteError, OSError) as e:
             self.emit(Diagnostic, module=path, severity="error", message=str(e).removeprefix("error: "),
