@@ -21,7 +21,7 @@ import os
 import sys
 
 DEFAULT_TUI_GPU = "sm_100"
-EXIT_CONFIG = 2
+from tileiras_async.pipeline.config import EXIT_CONFIG   # the batch's statuses (pipeline.config.EXIT_CODES)
 
 
 def add_tui_parser(subparsers) -> argparse.ArgumentParser:

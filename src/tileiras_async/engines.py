@@ -16,11 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .interp.errors import ArgumentError
+from .interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError
 from .interp.runner import ENGINES, RunReport, check_grid
 from .interp.runner import run_kernel as _interpret
-
-EXIT_ENGINES_DISAGREE = 7
 
 
 @dataclass

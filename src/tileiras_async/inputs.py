@@ -15,6 +15,20 @@ EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable ou
 EXIT_BAD_INPUT = 3    # bytecode that does not parse or verify
 EXIT_CODEGEN = 5      # the module is valid but cannot be lowered (reported with the op and its location)
 EXIT_PTXAS = 5        # ptxas rejected the generated PTX
+EXIT_INTERNAL = 4     # a bug: reported as one `error:` line, never a traceback
+EXIT_INTERRUPTED = 130  # Ctrl-C: the status a shell gives a process that SIGINT ended
+
+# What every command may exit with besides its own statuses (cli.common.guarded_main).  Each command keeps
+# its statuses in one EXIT_CODES table built by exit_table; README's exit-code tables list every command's
+# (tests/test_exit_codes.py compares them).
+COMMON_EXIT_CODES = {EXIT_INTERNAL: "internal error (a bug): one error: line, never a traceback",
+                     EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
+
+
+def exit_table(own: dict[int, str]) -> dict[int, str]:
+    """A command's exit statuses: its own, then the common ones it does not describe itself; by status."""
+    merged = {**COMMON_EXIT_CODES, **own}
+    return {code: merged[code] for code in sorted(merged)}
 
 
 class InputError(Exception):

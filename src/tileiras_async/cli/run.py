@@ -11,10 +11,7 @@ stdout, then one line per array written (its name, shape and dtype; with
 ``--engine both`` also that the engines agree and their largest absolute
 difference).  Failures print one ``error: ...`` line on stderr.
 
-Exit codes: 0 ok; 1 unreadable module file or usage error; 2 bad arguments,
-grid, kernel choice or .npz, or no ptxas / libdevice for the emulator; 3 bytecode that does not read or verify; 4 an op or
-engine this build cannot run; 6 a fault while the kernel ran (out-of-bounds
-access, failed assert, undefined behaviour detected).
+Exit codes: 0 ok, else one of EXIT_CODES (below; README's table lists them).
 """
 from __future__ import annotations
 
@@ -24,10 +21,21 @@ import zipfile
 
 import numpy as np
 
-from ..interp.errors import ArgumentError, InterpError, KernelFault
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG as EXIT_ARGS, EXIT_INTERNAL, EXIT_USAGE
+from ..interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError, InterpError, KernelFault
+from .common import exit_table
 
-EXIT_USAGE = 1
-EXIT_ARGS = 2
+EXIT_FAULT = KernelFault.exit_code   # the emulator's faults (emu.errors.EmuError) exit the same
+EXIT_CODES = exit_table({   # README's `run` table lists them (tests/test_exit_codes.py)
+    EXIT_USAGE: "unreadable module file, usage error",
+    EXIT_ARGS: "bad arguments, grid, kernel choice or .npz, an unwritable OUT.npz, no ptxas / libdevice for the "
+               "emulator",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_INTERNAL: "an op or engine this build cannot run; internal error",
+    EXIT_CODEGEN: "code that cannot be lowered or that ptxas rejects (emulate, both)",
+    EXIT_FAULT: "a fault while the kernel ran: out-of-bounds access, failed assert, undefined behaviour",
+    EXIT_ENGINES_DISAGREE: "--engine both: the interpreter and the emulator disagree",
+})
 
 
 def add_run_parser(sub) -> None:
@@ -98,7 +106,7 @@ def run_command(args) -> int:
     from ..codegen.driver import CodegenUnavailable
     from ..emu.errors import EmuError
     from ..engines import EnginesDisagree, run_kernel
-    from ..frontend import EXIT_CODEGEN, EXIT_PTXAS
+    from ..frontend import EXIT_PTXAS
     from ..toolchain import PtxasError
     from ..interp.runner import load_module
 

@@ -19,12 +19,18 @@ import os
 import sys
 
 from .. import __version__
-from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
-from .common import guarded_main, print_lines
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
+from .common import exit_table, guarded_main, print_lines
 from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
+EXIT_CODES = exit_table({   # NVIDIA's statuses (README's drop-in table lists them: tests/test_exit_codes.py)
+    EXIT_USAGE: "option errors (an unknown --gpu-name included), unreadable input",
+    EXIT_CONFIG: "invalid option values, missing --gpu-name, unwritable output",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_CODEGEN: "code that cannot be lowered, or that ptxas rejects",
+})
 DEFAULT_OUTPUT = "elf.o"
 CACHE_KIND = "tileiras"
 

@@ -19,12 +19,11 @@ import os
 import sys
 
 from ..targets import GPU_NAMES
-from .config import (DEFAULT_MEMORY_LIMIT, DEFAULT_OUT_DIR, DEFAULT_STAGE_TIMEOUT_S, BatchConfig, default_jobs,
-                     expand_inputs, out_dir_problem)
+from .config import (DEFAULT_MEMORY_LIMIT, DEFAULT_OUT_DIR, DEFAULT_STAGE_TIMEOUT_S, EXIT_CONFIG, EXIT_UNREADABLE,
+                     BatchConfig, default_jobs, expand_inputs, out_dir_problem)
 
 FAULT_ENV = "TILEIRAS_ASYNC_FAULT"
-EXIT_USAGE = 1
-EXIT_CONFIG = 2
+EXIT_USAGE = EXIT_UNREADABLE   # argparse's usage errors and inputs that do not exist
 
 
 def add_compile_parser(subparsers) -> argparse.ArgumentParser:

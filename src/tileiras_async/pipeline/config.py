@@ -15,11 +15,30 @@ if TYPE_CHECKING:
     from ..toolchain import Toolchain
     from .messages import FaultSpec
 
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE as EXIT_UNREADABLE, exit_table
+
 INPUT_SUFFIX = ".tileirbc"
 DEFAULT_STAGE_TIMEOUT_S = 600.0
 DEFAULT_MEMORY_LIMIT = 4 << 30
 # A batch writes many files; the working directory is no place to scatter them unasked.
 DEFAULT_OUT_DIR = os.path.join("build", "tileiras-async")
+
+
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}   # 128 + the signal, as a shell reports it
+EXIT_CANCELLED = SIGNAL_EXIT["SIGINT"]   # a module cancelled through BatchControl (the dashboard's cancel key)
+# `compile` (and the dashboard's `tui`): the batch exits with the largest of its modules' statuses.  README's
+# batch table lists them (tests/test_exit_codes.py)
+EXIT_CODES = exit_table({
+    EXIT_UNREADABLE: "unreadable input; usage errors",
+    EXIT_CONFIG: "invalid option values, an output that cannot be written, a missing ptxas/nvdisasm, no terminal "
+                 "for the dashboard",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_INTERNAL: "a worker that crashed, was killed, ran out of memory or time; an internal error",
+    EXIT_CODEGEN: "code that cannot be lowered; ptxas failing, timing out or out of memory",
+    SIGNAL_EXIT["SIGHUP"]: "SIGHUP",
+    SIGNAL_EXIT["SIGINT"]: "SIGINT (Ctrl-C), or every module cancelled from the dashboard",
+    SIGNAL_EXIT["SIGTERM"]: "SIGTERM",
+})
 
 
 def default_jobs() -> int:
