@@ -64,15 +64,15 @@ def run(argv: list[str], prog: str = "tileiras-async") -> int:
 
 
 def exit_tables() -> dict[str, dict[int, str]]:
-    """Every command's exit statuses (besides 0), under the name README's exit-code tables give it."""
+    """Every command's exit statuses (besides 0), under the name README's exit-code tables give it
+    (`tileiras-async`'s subcommands by their own name)."""
     from ..cache.cli import EXIT_CODES as cache
     from ..pipeline.config import EXIT_CODES as batch
     from ..server.cli import EXIT_CODES as serve
     from . import disasm, run as run_cli, tileiras
-    return {"tileiras": tileiras.EXIT_CODES, "tileirdisasm-async": disasm.EXIT_CODES,
-            "tileiras-async compile": batch, "tileiras-async tui": batch, "tileiras-async run": run_cli.EXIT_CODES,
-            "tileiras-async disasm": disasm.MANY_EXIT_CODES, "tileiras-async list-versions": USAGE_EXIT_CODES,
-            "tileiras-async serve": serve, "tileiras-async cache": cache}
+    return {"tileiras": tileiras.EXIT_CODES, "tileirdisasm-async": disasm.EXIT_CODES, "compile": batch,
+            "tui": batch, "run": run_cli.EXIT_CODES, "disasm": disasm.MANY_EXIT_CODES,
+            "list-versions": USAGE_EXIT_CODES, "serve": serve, "cache": cache}
 
 
 def main(argv: list[str] | None = None, prog: str = "tileiras-async") -> int:
