@@ -45,7 +45,8 @@ def add_run_parser(sub) -> None:
     r.add_argument("--grid", required=True, metavar="X[,Y[,Z]]", help="number of tile blocks per axis")
     r.add_argument("--args", required=True, metavar="IN.npz", dest="args_npz",
                    help='kernel arguments named "0", "1", ... in cuTile parameter order')
-    r.add_argument("--out", "-o", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
+    r.add_argument("--out", "-o", required=True, metavar="OUT.npz",
+                   help="where to write the array arguments after the run")
     r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
     r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
                    help="interpret (tile-IR reference), emulate (compile and run our PTX), or both compared")

@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_INTERNAL, exit_table
+from ..inputs import EXIT_USAGE as EXIT_UNREADABLE
+
 if TYPE_CHECKING:
     from ..stages import PrintIR
     from ..toolchain import Toolchain
     from .messages import FaultSpec
-
-from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE as EXIT_UNREADABLE, exit_table
 
 INPUT_SUFFIX = ".tileirbc"
 DEFAULT_STAGE_TIMEOUT_S = 600.0
 DEFAULT_MEMORY_LIMIT = 4 << 30
 # A batch writes many files; the working directory is no place to scatter them unasked.
 DEFAULT_OUT_DIR = os.path.join("build", "tileiras-async")
-
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}   # 128 + the signal, as a shell reports it
 EXIT_CANCELLED = SIGNAL_EXIT["SIGINT"]   # a module cancelled through BatchControl (the dashboard's cancel key)
@@ -36,7 +36,7 @@ EXIT_CODES = exit_table({
     EXIT_INTERNAL: "a worker that crashed, was killed, ran out of memory or time; an internal error",
     EXIT_CODEGEN: "code that cannot be lowered; ptxas failing, timing out or out of memory",
     SIGNAL_EXIT["SIGHUP"]: "SIGHUP",
-    SIGNAL_EXIT["SIGINT"]: "SIGINT (Ctrl-C), or every module cancelled from the dashboard",
+    SIGNAL_EXIT["SIGINT"]: "SIGINT (Ctrl-C), or a module cancelled from the dashboard",
     SIGNAL_EXIT["SIGTERM"]: "SIGTERM",
 })
 
@@ -54,7 +54,7 @@ class BatchConfig:
     targets: list[str]
     jobs: int = field(default_factory=default_jobs)
     opt_level: int = 3
-    out_dir: str = DEFAULT_OUT_DIR        # created with the first file written (a batch that writes none leaves no folder)
+    out_dir: str = DEFAULT_OUT_DIR        # made by the first file written: a batch that writes none leaves none
     stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
     keep_ptx: bool = False
