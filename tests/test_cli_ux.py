@@ -63,10 +63,18 @@ def test_largest_difference_counts_agreeing_nans_as_equal():
 def test_run_into_a_missing_directory_says_so(tmp_path, capsys):
     _vec_add_args(tmp_path / "in.npz")
     out = tmp_path / "no" / "such" / "out.npz"
-    rc = batch_main(["run", str(VEC_ADD), "--grid", "2", "--args", str(tmp_path / "in.npz"), "--out", str(out)])
+    # grid 3 runs past the arrays (exit 6): the output's folder is checked before the kernel runs
+    rc = batch_main(["run", str(VEC_ADD), "--grid", "3", "--args", str(tmp_path / "in.npz"), "--out", str(out)])
     captured = capsys.readouterr()
     assert rc == 2 and captured.out == ""
     assert captured.err == f"error: cannot write {out}: No such file or directory\n"
+    # a folder that exists but cannot take the file: the write says so after the run
+    (tmp_path / "o.npz").mkdir()
+    rc = batch_main(["run", str(VEC_ADD), "--grid", "2", "--args", str(tmp_path / "in.npz"), "-o",
+                     str(tmp_path / "o.npz")])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert captured.err == f"error: cannot write {tmp_path / 'o.npz'}: Is a directory\n"
 
 
 def _nvidia(argv: list[str]) -> subprocess.CompletedProcess:

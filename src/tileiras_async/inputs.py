@@ -38,6 +38,14 @@ class InputError(Exception):
         self.rc = rc
 
 
+def output_dir_problem(path: str) -> str | None:
+    """Why an output file cannot be created at `path` because of its folder (the OS's words), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(folder):
+        return None
+    return os.strerror(errno.ENOTDIR if os.path.exists(folder) else errno.ENOENT)
+
+
 MAX_INPUT_BYTES = 256 << 20   # no bytecode file comes near this; /dev/zero would grow without end
 
 

@@ -22,6 +22,7 @@ import zipfile
 import numpy as np
 
 from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG as EXIT_ARGS, EXIT_INTERNAL, EXIT_USAGE
+from ..inputs import output_dir_problem
 from ..interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError, InterpError, KernelFault
 from .common import exit_table
 
@@ -119,6 +120,9 @@ def run_command(args) -> int:
         return _error(e.lines[0].removeprefix("error: "), e.rc)
     if args.gpu_name not in GPU_NAMES:
         return _error(f"unsupported --gpu-name '{args.gpu_name}' (choose from: {', '.join(GPU_NAMES)})", EXIT_ARGS)
+    problem = output_dir_problem(args.out)
+    if problem:   # said before the kernel runs, not after
+        return _error(f"cannot write {args.out}: {problem}", EXIT_ARGS)
     try:
         grid = parse_grid(args.grid)
         module = load_module(data)

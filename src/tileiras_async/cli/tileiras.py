@@ -14,12 +14,12 @@ import no llvmlite, numpy, trio or msgspec, nor any of the compiler (`tileiras_c
 """
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
 from .. import __version__
-from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
+from ..inputs import (EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, InputError, output_dir_problem,
+                      read_input_file)
 from .common import exit_table, guarded_main, print_lines
 from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 from .dropin_result import DropInResult, opt_level
@@ -239,10 +239,8 @@ def deliver(result: DropInResult, opts) -> int:
         return result.rc
     from ..cache.files import write_atomic
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
-    out_dir = os.path.dirname(out_path) or "."
-    if not os.path.isdir(out_dir):
-        # NVIDIA's tool exits 2 without a word here; the status stays, the line says what failed
-        problem = os.strerror(errno.ENOTDIR if os.path.exists(out_dir) else errno.ENOENT)
+    problem = output_dir_problem(out_path)
+    if problem:   # NVIDIA's tool exits 2 without a word here; the status stays, the line says what failed
         return _cannot_write(out_path, problem)
     trace_file = opts.get("schedule-trace-file")
     if trace_file is not None and result.trace is not None:
