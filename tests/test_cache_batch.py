@@ -107,3 +107,24 @@ def test_cache_commands(tmp_path, monkeypatch, capsys):
     assert main(["cache", "--cache-dir", cache, "clear"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("removed 1 entries")
     assert CacheStore(cache).stats()["entries"] == 0
+
+
+def test_the_dashboard_shows_a_cached_targets_schedules(tmp_path):
+    """A cache hit carries its entry's schedules: the dashboard's kernel view shows the ones --schedules wrote
+    on the compile that filed the entry, and its schedule cell says where they came from."""
+    from tileiras_tui.model import RunModel
+    cache = str(tmp_path / "cache")
+    matmul = Path(__file__).resolve().parents[1] / "examples" / "matmul_bias_relu_f16.v13.4.tileirbc"
+    _, fresh = run_batch([matmul], tmp_path / "a", targets=("sm_90",), cache_dir=cache, schedules=True)
+    _, cached = run_batch([matmul], tmp_path / "b", targets=("sm_90",), cache_dir=cache, schedules=True)
+    assert [e.hit for e in _of(cached, ev.CacheLookup)] == [True]
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")    # the .schedule.json included
+    rows = []
+    for events in (fresh, cached):
+        model = RunModel()
+        model.apply_many(events)
+        [row] = model.rows.values()
+        rows.append(row)
+    assert rows[0].scheduled and rows[1].scheduled and rows[1].schedules == rows[0].schedules != []
+    assert (rows[1].stage("schedule").status, rows[1].stage("schedule").detail) == ("ok", "cached")
+    assert rows[0].stage("schedule").detail != "cached"

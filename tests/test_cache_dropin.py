@@ -193,7 +193,8 @@ def test_cache_off_by_option_or_environment(cache_on, capsys, monkeypatch):
 def test_unwritable_output_after_a_hit(cache_on, capsys):
     argv = ["--gpu-name", "sm_90", str(SAXPY)]
     assert _run(argv + ["-o", "x.cubin"], capsys)[0] == 0
-    assert _run(argv + ["-o", "no/such/dir/x.cubin"], capsys) == (2, "", "")
+    assert _run(argv + ["-o", "no/such/dir/x.cubin"], capsys) == \
+        (2, "", "error: cannot write no/such/dir/x.cubin: No such file or directory\n")
     rc, _, err = _run(argv + ["-o", "y.cubin", "--schedule-trace-file", "no/such/t.json"], capsys)
     assert rc == 2 and err.startswith("error: cannot write schedule trace 'no/such/t.json': ")
     assert "error: error:" not in err and not Path("y.cubin").exists()

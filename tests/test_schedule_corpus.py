@@ -109,9 +109,9 @@ def test_matmul_k_loops(gpu, strategy):
         ops = {o.index: o for o in r.ops}
         loads = [o for o in r.ops if o.name == "load_view_tko"]
         mma = next(o for o in r.ops if o.name == "mmaf")
-        want = {"sm_80": "cp_async_load"}.get(gpu, "tma_load")
-        assert all(o.rclass == want for o in loads), name
-        assert mma.rclass == "mma"
+        assert all(o.rclass == "cp_async_load" for o in loads), name    # what a pipelined K-loop's code does
+        # no instruction recorded outside the compiler: the family's tensor-core default
+        assert mma.rclass == {"sm_90": "wgmma", "sm_100": "tcgen05"}.get(gpu, "mma_sync")
         # each load feeds the mma (directly or through a reshape/ftof) and the mma waits for it
         for ld in loads:
             assert mma.start >= ld.start + ld.latency, (name, gpu)

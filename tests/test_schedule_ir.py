@@ -126,21 +126,29 @@ def test_families():
 
 
 def test_view_load_classes_per_family():
+    """A tile load is what the code makes of it: a cp.async copy in a pipelined loop on every family (the
+    lowering has no TMA path), ld.global in a loop run as written; TMA only in the seeds' model."""
     lp = Loop([tile(F32, 64, 64)])
     ld = lp.load(pview(F16, (64, 32)), (64, 32), F16)
-    expect = {"sm_80": "cp_async_load", "sm_90": "tma_load", "sm_100": "tma_load", "sm_120": "tma_load"}
-    for gpu, cls in expect.items():
+    for gpu in ("sm_80", "sm_90", "sm_100", "sm_120"):
         res = classify(ld, machine_model(gpu))
-        assert res.rclass == cls and res.async_capable
+        assert res.rclass == "cp_async_load" and res.async_capable
         assert res.pools and res.pools[0].amount == 64 * 32 * 2
-    # the TMA box needs a 16-byte inner extent: 4 x f16 = 8 bytes is an ordinary load
+        serial = classify(ld, machine_model(gpu, copies="ld.global"))
+        assert serial.rclass == "global_load" and not serial.async_capable
+        assert "cp.async" in machine_model(gpu).notes[-1] and "TMA" not in " ".join(machine_model(gpu).notes[:-1])
+    assert classify(ld, machine_model("sm_90", copies="tma")).rclass == "tma_load"
+    with pytest.raises(ValueError, match="no TMA"):
+        machine_model("sm_80", copies="tma")
+    # the TMA box needs a 16-byte inner extent: 4 x f16 = 8 bytes is an ordinary load (a cp.async copy takes it)
     narrow = lp.load(pview(F16, (64, 4)), (64, 4), F16)
-    assert classify(narrow, machine_model("sm_100")).rclass == "global_load"
-    # non-zero padding, a static non-unit inner stride, non-weak ordering: no TMA
+    assert classify(narrow, machine_model("sm_100", copies="tma")).rclass == "global_load"
+    assert classify(narrow, machine_model("sm_100")).rclass == "cp_async_load"
+    # non-zero padding, a static non-unit inner stride, non-weak ordering: no bulk copy
     nan_pad = lp.load(pview(F32, (16, 16), padding=2), (16, 16), F32)
     assert classify(nan_pad, machine_model("sm_90")).rclass == "global_load"
     strided = lp.load(pview(F32, (16, 16), strides=(1, 64)), (16, 16), F32)
-    assert classify(strided, machine_model("sm_90")).rclass == "global_load"
+    assert classify(strided, machine_model("sm_90", copies="tma")).rclass == "global_load"
     acq = lp.load(pview(F32, (16, 16)), (16, 16), F32, memory_ordering_semantics=MemoryOrderingSemantics.acquire)
     assert classify(acq, machine_model("sm_100")).rclass == "global_load"
 
@@ -148,10 +156,10 @@ def test_view_load_classes_per_family():
 def test_allow_tma_hint():
     lp = Loop([])
     off = lp.load(pview(F16, (64, 64)), (64, 64), F16, optimization_hints=hints(sm_100={"allow_tma": BoolAttr(False)}))
-    assert classify(off, machine_model("sm_100")).rclass == "global_load"
-    assert classify(off, machine_model("sm_90")).rclass == "tma_load"          # the entry is per target
+    assert classify(off, machine_model("sm_100", copies="tma")).rclass == "global_load"
+    assert classify(off, machine_model("sm_90", copies="tma")).rclass == "tma_load"   # the entry is per target
     dflt = lp.load(pview(F16, (64, 64)), (64, 64), F16, optimization_hints=hints(default={"allow_tma": BoolAttr(False)}))
-    assert classify(dflt, machine_model("sm_90")).rclass == "global_load"
+    assert classify(dflt, machine_model("sm_90", copies="tma")).rclass == "global_load"
 
 
 def test_other_classes():
@@ -177,6 +185,13 @@ def test_other_classes():
     assert classify(mma, m100).async_capable and classify(mma, m90).async_capable
     assert not classify(mma, machine_model("sm_80")).async_capable
     assert not classify(mma, machine_model("sm_120")).async_capable
+    # with select-mma's choice recorded, the class is that instruction's
+    for chosen, rclass, on in (("tcgen05.f16", "tcgen05", m100), ("wgmma.f16", "wgmma", m90),
+                               ("m16n8k16.f16.f32", "mma_sync", m90), ("m16n8k16.f16.f32", "mma_sync", m100),
+                               ("fma", "fp32", m100)):
+        mma.attrs["instruction"] = chosen
+        assert classify(mma, on).rclass == rclass, chosen
+    assert not classify(mma, m90).async_capable    # (fma)
 
 
 # ---------------------------------------------------------------------------
@@ -190,7 +205,7 @@ def test_matmul_graph_edges():
     assert edges(g, "data") == {(0, 2, 8, 0), (1, 2, 8, 0)}
     assert edges(g, "carried") == {(2, 2, 8, 1)}          # the accumulator
     assert edges(g, "memory") == set()                     # two reads of different tensors
-    r = schedule_loop(loop, machine_model("sm_100"), ScheduleOptions(strategy="modulo"))
+    r = schedule_loop(loop, machine_model("sm_100", copies="tma"), ScheduleOptions(strategy="modulo"))
     assert r.ii == 16 and r.mii == 16 and r.res_bottleneck == "tma"
     start = {o.index: o.start for o in r.ops}
     assert start[2] >= max(start[0], start[1]) + 8
@@ -344,7 +359,7 @@ def test_nested_loops_get_their_own_reports():
     assert [(r.loop, r.depth, r.parent, r.num_ops) for r in reports] == [(0, 0, -1, 2), (1, 1, 0, 3)]
     outer_ops = reports[0].ops
     assert outer_ops[0].rclass == "region:for" and outer_ops[0].async_capable
-    assert {s.name for s in outer_ops[0].slots} >= {"tma", "tc_and_mma", "tp_mma"}
+    assert {s.name for s in outer_ops[0].slots} >= {"tp_gnic_rd", "tc_and_mma", "tp_mma"}   # cp.async, tcgen05
     assert isinstance(mb.module.functions[0], Function)
 
 

@@ -33,7 +33,7 @@ from tileiras_async.schedule import (
 )
 from tileiras_async.schedule.machine import SLOT
 
-MODEL = machine_model("sm_100")
+MODEL = machine_model("sm_100", copies="tma")   # the seeds' model: tiled loads as TMA (the compiler's use cp.async)
 TILE_BYTES = 128 * 64 * 2
 MODULO = ScheduleOptions(strategy="modulo")
 
@@ -41,7 +41,7 @@ MODULO = ScheduleOptions(strategy="modulo")
 def worked_graph(tma=None) -> DepGraph:
     nodes = [Node(0, "tiled_tma_load", tma or MODEL.resources("tma_load", TILE_BYTES)),
              Node(1, "smem_write", MODEL.resources("smem_write", TILE_BYTES)),
-             Node(2, "wgmma", MODEL.resources("mma")),
+             Node(2, "wgmma", MODEL.resources("tcgen05")),   # the seeds' wgmma vector is sm_100's tcgen05
              Node(3, "smem_read", MODEL.resources("smem_read"))]
     return DepGraph(nodes, [Edge(0, 3, 8, 0, "data"), Edge(0, 1, 1, 0, "memory")])
 
@@ -52,7 +52,7 @@ def test_vectors_are_the_seeds_reading():
     assert tma.latency == 8 and tma.length == 8
     assert MODEL.resources("smem_write").uses == (ResourceUse(SLOT["tp_smem_wr"], 0, 7),)
     assert MODEL.resources("smem_read").uses == (ResourceUse(SLOT["tp_smem_rd"], 0, 7),)
-    assert MODEL.resources("mma").uses == (ResourceUse(SLOT["tc_and_mma"], 0, 8), ResourceUse(SLOT["tp_mma"], 0, 8))
+    assert MODEL.resources("tcgen05").uses == (ResourceUse(SLOT["tc_and_mma"], 0, 8), ResourceUse(SLOT["tp_mma"], 0, 8))
     assert all(MODEL.cap(SLOT[s]) == 1 for s in ("tma", "tp_smem_wr", "tp_smem_rd", "tp_mma", "tc_and_mma"))
     # slot ids are one-based, row bit = id - 1
     assert (SLOT["tma"], SLOT["tp_smem_wr"], SLOT["tc_and_mma"], SLOT["tp_mma"]) == (12, 16, 11, 19)

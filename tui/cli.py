@@ -21,12 +21,13 @@ import os
 import sys
 
 DEFAULT_TUI_GPU = "sm_100"
-EXIT_CONFIG = 2
+from tileiras_async.pipeline.config import EXIT_CONFIG   # the batch's statuses (pipeline.config.EXIT_CODES)
 
 
 def add_tui_parser(subparsers) -> argparse.ArgumentParser:
     from tileiras_async.pipeline.cli_compile import add_cluster_option
-    from tileiras_async.pipeline.config import DEFAULT_MEMORY_LIMIT, DEFAULT_STAGE_TIMEOUT_S, default_jobs
+    from tileiras_async.pipeline.config import (DEFAULT_MEMORY_LIMIT, DEFAULT_OUT_DIR, DEFAULT_STAGE_TIMEOUT_S,
+                                                default_jobs)
     t = subparsers.add_parser(
         "tui", help="live dashboard: compile modules (or replay a --json event stream) and watch them",
         description="Compile Tile IR bytecode files with the batch pipeline and watch them in a terminal "
@@ -42,7 +43,8 @@ def add_tui_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--gpu-name", "--arch", action="append", dest="gpu_names", metavar="G", default=[],
                    help=f"target GPU; repeat or comma-separate for several (default {DEFAULT_TUI_GPU})")
     t.add_argument("-O", "--opt-level", type=int, default=3, metavar="N", help="optimization level 0-3 (default 3)")
-    t.add_argument("--out-dir", default=".", metavar="D", help="where outputs go (created if missing)")
+    t.add_argument("--out-dir", default=DEFAULT_OUT_DIR, metavar="D",
+                   help=f"where outputs go (default {DEFAULT_OUT_DIR}; created when the first file is written)")
     t.add_argument("--timeout", type=float, default=DEFAULT_STAGE_TIMEOUT_S, metavar="S",
                    help=f"per-stage time limit in seconds (default {DEFAULT_STAGE_TIMEOUT_S:g})")
     t.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_LIMIT >> 20, metavar="MIB",

@@ -485,6 +485,8 @@ class RunModel:
     def _on_kernel_scheduled(self, e: ev.KernelScheduled) -> None:
         r = self._kernel_row(self._module(e.module), e.target, e.kernel)
         r.schedules, r.scheduled = list(e.reports), True
+        if r.target.cached:   # the cache entry's schedules: no schedule stage ran for them
+            _mark_cached(r.stages["schedule"])
         self._changes.rows.add(r)
         self._changes.schedules.add(r.key)
 

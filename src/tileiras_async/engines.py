@@ -16,11 +16,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .interp.errors import ArgumentError
+from .interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError
 from .interp.runner import ENGINES, RunReport, check_grid
 from .interp.runner import run_kernel as _interpret
-
-EXIT_ENGINES_DISAGREE = 7
 
 
 @dataclass
@@ -38,6 +36,7 @@ class Mismatch:
 @dataclass
 class BothReport(RunReport):
     mismatches: list[Mismatch] = field(default_factory=list)
+    max_abs_diff: dict[int, float] = field(default_factory=dict)   # per array argument, NaNs that agree count 0
     interpreter: RunReport | None = None
     emulator: RunReport | None = None
 
@@ -96,20 +95,34 @@ def _first_mismatch(i: int, got: np.ndarray, want: np.ndarray) -> Mismatch | Non
     return Mismatch(i, idx, want[idx].item(), got[idx].item())
 
 
+def _max_abs_diff(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest |emulated - interpreted| of one output (inf where only one side is NaN or infinite)."""
+    if got.size == 0:
+        return 0.0
+    a, b = got.astype(np.float64), want.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(a - b))
+    return float(np.nan_to_num(diff, nan=np.inf).max())
+
+
 def _both(module, grid, args, kernel, gpu_name, opt_level, stdout) -> BothReport:
     copies = [_copy(a) for a in args]
     interpreted = _interpret(module, grid, copies, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
                              stdout=stdout)
     emulated = _emulate(module, grid, args, kernel, gpu_name, opt_level)
     mismatches = []
+    diffs = {}
     for i in emulated.array_args:
-        m = _first_mismatch(i, np.asarray(args[i]), np.asarray(copies[i]))
+        got, want = np.asarray(args[i]), np.asarray(copies[i])
+        diffs[i] = _max_abs_diff(got, want)
+        m = _first_mismatch(i, got, want)
         if m is not None:
             mismatches.append(m)
     counters = {f"interpret.{k}": v for k, v in interpreted.counters.items()}
     counters.update({f"emulate.{k}": v for k, v in emulated.counters.items()})
     report = BothReport("both", emulated.kernel, emulated.grid, interpreted.time_s + emulated.time_s, counters,
-                        interpreted.stdout, emulated.array_args, mismatches, interpreted, emulated)
+                        interpreted.stdout, emulated.array_args, mismatches, diffs, interpreted, emulated)
     if mismatches:
         raise EnginesDisagree(report)
     return report

@@ -15,6 +15,20 @@ EXIT_CONFIG = 2       # invalid option values, unsupported target, unwritable ou
 EXIT_BAD_INPUT = 3    # bytecode that does not parse or verify
 EXIT_CODEGEN = 5      # the module is valid but cannot be lowered (reported with the op and its location)
 EXIT_PTXAS = 5        # ptxas rejected the generated PTX
+EXIT_INTERNAL = 4     # a bug: reported as one `error:` line, never a traceback
+EXIT_INTERRUPTED = 130  # Ctrl-C: the status a shell gives a process that SIGINT ended
+
+# What every command may exit with besides its own statuses (cli.common.guarded_main).  Each command keeps
+# its statuses in one EXIT_CODES table built by exit_table; README's exit-code tables list every command's
+# (tests/test_exit_codes.py compares them).
+COMMON_EXIT_CODES = {EXIT_INTERNAL: "internal error (a bug): one error: line, never a traceback",
+                     EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
+
+
+def exit_table(own: dict[int, str]) -> dict[int, str]:
+    """A command's exit statuses: its own, then the common ones it does not describe itself; by status."""
+    merged = {**COMMON_EXIT_CODES, **own}
+    return {code: merged[code] for code in sorted(merged)}
 
 
 class InputError(Exception):
@@ -22,6 +36,14 @@ class InputError(Exception):
         super().__init__("\n".join(lines))
         self.lines = lines  # complete stderr lines
         self.rc = rc
+
+
+def output_dir_problem(path: str) -> str | None:
+    """Why an output file cannot be created at `path` because of its folder (the OS's words), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(folder):
+        return None
+    return os.strerror(errno.ENOTDIR if os.path.exists(folder) else errno.ENOENT)
 
 
 MAX_INPUT_BYTES = 256 << 20   # no bytecode file comes near this; /dev/zero would grow without end

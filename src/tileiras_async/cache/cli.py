@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import sys
 
+from ..inputs import EXIT_CONFIG, EXIT_USAGE, exit_table
 from . import config
+
+EXIT_CODES = exit_table({   # README's `cache` table lists them (tests/test_exit_codes.py)
+    EXIT_USAGE: "usage errors",
+    EXIT_CONFIG: "an invalid --max-size"})
 
 
 def add_cache_parser(subparsers) -> None:
@@ -67,7 +72,7 @@ def _prune(args) -> int:
             limit = config.parse_size(args.max_size)
         except ValueError:
             print(f"error: invalid size '{args.max_size}' (bytes, or a number with K, M or G)", file=sys.stderr)
-            return 2
+            return EXIT_CONFIG
     removed, freed = _store(args).prune(limit)
     print(f"evicted {removed} entries ({_human(freed)})")
     return 0

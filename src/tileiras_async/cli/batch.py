@@ -6,7 +6,10 @@ import sys
 
 from .. import __version__
 from ..frontend import SUPPORTED_VERSIONS
+from ..inputs import EXIT_USAGE, exit_table
 from .common import guarded_main
+
+USAGE_EXIT_CODES = exit_table({EXIT_USAGE: "usage errors"})   # list-versions, and no command at all
 
 
 def _cmd_disasm(args) -> int:
@@ -71,8 +74,20 @@ def run(argv: list[str], prog: str = "tileiras-async") -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse reports usage errors itself
-        return int(e.code or 0) and 1
+        return int(e.code or 0) and EXIT_USAGE
     return args.func(args)
+
+
+def exit_tables() -> dict[str, dict[int, str]]:
+    """Every command's exit statuses (besides 0), under the name README's exit-code tables give it
+    (`tileiras-async`'s subcommands by their own name)."""
+    from ..cache.cli import EXIT_CODES as cache
+    from ..pipeline.config import EXIT_CODES as batch
+    from ..server.cli import EXIT_CODES as serve
+    from . import disasm, run as run_cli, tileiras
+    return {"tileiras": tileiras.EXIT_CODES, "tileirdisasm-async": disasm.EXIT_CODES, "compile": batch,
+            "tui": batch, "run": run_cli.EXIT_CODES, "disasm": disasm.MANY_EXIT_CODES,
+            "list-versions": USAGE_EXIT_CODES, "serve": serve, "cache": cache}
 
 
 def main(argv: list[str] | None = None, prog: str = "tileiras-async") -> int:

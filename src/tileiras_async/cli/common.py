@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-EXIT_INTERNAL = 4
+from ..inputs import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, exit_table  # noqa: F401  (for the CLIs)
 
 
 def print_lines(lines: list[str]) -> None:
@@ -19,7 +19,7 @@ def describe_exception(e: BaseException, prog: str) -> tuple[str, int]:
     """The one `error:` line and exit status an unexpected exception is reported with (in-process,
     or by the compile server for a request its worker failed)."""
     if isinstance(e, RecursionError):
-        return "error: input is nested too deeply", 3
+        return "error: input is nested too deeply", EXIT_BAD_INPUT
     if isinstance(e, MemoryError):
         return "error: out of memory", EXIT_INTERNAL
     return f"error: internal error in {prog}: {type(e).__name__}: {e}", EXIT_INTERNAL
@@ -31,7 +31,7 @@ def guarded_main(run, argv: list[str], prog: str) -> int:
     try:
         return run(argv)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # stdout closed early (e.g. piped into `head`); stay quiet like other Unix tools
         try:

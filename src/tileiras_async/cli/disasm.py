@@ -9,13 +9,23 @@ import sys
 
 from .. import __version__
 from ..frontend import InputError, load, read_input_file
-from .common import guarded_main, print_lines
+from ..inputs import EXIT_USAGE
+from .common import exit_table, guarded_main, print_lines
 from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 
 PROG = "tileirdisasm"
 TRAILER = "failed to read provided Tile IR bytecode"
 EXIT_FAILED = 2      # the real disassembler's exit code for usage and file errors
 EXIT_BAD_INPUT = 3
+EXIT_CODES = exit_table({   # `tileirdisasm-async` (README's table lists them: tests/test_exit_codes.py)
+    EXIT_USAGE: "option errors; with several files: a file that cannot be read",
+    EXIT_FAILED: "no input file, or it cannot be read (NVIDIA's status for both)",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+})
+# `tileiras-async disasm FILES|DIRS...`: the several-files form only
+MANY_EXIT_CODES = exit_table({EXIT_USAGE: "a file that cannot be read, a directory without .tileirbc files, "
+                                          "usage errors",
+                              EXIT_BAD_INPUT: "bytecode that does not parse or verify"})
 
 OPTIONS = [
     Option("g", "Alias for --print-debug-info", alias_of="print-debug-info"),
@@ -44,7 +54,7 @@ def disassemble_many(paths: list[str], debug_info: bool = False) -> int:
     from ..pipeline.config import expand_inputs
     files, errors = expand_inputs(paths)
     print_lines(errors)
-    rc = 1 if errors else 0
+    rc = EXIT_USAGE if errors else 0
     many = len(files) > 1 or any(os.path.isdir(p) for p in paths)
     for path in files:
         try:
@@ -64,7 +74,7 @@ def run(argv: list[str]) -> int:
         opts = PARSER.parse(argv)
     except OptionError as e:
         print(str(e), file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     hidden = help_asked(opts)
     if hidden is not None:
         sys.stdout.write(PARSER.help_text(hidden))

@@ -7,12 +7,11 @@ IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
 ...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
 final contents of every array argument under the same names; it is written
 atomically and only when the run succeeds.  Device output (print_tko) goes to
-stdout.  Failures print one ``error: ...`` line on stderr.
+stdout, then one line per array written (its name, shape and dtype; with
+``--engine both`` also that the engines agree and their largest absolute
+difference).  Failures print one ``error: ...`` line on stderr.
 
-Exit codes: 0 ok; 1 unreadable module file or usage error; 2 bad arguments,
-grid, kernel choice or .npz, or no ptxas / libdevice for the emulator; 3 bytecode that does not read or verify; 4 an op or
-engine this build cannot run; 6 a fault while the kernel ran (out-of-bounds
-access, failed assert, undefined behaviour detected).
+Exit codes: 0 ok, else one of EXIT_CODES (below; README's table lists them).
 """
 from __future__ import annotations
 
@@ -22,10 +21,22 @@ import zipfile
 
 import numpy as np
 
-from ..interp.errors import ArgumentError, InterpError, KernelFault
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG as EXIT_ARGS, EXIT_INTERNAL, EXIT_USAGE
+from ..inputs import output_dir_problem
+from ..interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError, InterpError, KernelFault
+from .common import exit_table
 
-EXIT_USAGE = 1
-EXIT_ARGS = 2
+EXIT_FAULT = KernelFault.exit_code   # the emulator's faults (emu.errors.EmuError) exit the same
+EXIT_CODES = exit_table({   # README's `run` table lists them (tests/test_exit_codes.py)
+    EXIT_USAGE: "unreadable module file, usage error",
+    EXIT_ARGS: "bad arguments, grid, kernel choice or .npz, an unwritable OUT.npz, no ptxas / libdevice for the "
+               "emulator",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_INTERNAL: "an op or engine this build cannot run; internal error",
+    EXIT_CODEGEN: "code that cannot be lowered or that ptxas rejects (emulate, both)",
+    EXIT_FAULT: "a fault while the kernel ran: out-of-bounds access, failed assert, undefined behaviour",
+    EXIT_ENGINES_DISAGREE: "--engine both: the interpreter and the emulator disagree",
+})
 
 
 def add_run_parser(sub) -> None:
@@ -35,7 +46,8 @@ def add_run_parser(sub) -> None:
     r.add_argument("--grid", required=True, metavar="X[,Y[,Z]]", help="number of tile blocks per axis")
     r.add_argument("--args", required=True, metavar="IN.npz", dest="args_npz",
                    help='kernel arguments named "0", "1", ... in cuTile parameter order')
-    r.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the array arguments after the run")
+    r.add_argument("--out", "-o", required=True, metavar="OUT.npz",
+                   help="where to write the array arguments after the run")
     r.add_argument("--kernel", metavar="SYMBOL", help="the entry to run when the module has several")
     r.add_argument("--engine", default="interpret", choices=["interpret", "emulate", "both"],
                    help="interpret (tile-IR reference), emulate (compile and run our PTX), or both compared")
@@ -96,7 +108,7 @@ def run_command(args) -> int:
     from ..codegen.driver import CodegenUnavailable
     from ..emu.errors import EmuError
     from ..engines import EnginesDisagree, run_kernel
-    from ..frontend import EXIT_CODEGEN, EXIT_PTXAS
+    from ..frontend import EXIT_PTXAS
     from ..toolchain import PtxasError
     from ..interp.runner import load_module
 
@@ -108,6 +120,9 @@ def run_command(args) -> int:
         return _error(e.lines[0].removeprefix("error: "), e.rc)
     if args.gpu_name not in GPU_NAMES:
         return _error(f"unsupported --gpu-name '{args.gpu_name}' (choose from: {', '.join(GPU_NAMES)})", EXIT_ARGS)
+    problem = output_dir_problem(args.out)
+    if problem:   # said before the kernel runs, not after
+        return _error(f"cannot write {args.out}: {problem}", EXIT_ARGS)
     try:
         grid = parse_grid(args.grid)
         module = load_module(data)
@@ -126,7 +141,8 @@ def run_command(args) -> int:
         return _error(str(e), e.exit_code)
     except EnginesDisagree as e:
         for m in e.report.mismatches:
-            print(f"mismatch: {m}", file=sys.stderr)
+            print(f"mismatch: {m}; largest abs difference {_number(e.report.max_abs_diff[m.argument])}",
+                  file=sys.stderr)
         return _error("the interpreter and the emulator disagree", e.exit_code)
     except CodegenUnavailable as e:
         from ..failures import lowering_notes
@@ -147,4 +163,22 @@ def run_command(args) -> int:
         write_atomic(args.out, buf.getvalue())
     except ToolchainError as e:
         return _error(e.message, EXIT_ARGS)
+    sys.stdout.write("".join(f"{line}\n" for line in summary_lines(outputs, report)))
     return 0
+
+
+def summary_lines(outputs: dict[str, np.ndarray], report) -> list[str]:
+    """One line per array written to OUT.npz: its name there, shape and dtype; after `--engine both`,
+    that the engines agree and the largest |emulated - interpreted| of that output."""
+    diffs = getattr(report, "max_abs_diff", None)
+    lines = []
+    for name, array in outputs.items():
+        line = f"output {name}: shape {tuple(array.shape)} {array.dtype}"
+        if diffs is not None:
+            line += f", engines agree (largest abs difference {_number(diffs[int(name)])})"
+        lines.append(line)
+    return lines
+
+
+def _number(x: float) -> str:
+    return f"{x:.6g}"

@@ -18,12 +18,19 @@ import os
 import sys
 
 from .. import __version__
-from ..inputs import EXIT_CONFIG, EXIT_USAGE, InputError, read_input_file
-from .common import guarded_main, print_lines
+from ..inputs import (EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_USAGE, InputError, output_dir_problem,
+                      read_input_file)
+from .common import exit_table, guarded_main, print_lines
 from .options import Option, OptionError, OptionParser, generic_options, help_asked, preview_option
 from .dropin_result import DropInResult, opt_level
 
 PROG = "tileiras"
+EXIT_CODES = exit_table({   # NVIDIA's statuses (README's drop-in table lists them: tests/test_exit_codes.py)
+    EXIT_USAGE: "option errors (an unknown --gpu-name included), unreadable input",
+    EXIT_CONFIG: "invalid option values, missing --gpu-name, unwritable output",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_CODEGEN: "code that cannot be lowered, or that ptxas rejects",
+})
 DEFAULT_OUTPUT = "elf.o"
 CACHE_KIND = "tileiras"
 
@@ -232,8 +239,9 @@ def deliver(result: DropInResult, opts) -> int:
         return result.rc
     from ..cache.files import write_atomic
     out_path = opts.get("output-file", DEFAULT_OUTPUT)
-    if not os.path.isdir(os.path.dirname(out_path) or "."):
-        return EXIT_CONFIG  # the real tool exits 2 silently here
+    problem = output_dir_problem(out_path)
+    if problem:   # NVIDIA's tool exits 2 without a word here; the status stays, the line says what failed
+        return _cannot_write(out_path, problem)
     trace_file = opts.get("schedule-trace-file")
     if trace_file is not None and result.trace is not None:
         try:
@@ -253,9 +261,14 @@ def deliver(result: DropInResult, opts) -> int:
             sys.stderr.write(result.remarks)
     try:
         write_atomic(out_path, result.cubin, unlink_first=True)
-    except OSError:
-        return EXIT_CONFIG
+    except OSError as e:
+        return _cannot_write(out_path, e.strerror or str(e))
     return 0
+
+
+def _cannot_write(path: str, problem: str) -> int:
+    print(f"error: cannot write {path}: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,8 @@ them, so the message says where the kernel went wrong.
 """
 from __future__ import annotations
 
+EXIT_ENGINES_DISAGREE = 7   # run_kernel(engine="both"): the engines' outputs differ (engines.EnginesDisagree)
+
 
 class InterpError(Exception):
     """Base class: anything that stops `run_kernel`."""

@@ -4,7 +4,8 @@
                            [--out-dir D] [--json] [--tui] [--timeout S] [--keep-ptx] [--keep-sass]
                            [--memory-limit MIB] [--resources] [--remarks CATEGORY] [--remarks-KIND CATEGORIES]
 
-Outputs are <input name without .tileirbc>.<gpu-name>.cubin (and .ptx / .sass) in --out-dir.
+Outputs are <input name without .tileirbc>.<gpu-name>.cubin (and .ptx / .sass) in --out-dir (default
+build/tileiras-async, created when the first file is written).
 Diagnostics go to stderr per module as modules finish; the summary table is printed at the end
 (on stdout, or on stderr with --json, where stdout carries only the JSON-lines event stream), then with
 --resources the table of each kernel's resources per target.  --remarks* (the drop-in's options) print each
@@ -21,11 +22,11 @@ import os
 import sys
 
 from ..targets import GPU_NAMES
-from .config import DEFAULT_MEMORY_LIMIT, DEFAULT_STAGE_TIMEOUT_S, BatchConfig, default_jobs, expand_inputs
+from .config import (DEFAULT_MEMORY_LIMIT, DEFAULT_OUT_DIR, DEFAULT_STAGE_TIMEOUT_S, EXIT_CONFIG, EXIT_UNREADABLE,
+                     BatchConfig, default_jobs, expand_inputs, out_dir_problem)
 
 FAULT_ENV = "TILEIRAS_ASYNC_FAULT"
-EXIT_USAGE = 1
-EXIT_CONFIG = 2
+EXIT_USAGE = EXIT_UNREADABLE   # argparse's usage errors and inputs that do not exist
 
 
 def add_compile_parser(subparsers) -> argparse.ArgumentParser:
@@ -39,7 +40,8 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--gpu-name", "--arch", action="append", dest="gpu_names", metavar="G", default=[],
                    help=f"target GPU; repeat or comma-separate for several ({', '.join(GPU_NAMES)})")
     c.add_argument("-O", "--opt-level", type=int, default=3, metavar="N", help="optimization level 0-3 (default 3)")
-    c.add_argument("--out-dir", default=".", metavar="D", help="where outputs go (created if missing)")
+    c.add_argument("--out-dir", default=DEFAULT_OUT_DIR, metavar="D",
+                   help=f"where outputs go (default {DEFAULT_OUT_DIR}; created when the first file is written)")
     c.add_argument("--json", action="store_true", help="write the event stream as JSON lines on stdout")
     c.add_argument("--tui", action="store_true", help="watch the batch in the terminal dashboard (keys: ? for help)")
     c.add_argument("--exit-when-done", action="store_true",
@@ -217,10 +219,9 @@ def build_config(args, **overrides) -> "BatchConfig | int":
         for line in errors:
             print(line, file=sys.stderr)
         return EXIT_USAGE
-    try:
-        os.makedirs(args.out_dir, exist_ok=True)
-    except OSError as e:
-        return _error(f"cannot create output directory '{args.out_dir}': {e.strerror or e}", EXIT_CONFIG)
+    problem = out_dir_problem(args.out_dir)
+    if problem:
+        return _error(f"cannot create output directory '{args.out_dir}': {problem}", EXIT_CONFIG)
 
     if getattr(args, "schedule_trace_file", None):
         args.schedules = True

@@ -4,10 +4,14 @@ Kept free of trio and the worker machinery so the CLI can build its parser cheap
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG, EXIT_INTERNAL, exit_table
+from ..inputs import EXIT_USAGE as EXIT_UNREADABLE
 
 if TYPE_CHECKING:
     from ..remarks import RemarkFilter
@@ -18,6 +22,24 @@ if TYPE_CHECKING:
 INPUT_SUFFIX = ".tileirbc"
 DEFAULT_STAGE_TIMEOUT_S = 600.0
 DEFAULT_MEMORY_LIMIT = 4 << 30
+# A batch writes many files; the working directory is no place to scatter them unasked.
+DEFAULT_OUT_DIR = os.path.join("build", "tileiras-async")
+
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}   # 128 + the signal, as a shell reports it
+EXIT_CANCELLED = SIGNAL_EXIT["SIGINT"]   # a module cancelled through BatchControl (the dashboard's cancel key)
+# `compile` (and the dashboard's `tui`): the batch exits with the largest of its modules' statuses.  README's
+# batch table lists them (tests/test_exit_codes.py)
+EXIT_CODES = exit_table({
+    EXIT_UNREADABLE: "unreadable input; usage errors",
+    EXIT_CONFIG: "invalid option values, an output that cannot be written, a missing ptxas/nvdisasm, no terminal "
+                 "for the dashboard",
+    EXIT_BAD_INPUT: "bytecode that does not parse or verify",
+    EXIT_INTERNAL: "a worker that crashed, was killed, ran out of memory or time; an internal error",
+    EXIT_CODEGEN: "code that cannot be lowered; ptxas failing, timing out or out of memory",
+    SIGNAL_EXIT["SIGHUP"]: "SIGHUP",
+    SIGNAL_EXIT["SIGINT"]: "SIGINT (Ctrl-C), or a module cancelled from the dashboard",
+    SIGNAL_EXIT["SIGTERM"]: "SIGTERM",
+})
 
 
 def default_jobs() -> int:
@@ -33,7 +55,7 @@ class BatchConfig:
     targets: list[str]
     jobs: int = field(default_factory=default_jobs)
     opt_level: int = 3
-    out_dir: str = "."
+    out_dir: str = DEFAULT_OUT_DIR        # made by the first file written: a batch that writes none leaves none
     stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
     keep_ptx: bool = False
@@ -50,6 +72,29 @@ class BatchConfig:
     cache_dir: str | None = None           # the compile cache (cache/); None: compile everything
     read_special: bool = False             # read FIFOs and devices named as inputs (else: refused)
     max_input_bytes: int = 256 << 20       # a larger input is refused before it is read (frontend.MAX_INPUT_BYTES)
+
+
+def out_dir_problem(path: str) -> str | None:
+    """Why `path` cannot be (or become) the output directory, or None.  Nothing is created: the
+    directory is made when the first output is written."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return os.strerror(errno.ENOTDIR)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
+
+
+def ensure_dir_of(path: str) -> None:
+    """Create the directory a file is about to be written into (OSError when it cannot be)."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
 
 
 def output_stem(path: str) -> str:

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import msgspec
 import trio
 
+from .config import EXIT_CONFIG
 from .dask_remote import BEGUN_TOPIC, RemoteOutcome, run_remote
 from .events import ClusterState, ClusterWorker, StageRetried, WorkerExited, WorkerStarted
 from .messages import JobReply, JobRequest
@@ -44,7 +45,7 @@ from .pool import STARTUP_ALLOWANCE_S, PrioritySlots, StageRaised, WorkerFault, 
 LOCAL_PREFIX = "local:"
 POLL_PERIOD_S = 1.0
 BACKSTOP_GRACE_S = 30.0     # the worker enforces the stage timeout; this only catches a lost answer
-EXIT_CLUSTER = 2
+EXIT_CLUSTER = EXIT_CONFIG
 
 
 class ClusterError(Exception):

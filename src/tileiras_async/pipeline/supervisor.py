@@ -34,21 +34,17 @@ from ..stages import (AssembleRequest, CodegenRequest, CompileOptions, LoweredKe
                       ParseRequest, PtxModule, StageDiagnostic)
 from ..toolchain import OutputWriteError, tempdirs, write_atomic
 from . import tools
-from .config import BatchConfig, expand_inputs, output_stem  # noqa: F401  (re-exported)
+from .config import BatchConfig, ensure_dir_of, expand_inputs, output_stem  # noqa: F401  (re-exported)
 from .events import (CacheLookup, Diagnostic, KernelFinished, KernelIRDumped, KernelScheduled, KernelStarted,
                      ModuleFinished, ModuleStarted, RunFinished, RunStarted, StageFinished, StageStarted,
                      TargetFinished, TargetStarted)
 from .inputs import read_input
 from .pool import PrioritySlots, StageRaised, WorkerFault, WorkerPool
 
-EXIT_UNREADABLE = 1
-EXIT_CONFIG = 2            # an output file could not be written
-EXIT_BAD_INPUT = 3         # bytecode that does not parse or verify
-EXIT_INTERNAL = 4          # a worker crashed / was killed, or a stage raised
-EXIT_CODEGEN = 5
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+from .config import (EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODEGEN, EXIT_CONFIG, EXIT_INTERNAL,  # noqa: F401
+                     EXIT_UNREADABLE, SIGNAL_EXIT)
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-EXIT_CANCELLED = 130       # a module cancelled through BatchControl (the dashboard's cancel key)
 
 # stage -> scheduling rank: finish what has started before starting new work
 _RANK = {"assemble": 0, "disasm": 0, "codegen": 1, "lower": 2, "schedule": 2, "parse": 3}
@@ -262,11 +258,7 @@ class Batch:
 
     async def _run_modules(self) -> None:
         cfg = self.config
-        try:
-            os.makedirs(cfg.out_dir, exist_ok=True)
-        except OSError:
-            pass  # every write then fails with its own diagnostic
-        async with self._make_pool() as pool:
+        async with self._make_pool() as pool:   # (out_dir is made by the first write: _write)
             self.pool = pool
             admission = trio.Semaphore(max(4, 2 * pool.jobs))   # a cluster's size is known once connected
             self._admission = admission
@@ -341,7 +333,7 @@ class Batch:
         failed = [m for m in self.modules if m.exit_code]
         outputs = [o for m in self.modules for t in self.config.targets for o in m.outputs.get(t, [])]
         if self.cancelled:
-            exit_code = SIGNAL_EXIT.get(self.cancelled, 130)
+            exit_code = SIGNAL_EXIT.get(self.cancelled, EXIT_CANCELLED)
         else:
             exit_code = max((m.exit_code for m in self.modules), default=0)
         event = RunFinished(t=time.monotonic() - self.t0, ok=exit_code == 0, exit_code=exit_code,
@@ -597,6 +589,7 @@ class Batch:
 
     def _write(self, path: str, target: str, out: str, data: bytes, outputs: list[str]) -> bool:
         try:
+            ensure_dir_of(out)
             write_atomic(out, data)
         except (OutputWriteError, OSError) as e:
             self.emit(Diagnostic, module=path, severity="error", message=str(e).removeprefix("error: "),

@@ -20,9 +20,10 @@ from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolcha
 from ..toolchain.errors import ToolRunError
 from ..toolchain.occupancy import OccupancyTrim
 from ..toolchain.tempdirs import temporary_directory
+from .config import EXIT_CODEGEN, EXIT_CONFIG
 
-EXIT_TOOL_FAILED = 5      # as the real tool: ptxas failures exit 5
-EXIT_TOOL_MISSING = 2     # no ptxas/nvdisasm to be found (the toolchain's "cannot find" message)
+EXIT_TOOL_FAILED = EXIT_CODEGEN    # as the real tool: ptxas failures exit 5
+EXIT_TOOL_MISSING = EXIT_CONFIG    # no ptxas/nvdisasm to be found (the toolchain's "cannot find" message)
 
 PTX_NAME = "kernel.ptx"   # the same names stages.assemble uses, so cubins are byte-identical
 CUBIN_NAME = "kernel.cubin"

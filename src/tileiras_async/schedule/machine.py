@@ -23,6 +23,17 @@ assumption).  Pools: ``smem_bytes`` (the SMEM byte budget, 232448 on sm_90/sm_10
 and the CUDA per-block maxima 166912 on sm_80 and 101376 on sm_120) is requested by every op that stages
 a tile in shared memory, for as long as it holds its SMEM transport window.
 
+What the generated code does
+----------------------------
+A schedule is only worth showing when it describes the code: every class an op is given names the
+instruction the tile-GPU lowering emits for it on that target.  Tile loads of a software-pipelined
+K-loop are ``cp.async`` copies on every family (the lowering has no TMA path yet), loads of a loop that
+runs in program order are ``ld.global`` into registers (``machine_model(..., copies="ld.global")``), and
+an mma is classed by the instruction select-mma recorded on it (its ``instruction`` attribute):
+``mma_sync`` (mma.sync fed by ldmatrix, synchronous), ``wgmma`` (sm_90, async) or ``tcgen05`` (the
+sm_100 family, async); an FMA chain is f32 arithmetic.  The TMA classes stay in the sm_90+ models
+(``copies="tma"``: the seeds' model and its worked example) but the compiler never asks for them.
+
 Families and their documented assumptions
 -----------------------------------------
 * ``sm_100`` (sm_100/103/107/110) -- the seeds' model, verbatim where the wiki gives numbers:
@@ -36,13 +47,15 @@ Families and their documented assumptions
   (``tp_smem_wr`` held 8 cycles) the example needs 8 + 7 = 15 rows of a capacity-1 slot and no II = 8
   schedule exists.  See ``schedule/README.md``.
 * ``sm_120`` (sm_120/121) -- the same Blackwell model, but consumer Blackwell has no tcgen05/TMEM: its
-  MMA is a synchronous warp-level mma (same slot vector, not async-capable); SMEM budget 101376.
+  MMA is mma.sync; SMEM budget 101376.
 * ``sm_90`` -- the Blackwell vectors (the wiki's wgmma vector is Hopper's wgmma); f32 arithmetic issues
   on ``alu_or_fmaheavy`` (Hopper has no paired FP32x2), packed f16/bf16 on ``fp32x2_fp16ultra``.
-* ``sm_80`` (sm_80/86/87/88/89) -- no TMA: tiled view loads become cp.async copies
-  ``(lsu,0,1)+(tp_gnic_rd,0,7)+(tp_smem_wr,7,1)`` (async-capable: multistage cp.async pipelines);
-  MMA is mma.sync fed by ldmatrix ``(tc_and_mma,0,8)+(tp_smem_rd,0,4)``, synchronous; SMEM 166912.
-  Latencies are the Blackwell ones (the seeds give no other table).
+* ``sm_80`` (sm_80/86/87/88/89) -- no TMA hardware; MMA is mma.sync; SMEM 166912.  Latencies are the
+  Blackwell ones (the seeds give no other table).
+
+On every family a cp.async copy is ``(lsu,0,1)+(tp_gnic_rd,0,7)+(tp_smem_wr,7,1)`` (async-capable:
+multistage cp.async pipelines) and mma.sync fed by ldmatrix ``(tc_and_mma,0,8)+(tp_smem_rd,0,4)``,
+synchronous.
 
 Classes the seeds give no numbers for (assumptions): XU (math) ``(xu,0,2)`` latency 8, f64 XU
 ``(xu64,0,4)`` latency 16, f64 FMA ``(alu_or_fmaheavy,0,2)`` latency 8, integer divide
@@ -187,8 +200,11 @@ _BLACKWELL: dict[str, ClassSpec] = {
     "global_load": ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7)), 7, desc="ld.global into registers"),
     "global_store": ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_wr", 0, 7)), 7, desc="st.global from registers"),
     "atomic": ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7), ("tp_gnic_wr", 0, 7)), 7, desc="global atomics"),
-    "mma": ClassSpec(_u(("tc_and_mma", 0, 8), ("tp_mma", 0, 8)), 8, async_capable=True,
-                     desc="tcgen05/wgmma: 8-cycle issue window on tc_and_mma + tp_mma"),
+    "cp_async_load": ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7), ("tp_smem_wr", 7, 1)), 8,
+                               async_capable=True, smem_tile=True,
+                               desc="cp.async global -> SMEM copy (multistage pipelines)"),
+    "mma_sync": ClassSpec(_u(("tc_and_mma", 0, 8), ("tp_smem_rd", 0, 4)), 8,
+                          desc="mma.sync fed by ldmatrix: synchronous"),
     "smem_write": ClassSpec(_u(("tp_smem_wr", 0, 7)), 7, smem_tile=True, desc="register -> SMEM write"),
     "smem_read": ClassSpec(_u(("tp_smem_rd", 0, 7)), 7, desc="SMEM -> register read"),
     "smem_round_trip": ClassSpec(_u(("tp_smem_wr", 0, 7), ("tp_smem_rd", 7, 7)), 14, smem_tile=True,
@@ -199,22 +215,29 @@ _BLACKWELL: dict[str, ClassSpec] = {
 }
 
 
+# the seeds' vector of the asynchronous tensor-core MMAs (wgmma, tcgen05)
+_ASYNC_MMA = _u(("tc_and_mma", 0, 8), ("tp_mma", 0, 8))
+
+
 def _family_classes(family: str) -> dict[str, ClassSpec]:
     c = dict(_BLACKWELL)
-    if family == "sm_120":
-        c["mma"] = ClassSpec(c["mma"].uses, 8, desc="warp-level mma (no tcgen05 on sm_120): synchronous")
+    if family == "sm_100":
+        c["tcgen05"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True,
+                                 desc="tcgen05.mma: 8-cycle issue window on tc_and_mma + tp_mma")
     elif family == "sm_90":
         c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma (no FP32x2 on Hopper)")
-        c["mma"] = ClassSpec(c["mma"].uses, 8, async_capable=True, desc="wgmma (the seeds' wgmma vector)")
+        c["wgmma"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True, desc="wgmma.mma_async (the seeds' wgmma vector)")
     elif family == "sm_80":
         c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma")
-        c["mma"] = ClassSpec(_u(("tc_and_mma", 0, 8), ("tp_smem_rd", 0, 4)), 8,
-                             desc="mma.sync fed by ldmatrix: synchronous")
-        c["cp_async_load"] = ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7), ("tp_smem_wr", 7, 1)), 8,
-                                       async_capable=True, smem_tile=True,
-                                       desc="cp.async global -> SMEM copy (multistage pipelines)")
         del c["tma_load"], c["tma_store"]
     return c
+
+
+# an mma's class by the instruction select-mma recorded (its `instruction` attribute's prefix)
+_MMA_CLASS_OF = (("tcgen05.", "tcgen05"), ("wgmma.", "wgmma"))
+# without a recorded instruction (a module scheduled outside the compiler): the family's largest tiles' choice
+_DEFAULT_MMA = {"sm_80": "mma_sync", "sm_90": "wgmma", "sm_100": "tcgen05", "sm_120": "mma_sync"}
+COPY_ENGINES = ("cp.async", "ld.global", "tma")
 
 
 @dataclass(frozen=True)
@@ -224,9 +247,10 @@ class MachineModel:
     classes: Mapping[str, ClassSpec]
     slot_caps: Mapping[int, int]
     pool_caps: Mapping[str, int]
-    has_tma: bool
+    has_tma: bool                  # the hardware has TMA (the generated code does not use it yet)
     has_tmem: bool
     notes: tuple[str, ...] = field(default=())
+    copies: str = "cp.async"       # how the scheduled loop's tiled view loads move: COPY_ENGINES
 
     def cap(self, slot: int) -> int:
         return self.slot_caps.get(slot, 1)
@@ -259,11 +283,16 @@ FAMILIES = ("sm_80", "sm_90", "sm_100", "sm_120")
 _SMEM_BYTES = {"sm_80": 166912, "sm_90": 232448, "sm_100": 232448, "sm_120": 101376}
 _SLOT_CAPS = {SLOT["alu"]: 3, SLOT["alu_or_fmaheavy"]: 4, SLOT["dual_alu"]: 2, SLOT["fp32x2_fp16ultra"]: 2}
 _NOTES = {
-    "sm_100": ("the seeds' Blackwell 24-slot model", "TMA load reading: (tma,0,8)+(tp_smem_wr,7,1)"),
-    "sm_120": ("Blackwell model; no tcgen05/TMEM: MMA is synchronous", "SMEM budget 101376"),
-    "sm_90": ("Blackwell vectors; f32 on alu_or_fmaheavy (no FP32x2)", "wgmma is async"),
-    "sm_80": ("no TMA: tiled view loads are cp.async copies", "mma.sync + ldmatrix, synchronous",
-              "SMEM budget 166912"),
+    "sm_100": ("Blackwell: the seeds' 24-slot model", "mma: tcgen05 (async) for 64+ row tiles, else mma.sync"),
+    "sm_120": ("consumer Blackwell: no tcgen05/TMEM, mma.sync (synchronous)", "SMEM budget 101376"),
+    "sm_90": ("Hopper: mma is wgmma (async) for 64+ row tiles, else mma.sync", "f32 on alu_or_fmaheavy (no FP32x2)"),
+    "sm_80": ("Ampere: mma.sync + ldmatrix, synchronous", "SMEM budget 166912"),
+}
+_COPY_NOTES = {
+    "cp.async": "tile loads: cp.async copies into shared memory (the code uses no TMA)",
+    "ld.global": "tile loads: ld.global into registers (the loop runs in program order)",
+    "tma": "tile loads/stores: TMA (the seeds' model; the generated code uses no TMA yet), "
+           "read as (tma,0,8)+(tp_smem_wr,7,1)",
 }
 
 
@@ -277,12 +306,19 @@ def family_of(gpu_name: str) -> str:
     raise ValueError(f"unknown GPU '{gpu_name}' (expected one of {', '.join(FAMILY_OF)})")
 
 
-def machine_model(gpu_name: str) -> MachineModel:
+def machine_model(gpu_name: str, copies: str = "cp.async") -> MachineModel:
+    """The model of a target; `copies` says how tiled view loads move in the loops scheduled with it
+    (COPY_ENGINES: "cp.async" for a software-pipelined loop, "ld.global" for one that runs in program
+    order, "tma" only on TMA hardware and never for the compiler's own loops)."""
     fam = family_of(gpu_name)
+    if copies not in COPY_ENGINES:
+        raise ValueError(f"unknown copy engine '{copies}' (expected one of {', '.join(COPY_ENGINES)})")
+    if copies == "tma" and fam == "sm_80":
+        raise ValueError(f"{gpu_name} has no TMA")
     return MachineModel(
         family=fam, gpu_name=gpu_name, classes=_family_classes(fam), slot_caps=dict(_SLOT_CAPS),
         pool_caps={"smem_bytes": _SMEM_BYTES[fam]}, has_tma=fam != "sm_80", has_tmem=fam == "sm_100",
-        notes=_NOTES[fam])
+        notes=(*_NOTES[fam], _COPY_NOTES[copies]), copies=copies)
 
 
 # ---------------------------------------------------------------------------
@@ -384,12 +420,12 @@ def _view_tile_ok(op, view_t, tile_t, min_inner_bytes: int, multiple: int) -> tu
 
 
 def tma_eligible(op, model: MachineModel) -> tuple[bool, str]:
-    """A view load/store is TMA-class on sm_90+ when allow_tma is not false for the target (the hint
-    defaults to true on sm_90 and later), the view is a tiled partition view with zero/no padding, the
-    ordering is weak, the box's inner extent is a multiple of 16 bytes, rank <= 5 and the innermost
-    stride is 1 (or dynamic, assumed 1)."""
-    if not model.has_tma:
-        return False, "no TMA on this family"
+    """A view load/store is TMA-class on a TMA model (copies="tma", sm_90+) when allow_tma is not false for
+    the target (the hint defaults to true on sm_90 and later), the view is a tiled partition view with
+    zero/no padding, the ordering is weak, the box's inner extent is a multiple of 16 bytes, rank <= 5 and
+    the innermost stride is 1 (or dynamic, assumed 1)."""
+    if model.copies != "tma":
+        return False, f"tile copies are {model.copies}, not TMA"
     allow = hint_value(op, "allow_tma", model.gpu_name)
     if allow is not None and not _truthy(allow):
         return False, "allow_tma = false"
@@ -537,6 +573,17 @@ def _tilegpu(op, model: MachineModel, res_t) -> OpResources:
     return model.resources(rclass, tile_bytes(tile) if rclass.startswith("smem") else 0)
 
 
+def _mma(op, model: MachineModel) -> OpResources:
+    """An mma as the instruction select-mma chose for it runs (the family's default when none is recorded)."""
+    chosen = op.attrs.get("instruction")
+    if chosen is None:
+        return model.resources(_DEFAULT_MMA[model.family], note="no instruction selected: the family's default")
+    if chosen == "fma":
+        return model.resources("fp32", note="an FMA chain on CUDA cores (no tensor-core instruction)")
+    rclass = next((c for prefix, c in _MMA_CLASS_OF if chosen.startswith(prefix)), "mma_sync")
+    return model.resources(rclass)
+
+
 def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
     """The resource vector and latency of one cuda_tile op on `model` (a region op is composed)."""
     name = op.name
@@ -546,15 +593,15 @@ def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
     if name.startswith("tilegpu."):
         return _tilegpu(op, model, res_t)
     if name == "load_view_tko":
-        ok, why = tma_eligible(op, model)
         nbytes = tile_bytes(res_t)
-        if ok:
-            return model.resources("tma_load", nbytes)
-        if model.family == "sm_80":
-            ok80, why80 = _view_tile_ok(op, op.operands["view"].type, res_t, 4, 4)
-            if ok80:
-                return model.resources("cp_async_load", nbytes)
-            why = why80
+        if model.copies == "tma":
+            ok, why = tma_eligible(op, model)
+            return model.resources("tma_load", nbytes) if ok else model.resources("global_load", note=why)
+        if model.copies == "ld.global":
+            return model.resources("global_load", note="ld.global into registers: the loop is not pipelined")
+        ok_copy, why = _view_tile_ok(op, op.operands["view"].type, res_t, 4, 4)
+        if ok_copy:
+            return model.resources("cp_async_load", nbytes)
         return model.resources("global_load", note=why)
     if name == "store_view_tko":
         ok, why = tma_eligible(op, model)
@@ -568,7 +615,7 @@ def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
     if name in ATOMIC_OPS:
         return model.resources("atomic")
     if name in MMA_OPS:
-        return model.resources("mma")
+        return _mma(op, model)
     if name in ("reduce", "scan"):
         return model.resources("reduce")
     if name in SHAPE_OPS:

@@ -14,9 +14,14 @@ import argparse
 import os
 import sys
 
+from ..inputs import exit_table
 from . import paths
 
-EXIT_NO_SERVER = 1
+EXIT_NO_SERVER = 1      # --status/--stop: none answers; in the foreground: one already runs on the socket
+EXIT_CANNOT_SERVE = 2   # invalid option values, a socket path that cannot be served, a server that did not start
+EXIT_CODES = exit_table({   # README's `serve` table lists them (tests/test_exit_codes.py)
+    EXIT_NO_SERVER: "--status / --stop: no server answers; a server already runs on the socket; usage errors",
+    EXIT_CANNOT_SERVE: "invalid option values, a socket that cannot be served, a server that did not start"})
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -55,15 +60,15 @@ def cmd_serve(args) -> int:
         return _stop(sock)
     if args.request_timeout <= 0 or args.idle_timeout < 0:
         print("error: --request-timeout must be positive and --idle-timeout not negative", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_SERVE
     from ..pipeline.config import default_jobs
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         print(f"error: -j must be at least 1, not {jobs}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_SERVE
     if len(os.fsencode(sock)) >= 100:
         print(f"error: socket path too long for a Unix socket: {sock}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_SERVE
     if args.detach:
         return _detach(sock, jobs, args)
     from .daemon import serve
@@ -71,7 +76,7 @@ def cmd_serve(args) -> int:
         return serve(sock, jobs=jobs, idle_timeout_s=args.idle_timeout, request_timeout_s=args.request_timeout)
     except (OSError, paths.UnsafeDirectory) as e:
         print(f"error: cannot serve on {sock}: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_SERVE
 
 
 def _detach(sock: str, jobs: int, args) -> int:
@@ -87,7 +92,7 @@ def _detach(sock: str, jobs: int, args) -> int:
         reply = None
     if reply is None:
         print(f"error: the compile server did not start; see {paths.log_path(sock)}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_SERVE
     print(f"compile server started on {sock} (pid {reply.pid}, {reply.workers} workers)")
     return 0
 

@@ -293,4 +293,4 @@ def serve(sock_path: str, *, jobs: int, idle_timeout_s: float, request_timeout_s
         return server.run()
     except AlreadyRunning as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 1   # cli.EXIT_NO_SERVER (cli.py imports this module)

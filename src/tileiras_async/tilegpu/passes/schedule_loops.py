@@ -10,7 +10,9 @@ ftofs between a load and the mma are fused into the mma (they run where it reads
 scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is lowered until the schedule has at
 most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and
 `k.notes["pipeline"]` maps the loop to (candidate, report, geometry) for the pipeline pass.  Every other loop
-runs its body in program order: its report is the serial schedule, its rule says "kept serial: <why>".
+runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
+does them), its rule says "kept serial: <why>".  The machine model's classes name what the lowering emits:
+cp.async copies (never TMA), and the mma instruction select-mma recorded.
 """
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ _LOOPS = ("for", "loop")
 
 
 def run(k: KernelIR) -> None:
-    model = machine_model(getattr(k.options.target, "name", k.options.target))
+    gpu = getattr(k.options.target, "name", k.options.target)
+    model = machine_model(gpu)                              # a K-loop's form once pipelined: cp.async copies
+    serial_model = machine_model(gpu, copies="ld.global")   # a loop the code runs as written: loads to registers
     reports = []
     pipelines = {}
     for op, depth, parent in _loops(k.fn.body):
@@ -51,8 +55,8 @@ def run(k: KernelIR) -> None:
             from ...schedule.modulo import ScheduleOptions
             if why is None:
                 why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
-            report = schedule_loop(op, model, ScheduleOptions(strategy="serial"), kernel=k.name, loop=ordinal,
-                                   depth=depth, parent=parent, module=k.source)
+            report = schedule_loop(op, serial_model, ScheduleOptions(strategy="serial"), kernel=k.name,
+                                   loop=ordinal, depth=depth, parent=parent, module=k.source)
             report = msgspec.structs.replace(report, rule=f"kept serial: {why}")
         reports.append(report)
     k.notes["schedules"] = reports

@@ -1,0 +1,98 @@
+"""The loop schedules (--schedules, --schedule-trace-file, the dashboard's kernel view) describe the code the
+compiler emits for that target: every resource class, and every instruction-specific slot, in a kernel's
+schedule reports names an instruction its PTX contains.  A pipelined matmul on each family: its tile loads
+are cp.async copies (the code has no TMA), its mma the instruction select-mma chose."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import PUBLIC
+from tileiras_async.stages import CompileOptions, compile_in_process
+
+REPO = Path(__file__).resolve().parents[1]
+MATMUL = REPO / "examples" / "matmul_bias_relu_f16.v13.4.tileirbc"   # 64+ row tiles: wgmma / tcgen05 there
+SMALL_MATMUL = PUBLIC / "matmul_ragged_f16_32x32x32.v13.4.tileirbc"  # 32 rows: mma.sync on every family
+SERIAL = REPO / "examples" / "online_softmax_f16.v13.4.tileirbc"      # loops kept serial: loads to registers
+TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
+
+# a class (or slot) -> the PTX it stands for
+CLASS_PTX = {
+    "cp_async_load": r"\bcp\.async\.c[ag]\.shared\.global\b",
+    "tma_load": r"\bcp\.async\.bulk\.tensor\b",
+    "tma_store": r"\bcp\.async\.bulk\.tensor\b",
+    "mma_sync": r"\bmma\.sync\.aligned\b",
+    "wgmma": r"\bwgmma\.mma_async\b",
+    "tcgen05": r"\btcgen05\.mma\b",
+    "global_load": r"\bld\.global\b",
+    "global_store": r"\bst\.global\b",
+    "smem_write": r"\bst\.shared\b",
+    "smem_read": r"\bld\.shared\b",
+    "atomic": r"\b(atom|red)\.global\b",
+}
+SLOT_PTX = {"tma": r"\bcp\.async\.bulk\b", "tp_mma": r"\b(wgmma\.mma_async|tcgen05\.mma)\b",
+            "tmem": r"\btcgen05\.", "tp_tmem_rd": r"\btcgen05\.ld\b", "tp_tmem_wr": r"\btcgen05\.st\b"}
+PIPELINED_MMA = {("sm_80", MATMUL): "mma_sync", ("sm_90", MATMUL): "wgmma", ("sm_100", MATMUL): "tcgen05",
+                 ("sm_120", MATMUL): "mma_sync"}
+
+
+def _compile(path: Path, gpu: str):
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    result = compile_in_process(str(path), path.read_bytes(), CompileOptions(gpu), with_schedules=True)
+    assert result.ok, result.diagnostics
+    assert result.schedules, "a kernel with loops has schedule reports"
+    return result
+
+
+def _unbacked(result) -> list[str]:
+    """Every class or slot of the reports that names an instruction the PTX lacks."""
+    out = []
+    for report in result.schedules:
+        for o in report.ops:
+            pattern = CLASS_PTX.get(o.rclass)
+            if pattern and not re.search(pattern, result.ptx):
+                out.append(f"loop {report.loop}: {o.name} classed {o.rclass}")
+            out += [f"loop {report.loop}: {o.name} holds slot {s.name}" for s in o.slots
+                    if s.name in SLOT_PTX and not re.search(SLOT_PTX[s.name], result.ptx)]
+    return out
+
+
+@pytest.mark.parametrize("gpu", TARGETS)
+@pytest.mark.parametrize("path", [MATMUL, SMALL_MATMUL, SERIAL], ids=lambda p: p.name.split(".")[0])
+def test_every_class_of_the_schedule_is_in_the_ptx(path, gpu):
+    result = _compile(path, gpu)
+    assert _unbacked(result) == []
+    notes = " ".join(n for r in result.schedules for n in r.notes)
+    assert "TMA" not in notes.replace("no TMA", "")
+
+
+@pytest.mark.parametrize("gpu", TARGETS)
+def test_a_pipelined_matmul_copies_with_cp_async_into_the_chosen_mma(gpu):
+    result = _compile(MATMUL, gpu)
+    [report] = [r for r in result.schedules if r.strategy == "modulo" and r.stage_count >= 2]
+    classes = {o.name: o.rclass for o in report.ops}
+    assert classes["load_view_tko"] == "cp_async_load"
+    assert classes["mmaf"] == PIPELINED_MMA[(gpu, MATMUL)]
+    assert not any(s.name == "tma" for o in report.ops for s in o.slots)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_a_small_matmul_keeps_mma_sync_in_its_schedule_too(gpu):
+    result = _compile(SMALL_MATMUL, gpu)
+    mmas = {o.rclass for r in result.schedules for o in r.ops if o.name == "mmaf"}
+    assert mmas == {"mma_sync"}
+    assert not re.search(CLASS_PTX["wgmma"], result.ptx) and not re.search(CLASS_PTX["tcgen05"], result.ptx)
+
+
+def test_the_check_sees_a_class_the_code_lacks():
+    """A report booking TMA against PTX without bulk copies is reported (what the sm_90 schedules did)."""
+    import msgspec
+
+    result = _compile(MATMUL, "sm_90")
+    report = result.schedules[0]
+    ops = [msgspec.structs.replace(o, rclass="tma_load") if o.name == "load_view_tko" else o for o in report.ops]
+    forged = msgspec.structs.replace(result, schedules=[msgspec.structs.replace(report, ops=ops)])
+    assert any("classed tma_load" in line for line in _unbacked(forged))
