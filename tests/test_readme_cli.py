@@ -30,7 +30,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 BIN = Path(sys.executable).parent
-PROGRAMS = ("tileiras-async", "tileiras", "tileirdisasm-async", "python -m tileiras_async", "dask")
+PROGRAMS = ("tileiras-async", "tileiras", "tileirdisasm-async", "python -m tileiras_async", "dask", "python3 -c")
 EXAMPLES = ("axpby_f32.v13.4.tileirbc",)    # `examples` in the README's lines: one module keeps it cheap
 KERNEL = "axpby_f32.v13.4.tileirbc"
 
