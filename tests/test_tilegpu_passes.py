@@ -83,7 +83,7 @@ def test_convert_to_tilegpu_makes_scalars_uniform():
     param = k.fn.body.args[1]
     assert isinstance(param.type, LayoutTile) and param.type.layout is None
     text = print_kernel(k)
-    assert "%1: tile<f32>" in text and "#L0" not in text
+    assert "%1: tile<f32>" in text and "#tilegpu.linear<" not in text
 
 
 def test_assign_layouts_types_every_tile_and_makes_conversions_explicit():
@@ -99,7 +99,7 @@ def test_assign_layouts_types_every_tile_and_makes_conversions_explicit():
     assert len(converts) == 2 and all(layout_of(c.result.type) == transposed for c in converts)
     assert all(layout_of(o.result.type) == transposed for o in ops if o.name == "addf")
     text = print_kernel(k)
-    assert re.search(r'= "tilegpu.convert_layout"\(%5\) : \(tile<32x32xf32, #L0>\) -> \(tile<32x32xf32, #L1>\)',
+    assert re.search(r'= "tilegpu.convert_layout"\(%5\) : \(tile<32x32xf32, #blocked0>\) -> \(tile<32x32xf32, #linear0>\)',
                      text), text
     # the next pass merges the two conversions of the same value in the same block
     _passes(k, "remove-layout-conversions")
@@ -344,7 +344,7 @@ def test_print_ir_snapshots_are_deterministic_and_selectable():
     k3 = _kernel(module)
     r3 = run_pipeline(k3, IRPrinting(before=frozenset({"assign-layouts"})))
     assert [(s.when, s.pass_name) for s in r3.snapshots] == [("before", "assign-layouts")]
-    assert "#L0" not in r3.snapshots[0].text  # no layouts before the pass that assigns them
+    assert "#tilegpu.linear<" not in r3.snapshots[0].text  # no layouts before the pass that assigns them
 
 
 # -- the command lines --------------------------------------------------------------------------------------

@@ -37,10 +37,22 @@ class CompileOptions(msgspec.Struct, frozen=True):
 
 
 class PrintIR(msgspec.Struct, frozen=True):
-    """Which tile-GPU IR snapshots to take (--print-ir-before=P, --print-ir-after=P, --print-ir-after-all)."""
+    """Which tile-GPU IR snapshots to take (--print-ir-before=P, --print-ir-after=P, --print-ir-after-all,
+    --print-ir-after-change), with source locations (--print-debuginfo), and whether the kernel's LLVM IR is
+    one more snapshot (--print-llvm)."""
     before: list[str] = []
     after: list[str] = []
     after_all: bool = False
+    after_change: bool = False
+    debuginfo: bool = False
+    llvm: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.before or self.after or self.after_all or self.after_change or self.llvm)
+
+
+LLVM_DUMP = "emit-llvm"   # the pass name the LLVM IR snapshot is printed after (the last step of lowering)
 
 
 class IRDump(msgspec.Struct, frozen=True):
@@ -55,7 +67,8 @@ class IRDump(msgspec.Struct, frozen=True):
 
     def file_name(self, stem: str, seq: int) -> str:
         """Its file under --print-ir-dir: ordered by `seq` (the dump's position in the kernel's run)."""
-        return f"{stem}.{self.kernel}.{seq:02d}-{self.when}-{self.pass_name}.tilegpu"
+        suffix = "ll" if self.pass_name == LLVM_DUMP else "tilegpu"
+        return f"{stem}.{self.kernel}.{seq:02d}-{self.when}-{self.pass_name}.{suffix}"
 
 
 def check_print_ir(print_ir: PrintIR) -> str | None:
@@ -258,6 +271,8 @@ def lower(req: LowerRequest) -> LoweredKernel:
         return LoweredKernel(req.name, False, diagnostics=diagnostics, tool_stderr=detail or "",
                              elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.name, s.when, s.pass_name, s.text) for s in snapshots]
+    if req.print_ir is not None and req.print_ir.llvm:
+        dumps.append(IRDump(req.name, "after", LLVM_DUMP, ir if ir.endswith("\n") else ir + "\n"))
     return LoweredKernel(req.name, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
                          schedules=schedules)
 
@@ -277,7 +292,8 @@ def _printing(print_ir: PrintIR | None):
     if print_ir is None:
         return None
     from .tilegpu.passes import IRPrinting
-    return IRPrinting(frozenset(print_ir.before), frozenset(print_ir.after), print_ir.after_all)
+    return IRPrinting(frozenset(print_ir.before), frozenset(print_ir.after), print_ir.after_all,
+                      print_ir.after_change, print_ir.debuginfo)
 
 
 def schedule(req: LowerRequest) -> KernelSchedule:

@@ -83,8 +83,12 @@ OPTIONS = [
     Option("print-ir-after-all", "Print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)"),
     Option("print-ir-after", "Print the tile-GPU IR after the named passes", kind="list", meta="pass[,pass...]"),
     Option("print-ir-before", "Print the tile-GPU IR before the named passes", kind="list", meta="pass[,pass...]"),
+    Option("print-ir-after-change", "Print the tile-GPU IR after a pass only if the pass changed it (after "
+           "every pass, or after those --print-ir-after names)"),
     Option("print-ir-dir", "Write the IR snapshots to files in this directory instead of stderr", kind="value",
            meta="dir"),
+    Option("print-debuginfo", "Print each op's source location (loc(...)) in the tile-GPU IR snapshots"),
+    Option("print-llvm", "Print each kernel's LLVM IR too, as the snapshot after emit-llvm"),
     Option("sanitize", "Instrument generated code (memcheck)", kind="enum",
            values=(("memcheck", "Check global memory accesses"),)),
     Option("version", "Display the version of this program"),
@@ -100,7 +104,8 @@ NOT_IN_KEY = frozenset({"output-file", "cache-dir", "no-cache", "print-options",
 # Options naming where an output goes: whether they are given is in the key, not the path.
 OUTPUT_PATHS = frozenset({"remarks-output-file", "schedule-trace-file"})
 # IR snapshots are a debugging aid written where the call runs: such calls compile here, uncached.
-PRINT_IR = frozenset({"print-ir-after-all", "print-ir-after", "print-ir-before", "print-ir-dir"})
+PRINT_IR = frozenset({"print-ir-after-all", "print-ir-after", "print-ir-before", "print-ir-after-change",
+                      "print-ir-dir", "print-debuginfo", "print-llvm"})
 
 PARSER = OptionParser(PROG, "tileiras: CUDA Tile IR optimizing assembler (tileiras-async)",
                       "tileiras [options] <tile bytecode file>", OPTIONS)

@@ -96,10 +96,11 @@ def _num_stages(opts) -> int:
 
 def _print_ir(opts):
     from ..stages import PrintIR, check_print_ir, prepare_ir_dir
-    if not (opts.get("print-ir-after-all") or opts.get("print-ir-after") or opts.get("print-ir-before")):
-        return None
     spec = PrintIR(list(opts.get("print-ir-before", [])), list(opts.get("print-ir-after", [])),
-                   bool(opts.get("print-ir-after-all")))
+                   bool(opts.get("print-ir-after-all")), bool(opts.get("print-ir-after-change")),
+                   bool(opts.get("print-debuginfo")), bool(opts.get("print-llvm")))
+    if not spec.active:
+        return None
     problem = check_print_ir(spec)
     if problem:
         raise InputError([f"error: {problem}"], EXIT_CONFIG)

@@ -72,8 +72,15 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                    help="print the tile-GPU IR after this pass (repeat or comma-separate)")
     c.add_argument("--print-ir-before", action="append", default=[], metavar="PASS",
                    help="print the tile-GPU IR before this pass (repeat or comma-separate)")
+    c.add_argument("--print-ir-after-change", action="store_true",
+                   help="print the tile-GPU IR after a pass only if the pass changed it (after every pass, or after "
+                        "those --print-ir-after names)")
     c.add_argument("--print-ir-dir", metavar="D", default=None,
                    help="write the IR snapshots to files in this directory instead of stderr")
+    c.add_argument("--print-debuginfo", action="store_true",
+                   help="print each op's source location (loc(...)) in the tile-GPU IR snapshots")
+    c.add_argument("--print-llvm", action="store_true",
+                   help="print each kernel's LLVM IR too, as the snapshot after emit-llvm")
     add_cluster_option(c)
     c.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line on the terminal (it is never shown when stderr is not a terminal)")
@@ -128,9 +135,10 @@ def _print_ir(args):
     """(PrintIR or None, error message or None) from the --print-ir-* options."""
     from ..stages import PrintIR, check_print_ir, prepare_ir_dir
     before, after = _targets(args.print_ir_before), _targets(args.print_ir_after)
-    if not (before or after or args.print_ir_after_all):
+    spec = PrintIR(before, after, args.print_ir_after_all, getattr(args, "print_ir_after_change", False),
+                   getattr(args, "print_debuginfo", False), getattr(args, "print_llvm", False))
+    if not spec.active:
         return None, None
-    spec = PrintIR(before, after, args.print_ir_after_all)
     problem = check_print_ir(spec)
     if problem is None:
         problem = prepare_ir_dir(args.print_ir_dir)

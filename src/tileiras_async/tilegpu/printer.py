@@ -1,162 +1,423 @@
-"""Text form of the tile-GPU IR (what --print-ir-after-all shows), in MLIR's generic op syntax:
+"""Text form of the tile-GPU IR (what --print-ir-* show): an assembly meant to be read, and read back.
 
-    #L0 = layout<64x64 reg=[0,1 0,2 8,0] lane=[...] warp=[...]>
-    tilegpu.kernel @matmul(%0: ptr<f16>, ...) {
-      %7 = "cuda_tile.load_view_tko"(%5, %3, %4) {memory_ordering_semantics = weak} : (...) -> (tile<64x32xf16, #L0>, token)
-      "cuda_tile.for"(%1, %2, %3, %9) ({
-      ^bb(%10: tile<i32>, %11: tile<64x64xf32, #L1>):
+    #blocked0 = #tilegpu.linear<shape = [64, 32], register = [[0, 1], [0, 2]], lane = [...], warp = [...]>
+    tilegpu.kernel @matmul(%0: tile<ptr<f16>>, %1: tile<i32>) {
+      %2 = cuda_tile.assume bounded<0, ?>, %1 : tile<i32>
+      %3 = cuda_tile.constant 3 : tile<i32>
+      %4 = cuda_tile.constant dense<0.0> : tile<64x64xf32, #blocked0>
+      "tilegpu.mma_staged"(%5, %6) {a = #tilegpu.operand<role = "a", load = %d0, chain = [], ...>} : (...) -> (...)
+      %7, %8 = "cuda_tile.for"(%3, %3, %3, %4) ({
+      ^bb(%9: tile<i32>, %10: tile<64x64xf32, #blocked0>):
         ...
-      }) : (...) -> (...)
+      }) {pipelined = true} : (...) -> (...)
+    }
+    tilegpu.detached {
+      %d0, %d1 = "cuda_tile.load_view_tko"(%11, %3, %3) {...} : (...) -> (...)
     }
 
-Layouts are printed once, as aliases.  The printer is iterative (deep nesting is fine) and deterministic.
+Layouts are declared once, before the kernel, and named in types; every attribute value is text that says
+what it is (no Python reprs); an attribute that refers to an op names the op's first result.  Ops that
+attributes refer to but that are no longer in the kernel (a pass replaced them and kept them as a record)
+are printed after it, in `tilegpu.detached`, with names `%dN`.  The printer is iterative (deep nesting is
+fine) and deterministic.
+
+Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list of a separated by commas):
+
+    dump        ::= alias* kernel detached?
+    alias       ::= layout-name '=' struct
+    kernel      ::= 'tilegpu.kernel' symbol '(' (value-name ':' type) % ',' ')' '{' op* '}'
+    detached    ::= 'tilegpu.detached' '{' op* '}'
+    op          ::= (value-name % ',' '=')? (constant | assume | generic) loc?
+    constant    ::= 'cuda_tile.constant' (element | dense) attr-dict? ':' type
+    assume      ::= 'cuda_tile.assume' predicate ',' value-use attr-dict? ':' type
+    generic     ::= '"' op-name '"' '(' value-use % ',' ')' ('(' region % ',' ')')? attr-dict?
+                    ':' '(' type % ',' ')' '->' '(' type % ',' ')'
+    region      ::= '{' ('^bb(' (value-name ':' type) % ',' '):')? op* '}'
+    attr-dict   ::= '{' (name '=' attr) % ',' '}'
+    attr        ::= 'true' | 'false' | 'none' | integer | float | string | enum-case
+                  | integer ':' type | float ':' type            (typed: cuda_tile's integer/float attributes)
+                  | dense | predicate | type | layout-name | value-use
+                  | '[' attr % ',' ']' | '{' (key '=' attr) % ',' '}' | struct | op-ref
+    struct      ::= '#tilegpu.' kind '<' (field '=' attr) % ',' '>'   (a record: every field, in order)
+    op-ref      ::= value-use                                   (the op's first result)
+                  | '#tilegpu.op<' string '>'                   (an op without results: its name)
+    dense       ::= 'dense<' (element | nested) '>'             (one element: a splat)
+    nested      ::= '[' (element | nested) % ',' ']'            (row-major, by the type's shape)
+    element     ::= integer | float | 'true' | 'false'
+    float       ::= decimal that reads back to the same bits | '0x' hex-digits (NaN and infinities: the bits)
+    predicate   ::= 'div_by<' integer (', every' integer 'along' integer)? '>'
+                  | 'bounded<' (integer | '?') ',' (integer | '?') '>' | 'same_elements<[' integer % ',' ']>'
+    type        ::= cuda_tile's spelling (tile<4x8xf32>, ptr<f16>, token, tensor_view<...>, partition_view<...>)
+                  | 'tile<' dims elem ',' layout-name '>' | 'smem<' integer '>'
+    layout-name ::= '#' ('blocked' | 'linear') integer             (blocked: the default layout of its shape)
+    value-name  ::= '%' integer | '%d' integer
+    loc         ::= 'loc(' string ':' integer ':' integer ')' | 'loc(unknown)'   (with --print-debuginfo)
+    string      ::= a JSON string literal (double quotes, backslash escapes)
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
+import json
+import re
+from collections.abc import Callable
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
+from ..ir.printer import FLOAT_FORMATS, attr_str, format_float, predicate_str, symbol_str, type_str
+from ..ir.printer import _round_trips, _value
 from ..lower.layout import LinearLayout
 from .ir import KernelIR
 from .types import LayoutTile
 
 
-def _coords(bases) -> str:
-    return " ".join(",".join(map(str, b)) for b in bases)
-
-
-def layout_text(layout: LinearLayout) -> str:
-    reg, lane, warp = layout.bases
-    return (f"layout<{'x'.join(map(str, layout.shape))} reg=[{_coords(reg)}] lane=[{_coords(lane)}] "
-            f"warp=[{_coords(warp)}]>")
-
-
 class _Names:
-    def __init__(self):
-        self.values: dict[int, str] = {}
-        self.layouts: dict[LinearLayout, str] = {}
+    """SSA names: the kernel's values numbered in text order before anything is printed (so an attribute may
+    name an op further down), detached ops numbered `%dN` as attributes first refer to them."""
 
-    def define(self, v: Value) -> str:
-        name = f"%{len(self.values)}"
-        self.values[id(v)] = name
-        return name
+    def __init__(self):
+        self.values: dict[int, tuple[Value, str]] = {}   # the Value is kept: its id must stay unique
+        self.detached = 0
+        self.pending: list[Operation] = []
+
+    def define(self, v: Value, name: str) -> None:
+        self.values[id(v)] = (v, name)
+
+    def number(self, body: Block, prefix: str) -> None:
+        """Name the block's arguments and every result inside it, in the order the text shows them."""
+        counter = [0] if prefix == "%" else None
+        stack = [("block", body)]
+        while stack:
+            kind, item = stack.pop()
+            if kind == "block":
+                for a in item.args:
+                    self.define(a, self._fresh(prefix, counter))
+                stack.extend(("op", op) for op in reversed(item.ops))
+                continue
+            for r in item.results:
+                if r is not None:
+                    self.define(r, self._fresh(prefix, counter))
+            stack.extend(("block", b) for r in reversed(item.regions) for b in reversed(r.blocks))
+
+    def _fresh(self, prefix: str, counter: list[int] | None) -> str:
+        if counter is None:
+            self.detached += 1
+            return f"%d{self.detached - 1}"
+        counter[0] += 1
+        return f"{prefix}{counter[0] - 1}"
 
     def use(self, v: Value | None) -> str:
         if v is None:
-            return "<none>"
-        return self.values.get(id(v), "%<undefined>")
+            return "none"
+        known = self.values.get(id(v))
+        if known is None:
+            owner = v.owner
+            if isinstance(owner, Operation):
+                self.detach(owner)
+            else:   # an argument of a block no printed op holds: named, never defined
+                self.define(v, self._fresh("%d", None))
+            known = self.values[id(v)]
+        return known[1]
+
+    def detach(self, op: Operation) -> None:
+        """Name an op that is not in the kernel; it is printed in `tilegpu.detached`."""
+        holder = Block()
+        holder.ops = [op]
+        self.number(holder, "%d")
+        self.pending.append(op)
+
+
+class _Printer:
+    def __init__(self, k: KernelIR, debuginfo: bool):
+        self.k = k
+        self.debuginfo = debuginfo
+        self.names = _Names()
+        self.layouts: dict[LinearLayout, str] = {}
+
+    # -- types and layouts ---------------------------------------------------------------------------
+
+    def layout(self, layout: LinearLayout) -> str:
+        name = self.layouts.get(layout)
+        if name is None:
+            kind = "blocked" if layout == _default_layout(self.k, layout.shape) else "linear"
+            name = f"#{kind}{sum(n.startswith('#' + kind) for n in self.layouts.values())}"
+            self.layouts[layout] = name
+        return name
 
     def type(self, t) -> str:
         if isinstance(t, LayoutTile) and t.layout is not None:
-            alias = self.layouts.setdefault(t.layout, f"#L{len(self.layouts)}")
-            return f"tile<{''.join(f'{d}x' for d in t.shape)}{t.elem}, {alias}>"
-        return _type_text(t)
+            return f"tile<{''.join(f'{d}x' for d in t.shape)}{type_str(t.elem)}, {self.layout(t.layout)}>"
+        return type_str(t)
+
+    # -- attributes ----------------------------------------------------------------------------------
+
+    def attr(self, v) -> str:
+        if isinstance(v, enum.Enum):   # before int: cuda_tile's enums are IntEnums
+            return v.name
+        for cls in type(v).__mro__:
+            printer = _ATTR_PRINTERS.get(cls)
+            if printer is not None:
+                return printer(self, v)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return self.struct(_kind(type(v)), [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)])
+        return f"#tilegpu.opaque<{_string(type(v).__name__)}>"
+
+    def struct(self, kind: str, fields) -> str:
+        return f"#tilegpu.{kind}<" + ", ".join(f"{name} = {self.attr(value)}" for name, value in fields) + ">"
+
+    def op_ref(self, op: Operation) -> str:
+        results = [r for r in op.results if r is not None]
+        return self.names.use(results[0]) if results else f"#tilegpu.op<{_string(op.spec.qualified_name)}>"
+
+    def attr_dict(self, attrs: dict, skip: str = "") -> str:
+        items = [(k, v) for k, v in sorted(attrs.items()) if k != skip]
+        if not items:
+            return ""
+        return " {" + ", ".join(f"{k} = {self.attr(v)}" for k, v in items) + "}"
+
+    # -- ops -----------------------------------------------------------------------------------------
+
+    def loc(self, op: Operation) -> str:
+        if not self.debuginfo:
+            return ""
+        from ..ir.diagnostics import resolve_loc
+        where = resolve_loc(self.k.module, op.loc)
+        return " loc(unknown)" if where is None else f" loc({_string(where.file)}:{where.line}:{where.col})"
+
+    def op_line(self, op: Operation) -> tuple[str, str]:
+        """(the op up to its regions, the rest after them)."""
+        results = [r for r in op.results if r is not None]
+        lhs = ", ".join(self.names.use(r) for r in results)
+        lhs = f"{lhs} = " if lhs else ""
+        custom = _CUSTOM_FORMS.get(op.spec.qualified_name)
+        if custom is not None and not op.regions:
+            text = custom(self, op)
+            if text is not None:
+                return lhs + text + self.loc(op), ""
+        operands = ", ".join(self.names.use(v) for v in op.operand_values())
+        otypes = ", ".join(self.type(v.type) for v in op.operand_values())
+        rtypes = ", ".join(self.type(r.type) for r in results)
+        head = f'{lhs}"{op.spec.qualified_name}"({operands})'
+        return head, f"{self.attr_dict(op.attrs)} : ({otypes}) -> ({rtypes}){self.loc(op)}"
+
+    def ops(self, body: Block, out: list[str], indent: int) -> None:
+        """Iterative: a stack of frames ("ops", block, next op, indent), ("args", block, indent) starting a
+        region block, ("sep", indent) between regions and ("close", tail, indent) ending a region op."""
+        frames: list = [("ops", body, 0, indent)]
+        while frames:
+            frame = frames.pop()
+            if frame[0] == "close":
+                _, tail, indent = frame
+                out.append("  " * indent + "})" + tail)
+                continue
+            if frame[0] == "sep":
+                out.append("  " * frame[1] + "}, {")
+                continue
+            if frame[0] == "args":
+                _, block, indent = frame
+                if block.args:
+                    out.append("  " * indent + "^bb(" + ", ".join(f"{self.names.use(a)}: {self.type(a.type)}"
+                                                               for a in block.args) + "):")
+                frames.append(("ops", block, 0, indent + 1))
+                continue
+            _, block, i, indent = frame
+            if i >= len(block.ops):
+                continue
+            op = block.ops[i]
+            frames.append(("ops", block, i + 1, indent))
+            head, tail = self.op_line(op)
+            if not op.regions:
+                out.append("  " * indent + head + tail)
+                continue
+            out.append("  " * indent + head + " ({")
+            frames.append(("close", tail, indent))
+            blocks = [b for r in op.regions for b in r.blocks]
+            for j, b in enumerate(reversed(blocks)):
+                frames.append(("args", b, indent))
+                if j < len(blocks) - 1:
+                    frames.append(("sep", indent))
+
+    def kernel(self) -> str:
+        fn = self.k.fn
+        self.names.number(fn.body, "%")
+        args = ", ".join(f"{self.names.use(a)}: {self.type(a.type)}" for a in fn.body.args)
+        body: list[str] = []
+        self.ops(fn.body, body, 1)
+        detached: list[str] = []
+        while self.names.pending:   # printing a detached op may name more of them
+            holder = Block()
+            holder.ops = [self.names.pending.pop(0)]
+            self.ops(holder, detached, 1)
+        head = [f"{name} = {self.layout_body(lay)}" for lay, name in self.layouts.items()]
+        lines = head + [f"tilegpu.kernel {symbol_str(self.k.fn.name)}({args}) {{"] + body + ["}"]
+        if detached:
+            lines += ["tilegpu.detached {"] + detached + ["}"]
+        return "\n".join(lines + [""])
+
+    def layout_body(self, layout: LinearLayout) -> str:
+        reg, lane, warp = layout.bases
+        return self.struct("linear", [("shape", list(layout.shape)), ("register", reg), ("lane", lane),
+                                      ("warp", warp)])
 
 
-def _type_text(t) -> str:
-    if isinstance(t, (T.TensorViewType, T.PartitionViewType)):
-        return type(t).__name__.removesuffix("Type").lower()
-    return str(t)
+def print_kernel(k: KernelIR, debuginfo: bool = False) -> str:
+    """The kernel as text: layouts first, then the kernel, then the detached ops its attributes name;
+    `debuginfo`: each op with its source location."""
+    return _Printer(k, debuginfo).kernel()
 
 
-def _attr(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, enum.Enum):
-        return v.name
-    if isinstance(v, (int, float)):
-        return str(v)
-    if isinstance(v, bytes):
-        text = v.decode(errors="replace")
-        return repr(text[:40] + ("..." if len(text) > 40 else ""))
-    if isinstance(v, str):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_attr(x) for x in v) + "]"
-    if isinstance(v, A.IntegerAttr):
-        return f"{v.value} : {v.type}"
-    if isinstance(v, A.FloatAttr):
-        return f"0x{v.bits:X} : {v.type}"
-    if isinstance(v, A.DenseElements):
-        raw = v.raw.hex()
-        return f"dense<0x{raw[:32]}{'...' if len(raw) > 32 else ''}>"
+def _default_layout(k: KernelIR, shape) -> LinearLayout | None:
+    default = getattr(k.options, "default_layout", None)
+    try:
+        return default(tuple(shape)) if default is not None else None
+    except (ValueError, ZeroDivisionError):   # shapes the blocked layout cannot cover
+        return None
+
+
+def _kind(cls: type) -> str:
+    """A record's kind in the text: its class name in snake case (MmaPlan -> mma_plan)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+
+
+def _string(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
+    return json.dumps(text, ensure_ascii=False)
+
+
+# -- scalars and dense constants ---------------------------------------------------------------------
+
+def _signed(value: int, width: int) -> int:
+    value &= (1 << width) - 1
+    return value - (1 << width) if width > 1 and value >> (width - 1) else value
+
+
+def _element(elem: T.Type, bits: int) -> str:
+    """One element in decimal: integers signed (i1 as true/false), floats in their shortest exact form."""
+    if isinstance(elem, T.FloatType) and elem.name in FLOAT_FORMATS:
+        return _float(elem.name, bits)
+    width = getattr(elem, "width", 64)
+    if width == 1:
+        return "true" if bits & 1 else "false"
+    return str(_signed(bits, width))
+
+
+def _float(type_name: str, bits: int) -> str:
+    """The shortest decimal that reads back to the same bits (`1.0`, `0.1`, `6.5e-05`); NaN and the
+    infinities have no decimal form: their bits, as MLIR writes them."""
+    fmt = FLOAT_FORMATS[type_name]
+    bits &= (1 << fmt.width) - 1
+    kind, negative = fmt.decode(bits)[:2]
+    if kind == "zero":
+        return "-0.0" if negative else "0.0"
+    if kind != "normal":
+        return format_float(type_name, bits)[0]
+    value = float(_value(fmt, bits))
+    text = repr(value)
+    for digits in range(1, 17):
+        shorter = f"{value:.{digits}g}"
+        if _round_trips(fmt, bits, shorter):
+            text = shorter
+            break
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def _dense_values(d: A.DenseElements) -> list[int]:
+    elem = T.elem_of(d.type)
+    n = d.type.num_elements() if isinstance(d.type, T.TileType) else 1
+    width = getattr(elem, "width", 8)
+    if width == 1:   # i1 packs 8 per byte; an all-zero or all-one byte is a splat
+        if len(d.raw) == 1 and d.raw[0] in (0, 0xFF):
+            return [d.raw[0] & 1]
+        raw = d.raw.ljust((n + 7) // 8, b"\0")
+        return [raw[i // 8] >> (i % 8) & 1 for i in range(n)]
+    size = max(1, (width + 7) // 8)
+    return [int.from_bytes(d.raw[i:i + size], "little") for i in range(0, len(d.raw), size)]
+
+
+def _nested(shape, items: list[str]) -> str:
+    if not shape:
+        return items[0]
+    step = len(items) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nested(shape[1:], items[i * step:(i + 1) * step]) for i in range(shape[0])) + "]"
+
+
+def _dense(d: A.DenseElements) -> str:
+    elem = T.elem_of(d.type)
+    vals = _dense_values(d)
+    if not vals or all(v == vals[0] for v in vals):
+        return f"dense<{_element(elem, vals[0] if vals else 0)}>"
+    shape = list(d.type.shape) if isinstance(d.type, T.TileType) else []
+    if len(vals) != T.TileType(tuple(shape), elem).num_elements():   # a malformed buffer: flat, as stored
+        shape = [len(vals)]
+    return f"dense<{_nested(shape, [_element(elem, v) for v in vals])}>"
+
+
+# -- custom op forms (None: the op does not fit its form, print it generically) ------------------------
+
+def _constant_form(p: _Printer, op: Operation) -> str | None:
+    value = op.attrs.get("value")
+    if not isinstance(value, A.DenseElements) or len(op.results) != 1:
+        return None
+    text = _dense(value)
+    t = op.results[0].type
+    if not getattr(t, "shape", ()):   # rank 0: the scalar itself
+        text = text.removeprefix("dense<").removesuffix(">")
+    return f"cuda_tile.constant {text}{p.attr_dict(op.attrs, skip='value')} : {p.type(t)}"
+
+
+def _assume_form(p: _Printer, op: Operation) -> str | None:
+    operands = op.operand_values()
+    pred = op.attrs.get("predicate")
+    if len(operands) != 1 or len(op.results) != 1 or pred is None:
+        return None
+    return (f"cuda_tile.assume {p.attr(pred)}, {p.names.use(operands[0])}{p.attr_dict(op.attrs, skip='predicate')}"
+            f" : {p.type(op.results[0].type)}")
+
+
+_CUSTOM_FORMS: dict[str, Callable[[_Printer, Operation], str | None]] = {
+    "cuda_tile.constant": _constant_form,
+    "cuda_tile.assume": _assume_form,
+}
+
+
+# -- attribute printers, by the value's type (the most derived registered class wins; other dataclasses
+#    print as records, field by field) ---------------------------------------------------------------
+
+def _sequence(p: _Printer, v) -> str:
+    return "[" + ", ".join(p.attr(x) for x in v) + "]"
+
+
+def _mapping(p: _Printer, v: dict) -> str:
+    def key(k) -> str:
+        return k if isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else _string(str(k))
+    return "{" + ", ".join(f"{key(k)} = {p.attr(x)}" for k, x in v.items()) + "}"
+
+
+def _cuda_tile_attr(p: _Printer, v) -> str:
+    if isinstance(v, (A.DivByAttr, A.SameElementsAttr, A.BoundedAttr)):
+        return predicate_str(v)
     if isinstance(v, A.ArrayAttr):
-        return "[" + ", ".join(_attr(x) for x in v.items) + "]"
-    if isinstance(v, LinearLayout):
-        return layout_text(v)
-    if isinstance(v, T.Type):
-        return str(v)
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
+        return _sequence(p, v.items)
+    return attr_str(v)
 
 
-def _attrs(op: Operation) -> str:
-    if not op.attrs:
-        return ""
-    return " {" + ", ".join(f"{k} = {_attr(v)}" for k, v in sorted(op.attrs.items())) + "}"
-
-
-def print_kernel(k: KernelIR) -> str:
-    """The kernel as text, layouts first."""
-    names = _Names()
-    fn = k.fn
-    args = ", ".join(f"{names.define(a)}: {names.type(a.type)}" for a in fn.body.args)
-    body: list[str] = []
-    _print_ops(fn.body, names, body)
-    head = [f"{alias} = {layout_text(lay)}" for lay, alias in names.layouts.items()]
-    return "\n".join(head + [f"tilegpu.kernel @{k.name}({args}) {{"] + body + ["}", ""])
-
-
-def _op_line(op: Operation, names: _Names) -> tuple[str, str]:
-    """(the part before the regions, the part after them)."""
-    operands = ", ".join(names.use(v) for v in op.operand_values())
-    otypes = ", ".join(names.type(v.type) for v in op.operand_values())
-    results = [r for r in op.results if r is not None]
-    lhs = ", ".join(names.define(r) for r in results)
-    rtypes = ", ".join(names.type(r.type) for r in results)
-    head = (f"{lhs} = " if lhs else "") + f'"{op.spec.qualified_name}"({operands})'
-    tail = f"{_attrs(op)} : ({otypes}) -> ({rtypes})"
-    return head, tail
-
-
-def _print_ops(body: Block, names: _Names, out: list[str]) -> None:
-    """Iterative: a stack of frames ("ops", block, next op, indent), ("args", block, indent) starting a
-    region block, ("sep", indent) between regions and ("close", tail, indent) ending a region op."""
-    frames: list = [("ops", body, 0, 1)]
-    while frames:
-        frame = frames.pop()
-        if frame[0] == "close":
-            _, tail, indent = frame
-            out.append("  " * indent + "})" + tail)
-            continue
-        if frame[0] == "sep":
-            out.append("  " * frame[1] + "}, {")
-            continue
-        if frame[0] == "args":
-            _, block, indent = frame
-            if block.args:
-                out.append("  " * indent + "^bb(" + ", ".join(f"{names.define(a)}: {names.type(a.type)}"
-                                                           for a in block.args) + "):")
-            frames.append(("ops", block, 0, indent + 1))
-            continue
-        _, block, i, indent = frame
-        if i >= len(block.ops):
-            continue
-        op = block.ops[i]
-        frames.append(("ops", block, i + 1, indent))
-        pad = "  " * indent
-        if not op.regions:
-            head, tail = _op_line(op, names)
-            out.append(pad + head + tail)
-            continue
-        head, tail = _op_line(op, names)
-        out.append(pad + head + " ({")
-        frames.append(("close", tail, indent))
-        blocks = [b for r in op.regions for b in r.blocks]
-        for j, b in enumerate(reversed(blocks)):
-            frames.append(("args", b, indent))
-            if j < len(blocks) - 1:
-                frames.append(("sep", indent))
-
+_ATTR_PRINTERS: dict[type, Callable[[_Printer, object], str]] = {
+    type(None): lambda p, v: "none",
+    bool: lambda p, v: "true" if v else "false",
+    int: lambda p, v: str(v),
+    float: lambda p, v: repr(v),
+    str: lambda p, v: _string(v),
+    bytes: lambda p, v: _string(v),
+    list: _sequence,
+    tuple: _sequence,
+    frozenset: lambda p, v: _sequence(p, sorted(v, key=repr)),
+    dict: _mapping,
+    A.Attr: _cuda_tile_attr,
+    A.DenseElements: lambda p, v: _dense(v),
+    T.Type: lambda p, v: p.type(v),
+    LinearLayout: lambda p, v: p.layout(v),
+    Operation: lambda p, v: p.op_ref(v),
+    Value: lambda p, v: p.names.use(v),
+}

@@ -50,14 +50,22 @@ def _load(name: str) -> Callable[[KernelIR], None]:
 
 @dataclass
 class IRPrinting:
-    """--print-ir-before=P, --print-ir-after=P, --print-ir-after-all: which snapshots to take."""
+    """--print-ir-before=P, --print-ir-after=P, --print-ir-after-all, --print-ir-after-change: which snapshots
+    to take; --print-debuginfo: with each op's source location."""
     before: frozenset[str] = frozenset()
     after: frozenset[str] = frozenset()
     after_all: bool = False
+    after_change: bool = False   # after a pass only if it changed the IR (of all passes, or of `after`)
+    debuginfo: bool = False
 
     @property
     def active(self) -> bool:
-        return bool(self.before or self.after or self.after_all)
+        return bool(self.before or self.after or self.after_all or self.after_change)
+
+    def wants_after(self, name: str) -> bool:
+        if self.after_change and not self.after_all and not self.after:
+            return True
+        return self.after_all or name in self.after
 
 
 @dataclass
@@ -78,12 +86,23 @@ def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | N
     from ..printer import print_kernel
     out = PassRun()
     target = getattr(k.options, "target", "sm_100")
+    text = None   # with after_change: the IR as the previous pass left it
+
+    def show() -> str:
+        return print_kernel(k, debuginfo=printing.debuginfo)
+
+    if printing is not None and printing.after_change:
+        text = show()
     for name in pipeline_for(getattr(target, "name", target)):
         if printing is not None and name in printing.before:
-            out.snapshots.append(IRSnapshot("before", name, print_kernel(k)))
+            out.snapshots.append(IRSnapshot("before", name, text if text is not None else show()))
         _load(name)(k)
-        if printing is not None and (printing.after_all or name in printing.after):
-            out.snapshots.append(IRSnapshot("after", name, print_kernel(k)))
+        if printing is not None and (printing.after_change or printing.wants_after(name)):
+            after = show()
+            changed = after != text
+            if printing.wants_after(name) and (changed or not printing.after_change):
+                out.snapshots.append(IRSnapshot("after", name, after))
+            text = after if printing.after_change else None
         if name == until:
             break
     return out
