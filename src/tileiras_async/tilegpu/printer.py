@@ -293,10 +293,15 @@ def _signed(value: int, width: int) -> int:
     return value - (1 << width) if width > 1 and value >> (width - 1) else value
 
 
+def _float_or_bits(t: T.Type, bits: int) -> str:
+    name = getattr(t, "name", "")
+    return _float(name, bits) if name in FLOAT_FORMATS else format_float(name, bits)[0]
+
+
 def _element(elem: T.Type, bits: int) -> str:
     """One element in decimal: integers signed (i1 as true/false), floats in their shortest exact form."""
-    if isinstance(elem, T.FloatType) and elem.name in FLOAT_FORMATS:
-        return _float(elem.name, bits)
+    if isinstance(elem, T.FloatType):
+        return _float_or_bits(elem, bits)
     width = getattr(elem, "width", 64)
     if width == 1:
         return "true" if bits & 1 else "false"
@@ -304,15 +309,17 @@ def _element(elem: T.Type, bits: int) -> str:
 
 
 def _float(type_name: str, bits: int) -> str:
-    """The shortest decimal that reads back to the same bits (`1.0`, `0.1`, `6.5e-05`); NaN and the
-    infinities have no decimal form: their bits, as MLIR writes them."""
+    """The shortest decimal that reads back to the same bits (`1.0`, `0.1`, `6.5e-05`); `inf`, `-inf`,
+    `nan` (the format's quiet NaN; any other NaN as its bits, as MLIR writes them)."""
     fmt = FLOAT_FORMATS[type_name]
     bits &= (1 << fmt.width) - 1
     kind, negative = fmt.decode(bits)[:2]
     if kind == "zero":
         return "-0.0" if negative else "0.0"
-    if kind != "normal":
-        return format_float(type_name, bits)[0]
+    if kind == "inf":
+        return "-inf" if negative else "inf"
+    if kind == "nan":
+        return "nan" if bits == _quiet_nan(fmt) else format_float(type_name, bits)[0]
     value = float(_value(fmt, bits))
     text = repr(value)
     for digits in range(1, 17):
@@ -321,6 +328,12 @@ def _float(type_name: str, bits: int) -> str:
             text = shorter
             break
     return text if any(c in text for c in ".en") else text + ".0"
+
+
+def _quiet_nan(fmt) -> int:
+    if fmt.nonfinite == "nan":   # one NaN: every exponent and mantissa bit set
+        return (1 << (fmt.exp_bits + fmt.mant_bits)) - 1
+    return ((1 << fmt.exp_bits) - 1) << fmt.mant_bits | 1 << (fmt.mant_bits - 1)
 
 
 def _dense_values(d: A.DenseElements) -> list[int]:
@@ -415,6 +428,7 @@ _ATTR_PRINTERS: dict[type, Callable[[_Printer, object], str]] = {
     frozenset: lambda p, v: _sequence(p, sorted(v, key=repr)),
     dict: _mapping,
     A.Attr: _cuda_tile_attr,
+    A.FloatAttr: lambda p, v: f"{_float_or_bits(v.type, v.bits)} : {p.type(v.type)}",
     A.DenseElements: lambda p, v: _dense(v),
     T.Type: lambda p, v: p.type(v),
     LinearLayout: lambda p, v: p.layout(v),
