@@ -69,16 +69,33 @@ def sample_schedule(kernel: str, module: str = "", gpu: str = "sm_100", loop: in
 
 
 def sample_ir_dumps(kernel: str) -> list:
-    """A kernel's IR after three passes, each snapshot a few lines that say which pass made it."""
+    """A kernel's IR after three passes, as the tile-GPU printer writes it: each snapshot a constant more,
+    a tile in the default layout from assign-layouts on, the barrier insert-barriers adds."""
+    import numpy as np
+    from tileiras_async.ir import types as T
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.core import Operation
     from tileiras_async.stages import IRDump
+    from tileiras_async.tilegpu import ops  # noqa: F401  (declares the tile-GPU ops)
+    from tileiras_async.tilegpu.ir import KernelIR
+    from tileiras_async.tilegpu.options import CodegenOptions
+    from tileiras_async.tilegpu.printer import print_kernel
+    from tileiras_async.tilegpu.types import with_layout
+    options = CodegenOptions()
+    acc = with_layout(tile(T.F32, 32, 32), options.default_layout((32, 32)))
     out = []
     for n, name in enumerate(("convert-to-tilegpu", "assign-layouts", "insert-barriers")):
-        body = [f"  %{i} = \"cuda_tile.constant\"() {{value = dense<0x0{i}000000>}} : () -> (tile<i32>)"
-                for i in range(n + 1)]
-        if name == "insert-barriers":
-            body.append('  "tilegpu.barrier"() : () -> ()')
-        out.append(IRDump(kernel, "after", name, "\n".join([f"tilegpu.kernel @{kernel}() {{", *body,
-                                                             '  "cuda_tile.return"() : () -> ()', "}", ""])))
+        mb = ModuleBuilder((13, 4, 0))
+        with mb.kernel(kernel, []) as kb:
+            for i in range(n + 1):
+                kb.constant(np.int32(i), tile(T.I32))
+            if n:
+                kb.constant(np.float32(0.5), acc)
+            if name == "insert-barriers":
+                kb.block.ops.append(Operation("tilegpu.barrier"))
+            kb.op("return")
+        k = KernelIR(mb.module, mb.module.functions[0], options)
+        out.append(IRDump(kernel, "after", name, print_kernel(k)))
     return out
 
 
