@@ -65,8 +65,10 @@ from collections.abc import Callable
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..ir.printer import FLOAT_FORMATS, attr_str, format_float, predicate_str, symbol_str, type_str
-from ..ir.printer import _round_trips, _value
+from ..ir.printer import (FLOAT_FORMATS, attr_str, dense_values, format_float, predicate_str, symbol_str,
+                          type_str)
+# cuda_tile's printer must print exactly what NVIDIA's does, so it stays as it is; its helpers are reused here
+from ..ir.printer import _nested, _round_trips, _signed, _value
 from ..lower.layout import LinearLayout
 from .ir import KernelIR
 from .types import LayoutTile
@@ -288,11 +290,6 @@ def _string(text: str | bytes) -> str:
 
 # -- scalars and dense constants ---------------------------------------------------------------------
 
-def _signed(value: int, width: int) -> int:
-    value &= (1 << width) - 1
-    return value - (1 << width) if width > 1 and value >> (width - 1) else value
-
-
 def _float_or_bits(t: T.Type, bits: int) -> str:
     name = getattr(t, "name", "")
     return _float(name, bits) if name in FLOAT_FORMATS else format_float(name, bits)[0]
@@ -336,34 +333,12 @@ def _quiet_nan(fmt) -> int:
     return ((1 << fmt.exp_bits) - 1) << fmt.mant_bits | 1 << (fmt.mant_bits - 1)
 
 
-def _dense_values(d: A.DenseElements) -> list[int]:
-    elem = T.elem_of(d.type)
-    n = d.type.num_elements() if isinstance(d.type, T.TileType) else 1
-    width = getattr(elem, "width", 8)
-    if width == 1:   # i1 packs 8 per byte; an all-zero or all-one byte is a splat
-        if len(d.raw) == 1 and d.raw[0] in (0, 0xFF):
-            return [d.raw[0] & 1]
-        raw = d.raw.ljust((n + 7) // 8, b"\0")
-        return [raw[i // 8] >> (i % 8) & 1 for i in range(n)]
-    size = max(1, (width + 7) // 8)
-    return [int.from_bytes(d.raw[i:i + size], "little") for i in range(0, len(d.raw), size)]
-
-
-def _nested(shape, items: list[str]) -> str:
-    if not shape:
-        return items[0]
-    step = len(items) // shape[0] if shape[0] else 0
-    return "[" + ", ".join(_nested(shape[1:], items[i * step:(i + 1) * step]) for i in range(shape[0])) + "]"
-
-
 def _dense(d: A.DenseElements) -> str:
     elem = T.elem_of(d.type)
-    vals = _dense_values(d)
-    if not vals or all(v == vals[0] for v in vals):
-        return f"dense<{_element(elem, vals[0] if vals else 0)}>"
+    vals = dense_values(d)
+    if all(v == vals[0] for v in vals):
+        return f"dense<{_element(elem, vals[0])}>"
     shape = list(d.type.shape) if isinstance(d.type, T.TileType) else []
-    if len(vals) != T.TileType(tuple(shape), elem).num_elements():   # a malformed buffer: flat, as stored
-        shape = [len(vals)]
     return f"dense<{_nested(shape, [_element(elem, v) for v in vals])}>"
 
 
