@@ -1,11 +1,12 @@
 """Text form of the tile-GPU IR (what --print-ir-* show): an assembly meant to be read, and read back.
 
     #blocked0 = #tilegpu.linear<shape = [64, 32], register = [[0, 1], [0, 2]], lane = [...], warp = [...]>
+    #operand0 = #tilegpu.operand<role = "a", load = %d0, chain = [], tile_shape = [64, 32], ...>
     tilegpu.kernel @matmul(%0: tile<ptr<f16>>, %1: tile<i32>) {
       %2 = cuda_tile.assume bounded<0, ?>, %1 : tile<i32>
       %3 = cuda_tile.constant 3 : tile<i32>
       %4 = cuda_tile.constant dense<0.0> : tile<64x64xf32, #blocked0>
-      "tilegpu.mma_staged"(%5, %6) {a = #tilegpu.operand<role = "a", load = %d0, chain = [], ...>} : (...) -> (...)
+      "tilegpu.mma_staged"(%5, %6) {a = #operand0, kc = 32, plan = #tilegpu.geometry<stages = 4, ...>} : ...
       %7, %8 = "cuda_tile.for"(%3, %3, %3, %4) ({
       ^bb(%9: tile<i32>, %10: tile<64x64xf32, #blocked0>):
         ...
@@ -16,7 +17,9 @@
     }
 
 Layouts are declared once, before the kernel, and named in types; every attribute value is text that says
-what it is (no Python reprs); an attribute that refers to an op names the op's first result.  Ops that
+what it is (no Python reprs): records (the passes' dataclasses) field by field, declared once before the
+kernel when several attributes hold the same one; an attribute that refers to an op names the op's first
+result.  Ops that
 attributes refer to but that are no longer in the kernel (a pass replaced them and kept them as a record)
 are printed after it, in `tilegpu.detached`, with names `%dN`.  The printer is iterative (deep nesting is
 fine) and deterministic.
@@ -24,7 +27,7 @@ fine) and deterministic.
 Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list of a separated by commas):
 
     dump        ::= alias* kernel detached?
-    alias       ::= layout-name '=' struct
+    alias       ::= (layout-name | record-name) '=' struct     (a record several attributes hold: declared once)
     kernel      ::= 'tilegpu.kernel' symbol '(' (value-name ':' type) % ',' ')' '{' op* '}'
     detached    ::= 'tilegpu.detached' '{' op* '}'
     op          ::= (value-name % ',' '=')? (constant | assume | generic) loc?
@@ -37,20 +40,23 @@ Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list
     attr        ::= 'true' | 'false' | 'none' | integer | float | string | enum-case
                   | integer ':' type | float ':' type            (typed: cuda_tile's integer/float attributes)
                   | dense | predicate | type | layout-name | value-use
-                  | '[' attr % ',' ']' | '{' (key '=' attr) % ',' '}' | struct | op-ref
+                  | '[' attr % ',' ']' | '{' (key '=' attr) % ',' '}' | struct | record-name | op-ref
     struct      ::= '#tilegpu.' kind '<' (field '=' attr) % ',' '>'   (a record: every field, in order)
     op-ref      ::= value-use                                   (the op's first result)
                   | '#tilegpu.op<' string '>'                   (an op without results: its name)
     dense       ::= 'dense<' (element | nested) '>'             (one element: a splat)
     nested      ::= '[' (element | nested) % ',' ']'            (row-major, by the type's shape)
     element     ::= integer | float | 'true' | 'false'
-    float       ::= decimal that reads back to the same bits | '0x' hex-digits (NaN and infinities: the bits)
+    float       ::= decimal that reads back to the same bits | 'inf' | '-inf' | 'nan'
+                  | '0x' hex-digits                              (a NaN other than the quiet one: its bits)
     predicate   ::= 'div_by<' integer (', every' integer 'along' integer)? '>'
                   | 'bounded<' (integer | '?') ',' (integer | '?') '>' | 'same_elements<[' integer % ',' ']>'
     type        ::= cuda_tile's spelling (tile<4x8xf32>, ptr<f16>, token, tensor_view<...>, partition_view<...>)
                   | 'tile<' dims elem ',' layout-name '>' | 'smem<' integer '>'
     layout-name ::= '#' ('blocked' | 'linear') integer             (blocked: the default layout of its shape)
+    record-name ::= '#' kind integer                                (#operand0 = #tilegpu.operand<...>)
     value-name  ::= '%' integer | '%d' integer
+    value-use   ::= value-name | 'none'                           (none: an absent value)
     loc         ::= 'loc(' string ':' integer ':' integer ')' | 'loc(unknown)'   (with --print-debuginfo)
     string      ::= a JSON string literal (double quotes, backslash escapes)
 """
@@ -70,7 +76,7 @@ from ..ir.printer import (FLOAT_FORMATS, attr_str, dense_values, format_float, p
 # cuda_tile's printer must print exactly what NVIDIA's does, so it stays as it is; its helpers are reused here
 from ..ir.printer import _nested, _round_trips, _signed, _value
 from ..lower.layout import LinearLayout
-from .ir import KernelIR
+from .ir import KernelIR, walk_ops
 from .types import LayoutTile
 
 
@@ -136,6 +142,9 @@ class _Printer:
         self.debuginfo = debuginfo
         self.names = _Names()
         self.layouts: dict[LinearLayout, str] = {}
+        self.shared: dict[int, int] = {}        # id of a record -> how many times the kernel's attributes hold it
+        self.records: dict[int, tuple[object, str]] = {}   # id of a shared record -> (it, its alias)
+        self.record_bodies: dict[str, str] = {}
 
     # -- types and layouts ---------------------------------------------------------------------------
 
@@ -161,9 +170,40 @@ class _Printer:
             printer = _ATTR_PRINTERS.get(cls)
             if printer is not None:
                 return printer(self, v)
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return self.struct(_kind(type(v)), [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)])
+        if _is_record(v):
+            return self.record(v)
         return f"#tilegpu.opaque<{_string(type(v).__name__)}>"
+
+    def record(self, v) -> str:
+        """A record held by one attribute is printed where it is; one several hold (the same object: passes
+        share a pipelined operand between its copies and its mmas) is declared once, before the kernel."""
+        fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
+        kind = _kind(type(v))
+        if self.shared.get(id(v), 0) < 2:
+            return self.struct(kind, fields)
+        known = self.records.get(id(v))
+        if known is None:
+            alias = f"#{kind}{sum(a.startswith('#' + kind) for a in self.record_bodies)}"
+            known = self.records[id(v)] = (v, alias)
+            self.record_bodies[alias] = ""   # declared in the order first named
+            self.record_bodies[alias] = self.struct(kind, fields)
+        return known[1]
+
+    def count_records(self, body: Block) -> None:
+        """How often the kernel's attributes hold each record (an explicit stack: records may nest)."""
+        stack = [v for op in walk_ops(body) for v in op.attrs.values()]
+        seen: dict[int, object] = {}
+        while stack:
+            v = stack.pop()
+            if isinstance(v, (list, tuple, frozenset)):
+                stack.extend(v)
+            elif isinstance(v, dict):
+                stack.extend(v.values())
+            elif _is_record(v):
+                self.shared[id(v)] = self.shared.get(id(v), 0) + 1
+                if id(v) not in seen:
+                    seen[id(v)] = v
+                    stack.extend(getattr(v, f.name) for f in dataclasses.fields(v))
 
     def struct(self, kind: str, fields) -> str:
         return f"#tilegpu.{kind}<" + ", ".join(f"{name} = {self.attr(value)}" for name, value in fields) + ">"
@@ -243,6 +283,7 @@ class _Printer:
     def kernel(self) -> str:
         fn = self.k.fn
         self.names.number(fn.body, "%")
+        self.count_records(fn.body)
         args = ", ".join(f"{self.names.use(a)}: {self.type(a.type)}" for a in fn.body.args)
         body: list[str] = []
         self.ops(fn.body, body, 1)
@@ -252,6 +293,7 @@ class _Printer:
             holder.ops = [self.names.pending.pop(0)]
             self.ops(holder, detached, 1)
         head = [f"{name} = {self.layout_body(lay)}" for lay, name in self.layouts.items()]
+        head += [f"{alias} = {body}" for alias, body in self.record_bodies.items()]
         lines = head + [f"tilegpu.kernel {symbol_str(self.k.fn.name)}({args}) {{"] + body + ["}"]
         if detached:
             lines += ["tilegpu.detached {"] + detached + ["}"]
@@ -275,6 +317,12 @@ def _default_layout(k: KernelIR, shape) -> LinearLayout | None:
         return default(tuple(shape)) if default is not None else None
     except (ValueError, ZeroDivisionError):   # shapes the blocked layout cannot cover
         return None
+
+
+def _is_record(v) -> bool:
+    """A dataclass instance that is not one of the IR's own values (types, cuda_tile attributes, layouts)."""
+    return (dataclasses.is_dataclass(v) and not isinstance(v, type)
+            and not isinstance(v, (T.Type, A.Attr, A.DenseElements, LinearLayout)))
 
 
 def _kind(cls: type) -> str:
