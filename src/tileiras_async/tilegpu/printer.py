@@ -86,34 +86,27 @@ class _Names:
 
     def __init__(self):
         self.values: dict[int, tuple[Value, str]] = {}   # the Value is kept: its id must stay unique
-        self.detached = 0
+        self.counts = {"%": 0, "%d": 0}
         self.pending: list[Operation] = []
 
-    def define(self, v: Value, name: str) -> None:
-        self.values[id(v)] = (v, name)
+    def define(self, v: Value, prefix: str) -> None:
+        self.values[id(v)] = (v, f"{prefix}{self.counts[prefix]}")
+        self.counts[prefix] += 1
 
     def number(self, body: Block, prefix: str) -> None:
         """Name the block's arguments and every result inside it, in the order the text shows them."""
-        counter = [0] if prefix == "%" else None
         stack = [("block", body)]
         while stack:
             kind, item = stack.pop()
             if kind == "block":
                 for a in item.args:
-                    self.define(a, self._fresh(prefix, counter))
+                    self.define(a, prefix)
                 stack.extend(("op", op) for op in reversed(item.ops))
                 continue
             for r in item.results:
                 if r is not None:
-                    self.define(r, self._fresh(prefix, counter))
+                    self.define(r, prefix)
             stack.extend(("block", b) for r in reversed(item.regions) for b in reversed(r.blocks))
-
-    def _fresh(self, prefix: str, counter: list[int] | None) -> str:
-        if counter is None:
-            self.detached += 1
-            return f"%d{self.detached - 1}"
-        counter[0] += 1
-        return f"{prefix}{counter[0] - 1}"
 
     def use(self, v: Value | None) -> str:
         if v is None:
@@ -124,7 +117,7 @@ class _Names:
             if isinstance(owner, Operation):
                 self.detach(owner)
             else:   # an argument of a block no printed op holds: named, never defined
-                self.define(v, self._fresh("%d", None))
+                self.define(v, "%d")
             known = self.values[id(v)]
         return known[1]
 
