@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import EmuReport, emulate_ptx, load_program
-from .errors import LaunchError
+from .errors import LaunchError, UnsupportedInstruction
 from .memory import DeviceMemory, _byte_span, element_byte_offsets
 
 
@@ -227,6 +227,15 @@ def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
     return out
 
 
+def _entry(module_bytes_or_path, kernel: str | None, verify: bool):
+    """The read (and verified) module and the name of the kernel to run."""
+    mod = _load_module(module_bytes_or_path)
+    if verify:
+        from ..frontend import verify as _verify
+        _verify(mod, None, False)
+    return mod, _pick_kernel(mod, kernel)
+
+
 def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
                  opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
                  verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None,
@@ -241,11 +250,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
     from ..targets import target
-    mod = _load_module(module_bytes_or_path)
-    if verify:
-        from ..frontend import verify as _verify
-        _verify(mod, None, False)
-    kname = _pick_kernel(mod, kernel)
+    mod, kname = _entry(module_bytes_or_path, kernel, verify)
     try:
         tgt = target(gpu_name)
     except KeyError:
@@ -255,6 +260,84 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
         raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
     ptx = module_ptx(mod, tgt, opt_level)
     cubin = _assemble(ptx, PtxasOptions(tgt.ptx_target, opt_level)) if assemble else None
+    return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races)
+
+
+def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = None,
+            host_object: str | None = None, block: tuple | None = None, verify: bool = True,
+            max_lanes: int = 4096, memory: DeviceMemory | None = None, check_races: bool = False) -> EmuRun:
+    """Run given PTX (e.g. NVIDIA's tileiras output for this module) instead of compiling the module.
+
+    The module supplies the parameter ABI: which entry to run (the PTX must have an entry of that name), the
+    element types of scalars and the bounds it `assume`s.  PTX that takes tensor maps (TMA) needs them
+    prepared at launch by the host object NVIDIA's tool wrote (`host_object`); that is an
+    `UnsupportedLaunch` for now (see README.md, "NVIDIA's launch-time hook")."""
+    mod, kname = _entry(module_bytes_or_path, kernel, verify)
+    if host_object is not None:
+        _check_host_object(host_object)
+    refuse_tensor_maps(_ptx_entry(ptx, kname), host_object)
+    return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races)
+
+
+def read_ptx_file(path: str) -> str:
+    """The text of a PTX file given to run (`run --ptx`); a `LaunchError` when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise LaunchError(f"cannot read PTX '{path}': {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise LaunchError(f"cannot read PTX '{path}': not a text file") from None
+
+
+def _check_host_object(path: str) -> None:
+    """The host object must at least be a readable ELF file (NVIDIA's tool writes an x86-64 relocatable)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise LaunchError(f"cannot read host object '{path}': {e.strerror or e}") from None
+    if magic != b"\x7fELF":
+        raise LaunchError(f"host object '{path}' is not an ELF object file")
+
+
+class UnsupportedLaunch(UnsupportedInstruction):
+    """A launch the emulator cannot set up yet (tensor maps that a host object prepares)."""
+
+
+def _ptx_entry(ptx: str, kname: str):
+    """The parsed entry `kname` of `ptx` (parsed, not linked: the tensor-map check must come first, as the
+    linker does not know `cp.async.bulk.tensor`'s operands)."""
+    from .parser import parse_ptx
+    mod = parse_ptx(ptx)
+    fn = mod.functions.get(kname)
+    if fn is None or fn.kind != "entry":
+        raise LaunchError(f"no entry function '{kname}' in the PTX (entries: {', '.join(mod.entries) or 'none'})")
+    return fn
+
+
+def tensor_map_params(entry) -> list[int]:
+    """Entry parameters (of a parsed entry) that are tensor maps: 128 opaque bytes aligned to 64
+    (`CUtensorMap`), filled on the host at launch and read by `cp.async.bulk.tensor`."""
+    return [i for i, p in enumerate(entry.params) if p.nbytes == 128 and p.align == 64]
+
+
+def refuse_tensor_maps(entry, host_object: str | None) -> None:
+    """An `UnsupportedLaunch` naming what is missing when the parsed `entry` takes tensor maps."""
+    maps = tensor_map_params(entry)
+    if not maps:
+        return
+    which = ", ".join(str(i) for i in maps)
+    if host_object is None:
+        raise UnsupportedLaunch(f"the PTX takes {len(maps)} tensor map(s) (TMA; entry parameter(s) {which}), which "
+                                "the host object's __CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE hook fills at launch: "
+                                "running it needs --host-object and is not supported yet")
+    raise UnsupportedLaunch(f"preparing the {len(maps)} tensor map(s) (entry parameter(s) {which}) with the host "
+                            f"object '{host_object}' is not supported yet")
+
+
+def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
+            check_races: bool) -> EmuRun:
+    """Map `args` onto kernel `kname` of `ptx` (cuTile's convention, the module's types), run it, copy back."""
     prog = load_program(ptx, kname)
     g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 1 for x in g):

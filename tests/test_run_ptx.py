@@ -1,0 +1,98 @@
+"""`tileiras-async run --engine emulate --ptx KERNEL.ptx [--host-object KERNEL.o]`: NVIDIA's PTX from the
+corpus run with the module's parameter ABI reproduces the numpy references; PTX that takes tensor maps is
+refused with one `error:` line and exit 4 (an engine feature this build lacks); bad files are exit 2."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import CORPUS, PUBLIC, corpus_case, requires_corpus
+
+LAUNCH = CORPUS / "out" / "public-launch"
+TMA_KERNEL = "matmul_f16_f16out_128x128x64"
+
+
+def _run(refs, tmp_path, folder, cid, ptx, *extra, engine="emulate"):
+    """`run` on the corpus inputs of `cid`; (exit code, inputs updated from OUT.npz, untouched inputs)."""
+    from tileiras_async.cli import batch
+    inputs, orig, grid = corpus_case(refs, cid)
+    np.savez(tmp_path / "in.npz", **{str(i): np.asarray(v) for i, v in enumerate(inputs.values())})
+    out = tmp_path / "out.npz"
+    rc = batch.main(["run", str(folder / f"{cid}.v13.4.tileirbc"), "--grid", ",".join(map(str, grid)),
+                     "--args", str(tmp_path / "in.npz"), "--out", str(out), "--engine", engine,
+                     "--ptx", str(ptx), *extra])
+    if rc == 0:
+        with np.load(out) as z:
+            for i, name in enumerate(inputs):
+                inputs[name] = z[str(i)]
+    return rc, inputs, orig
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", ["softmax_rows_f32_128", "cumsum_carry_i32_t128", "matmul_f16_f32acc_64x64x32"])
+def test_nvidia_unhinted_ptx_matches_the_references(refs, tmp_path, cid):
+    rc, got, orig = _run(refs, tmp_path, PUBLIC, cid, PUBLIC / f"{cid}.v13.4.sm_90.ptx")
+    assert rc == 0
+    assert refs.check(cid, orig, got) == []
+
+
+@requires_corpus
+def test_given_ptx_is_what_runs(refs, tmp_path):
+    """Compared with the interpreter (engine both), NVIDIA's PTX agrees; the results are the PTX's own: a
+    copy of it that scales the output differs."""
+    cid = "vec_add_f32_t128"
+    nv = PUBLIC / f"{cid}.v13.4.sm_90.ptx"
+    rc, got, orig = _run(refs, tmp_path, PUBLIC, cid, nv, engine="both")
+    assert rc == 0 and refs.check(cid, orig, got) == []
+    text = nv.read_text()
+    assert text.count("add.rn.f32") == 1
+    changed = tmp_path / "changed.ptx"
+    changed.write_text(text.replace("add.rn.f32", "sub.rn.f32"))
+    rc, got, orig = _run(refs, tmp_path, PUBLIC, cid, changed)
+    assert rc == 0 and refs.check(cid, orig, got) != []
+
+
+@requires_corpus
+def test_launch_ptx_without_tensor_maps(refs, tmp_path):
+    cid = "softmax_rows_f16_512"
+    rc, got, orig = _run(refs, tmp_path, LAUNCH, cid, LAUNCH / f"{cid}.v13.4.sm_90.ptx")
+    assert rc == 0 and refs.check(cid, orig, got) == []
+
+
+@requires_corpus
+@pytest.mark.parametrize("host_object", [False, True])
+def test_tensor_map_ptx_is_refused(refs, tmp_path, capsys, host_object):
+    ptx = LAUNCH / f"{TMA_KERNEL}.v13.4.sm_90.ptx"
+    extra = ["--host-object", str(LAUNCH / f"{TMA_KERNEL}.v13.4.sm_90.host.o")] if host_object else []
+    rc, _, _ = _run(refs, tmp_path, LAUNCH, TMA_KERNEL, ptx, *extra)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 4 and len(err) == 1 and not (tmp_path / "out.npz").exists()
+    assert err[0].startswith("error: ") and "3 tensor map(s)" in err[0] and err[0].endswith("not supported yet")
+    assert ("--host-object" in err[0]) != host_object
+
+
+@requires_corpus
+@pytest.mark.parametrize("case,rc,message", [
+    ("no-ptx", 2, "cannot read PTX"),
+    ("other-kernel", 2, "no entry function 'vec_add_"),
+    ("bad-host-object", 2, "is not an ELF object file"),
+    ("interpret", 1, "--ptx needs the emulator"),
+    ("host-object-alone", 1, "--host-object goes with --ptx"),
+])
+def test_bad_ptx_arguments(refs, tmp_path, capsys, case, rc, message):
+    from tileiras_async.cli import batch
+    cid = "vec_add_f32_t128"
+    ptx = PUBLIC / f"{cid}.v13.4.sm_90.ptx"
+    (tmp_path / "junk.o").write_text("not an object")
+    argv = {"no-ptx": ["--ptx", str(tmp_path / "missing.ptx")],
+            "other-kernel": ["--ptx", str(PUBLIC / "saxpy_f32_t128.v13.4.sm_90.ptx")],
+            "bad-host-object": ["--ptx", str(ptx), "--host-object", str(tmp_path / "junk.o")],
+            "interpret": ["--ptx", str(ptx), "--engine", "interpret"],
+            "host-object-alone": ["--host-object", str(tmp_path / "junk.o")]}[case]
+    inputs, _, _ = corpus_case(refs, cid)
+    np.savez(tmp_path / "in.npz", **{str(i): np.asarray(v) for i, v in enumerate(inputs.values())})
+    got = batch.main(["run", str(PUBLIC / f"{cid}.v13.4.tileirbc"), "--grid", "8", "--args",
+                      str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz"),
+                      *(["--engine", "emulate"] if case != "interpret" else []), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert got == rc and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not (tmp_path / "out.npz").exists()
