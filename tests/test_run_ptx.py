@@ -3,6 +3,8 @@ corpus run with the module's parameter ABI reproduces the numpy references; PTX 
 refused with one `error:` line and exit 4 (an engine feature this build lacks); bad files are exit 2."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from conftest import CORPUS, PUBLIC, corpus_case, requires_corpus
@@ -68,6 +70,19 @@ def test_tensor_map_ptx_is_refused(refs, tmp_path, capsys, host_object):
     assert rc == 4 and len(err) == 1 and not (tmp_path / "out.npz").exists()
     assert err[0].startswith("error: ") and "3 tensor map(s)" in err[0] and err[0].endswith("not supported yet")
     assert ("--host-object" in err[0]) != host_object
+    assert ("__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_0 of the host object" in err[0]) == host_object
+
+
+@requires_corpus
+def test_host_object_symbols():
+    from tileiras_async.emu.host_object import read_host_object
+    from tileiras_async.emu.runner import _ptx_entry
+    for cid in (TMA_KERNEL, "vec_add_f32_t128"):     # a kernel without tensor maps has a hook too (a no-op)
+        ptx = (LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text()
+        entry = next(name for name in re.findall(r"\.entry\s+(\w+)", ptx))
+        assert _ptx_entry(ptx, entry).name == entry
+        host = read_host_object(str(LAUNCH / f"{cid}.v13.4.sm_90.host.o"))
+        assert host.hooks == {entry: "__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_0"}
 
 
 @requires_corpus
@@ -75,6 +90,7 @@ def test_tensor_map_ptx_is_refused(refs, tmp_path, capsys, host_object):
     ("no-ptx", 2, "cannot read PTX"),
     ("other-kernel", 2, "no entry function 'vec_add_"),
     ("bad-host-object", 2, "is not an ELF object file"),
+    ("other-host-object", 2, "has no launch hook for 'vec_add_Kt1_"),
     ("interpret", 1, "--ptx needs the emulator"),
     ("host-object-alone", 1, "--host-object goes with --ptx"),
 ])
@@ -86,6 +102,8 @@ def test_bad_ptx_arguments(refs, tmp_path, capsys, case, rc, message):
     argv = {"no-ptx": ["--ptx", str(tmp_path / "missing.ptx")],
             "other-kernel": ["--ptx", str(PUBLIC / "saxpy_f32_t128.v13.4.sm_90.ptx")],
             "bad-host-object": ["--ptx", str(ptx), "--host-object", str(tmp_path / "junk.o")],
+            "other-host-object": ["--ptx", str(ptx), "--host-object",
+                                  str(LAUNCH / f"{TMA_KERNEL}.v13.4.sm_90.host.o")],
             "interpret": ["--ptx", str(ptx), "--engine", "interpret"],
             "host-object-alone": ["--host-object", str(tmp_path / "junk.o")]}[case]
     inputs, _, _ = corpus_case(refs, cid)
@@ -96,3 +114,17 @@ def test_bad_ptx_arguments(refs, tmp_path, capsys, case, rc, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert got == rc and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"\x7fELF\x01\x01" + bytes(58), "is not a 64-bit little-endian x86-64 relocatable object"),
+    (b"\x7fELF\x02\x01" + bytes(10) + b"\x01\x00\x3e\x00", "is truncated or malformed"),
+])
+def test_host_object_that_is_not_one(tmp_path, content, message):
+    from tileiras_async.emu.errors import LaunchError
+    from tileiras_async.emu.host_object import read_host_object
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(content)
+    with pytest.raises(LaunchError, match=message) as ei:
+        read_host_object(str(bad))
+    assert ei.value.exit_code == 2

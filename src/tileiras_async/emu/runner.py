@@ -273,9 +273,8 @@ def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = 
     prepared at launch by the host object NVIDIA's tool wrote (`host_object`); that is an
     `UnsupportedLaunch` for now (see README.md, "NVIDIA's launch-time hook")."""
     mod, kname = _entry(module_bytes_or_path, kernel, verify)
-    if host_object is not None:
-        _check_host_object(host_object)
-    refuse_tensor_maps(_ptx_entry(ptx, kname), host_object)
+    hook = _host_hook(host_object, kname) if host_object is not None else None
+    refuse_tensor_maps(_ptx_entry(ptx, kname), host_object, hook)
     return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races)
 
 
@@ -289,15 +288,15 @@ def read_ptx_file(path: str) -> str:
         raise LaunchError(f"cannot read PTX '{path}': not a text file") from None
 
 
-def _check_host_object(path: str) -> None:
-    """The host object must at least be a readable ELF file (NVIDIA's tool writes an x86-64 relocatable)."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise LaunchError(f"cannot read host object '{path}': {e.strerror or e}") from None
-    if magic != b"\x7fELF":
-        raise LaunchError(f"host object '{path}' is not an ELF object file")
+def _host_hook(path: str, kname: str) -> str:
+    """The symbol of kernel `kname`'s launch hook in the host object at `path` (a `LaunchError` when it is no
+    host object of NVIDIA's tool, or one for other kernels)."""
+    from .host_object import read_host_object
+    hooks = read_host_object(path).hooks
+    if kname not in hooks:
+        raise LaunchError(f"host object '{path}' has no launch hook for '{kname}' "
+                          f"(it has: {', '.join(sorted(hooks)) or 'none'})")
+    return hooks[kname]
 
 
 class UnsupportedLaunch(UnsupportedInstruction):
@@ -321,8 +320,9 @@ def tensor_map_params(entry) -> list[int]:
     return [i for i, p in enumerate(entry.params) if p.nbytes == 128 and p.align == 64]
 
 
-def refuse_tensor_maps(entry, host_object: str | None) -> None:
-    """An `UnsupportedLaunch` naming what is missing when the parsed `entry` takes tensor maps."""
+def refuse_tensor_maps(entry, host_object: str | None, hook: str | None = None) -> None:
+    """An `UnsupportedLaunch` naming what is missing when the parsed `entry` takes tensor maps (`hook`: the
+    host object's hook for the entry)."""
     maps = tensor_map_params(entry)
     if not maps:
         return
@@ -331,8 +331,8 @@ def refuse_tensor_maps(entry, host_object: str | None) -> None:
         raise UnsupportedLaunch(f"the PTX takes {len(maps)} tensor map(s) (TMA; entry parameter(s) {which}), which "
                                 "the host object's __CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE hook fills at launch: "
                                 "running it needs --host-object and is not supported yet")
-    raise UnsupportedLaunch(f"preparing the {len(maps)} tensor map(s) (entry parameter(s) {which}) with the host "
-                            f"object '{host_object}' is not supported yet")
+    raise UnsupportedLaunch(f"preparing the {len(maps)} tensor map(s) (entry parameter(s) {which}) by running "
+                            f"{hook} of the host object '{host_object}' is not supported yet")
 
 
 def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
