@@ -389,16 +389,20 @@ def load_refs(corpus: Path = DEFAULT_CORPUS):
     return refs
 
 
-def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS) -> dict:
-    """Run PTX on the kernel's corpus inputs, with the parameters of the bytecode `module` (emu.runner.run_ptx):
-    {"ok", "thread_instructions", "classes", "correct", "problems"} or {"ok": False, "error", "unsupported"}
-    (unsupported: the instruction family the emulator lacks, or "tensor maps" for TMA launches)."""
+def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS,
+                      host_object: Path | None = None) -> dict:
+    """Run PTX on the kernel's corpus inputs, with the parameters of the bytecode `module` and the tensor maps
+    `host_object` fills (emu.runner.run_ptx): {"ok", "thread_instructions", "classes", "correct", "problems"}
+    or {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks, or
+    "tensor maps" for a TMA launch it cannot set up)."""
     from tileiras_async.emu import EmuError, UnsupportedInstruction
-    from tileiras_async.emu.runner import UnsupportedLaunch, run_ptx
+    from tileiras_async.emu.errors import UnsupportedLaunch
+    from tileiras_async.emu.runner import run_ptx
     refs = load_refs(corpus)
     try:
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
-        rep = run_ptx(module, ptx, refs.grid(cid, inputs), list(inputs.values())).report
+        rep = run_ptx(module, ptx, refs.grid(cid, inputs), list(inputs.values()),
+                      host_object=str(host_object) if host_object else None).report
     except UnsupportedLaunch as e:
         return {"ok": False, "error": f"not emulated: {str(e)[:120]}", "unsupported": "tensor maps"}
     except UnsupportedInstruction as e:

@@ -11,8 +11,8 @@ emulator's thread-instructions (PTX instructions executed, summed over the threa
 Kernels whose NVIDIA PTX the emulator cannot run (an instruction it lacks) are listed as such, never dropped.
 
 Both exports of the corpus, one table each (--set picks one): "unhinted bytecode" (out/public) and "as cuTile
-launches" (out/public-launch: the same kernels with cuTile's launch-time facts, NVIDIA's PTX for those; its
-PTX that takes tensor maps is listed as not emulated, "tensor maps").
+launches" (out/public-launch: the same kernels with cuTile's launch-time facts, NVIDIA's PTX for those, run
+with the host object beside it that fills its tensor maps).
 
 Issue 13's goal, over the reduction/scan kernels: ratio ours/NVIDIA median <= 1.0 and none above 1.5.
 Always exits 0.
@@ -41,8 +41,11 @@ def dynamic_row(path: Path, gpu: str, corpus: Path = DEFAULT_CORPUS) -> dict:
     ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus) if built["ok"] else \
         {"ok": False, "error": f"does not compile: {built['error']}"}
     nv = _build.nvidia_ptx(path.parent, cid, gpu)
-    nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus) if nv else \
-        {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+    if nv is None:
+        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+    else:
+        host = nv.with_suffix(".host.o")        # the launch set's: fills the PTX's tensor maps
+        nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus, host if host.is_file() else None)
     return {"kernel": cid, "target": gpu, "ours": ours, "nvidia": nvidia}
 
 

@@ -54,7 +54,8 @@ def add_run_parser(sub) -> None:
                    help="emulate/both: run this PTX (e.g. NVIDIA's) with the module's parameters instead of "
                         "compiling the module")
     r.add_argument("--host-object", metavar="KERNEL.o",
-                   help="with --ptx: NVIDIA's host object for PTX that takes tensor maps (not supported yet)")
+                   help="with --ptx: NVIDIA's host object beside the PTX; its launch hook fills the PTX's tensor "
+                        "maps (TMA; runs x86-64 code, as the CUDA driver does)")
     r.set_defaults(func=run_command)
 
     def one_line_error(message: str):

@@ -915,6 +915,7 @@ class _Buf:
 
 
 def _param_bytes(kp, v) -> np.ndarray:
+    """The bytes of value `v` for kernel parameter `kp` (ints, floats, device addresses or raw bytes)."""
     size = kp.size
     t = kp.type
     if isinstance(v, (bytes, bytearray)):

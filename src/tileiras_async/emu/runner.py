@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import EmuReport, emulate_ptx, load_program
-from .errors import LaunchError, UnsupportedInstruction
+from .errors import LaunchError, UnsupportedLaunch
 from .memory import DeviceMemory, _byte_span, element_byte_offsets
 
 
@@ -147,16 +147,18 @@ def scalar_elem_types(mod, kernel: str) -> list:
     return []
 
 
-def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | None = None) -> tuple[list, list]:
+def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | None = None,
+                  hidden: int = 0) -> tuple[list, list]:
     """Entry parameter values for `args` (cuTile order); returns (params, [(arg_index, address)]).
 
     `elem_types` (per entry parameter, see `scalar_elem_types`) tells how to convert scalars of
-    types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter)."""
+    types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter).  `hidden`: trailing entry
+    parameters the arguments do not give (tensor maps, filled at launch)."""
     arrays = [(i, a) for i, a in enumerate(args) if _is_array(a)]
     addr = _allocate_arrays([a for _, a in arrays], memory)
     addr_of = {i: addr[k] for k, (i, _) in enumerate(arrays)}
     params: list = []
-    kp = prog.kparams
+    kp = prog.kparams[:len(prog.kparams) - hidden]
     for i, a in enumerate(args):
         pos = len(params)
         if i in addr_of:
@@ -270,12 +272,17 @@ def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = 
 
     The module supplies the parameter ABI: which entry to run (the PTX must have an entry of that name), the
     element types of scalars and the bounds it `assume`s.  PTX that takes tensor maps (TMA) needs them
-    prepared at launch by the host object NVIDIA's tool wrote (`host_object`); that is an
-    `UnsupportedLaunch` for now (see README.md, "NVIDIA's launch-time hook")."""
+    filled at launch by the host object NVIDIA's tool wrote beside it (`host_object`: its launch hook runs,
+    host_object.py; without it the launch is an `UnsupportedLaunch`)."""
     mod, kname = _entry(module_bytes_or_path, kernel, verify)
-    hook = _host_hook(host_object, kname) if host_object is not None else None
-    refuse_tensor_maps(_ptx_entry(ptx, kname), host_object, hook)
-    return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races)
+    host = _host(host_object, kname) if host_object is not None else None
+    target, entry = _ptx_entry(ptx, kname)
+    if tensor_map_params(entry) and host is None:
+        raise UnsupportedLaunch(f"the PTX takes {len(tensor_map_params(entry))} tensor map(s) (TMA; entry "
+                                f"parameter(s) {', '.join(map(str, tensor_map_params(entry)))}), which the host "
+                                "object's launch hook fills: give the host object (run --host-object)")
+    return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races,
+                   _TensorMaps(host, target, entry) if host is not None and tensor_map_params(entry) else None)
 
 
 def read_ptx_file(path: str) -> str:
@@ -288,30 +295,42 @@ def read_ptx_file(path: str) -> str:
         raise LaunchError(f"cannot read PTX '{path}': not a text file") from None
 
 
-def _host_hook(path: str, kname: str) -> str:
-    """The symbol of kernel `kname`'s launch hook in the host object at `path` (a `LaunchError` when it is no
-    host object of NVIDIA's tool, or one for other kernels)."""
+def _host(path: str, kname: str):
+    """The host object at `path`, which must have a launch hook for kernel `kname` (a `LaunchError` when it
+    is no host object of NVIDIA's tool, or one for other kernels)."""
     from .host_object import read_host_object
-    hooks = read_host_object(path).hooks
-    if kname not in hooks:
+    host = read_host_object(path)
+    if kname not in host.hooks:
         raise LaunchError(f"host object '{path}' has no launch hook for '{kname}' "
-                          f"(it has: {', '.join(sorted(hooks)) or 'none'})")
-    return hooks[kname]
+                          f"(it has: {', '.join(sorted(host.hooks)) or 'none'})")
+    return host
 
 
-class UnsupportedLaunch(UnsupportedInstruction):
-    """A launch the emulator cannot set up yet (tensor maps that a host object prepares)."""
+@dataclass(frozen=True)
+class _TensorMaps:
+    """Where a launch's tensor maps come from: the host object's hook for the parsed PTX entry."""
+    host: object
+    target: str
+    entry: object
+
+    def fill(self, prog, kname: str, params: list) -> list:
+        """`params` (the ordinary parameters' values) with the tensor maps the hook writes appended."""
+        from .host_object import fill_tensor_maps
+        from .machine import _param_bytes
+        values = [_param_bytes(kp, v).tobytes() for kp, v in zip(prog.kparams, params)]
+        maps = fill_tensor_maps(self.host, kname, self.target, self.entry.params,
+                                values + [None] * (len(prog.kparams) - len(params)))
+        return params + [maps[i] for i in sorted(maps)]
 
 
 def _ptx_entry(ptx: str, kname: str):
-    """The parsed entry `kname` of `ptx` (parsed, not linked: the tensor-map check must come first, as the
-    linker does not know `cp.async.bulk.tensor`'s operands)."""
+    """(the `.target`, the parsed entry `kname`) of `ptx`."""
     from .parser import parse_ptx
     mod = parse_ptx(ptx)
     fn = mod.functions.get(kname)
     if fn is None or fn.kind != "entry":
         raise LaunchError(f"no entry function '{kname}' in the PTX (entries: {', '.join(mod.entries) or 'none'})")
-    return fn
+    return mod.target, fn
 
 
 def tensor_map_params(entry) -> list[int]:
@@ -320,24 +339,10 @@ def tensor_map_params(entry) -> list[int]:
     return [i for i, p in enumerate(entry.params) if p.nbytes == 128 and p.align == 64]
 
 
-def refuse_tensor_maps(entry, host_object: str | None, hook: str | None = None) -> None:
-    """An `UnsupportedLaunch` naming what is missing when the parsed `entry` takes tensor maps (`hook`: the
-    host object's hook for the entry)."""
-    maps = tensor_map_params(entry)
-    if not maps:
-        return
-    which = ", ".join(str(i) for i in maps)
-    if host_object is None:
-        raise UnsupportedLaunch(f"the PTX takes {len(maps)} tensor map(s) (TMA; entry parameter(s) {which}), which "
-                                "the host object's __CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE hook fills at launch: "
-                                "running it needs --host-object and is not supported yet")
-    raise UnsupportedLaunch(f"preparing the {len(maps)} tensor map(s) (entry parameter(s) {which}) by running "
-                            f"{hook} of the host object '{host_object}' is not supported yet")
-
-
 def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
-            check_races: bool) -> EmuRun:
-    """Map `args` onto kernel `kname` of `ptx` (cuTile's convention, the module's types), run it, copy back."""
+            check_races: bool, tensor_maps: _TensorMaps | None = None) -> EmuRun:
+    """Map `args` onto kernel `kname` of `ptx` (cuTile's convention, the module's types; the trailing tensor
+    maps from `tensor_maps`), run it, copy back."""
     prog = load_program(ptx, kname)
     g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
@@ -346,8 +351,11 @@ def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, m
     blk = tuple(block) if block is not None else default_block(prog)
     memory = memory if memory is not None else DeviceMemory()
     args = list(args)
-    params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname))
+    hidden = len(tensor_map_params(tensor_maps.entry)) if tensor_maps else 0
+    params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname), hidden)
     _check_assumptions(mod, kname, params)
+    if tensor_maps is not None:
+        params = tensor_maps.fill(prog, kname, params)
     report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes, check_races=check_races)
     for i, addr in arrays:
         a = args[i]
