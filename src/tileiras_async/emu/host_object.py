@@ -70,6 +70,12 @@ def _bytes(data: bytes, sections: list, shndx: int, value: int, size: int) -> by
     return data[off:off + size]
 
 
+def is_tensor_map(param) -> bool:
+    """A PTX entry parameter (parser.VarDecl) that is a tensor map: 128 opaque bytes aligned to 64
+    (`CUtensorMap`), filled on the host at launch and read by `cp.async.bulk.tensor`."""
+    return param.nbytes == MAP_BYTES and param.align == MAP_ALIGN
+
+
 def bank_offsets(sizes: list[int], aligns: list[int], base: int) -> list[int]:
     """Offsets of the parameters in the buffer the hook takes: laid out from constant-bank address `base`,
     each aligned as a bank address (on sm_90, a 64-aligned tensor map after 72 bytes of parameters is at
@@ -93,7 +99,7 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
     if base is None:
         raise UnsupportedLaunch(f"the parameter layout of launch hooks for target {target} is not known "
                                 f"(known: {', '.join(BANK_BASE)})")
-    maps = [i for i, p in enumerate(params) if p.nbytes == MAP_BYTES and p.align == MAP_ALIGN]
+    maps = [i for i, p in enumerate(params) if is_tensor_map(p)]
     sizes = [p.nbytes for p in params]
     offsets = bank_offsets(sizes, [MAP_ALIGN if i in maps else max(p.nbytes, 1) for i, p in enumerate(params)],
                            base)
@@ -109,7 +115,10 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
 
 def _call(code: bytes, buf) -> int:
     """Call position-independent x86-64 code as `int f(void*, void*, void*, void *params)` (System V)."""
-    page = mmap.mmap(-1, max(len(code), 1), prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    try:
+        page = mmap.mmap(-1, max(len(code), 1), prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except OSError as e:       # e.g. a system that forbids writable executable memory
+        raise UnsupportedLaunch(f"cannot map the launch hook's code executable: {e.strerror or e}") from None
     try:
         page.write(code)
         fn_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)

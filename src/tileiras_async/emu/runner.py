@@ -277,12 +277,16 @@ def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = 
     mod, kname = _entry(module_bytes_or_path, kernel, verify)
     host = _host(host_object, kname) if host_object is not None else None
     target, entry = _ptx_entry(ptx, kname)
-    if tensor_map_params(entry) and host is None:
-        raise UnsupportedLaunch(f"the PTX takes {len(tensor_map_params(entry))} tensor map(s) (TMA; entry "
-                                f"parameter(s) {', '.join(map(str, tensor_map_params(entry)))}), which the host "
-                                "object's launch hook fills: give the host object (run --host-object)")
+    maps = tensor_map_params(entry)
+    which = ", ".join(map(str, maps))
+    if maps and host is None:
+        raise UnsupportedLaunch(f"the PTX takes {len(maps)} tensor map(s) (TMA; entry parameter(s) {which}), which "
+                                "the host object's launch hook fills: give the host object (run --host-object)")
+    if maps and maps != list(range(len(entry.params) - len(maps), len(entry.params))):
+        raise UnsupportedLaunch(f"tensor maps among the module's parameters (entry parameter(s) {which}): only "
+                                "trailing ones, as NVIDIA's tool appends them, are mapped")
     return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races,
-                   _TensorMaps(host, target, entry) if host is not None and tensor_map_params(entry) else None)
+                   _TensorMaps(host, target, entry) if maps else None)
 
 
 def read_ptx_file(path: str) -> str:
@@ -334,9 +338,9 @@ def _ptx_entry(ptx: str, kname: str):
 
 
 def tensor_map_params(entry) -> list[int]:
-    """Entry parameters (of a parsed entry) that are tensor maps: 128 opaque bytes aligned to 64
-    (`CUtensorMap`), filled on the host at launch and read by `cp.async.bulk.tensor`."""
-    return [i for i, p in enumerate(entry.params) if p.nbytes == 128 and p.align == 64]
+    """Entry parameters (of a parsed entry) that are tensor maps (host_object.is_tensor_map)."""
+    from .host_object import is_tensor_map
+    return [i for i, p in enumerate(entry.params) if is_tensor_map(p)]
 
 
 def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
