@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..memory import PARAM_WINDOW
-from ..parser import Vec
+from ..parser import TensorAddr, Vec
 from ..program import SymRef
 from .bulk_copy import _HINTS, bulk_load
 from .core import _err, _lanes, _space, address_fn, bl, getter
@@ -102,7 +102,6 @@ def build_tensor(mc, li, mods):
 
 def _tensor_operand(mc, li, op, rank: int):
     """(fn(idx, full) -> the map of each lane, fn(idx) -> [lanes, rank] coordinates) of `[tmap, {c...}]`."""
-    from ..parser import TensorAddr
     if not isinstance(op, TensorAddr) or not isinstance(op.coords, Vec) or len(op.coords.items) != rank:
         raise _err(li, f"expected [tensor map, {{{rank} coordinates}}], got {op}")
     if isinstance(op.base.base, SymRef) and op.base.base.kind != "kparam":
