@@ -40,7 +40,8 @@ PLACEHOLDERS = [
     ("FILES|DIRS...", "examples"), ("FILE|DIR...", "examples"), ("FILES|DIRS", "examples"),
     ("<tile bytecode file>", "kernel.tileirbc"), ("interpret|emulate|both", "both"),
     ("G[,G...]", "sm_100,sm_90"), ("X[,Y[,Z]]", "4"), ("MODULE", "kernel.tileirbc"),
-    ("K.ptx", "kernel.ptx"), ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"), ("F", "trace.json"), ("K", "@kernel"),
+    ("K.ptx", "kernel.ptx"), ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"),
+    ("F", "trace.json"), ("K", "@kernel"),
 ]
 # lines the default run leaves to other default tests (all run with --run-all): option -> the test that runs it
 ELSEWHERE = {"--cluster": "test_pipeline_dask.py", "--tui": "test_tui_app.py::test_live_batch_fail_retry_cancel_quit",
