@@ -94,6 +94,24 @@ def test_host_object_symbols():
         assert _ptx_entry(ptx, entry)[1].name == entry
         host = read_host_object(str(LAUNCH / f"{cid}.v13.4.sm_90.host.o"))
         assert host.hooks == {entry: "__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_0"}
+    assert len(host.code[entry]) == 196         # the vec_add hook (readelf -s), no relocation inside it
+
+
+@requires_corpus
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the hook is x86-64 code")
+def test_a_hook_that_relocations_patch_is_not_run():
+    """__CUDA_TILEIR_ON_PRE_LOAD has relocations (GOT addresses): code like it is refused, never run."""
+    from tileiras_async.emu.errors import UnsupportedLaunch
+    from tileiras_async.emu.host_object import _symbols, fill_tensor_maps, read_host_object
+    path = LAUNCH / f"{TMA_KERNEL}.v13.4.sm_90.host.o"
+    symbols, _sections, relocated = _symbols(path.read_bytes())
+    shndx, value, size = symbols["__CUDA_TILEIR_ON_PRE_LOAD"]
+    assert sum(value <= off < value + size for off in relocated[shndx]) == 5
+    host = read_host_object(str(path))
+    kernel = next(iter(host.hooks))
+    patched = type(host)(host.path, host.hooks, {kernel: None})
+    with pytest.raises(UnsupportedLaunch, match="needs relocations"):
+        fill_tensor_maps(patched, kernel, "sm_90a", [], [])
 
 
 @requires_corpus

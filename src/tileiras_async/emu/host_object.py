@@ -22,6 +22,7 @@ from .errors import LaunchError, UnsupportedLaunch
 _EM_X86_64 = 62
 _ET_REL = 1
 _SHT_SYMTAB = 2
+_SHT_RELA = 4
 _NAME = re.compile(r"__CUDA_TILEIR_FUNC_NAME_(\d+)")
 _HOOK = "__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{}"
 
@@ -36,7 +37,7 @@ MAP_BYTES, MAP_ALIGN = 128, 64
 class HostObject:
     path: str
     hooks: dict          # kernel name -> the symbol of its launch hook
-    code: dict           # kernel name -> the hook's machine code
+    code: dict           # kernel name -> the hook's machine code, or None when relocations patch it
 
 
 def read_host_object(path: str) -> HostObject:
@@ -51,7 +52,7 @@ def read_host_object(path: str) -> HostObject:
     if data[4:6] != b"\x02\x01" or struct.unpack_from("<HH", data, 16) != (_ET_REL, _EM_X86_64):
         raise LaunchError(f"host object '{path}' is not a 64-bit little-endian x86-64 relocatable object")
     try:
-        symbols, sections = _symbols(data)
+        symbols, sections, relocated = _symbols(data)
     except (struct.error, IndexError, ValueError):
         raise LaunchError(f"host object '{path}' is truncated or malformed") from None
     hooks, code = {}, {}
@@ -61,7 +62,9 @@ def read_host_object(path: str) -> HostObject:
         if hook in symbols and shndx < len(sections):
             kernel = _bytes(data, sections, shndx, value, size).split(b"\0", 1)[0].decode(errors="replace")
             hooks[kernel] = hook
-            code[kernel] = _bytes(data, sections, *symbols[hook])
+            hshndx, hvalue, hsize = symbols[hook]
+            patched = any(hvalue <= off < hvalue + hsize for off in relocated.get(hshndx, ()))
+            code[kernel] = None if patched else _bytes(data, sections, hshndx, hvalue, hsize)
     return HostObject(path, hooks, code)
 
 
@@ -95,6 +98,9 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
     if platform.machine().lower() not in ("x86_64", "amd64") or not sys.platform.startswith("linux"):
         raise UnsupportedLaunch(f"the host object's launch hook is x86-64 Linux code; this host is "
                                 f"{platform.machine()} {sys.platform}")
+    if host.code[kernel] is None:
+        raise UnsupportedLaunch(f"the launch hook {host.hooks[kernel]} of '{host.path}' needs relocations; only "
+                                "self-contained hooks (as NVIDIA's tool writes them) are run")
     base = BANK_BASE.get(re.sub(r"[a-z]+$", "", target or ""))
     if base is None:
         raise UnsupportedLaunch(f"the parameter layout of launch hooks for target {target} is not known "
@@ -103,7 +109,7 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
     sizes = [p.nbytes for p in params]
     offsets = bank_offsets(sizes, [MAP_ALIGN if i in maps else max(p.nbytes, 1) for i, p in enumerate(params)],
                            base)
-    buf = (ctypes.c_ubyte * (max(o + n for o, n in zip(offsets, sizes)) + MAP_ALIGN))()
+    buf = (ctypes.c_ubyte * (max((o + n for o, n in zip(offsets, sizes)), default=0) + MAP_ALIGN))()
     for i, (off, v) in enumerate(zip(offsets, values)):
         if i not in maps:
             ctypes.memmove(ctypes.addressof(buf) + off, bytes(v), len(bytes(v)))
@@ -131,14 +137,19 @@ def _call(code: bytes, buf) -> int:
         page.close()
 
 
-def _symbols(data: bytes) -> tuple[dict, list]:
-    """{symbol name: (section index, value, size)} and [(file offset, size)] per section."""
+def _symbols(data: bytes) -> tuple[dict, list, dict]:
+    """{symbol name: (section index, value, size)}, [(file offset, size)] per section and {section index:
+    offsets that relocations patch}."""
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     sections = [(h[4], h[5]) for h in headers]
-    out = {}
+    out: dict = {}
+    relocated: dict = {}
     for h in headers:
+        if h[1] == _SHT_RELA:
+            relocated.setdefault(h[7], []).extend(struct.unpack_from("<Q", data, h[4] + 24 * k)[0]
+                                                  for k in range(h[5] // 24))
         if h[1] != _SHT_SYMTAB:
             continue
         strings = sections[h[6]][0]
@@ -146,4 +157,4 @@ def _symbols(data: bytes) -> tuple[dict, list]:
             name_off, _info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", data, h[4] + 24 * k)
             start = strings + name_off
             out[data[start:data.index(b"\0", start)].decode(errors="replace")] = (shndx, value, size)
-    return out, sections
+    return out, sections, relocated
