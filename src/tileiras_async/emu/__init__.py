@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import (
     BarrierError,
@@ -53,6 +53,7 @@ class EmuReport:
     thread_instructions: int      # instructions executed, summed over the threads that executed them
     block_steps: int              # basic blocks executed by lane groups
     wall_s: float
+    instruction_classes: dict = field(default_factory=dict)   # thread-instructions per class (emu/stats.py)
 
     @property
     def thread_instructions_per_s(self) -> float:
@@ -62,7 +63,8 @@ class EmuReport:
         return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block), "ctas": self.ctas,
                 "batches": self.batches, "lanes_per_batch": self.lanes_per_batch,
                 "thread_instructions": self.thread_instructions, "block_steps": self.block_steps,
-                "wall_s": self.wall_s, "thread_instructions_per_s": self.thread_instructions_per_s}
+                "wall_s": self.wall_s, "thread_instructions_per_s": self.thread_instructions_per_s,
+                **{f"instructions.{c}": n for c, n in self.instruction_classes.items()}}
 
 
 _CACHE: OrderedDict = OrderedDict()
@@ -107,7 +109,7 @@ def emulate_ptx(ptx_text: str, kernel: str | None, grid: tuple, block: tuple, pa
     mc.run()
     wall = time.perf_counter() - t0
     return EmuReport(prog.kernel, mc.grid, mc.block, mc.ncta, mc.nbatches, mc.L, mc.thread_instructions,
-                     mc.instructions, wall)
+                     mc.instructions, wall, mc.instruction_classes())
 
 
 def run_compiled(*args, **kwargs):
