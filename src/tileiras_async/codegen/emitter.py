@@ -11,6 +11,7 @@ from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
+from ..targets import known_target
 from ..lower.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
 from ..tilegpu.mma import SHARED_LIMIT
@@ -378,3 +379,10 @@ class KernelEmitter:
 
 def _is_splat_literal(t: Tile) -> bool:
     return bool(t.regs) and all(r == t.regs[0] for r in t.regs) and not t.regs[0].startswith("%")
+
+
+def target_has(em, capability: str) -> bool:
+    """Whether the emitter's target has a capability (a boolean field of targets.Target); an unknown target
+    has none.  A function of `em.options.target` so that helpers run on a bare emitter (tests) too."""
+    tgt = known_target(em.options.target)
+    return tgt is not None and getattr(tgt, capability)

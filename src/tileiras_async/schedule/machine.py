@@ -54,7 +54,7 @@ shape ops an SMEM round trip ``(tp_smem_wr,0,7)+(tp_smem_rd,7,7)`` latency 14, L
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,21 +199,35 @@ _BLACKWELL: dict[str, ClassSpec] = {
 }
 
 
+def _sm120_classes(c: dict[str, ClassSpec]) -> None:
+    c["mma"] = ClassSpec(c["mma"].uses, 8, desc="warp-level mma (no tcgen05 on sm_120): synchronous")
+
+
+def _sm90_classes(c: dict[str, ClassSpec]) -> None:
+    c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma (no FP32x2 on Hopper)")
+    c["mma"] = ClassSpec(c["mma"].uses, 8, async_capable=True, desc="wgmma (the seeds' wgmma vector)")
+
+
+def _sm80_classes(c: dict[str, ClassSpec]) -> None:
+    c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma")
+    c["mma"] = ClassSpec(_u(("tc_and_mma", 0, 8), ("tp_smem_rd", 0, 4)), 8,
+                         desc="mma.sync fed by ldmatrix: synchronous")
+    c["cp_async_load"] = ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7), ("tp_smem_wr", 7, 1)), 8,
+                                   async_capable=True, smem_tile=True,
+                                   desc="cp.async global -> SMEM copy (multistage pipelines)")
+    del c["tma_load"], c["tma_store"]
+
+
+# family -> how its classes differ from the Blackwell (sm_100) vectors
+_FAMILY_CHANGES: dict[str, Callable[[dict[str, ClassSpec]], None]] = {
+    "sm_120": _sm120_classes, "sm_90": _sm90_classes, "sm_80": _sm80_classes}
+
+
 def _family_classes(family: str) -> dict[str, ClassSpec]:
     c = dict(_BLACKWELL)
-    if family == "sm_120":
-        c["mma"] = ClassSpec(c["mma"].uses, 8, desc="warp-level mma (no tcgen05 on sm_120): synchronous")
-    elif family == "sm_90":
-        c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma (no FP32x2 on Hopper)")
-        c["mma"] = ClassSpec(c["mma"].uses, 8, async_capable=True, desc="wgmma (the seeds' wgmma vector)")
-    elif family == "sm_80":
-        c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma")
-        c["mma"] = ClassSpec(_u(("tc_and_mma", 0, 8), ("tp_smem_rd", 0, 4)), 8,
-                             desc="mma.sync fed by ldmatrix: synchronous")
-        c["cp_async_load"] = ClassSpec(_u(("lsu", 0, 1), ("tp_gnic_rd", 0, 7), ("tp_smem_wr", 7, 1)), 8,
-                                       async_capable=True, smem_tile=True,
-                                       desc="cp.async global -> SMEM copy (multistage pipelines)")
-        del c["tma_load"], c["tma_store"]
+    change = _FAMILY_CHANGES.get(family)
+    if change is not None:
+        change(c)
     return c
 
 
@@ -257,6 +271,8 @@ FAMILY_OF: dict[str, str] = {
 FAMILIES = ("sm_80", "sm_90", "sm_100", "sm_120")
 
 _SMEM_BYTES = {"sm_80": 166912, "sm_90": 232448, "sm_100": 232448, "sm_120": 101376}
+# family -> (has TMA, has tensor memory)
+_UNITS = {"sm_80": (False, False), "sm_90": (True, False), "sm_100": (True, True), "sm_120": (True, False)}
 _SLOT_CAPS = {SLOT["alu"]: 3, SLOT["alu_or_fmaheavy"]: 4, SLOT["dual_alu"]: 2, SLOT["fp32x2_fp16ultra"]: 2}
 _NOTES = {
     "sm_100": ("the seeds' Blackwell 24-slot model", "TMA load reading: (tma,0,8)+(tp_smem_wr,7,1)"),
@@ -279,9 +295,10 @@ def family_of(gpu_name: str) -> str:
 
 def machine_model(gpu_name: str) -> MachineModel:
     fam = family_of(gpu_name)
+    has_tma, has_tmem = _UNITS[fam]
     return MachineModel(
         family=fam, gpu_name=gpu_name, classes=_family_classes(fam), slot_caps=dict(_SLOT_CAPS),
-        pool_caps={"smem_bytes": _SMEM_BYTES[fam]}, has_tma=fam != "sm_80", has_tmem=fam == "sm_100",
+        pool_caps={"smem_bytes": _SMEM_BYTES[fam]}, has_tma=has_tma, has_tmem=has_tmem,
         notes=_NOTES[fam])
 
 
@@ -550,7 +567,7 @@ def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
         nbytes = tile_bytes(res_t)
         if ok:
             return model.resources("tma_load", nbytes)
-        if model.family == "sm_80":
+        if not model.has_tma:   # sm_80: tiled view loads are cp.async copies
             ok80, why80 = _view_tile_ok(op, op.operands["view"].type, res_t, 4, 4)
             if ok80:
                 return model.resources("cp_async_load", nbytes)
