@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .stages import StageDiagnostic
+from .diagnostics import StageDiagnostic
 
 
 @dataclass(frozen=True)

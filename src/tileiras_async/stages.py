@@ -20,6 +20,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+from .diagnostics import StageDiagnostic
 from .irdata import KernelData
 from .remarks import Remark
 from .schedule.report import ScheduleReport
@@ -92,12 +93,6 @@ def write_ir_dumps(dumps: list[IRDump], stem: str, directory: str | None, stream
         seq = seqs[d.kernel] = seqs.get(d.kernel, 0) + 1
         with open(os.path.join(directory, d.file_name(stem, seq)), "w", encoding="utf-8") as f:
             f.write(d.text)
-
-
-class StageDiagnostic(msgspec.Struct, frozen=True):
-    severity: str                     # error | warning | remark | note
-    message: str                      # one line, as printed on stderr
-    location: str | None = None       # file:line:col when the op has one
 
 
 class ParseRequest(msgspec.Struct, frozen=True):

@@ -33,7 +33,7 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     _add_dashboard(sub, compile_parser)
     from .run import add_run_parser
     add_run_parser(sub)
-    from ..server.cli import add_serve_parser
+    from .serve import add_serve_parser
     add_serve_parser(sub)
     from ..cache.cli import add_cache_parser
     add_cache_parser(sub)

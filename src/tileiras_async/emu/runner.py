@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import EmuReport, emulate_ptx, load_program
+from .emulate import EmuReport, emulate_ptx, load_program
 from .errors import LaunchError
 from .memory import DeviceMemory, _byte_span, element_byte_offsets
 

@@ -7,6 +7,7 @@
 In the foreground by default (logging to stderr); --detach starts it in the background (logging to
 <socket>.log) and returns once it accepts connections.  `python -m tileiras_async.server` is the same
 command without the batch CLI's imports (what the drop-in runs when $TILEIRAS_ASYNC_SERVER=start).
+The server itself is serving/daemon.py; what its workers run is serve_worker.py.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import argparse
 import os
 import sys
 
-from . import paths
+from ..serving import paths
 
 EXIT_NO_SERVER = 1
 
@@ -31,7 +32,7 @@ def add_serve_parser(subparsers) -> argparse.ArgumentParser:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from ..pipeline.config import default_jobs
-    from .daemon import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+    from ..serving.daemon import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
     p.add_argument("--socket", default=None, metavar="PATH",
                    help=f"the Unix socket (default: ${paths.ENV_SOCKET}, else {paths.socket_path()})")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -66,16 +67,18 @@ def cmd_serve(args) -> int:
         return 2
     if args.detach:
         return _detach(sock, jobs, args)
-    from .daemon import serve
+    from ..serving.daemon import serve
+    from .serve_worker import compile_job, warm
     try:
-        return serve(sock, jobs=jobs, idle_timeout_s=args.idle_timeout, request_timeout_s=args.request_timeout)
+        return serve(sock, jobs=jobs, idle_timeout_s=args.idle_timeout, request_timeout_s=args.request_timeout,
+                     job=compile_job, warm=warm)
     except (OSError, paths.UnsafeDirectory) as e:
         print(f"error: cannot serve on {sock}: {e}", file=sys.stderr)
         return 2
 
 
 def _detach(sock: str, jobs: int, args) -> int:
-    from .client import ServerUnavailable, server_running, spawn, status
+    from ..serving.client import ServerUnavailable, server_running, spawn, status
     if server_running(sock):
         print(f"a compile server is already running on {sock}")
         return 0
@@ -94,7 +97,7 @@ def _detach(sock: str, jobs: int, args) -> int:
 
 def _wait_listening(sock: str, proc) -> bool:
     import time
-    from .client import START_WAIT_S, ServerUnavailable, connect
+    from ..serving.client import START_WAIT_S, ServerUnavailable, connect
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -108,7 +111,7 @@ def _wait_listening(sock: str, proc) -> bool:
 
 
 def _status(sock: str) -> int:
-    from .client import status
+    from ..serving.client import status
     s = _ask(status, sock)
     if s is None:
         return EXIT_NO_SERVER
@@ -120,7 +123,7 @@ def _status(sock: str) -> int:
 
 
 def _stop(sock: str) -> int:
-    from .client import stop
+    from ..serving.client import stop
     reply = _ask(stop, sock)
     if reply is None:
         return EXIT_NO_SERVER
@@ -130,7 +133,7 @@ def _stop(sock: str) -> int:
 
 def _ask(request, sock: str):
     """The server's reply to `request`, or None (said on stdout) when no server answers."""
-    from .client import ServerUnavailable
+    from ..serving.client import ServerUnavailable
     try:
         return request(sock)
     except ServerUnavailable:
@@ -139,7 +142,7 @@ def _ask(request, sock: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli.common import guarded_main
+    from .common import guarded_main
     p = argparse.ArgumentParser(prog="python -m tileiras_async.server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
