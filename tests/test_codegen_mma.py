@@ -38,7 +38,7 @@ from tileiras_async.ir import types as T
 from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
 from tileiras_async.ir.enums import Signedness
-from tileiras_async.lower.layout import WARP_SIZE, blocked, mma_accumulator
+from tileiras_async.tilegpu.layout import WARP_SIZE, blocked, mma_accumulator
 from tileiras_async.toolchain.ptxas import PtxasOptions, assemble
 
 # ---------------------------------------------------------------------------------------------------------

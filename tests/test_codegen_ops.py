@@ -852,7 +852,7 @@ def test_thread_coordinates_are_the_layouts(num_warps):
     from tileiras_async.codegen.emitter import KernelEmitter
     from tileiras_async.codegen.llvmir import ModuleIR
     from tileiras_async.ir.core import Block, Function
-    from tileiras_async.lower.layout import blocked, mma_accumulator
+    from tileiras_async.tilegpu.layout import blocked, mma_accumulator
     from tileiras_async.tilegpu.options import CodegenOptions
     layouts = [blocked((256,), num_warps, 2), blocked((16, 128), num_warps), blocked((8, 64), num_warps),
                blocked((1, 16), num_warps), blocked((4096,), num_warps), mma_accumulator(64, 64, num_warps),

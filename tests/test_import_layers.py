@@ -26,9 +26,9 @@ top-level modules of `tileiras_async` in the layer; packages on one line do not 
     toolchain                   ptxas / nvdisasm / libdevice discovery and runs; imports nothing of ours.
                                 codegen calls it, so it sits below codegen (the issue's sketch puts it
                                 beside emu)
-    interp, lower, schedule     the reference interpreter, IR-level lowerings, the modulo scheduler;
+    interp, schedule            the reference interpreter, the modulo scheduler;
     irdata, limits              a kernel as msgspec data (parse -> lower); tile-size limits
-    tilegpu                     the tile-GPU dialect and its passes (issue 12)
+    tilegpu                     the tile-GPU dialect, its layouts, the cuda_tile DCE and its passes (issue 12)
     codegen                     LLVM IR, NVPTX, ptxas
     emu                         the PTX emulator (runs what codegen emits)
     engines                     run_kernel: interpret / emulate / both
@@ -73,7 +73,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("frontend",),
     ("targets", "remarks", "diagnostics"),
     ("toolchain",),
-    ("interp", "lower", "schedule", "irdata", "limits"),
+    ("interp", "schedule", "irdata", "limits"),
     ("tilegpu",),
     ("codegen",),
     ("emu",),

@@ -30,7 +30,7 @@ from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import wgmma as EMU_WGMMA
 from tileiras_async.ir import types as T
 from tileiras_async.ir.enums import Signedness
-from tileiras_async.lower.layout import WARP_SIZE, LinearLayout, blocked
+from tileiras_async.tilegpu.layout import WARP_SIZE, LinearLayout, blocked
 from tileiras_async.targets import target
 from tileiras_async.tilegpu import wgmma as W
 from tileiras_async.tilegpu.mma import MmaPlan, plan_for

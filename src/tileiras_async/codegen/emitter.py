@@ -12,7 +12,7 @@ from typing import Callable
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
 from ..targets import known_target
-from ..lower.layout import WARP_SIZE, LinearLayout
+from ..tilegpu.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
 from ..tilegpu.mma import SHARED_LIMIT
 from ..tilegpu.options import CodegenOptions

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from .ir import own_ops
-from ..lower.layout import WARP_SIZE, LinearLayout
+from .layout import WARP_SIZE, LinearLayout
 from .errors import LoweringError
 from .options import CodegenOptions
 from .types import elem_bytes

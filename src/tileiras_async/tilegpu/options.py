@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..lower.layout import WARP_SIZE, LinearLayout, blocked
+from .layout import WARP_SIZE, LinearLayout, blocked
 from ..targets import Target, known_target
 
 

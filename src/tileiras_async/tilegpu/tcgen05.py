@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.core import Operation
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .options import CodegenOptions
 from .wgmma import (ACC_REG_LIMIT, K_BYTES, MAX_N, SHARED_LIMIT, WG_BF16_F32, WG_F8_F32, WG_F16_F32, WG_I8_I32,
                     WG_TF32_F32, SmemDescriptor, WgmmaPlan, _instr_for, _log2)

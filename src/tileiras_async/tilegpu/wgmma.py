@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .options import CodegenOptions
 
 Coord = tuple[int, ...]
