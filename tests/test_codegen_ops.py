@@ -17,7 +17,7 @@ import pytest
 from conftest import corpus_files
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.driver import CodegenUnavailable, link_kernels_ptx, module_llvm_ir
+from tileiras_async.driver import CodegenUnavailable, link_kernels_ptx, module_llvm_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.codegen.llvmir import ModuleIR
 from tileiras_async.codegen.lower_misc import globals_llvm_ir
@@ -322,7 +322,7 @@ def test_atomic_red_view():
 
 def test_histogram_corpus_kernels_use_atomics():
     for path in corpus_files("histogram_*.v13.4.tileirbc"):
-        from tileiras_async.codegen.driver import module_ptx
+        from tileiras_async.driver import module_ptx
         ptx = module_ptx(read_module(path.read_bytes()), target("sm_100"))
         assert "atom.acq_rel.gpu.global.add" in ptx
 
@@ -662,7 +662,7 @@ def _uses_mma(path) -> bool:
 
 @pytest.mark.parametrize("path", [p for p in CORPUS if not _uses_mma(p)], ids=lambda p: p.name)
 def test_corpus_kernel_compiles_for_sm100(path):
-    from tileiras_async.codegen.driver import compile_module
+    from tileiras_async.driver import compile_module
     assert compile_module(read_module(path.read_bytes()), target("sm_100"))
 
 

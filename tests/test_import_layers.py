@@ -30,6 +30,7 @@ top-level modules of `tileiras_async` in the layer; packages on one line do not 
     irdata, limits              a kernel as msgspec data (parse -> lower); tile-size limits
     tilegpu                     the tile-GPU dialect, its layouts, the cuda_tile DCE and its passes (issue 12)
     codegen                     LLVM IR, NVPTX, ptxas
+    driver                      one kernel through the target checks, the passes and code generation
     emu                         the PTX emulator (runs what codegen emits)
     engines                     run_kernel: interpret / emulate / both
     failures                    notes that say why a compile failed (the stages attach them to their
@@ -76,6 +77,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("interp", "schedule", "irdata", "limits"),
     ("tilegpu",),
     ("codegen",),
+    ("driver",),
     ("emu",),
     ("engines",),
     ("failures",),
@@ -242,7 +244,7 @@ def test_the_walk_sees_local_and_package_imports():
     name, and the dashboard folder are all resolved."""
     assert "tileiras_async.ir.core" in GRAPH["tileiras_async.ir.printer"]               # top-level, relative
     assert "tileiras_async.ir.printer" in GRAPH["tileiras_async.frontend"]              # local import
-    assert "tileiras_async.codegen.lower_atomic" in GRAPH["tileiras_async.codegen.driver"]   # from . import x
+    assert "tileiras_async.codegen.lower_atomic" in GRAPH["tileiras_async.codegen.translate"]   # from . import x
     assert PACKAGE in GRAPH["tileiras_async.cli.batch"]                                  # from .. import __version__
     assert any(t.startswith("tileiras_async.pipeline") for t in GRAPH["tui.cli"])        # the dashboard
 

@@ -24,7 +24,7 @@ from conftest import PUBLIC, load_refs, requires_corpus
 from test_codegen_mma import build_mma, build_mma_loop
 
 from tileiras_async.codegen import lower_wgmma as LW
-from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import wgmma as EMU_WGMMA

@@ -62,7 +62,7 @@ class KernelEmitter:
         self.shared_bytes = 0
         self._globals = 0
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
-        self.pipelines: list = []     # tilegpu.pipeline.PipelineInfo of every software-pipelined loop
+        self.pipelines: list = []     # tilegpu.software_pipeline.PipelineInfo of every software-pipelined loop
         self.schedules: list = []     # the ScheduleReport of every loop (schedule-loops)
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []

@@ -29,7 +29,7 @@ from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_pipeline import unit_offset
+from .lower_software_pipeline import unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
 from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type

@@ -237,7 +237,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
     emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
     """
-    from ..codegen.driver import module_ptx
+    from ..driver import module_ptx
     from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
     from ..targets import target
