@@ -33,7 +33,7 @@ TARGETS = ("sm_80", "sm_90", "sm_100")
 
 
 def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
-    from tileiras_async.codegen.driver import CodegenUnavailable
+    from tileiras_async.driver import CodegenUnavailable
     from tileiras_async.emu.runner import run_compiled
     from tileiras_async.frontend import InputError
 

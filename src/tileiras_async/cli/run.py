@@ -118,7 +118,7 @@ def run_command(args) -> int:
     from ..frontend import InputError, read_input_file
     from ..toolchain import write_atomic
     from ..toolchain.errors import ToolchainError
-    from ..codegen.driver import CodegenUnavailable
+    from ..driver import CodegenUnavailable
     from ..emu.errors import EmuError
     from ..engines import EnginesDisagree, run_kernel
     from ..frontend import EXIT_PTXAS

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import EmuReport, emulate_ptx, load_program
+from .emulate import EmuReport, emulate_ptx, load_program
 from .errors import LaunchError, UnsupportedLaunch
 from .memory import DeviceMemory, _byte_span, element_byte_offsets
 
@@ -255,7 +255,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
     emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
     """
-    from ..codegen.driver import module_ptx
+    from ..driver import module_ptx
     from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
     from ..targets import target

@@ -18,7 +18,7 @@ import enum
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .ir import KernelIR
 from .types import LayoutTile
 
