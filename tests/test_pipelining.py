@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, corpus_files, requires_corpus
+from conftest import LAUNCH, PUBLIC, corpus_files, requires_corpus
 
 from tileiras_async.tilegpu import software_pipeline as P
 from tileiras_async.tilegpu.passes import software_pipeline as pipeline_pass
@@ -236,6 +236,38 @@ def test_num_stages_changes_the_loop_and_both_compute_the_reference(refs, cid):
 @pytest.mark.parametrize("path", KLOOPS, ids=_kid)
 def test_corpus_emulated_identical_other_targets(refs, path, gpu):
     _corpus_identical(refs, path, gpu)
+
+
+# the same K-loop kernels as cuTile launches them (alignment hints: one wide-copy loop, vector epilogues)
+LAUNCH_KLOOPS = [LAUNCH / p.name for p in KLOOPS if (LAUNCH / p.name).is_file()]
+LAUNCH_SAMPLE = ("matmul_f16_f32acc_64x64x32", "bmm_f16_32x32x32")
+
+
+def _every_stage_count(refs, path: Path, gpu: str) -> None:
+    cid = _kid(path)
+    module = _read(path)
+    ptx = {}
+    for n in (2, 3, 4, None):
+        ptx[n] = compile_ptx(module, gpu, n)[0]
+        inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+        emulate(module, ptx[n], refs.grid(cid, inputs), list(inputs.values()))   # race-checked
+        assert not refs.check(cid, orig, inputs), f"{cid} {gpu} --num-stages {n}"
+    assert ptx[2] != ptx[4]
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("cid", LAUNCH_SAMPLE)
+def test_launch_k_loops_at_every_stage_count(refs, cid, gpu):
+    _every_stage_count(refs, LAUNCH / f"{cid}.v13.4.tileirbc", gpu)
+
+
+@requires_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("path", LAUNCH_KLOOPS, ids=_kid)
+def test_every_launch_k_loop_at_every_stage_count(refs, path, gpu):
+    _every_stage_count(refs, path, gpu)
 
 
 def _force_version(monkeypatch, which: int):
