@@ -45,9 +45,9 @@ class UnemittableSymbol(CodegenUnavailable):
 def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
                 printing: IRPrinting | None = None, snapshots: list[IRSnapshot] | None = None,
                 module_ir: ModuleIR | None = None, source: str = "") -> KernelEmitter:
-    """One kernel through the target checks, the tile-GPU passes and code generation (into `module_ir`, a fresh LLVM module by
-    default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
-    for are appended to `snapshots`.  The caller's IR is never changed."""
+    """One kernel through the target checks, the tile-GPU passes and code generation (into `module_ir`, a
+    fresh LLVM module by default); returns the finished emitter (its remarks and pipelines).  The IR snapshots
+    `printing` asks for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
     # what the target cannot run is refused as the real tool does, before any rewriting
     incompatible = check_kernel(module, fn, options.target)
