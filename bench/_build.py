@@ -73,6 +73,41 @@ def nvidia_ptx(public: Path, cid: str, gpu: str) -> Path | None:
     return p if p.is_file() else None
 
 
+# ---------------------------------------------------------------- the corpus's two exports
+
+# out/public: plain signatures; out/public-launch: the same kernels with the facts cuTile adds at launch
+# (unit strides, divisibility, alignment: corpus README, "The launch set"), which NVIDIA's tool turns into
+# vector loads, TMA and warp specialisation.
+SETS = {"public": "unhinted bytecode", "public-launch": "as cuTile launches"}
+
+
+def add_set_option(ap) -> None:
+    ap.add_argument("--set", dest="corpus_set", default="both", choices=[*SETS, "both"],
+                    help="the corpus export: public (unhinted bytecode), public-launch (as cuTile launches "
+                         "it) or both, one table each (default)")
+
+
+def corpus_sets(corpus: Path, choice: str) -> list[tuple[str, Path]]:
+    """(set name, folder) of the sets --set names that the corpus has, the unhinted export first."""
+    return [(name, corpus / "out" / name) for name in SETS
+            if choice in (name, "both") and (corpus / "out" / name).is_dir()]
+
+
+def set_of(row: dict) -> str:
+    """A row's corpus set (saved runs from before the launch set measured out/public only)."""
+    return row.get("set", "public")
+
+
+def row_key(row: dict) -> tuple[str, str, str]:
+    return set_of(row), row["kernel"], row["target"]
+
+
+def measure_sets(sets: list[tuple[str, Path]], files_of, measure) -> list[dict]:
+    """The rows of every set, each tagged with its set: `files_of(folder)` picks the kernels,
+    `measure(files, folder)` returns their rows."""
+    return [{"set": name, **row} for name, folder in sets for row in measure(files_of(folder), folder)]
+
+
 # ---------------------------------------------------------------- compiling
 
 
@@ -354,21 +389,22 @@ def load_refs(corpus: Path = DEFAULT_CORPUS):
     return refs
 
 
-def emulate_on_corpus(ptx: str, cid: str, corpus: Path = DEFAULT_CORPUS) -> dict:
-    """Run PTX on the kernel's corpus inputs: {"ok", "thread_instructions", "correct", "problems"} or
-    {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks)."""
-    from tileiras_async.emu import DeviceMemory, EmuError, UnsupportedInstruction, emulate_ptx, load_program
-    from tileiras_async.emu.runner import default_block, map_arguments
+def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS,
+                      host_object: Path | None = None) -> dict:
+    """Run PTX on the kernel's corpus inputs, with the parameters of the bytecode `module` and the tensor maps
+    `host_object` fills (emu.runner.run_ptx): {"ok", "thread_instructions", "classes", "correct", "problems"}
+    or {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks, or
+    "tensor maps" for a TMA launch it cannot set up)."""
+    from tileiras_async.emu import EmuError, UnsupportedInstruction
+    from tileiras_async.emu.errors import UnsupportedLaunch
+    from tileiras_async.emu.runner import run_ptx
     refs = load_refs(corpus)
     try:
-        prog = load_program(ptx)
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
-        mem = DeviceMemory()
-        args = list(inputs.values())
-        params, arrays = map_arguments(prog, args, mem)
-        rep = emulate_ptx(ptx, None, refs.grid(cid, inputs), default_block(prog), params, mem)
-        for i, addr in arrays:
-            mem.copy_back(addr, args[i])
+        rep = run_ptx(module, ptx, refs.grid(cid, inputs), list(inputs.values()),
+                      host_object=str(host_object) if host_object else None).report
+    except UnsupportedLaunch as e:
+        return {"ok": False, "error": f"not emulated: {str(e)[:120]}", "unsupported": "tensor maps"}
     except UnsupportedInstruction as e:
         family = next((f for f in ("wgmma", "tcgen05", "mbarrier", "cp.async.bulk", "setmaxnreg") if f in str(e)),
                       "")
@@ -378,8 +414,8 @@ def emulate_on_corpus(ptx: str, cid: str, corpus: Path = DEFAULT_CORPUS) -> dict
     except Exception as e:  # noqa: BLE001 - an emulator crash is a result here
         return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:140]}"}
     problems = refs.check(cid, orig, inputs)
-    return {"ok": True, "thread_instructions": rep.thread_instructions, "correct": not problems,
-            "problems": problems[:3]}
+    return {"ok": True, "thread_instructions": rep.thread_instructions, "classes": rep.instruction_classes,
+            "correct": not problems, "problems": problems[:3]}
 
 
 # ---------------------------------------------------------------- small shared printing helpers
@@ -430,16 +466,24 @@ def failed_row(row: dict) -> str | None:
     return f"{row_head(row)} {'; '.join(errors)}" if errors else None
 
 
-def print_report(header: str, rows: list[dict], row_line, summary: list[str], save: Path | None,
-                 meta: dict) -> None:
-    """The table, the summary lines, and the rows saved as JSON when asked."""
-    print(header)
-    for row in rows:
-        print(row_line(row))
-    print()
-    for line in summary:
+def print_report(header: str, rows: list[dict], row_line, summary_of, save: Path | None, meta: dict,
+                 after: list[str] = ()) -> None:
+    """Per corpus set present in `rows` ("unhinted bytecode", then "as cuTile launches"): a title, the table
+    and `summary_of(rows of the set)`; then the `after` lines, and every row saved as JSON when asked."""
+    for name, label in SETS.items():
+        part = [r for r in rows if set_of(r) == name]
+        if not part:
+            continue
+        print(f"== {label} (out/{name}): {len({r['kernel'] for r in part})} kernels ==")
+        print(header)
+        for row in part:
+            print(row_line(row))
+        print()
+        for line in summary_of(part):
+            print(line)
+        print()
+    for line in after:
         print(line)
     if save:
         save_json(save, {"meta": {"commit": git_head(), "src_commit": git_head("src"), **meta}, "rows": rows})
         print(f"\nsaved {len(rows)} rows to {save}")
-

@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     import refs
 
     from tileiras_async.bytecode.reader import read_module
-    from tileiras_async.codegen.driver import module_ptx
+    from tileiras_async.driver import module_ptx
     from tileiras_async.targets import target
 
     public = args.corpus / "out" / "public"

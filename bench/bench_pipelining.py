@@ -32,7 +32,7 @@ import _sass
 from _common import REPO, nvidia_bin  # noqa: E402  (also puts src/ on sys.path)
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.targets import target
 from tileiras_async.toolchain.ptxas import arch_for_target

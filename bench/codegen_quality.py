@@ -2,7 +2,7 @@
 
     python bench/codegen_quality.py [--gpu-name sm_80,sm_90] [--kernels ID,ID...] [--sample N] [-j N]
                                     [--save FILE.json] [--baseline FILE.json] [--loops] [--cache-dir DIR]
-                                    [--corpus DIR]
+                                    [--corpus DIR] [--set public|public-launch|both]
 
 Each 13.4 corpus kernel is compiled for each target by ours (in-process, through tileiras_async.stages) and by
 the real tileiras (cached on disk: build/bench-cache/real), and both cubins are measured the same way
@@ -16,6 +16,11 @@ instructions (HMMA/IMMA, HGMMA, UTC*MMA); `LDS+STS`; `ADDR` = address math; `loo
 the main loop (the innermost loop holding the most tensor-core instructions, else the largest innermost loop);
 `local` = local-memory instructions (spills), `+` when only the stack frame is non-zero.  --loops lists every
 innermost loop of both sides under its row (static instructions and classes per loop).
+
+Both exports of the corpus are measured, one table and summary each (--set picks one): "unhinted bytecode"
+(out/public, plain signatures) and "as cuTile launches" (out/public-launch: the same kernels with the unit
+strides, divisibility and alignment cuTile states at launch, which NVIDIA's tool turns into vector loads and
+TMA); a last line puts the two medians side by side.
 
 --save writes every figure as JSON; --baseline compares ours now with ours in a saved run: per kernel
 before/after/delta, and a `WORSE:` line for every kernel x target whose static instructions, BAR or registers
@@ -181,6 +186,27 @@ def summary_lines(rows: list[dict], features: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def sets_lines(rows: list[dict]) -> list[str]:
+    """The two sets side by side, on the kernel x targets both compiled in both: the median ours/real of
+    static instructions and registers, unhinted vs as cuTile launches (nothing when one set is measured)."""
+    both = {name: {(x["kernel"], x["target"]): x for x in _both(rows) if _build.set_of(x) == name}
+            for name in _build.SETS}
+    common = sorted(set.intersection(*(set(b) for b in both.values())))
+    if not common:
+        return []
+    labels = list(_build.SETS.values())
+
+    def medians(field) -> str:
+        return ", ".join(f"{label} {fmt_ratio(median(ratio(field(b[k]['ours']), field(b[k]['real'])) for k in common))}"
+                         for label, b in zip(labels, both.values()))
+
+    real = [sum(b[k]["real"]["static"] for k in common) for b in both.values()]
+    return [f"unhinted vs launched, on the {len(common)} kernel x targets compiled both ways in both sets:",
+            f"  static instructions ours/real median: {medians(lambda m: m['static'])}",
+            f"  registers ours/real median: {medians(lambda m: m['registers'])}",
+            f"  real tool's static instructions in total: {labels[0]} {real[0]}, {labels[1]} {real[1]}"]
+
+
 # ---------------------------------------------------------------- against a saved run
 
 
@@ -198,14 +224,23 @@ def _ctas(target: str, m: dict, now: dict) -> int:
     return resident_ctas(target, now.get("threads") or 128, m["registers"], m.get("shared") or 0)
 
 
+def _where(key: tuple[str, str, str]) -> str:
+    """`kernel target`, and the set when it is the launch set (the unhinted set is the baselines' own)."""
+    corpus_set, kernel, target = key
+    return f"{kernel} {target}" + ("" if corpus_set == "public" else f" ({_build.SETS[corpus_set]})")
+
+
 def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
     """Ours in `after` against ours in `before`, per kernel x target; `WORSE:` lines for regressions."""
-    old = {(x["kernel"], x["target"]): x["ours"] for x in before}
+    old = {_build.row_key(x): x["ours"] for x in before}
     out = [f"{'kernel':<30} {'target':<6} {'instr before->after':>21} {'delta':>6} {'BAR':>7} {'regs':>9} "
            f"{'local':>5}"]
     worse, better, same, new, failing, occupancy_kept = [], 0, 0, 0, 0, 0
-    for x in after:
-        key = (x["kernel"], x["target"])
+    several_sets = len({_build.set_of(x) for x in after}) > 1
+    for i, x in enumerate(after):
+        key = _build.row_key(x)
+        if several_sets and (i == 0 or _build.set_of(after[i - 1]) != key[0]):
+            out.append(f"-- {_build.SETS[key[0]]} (out/{key[0]})")
         a, b = x["ours"], old.get(key)
         head = _build.row_head(x)
         if b is None:
@@ -215,14 +250,14 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
         if not a.get("ok"):
             out.append(f"{head} ours fails{' now' if b.get('ok') else ', as in the baseline'}: {a['error']}")
             if b.get("ok"):
-                worse.append(f"WORSE: {key[0]} {key[1]}: no longer compiles ({a['error'][:80]})")
+                worse.append(f"WORSE: {_where(key)}: no longer compiles ({a['error'][:80]})")
             else:
                 failing += 1
             continue
         if not b.get("ok"):
             out.append(f"{head} compiles now (failed in the baseline)")
             if spills(a):
-                worse.append(f"WORSE: {key[0]} {key[1]}: {_spill_text(a)}")
+                worse.append(f"WORSE: {_where(key)}: {_spill_text(a)}")
             else:
                 better += 1
             continue
@@ -235,15 +270,15 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
             grew.append(_spill_text(a))
         if grew:
             if a["registers"] > b["registers"]:
-                ctas = [_ctas(key[1], m, a) for m in (b, a)]
+                ctas = [_ctas(key[2], m, a) for m in (b, a)]
                 grew.append(f"CTAs per SM {ctas[0]} -> {ctas[1]}")
                 occupancy_kept += ctas[1] >= ctas[0] and len(grew) == 2
-            worse.append(f"WORSE: {key[0]} {key[1]}: " + "; ".join(grew))
+            worse.append(f"WORSE: {_where(key)}: " + "; ".join(grew))
         elif any(f(a) < f(b) for _k, _l, f in COMPARED):
             better += 1
         else:
             same += 1
-    gone = sorted(set(old) - {(x["kernel"], x["target"]) for x in after})
+    gone = sorted(set(old) - {_build.row_key(x) for x in after})
     out.extend(worse)
     out.append(f"against the baseline: {len(worse)} worse ({occupancy_kept} in registers only, with as many "
                f"CTAs per SM), {better} better, {same} unchanged, {new} new"
@@ -267,12 +302,14 @@ def main(argv=None) -> int:
     ap.add_argument("--save", type=Path, help="write every figure as JSON")
     ap.add_argument("--baseline", type=Path, help="a --save file to compare ours with")
     ap.add_argument("--loops", action="store_true", help="list every innermost loop under each row")
+    _build.add_set_option(ap)
     args = ap.parse_args(argv)
 
-    public = args.corpus / "out" / "public"
-    files = _build.corpus_kernels(public, args.kernels, args.sample)
-    if not files:
-        print(f"error: no 13.4 corpus kernels in {public}" + (f" matching {args.kernels!r}" if args.kernels else ""))
+    sets = _build.corpus_sets(args.corpus, args.corpus_set)
+    files = {name: _build.corpus_kernels(folder, args.kernels, args.sample) for name, folder in sets}
+    if not any(files.values()):
+        print(f"error: no 13.4 corpus kernels in {args.corpus / 'out'} ({args.corpus_set})"
+              + (f" matching {args.kernels!r}" if args.kernels else ""))
         return 0
     gpus = [g.strip() for g in args.gpu_name.split(",") if g.strip()]
     baseline = None
@@ -282,21 +319,24 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"error: cannot read the baseline {args.baseline}: {e}")
     t0 = time.perf_counter()
-    rows = _build.measure_all(files, gpus, args.cache_dir, args.jobs, public)
+    rows = _build.measure_sets(sets, lambda folder: files[folder.name],
+                               lambda fs, folder: _build.measure_all(fs, gpus, args.cache_dir, args.jobs, folder))
     wall = time.perf_counter() - t0
     features = {_build.kernel_id(p): ({"reduction"} if _build.has_reduction(p) else set()) |
-                ({"mma"} if _build.has_mma(p) else set()) for p in files}
+                ({"mma"} if _build.has_mma(p) else set()) for fs in files.values() for p in fs}
     tool = _build.real_tool()
     print(f"codegen quality: ours ({_build.git_head()}) vs NVIDIA tileiras ({tool[2] if tool else 'absent'}), "
-          f"-O{_build.OPT_LEVEL}, {len(files)} kernels x {', '.join(gpus)}; {wall:.1f} s on {args.jobs} workers\n")
-    summary = summary_lines(rows, features)
+          f"-O{_build.OPT_LEVEL}, {len(features)} kernels x {', '.join(gpus)} "
+          f"({' and '.join(_build.SETS[name] for name, _ in sets)}); {wall:.1f} s on {args.jobs} workers\n")
+    after = sets_lines(rows)
     if baseline is not None:
         commit = baseline.get("meta", {}).get("src_commit") or baseline.get("meta", {}).get("commit", "?")
-        summary += ["", f"ours now vs the baseline {args.baseline} (compiler at {commit}):"]
-        summary += compare_lines(baseline.get("rows", []), rows)
+        after += ["", f"ours now vs the baseline {args.baseline} (compiler at {commit}):"]
+        after += compare_lines(baseline.get("rows", []), rows)
     line = (lambda r: "\n".join([row_line(r)] + loop_lines(r))) if args.loops else row_line
-    _build.print_report(HEADER, rows, line, summary, args.save,
-                        {"real_tool": tool[2] if tool else None, "targets": gpus, "opt_level": _build.OPT_LEVEL})
+    _build.print_report(HEADER, rows, line, lambda part: summary_lines(part, features), args.save,
+                        {"real_tool": tool[2] if tool else None, "targets": gpus, "opt_level": _build.OPT_LEVEL,
+                         "set": args.corpus_set}, after)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Executed instructions, ours next to NVIDIA's: our PTX and the real tileiras's PTX run in our PTX emulator.
 
     python bench/dynamic_instructions.py [--gpu-name sm_90,sm_100] [--kernels ID,ID... | --all] [-j N]
-                                         [--save FILE.json] [--corpus DIR]
+                                         [--save FILE.json] [--corpus DIR] [--set public|public-launch|both]
 
 Per corpus kernel with a reduction or a scan (default; --kernels picks any, --all takes every kernel) and per
 target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the same target (the corpus's
@@ -9,6 +9,10 @@ target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the s
 (`refs.make_inputs`) and are checked with `refs.check`: a wrong answer does not count.  The figure is the
 emulator's thread-instructions (PTX instructions executed, summed over the threads that executed them).
 Kernels whose NVIDIA PTX the emulator cannot run (an instruction it lacks) are listed as such, never dropped.
+
+Both exports of the corpus, one table each (--set picks one): "unhinted bytecode" (out/public) and "as cuTile
+launches" (out/public-launch: the same kernels with cuTile's launch-time facts, NVIDIA's PTX for those, run
+with the host object beside it that fills its tensor maps).
 
 Issue 13's goal, over the reduction/scan kernels: ratio ours/NVIDIA median <= 1.0 and none above 1.5.
 Always exits 0.
@@ -30,14 +34,18 @@ GOAL_MEDIAN, GOAL_MAX = 1.0, 1.5
 
 
 def dynamic_row(path: Path, gpu: str, corpus: Path = DEFAULT_CORPUS) -> dict:
-    """Ours and NVIDIA's PTX for one kernel and target, each emulated and checked."""
+    """Ours and NVIDIA's PTX for one kernel (bytecode `path`, in one of the corpus's sets) and target, each
+    emulated and checked."""
     cid = _build.kernel_id(path)
     built = _build.compile_ours(path, gpu)
-    ours = _build.emulate_on_corpus(built["ptx"], cid, corpus) if built["ok"] else \
+    ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus) if built["ok"] else \
         {"ok": False, "error": f"does not compile: {built['error']}"}
-    nv = _build.nvidia_ptx(corpus / "out" / "public", cid, gpu)
-    nvidia = _build.emulate_on_corpus(nv.read_text(), cid, corpus) if nv else \
-        {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+    nv = _build.nvidia_ptx(path.parent, cid, gpu)
+    if nv is None:
+        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+    else:
+        host = nv.with_suffix(".host.o")        # the launch set's: fills the PTX's tensor maps
+        nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus, host if host.is_file() else None)
     return {"kernel": cid, "target": gpu, "ours": ours, "nvidia": nvidia}
 
 
@@ -108,24 +116,30 @@ def main(argv=None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--save", type=Path, help="write the results as JSON")
+    _build.add_set_option(ap)
     args = ap.parse_args(argv)
 
-    public = args.corpus / "out" / "public"
-    files = _build.corpus_kernels(public, args.kernels)
-    if not (args.all or args.kernels):
-        files = [f for f in files if _build.has_reduction(f)]
-    if not files:
-        print(f"error: no matching 13.4 corpus kernels in {public}")
-        return 0
     gpus = [g.strip() for g in args.gpu_name.split(",") if g.strip()]
-    t0 = time.perf_counter()
-    rows = _build.run_pool(dynamic_row, [(f, g, args.corpus) for f in files for g in gpus], args.jobs,
-                           lambda f, g, _c: {"kernel": _build.kernel_id(f), "target": g})
-    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
-          f"{len(files)} kernels x {', '.join(gpus)}; {time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
     default_set = not (args.all or args.kernels)
-    _build.print_report(HEADER, rows, row_line, summary_lines(rows, goal=default_set), args.save,
-                        {"targets": gpus})
+
+    def files_of(folder: Path) -> list[Path]:
+        files = _build.corpus_kernels(folder, args.kernels)
+        return [f for f in files if _build.has_reduction(f)] if default_set else files
+
+    def measure(files: list[Path], _folder: Path) -> list[dict]:
+        return _build.run_pool(dynamic_row, [(f, g, args.corpus) for f in files for g in gpus], args.jobs,
+                               lambda f, g, _c: {"kernel": _build.kernel_id(f), "target": g})
+
+    t0 = time.perf_counter()
+    rows = _build.measure_sets(_build.corpus_sets(args.corpus, args.corpus_set), files_of, measure)
+    if not rows:
+        print(f"error: no matching 13.4 corpus kernels in {args.corpus / 'out'} ({args.corpus_set})")
+        return 0
+    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
+          f"{len({_build.row_key(r)[:2] for r in rows})} kernels x {', '.join(gpus)}; "
+          f"{time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
+    _build.print_report(HEADER, rows, row_line, lambda part: summary_lines(part, goal=default_set), args.save,
+                        {"targets": gpus, "set": args.corpus_set})
     return 0
 
 

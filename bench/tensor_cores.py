@@ -1,7 +1,7 @@
 """Tensor cores per matmul, ours next to NVIDIA's tileiras: instruction class, resources, the K-loop.
 
     python bench/tensor_cores.py [--gpu-name sm_90,sm_100] [--kernels ID,ID...] [-j N] [--save FILE.json]
-                                 [--cache-dir DIR] [--corpus DIR]
+                                 [--cache-dir DIR] [--corpus DIR] [--set public|public-launch|both]
 
 For every corpus kernel with an mma op (matmuls, batched and ragged ones) and every target, both cubins are
 measured as bench/codegen_quality.py does (same cache of the real tool's cubins): the tensor-core instructions
@@ -12,6 +12,9 @@ control-flow graph holding the most tensor-core instructions, its static instruc
 them are tensor-core instructions (`-`: no loop holds one, e.g. a fully unrolled K).  In the real tool's
 warp-specialised sm_100 code that loop is the MMA warp's (a few dozen instructions); the producer warps' load
 loops are separate loops and not counted in it.
+
+Both exports of the corpus, one table each (--set picks one): "unhinted bytecode" (out/public) and "as cuTile
+launches" (out/public-launch, where NVIDIA's tool has the facts for TMA and warp-specialised pipelines).
 
 Issue 14's and 15's checks are printed at the end: the real tool's class matched on sm_90 (HGMMA) and sm_100
 (UTC*MMA), 0 spills, and the 128x128x64 f16 matmul's K-loop no longer than the real tool's.  Always exits 0.
@@ -106,22 +109,26 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--cache-dir", type=Path, default=_build.DEFAULT_CACHE)
     ap.add_argument("--save", type=Path, help="write every figure as JSON")
+    _build.add_set_option(ap)
     args = ap.parse_args(argv)
 
-    public = args.corpus / "out" / "public"
-    files = [f for f in _build.corpus_kernels(public, args.kernels) if _build.has_mma(f)]
-    if not files:
-        print(f"error: no matmul kernels in {public}" + (f" matching {args.kernels!r}" if args.kernels else ""))
-        return 0
     gpus = [g.strip() for g in args.gpu_name.split(",") if g.strip()]
     t0 = time.perf_counter()
-    rows = _build.measure_all(files, gpus, args.cache_dir, args.jobs, public)
+    rows = _build.measure_sets(
+        _build.corpus_sets(args.corpus, args.corpus_set),
+        lambda folder: [f for f in _build.corpus_kernels(folder, args.kernels) if _build.has_mma(f)],
+        lambda files, folder: _build.measure_all(files, gpus, args.cache_dir, args.jobs, folder))
+    if not rows:
+        print(f"error: no matmul kernels in {args.corpus / 'out'} ({args.corpus_set})"
+              + (f" matching {args.kernels!r}" if args.kernels else ""))
+        return 0
     tool = _build.real_tool()
     print(f"tensor cores: ours ({_build.git_head()}) vs NVIDIA tileiras ({tool[2] if tool else 'absent'}), "
-          f"{len(files)} matmul kernels x {', '.join(gpus)}; {time.perf_counter() - t0:.1f} s on {args.jobs} workers")
+          f"{len({r['kernel'] for r in rows})} matmul kernels x {', '.join(gpus)}; "
+          f"{time.perf_counter() - t0:.1f} s on {args.jobs} workers")
     print("K-loop = static instructions of the innermost loop holding the most tensor-core instructions "
           "(tensor-core instructions in it)\n")
-    _build.print_report(HEADER, rows, row_line, summary_lines(rows), args.save, {"targets": gpus})
+    _build.print_report(HEADER, rows, row_line, summary_lines, args.save, {"targets": gpus, "set": args.corpus_set})
     return 0
 
 

@@ -136,3 +136,92 @@ def test_loop_listing():
     ours["loops"] = [{"header": 0x200, "depth": 2, "static": 13, "classes": {"LDS": 2, "ADDR": 1}}]
     lines = cq.loop_lines(row("k", "sm_90", ours, fail()))
     assert lines == ["    ours loop @0x0200 depth 2: 13 instructions (ADDR 1 LDS 2)"]
+
+
+# ---------------------------------------------------------------- the corpus's two exports side by side
+
+
+def launch(r: dict) -> dict:
+    return {**r, "set": "public-launch"}
+
+
+def test_launch_set_is_measured_by_default(tmp_path, monkeypatch, capsys):
+    """With no --set, every benchmark measures out/public and out/public-launch and prints one table each,
+    labelled; --set picks one."""
+    import _build
+    for folder in ("public", "public-launch"):
+        (tmp_path / "out" / folder).mkdir(parents=True)
+        for cid in ("mm_f16", "red_f32"):
+            (tmp_path / "out" / folder / f"{cid}.v13.4.tileirbc").write_bytes(folder.encode())
+    measured = []
+
+    def fake_measure(paths, gpus, cache_dir, jobs, public):
+        measured.append(public.name)
+        return [row(_build.kernel_id(p), g, m(100 if public.name == "public" else 50), m(80)) for p in paths
+                for g in gpus]
+
+    def fake_dynamic(path, gpu, corpus):
+        side = {"ok": True, "thread_instructions": 10, "correct": True, "problems": []}
+        return {"kernel": _build.kernel_id(path), "target": gpu, "ours": side, "nvidia": side}
+
+    monkeypatch.setattr(_build, "measure_all", fake_measure)
+    monkeypatch.setattr(_build, "has_mma", lambda p: "mm" in p.name)
+    monkeypatch.setattr(_build, "has_reduction", lambda p: "red" in p.name)
+    monkeypatch.setattr(dyn, "dynamic_row", fake_dynamic)
+    monkeypatch.setattr(_build, "real_tool", lambda: None)
+    for script, kernels in ((cq, 2), (tc, 1), (dyn, 1)):
+        measured.clear()
+        save = tmp_path / f"{script.__name__}.json"
+        assert script.main(["--corpus", str(tmp_path), "--gpu-name", "sm_90", "-j", "1", "--save", str(save)]) == 0
+        text = capsys.readouterr().out
+        first, second = text.index("== unhinted bytecode (out/public): "), text.index("== as cuTile launches "
+                                                                                      "(out/public-launch): ")
+        assert first < second and f"out/public-launch): {kernels} kernels ==" in text
+        saved = json.loads(save.read_text())["rows"]
+        assert sorted({r["set"] for r in saved}) == ["public", "public-launch"] and len(saved) == 2 * kernels
+        if script is not dyn:
+            assert measured == ["public", "public-launch"]
+        assert script.main(["--corpus", str(tmp_path), "--gpu-name", "sm_90", "-j", "1", "--set", "public-launch"]) == 0
+        text = capsys.readouterr().out
+        assert "as cuTile launches" in text and "unhinted bytecode (out/public)" not in text
+    # the side-by-side line of codegen_quality: ours/real 100/80 unhinted, 50/80 launched
+    cq.main(["--corpus", str(tmp_path), "--gpu-name", "sm_90", "-j", "1"])
+    text = capsys.readouterr().out
+    assert "static instructions ours/real median: unhinted bytecode 1.25, as cuTile launches 0.62" in text
+
+
+def test_sets_in_the_corpus():
+    import _build
+    from conftest import CORPUS
+    sets = _build.corpus_sets(CORPUS, "both")
+    if len(sets) < 2:
+        pytest.skip("the corpus has no launch set")
+    assert [name for name, _ in sets] == ["public", "public-launch"]
+    ids = [[_build.kernel_id(p) for p in _build.corpus_kernels(folder)] for _, folder in sets]
+    assert ids[0] == ids[1] and len(ids[0]) >= 50
+    assert [name for name, _ in _build.corpus_sets(CORPUS, "public-launch")] == ["public-launch"]
+
+
+def test_baseline_rows_are_matched_within_their_set():
+    """A saved run from before the launch set (rows without "set") is the unhinted set; launch rows are
+    new there, and a regression in the launch set says so."""
+    before = [row("a", "sm_90", m(100), m()), launch(row("b", "sm_90", m(100), m()))]
+    after = [row("a", "sm_90", m(100), m()), launch(row("a", "sm_90", m(90), m())),
+             launch(row("b", "sm_90", m(120), m()))]
+    lines = cq.compare_lines(json.loads(json.dumps(before)), after)
+    assert "-- unhinted bytecode (out/public)" in lines and "-- as cuTile launches (out/public-launch)" in lines
+    assert [ln for ln in lines if ln.startswith("WORSE:")] == \
+        ["WORSE: b sm_90 (as cuTile launches): static instructions 100 -> 120 (+20)"]
+    assert lines[-1].startswith("against the baseline: 1 worse (0 in registers only, with as many CTAs per SM), "
+                                "0 better, 1 unchanged, 1 new")
+
+
+def test_sets_side_by_side():
+    rows = [row("a", "sm_90", m(300, regs=40), m(100, regs=40)), launch(row("a", "sm_90", m(300), m(50))),
+            row("b", "sm_90", m(100), m(100)), launch(row("b", "sm_90", fail(), m(50))),
+            row("c", "sm_90", m(100), m(100))]
+    lines = cq.sets_lines(rows)
+    assert lines[0].startswith("unhinted vs launched, on the 1 kernel x targets")
+    assert "static instructions ours/real median: unhinted bytecode 3.00, as cuTile launches 6.00" in lines[1]
+    assert "real tool's static instructions in total: unhinted bytecode 100, as cuTile launches 50" in lines[3]
+    assert cq.sets_lines(rows[:1]) == []

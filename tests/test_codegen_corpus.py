@@ -9,7 +9,7 @@ import pytest
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.bytecode.writer import write_module
 from tileiras_async.cli import tileiras
-from tileiras_async.codegen.driver import module_ptx
+from tileiras_async.driver import module_ptx
 from tileiras_async.targets import target
 from tileiras_async.ir.core import Module
 from tileiras_async.stages import CompileOptions, compile_in_process

@@ -25,7 +25,7 @@ from conftest import REPO, corpus_files, requires_corpus
 
 from tileiras_async.codegen import lower_mma as L
 from tileiras_async.tilegpu import mma as P
-from tileiras_async.codegen.driver import (
+from tileiras_async.driver import (
     CodegenUnavailable,
     compile_module,
     link_kernels_ptx,
@@ -38,7 +38,7 @@ from tileiras_async.ir import types as T
 from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
 from tileiras_async.ir.enums import Signedness
-from tileiras_async.lower.layout import WARP_SIZE, blocked, mma_accumulator
+from tileiras_async.tilegpu.layout import WARP_SIZE, blocked, mma_accumulator
 from tileiras_async.toolchain.ptxas import PtxasOptions, assemble
 
 # ---------------------------------------------------------------------------------------------------------
@@ -700,6 +700,6 @@ def test_carried_layouts_finds_the_accumulator():
 
 def test_huge_mma_is_refused_quickly():
     """128x128x1024 f64 would unroll to 16384 mma.sync per warp: refused instead of minutes in LLVM."""
-    from tileiras_async.codegen.driver import CodegenUnavailable
+    from tileiras_async.driver import CodegenUnavailable
     with pytest.raises(CodegenUnavailable, match="mma.sync per warp"):
         module_ptx(build_mma(T.F64, T.F64, T.F64, (None, 128, 128, 1024)), target("sm_80"), 3)

@@ -17,7 +17,7 @@ import pytest
 from conftest import corpus_files
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.driver import CodegenUnavailable, link_kernels_ptx, module_llvm_ir
+from tileiras_async.driver import CodegenUnavailable, link_kernels_ptx, module_llvm_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.codegen.llvmir import ModuleIR
 from tileiras_async.codegen.lower_misc import globals_llvm_ir
@@ -322,7 +322,7 @@ def test_atomic_red_view():
 
 def test_histogram_corpus_kernels_use_atomics():
     for path in corpus_files("histogram_*.v13.4.tileirbc"):
-        from tileiras_async.codegen.driver import module_ptx
+        from tileiras_async.driver import module_ptx
         ptx = module_ptx(read_module(path.read_bytes()), target("sm_100"))
         assert "atom.acq_rel.gpu.global.add" in ptx
 
@@ -662,7 +662,7 @@ def _uses_mma(path) -> bool:
 
 @pytest.mark.parametrize("path", [p for p in CORPUS if not _uses_mma(p)], ids=lambda p: p.name)
 def test_corpus_kernel_compiles_for_sm100(path):
-    from tileiras_async.codegen.driver import compile_module
+    from tileiras_async.driver import compile_module
     assert compile_module(read_module(path.read_bytes()), target("sm_100"))
 
 
@@ -852,7 +852,7 @@ def test_thread_coordinates_are_the_layouts(num_warps):
     from tileiras_async.codegen.emitter import KernelEmitter
     from tileiras_async.codegen.llvmir import ModuleIR
     from tileiras_async.ir.core import Block, Function
-    from tileiras_async.lower.layout import blocked, mma_accumulator
+    from tileiras_async.tilegpu.layout import blocked, mma_accumulator
     from tileiras_async.tilegpu.options import CodegenOptions
     layouts = [blocked((256,), num_warps, 2), blocked((16, 128), num_warps), blocked((8, 64), num_warps),
                blocked((1, 16), num_warps), blocked((4096,), num_warps), mma_accumulator(64, 64, num_warps),

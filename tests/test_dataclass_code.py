@@ -36,7 +36,7 @@ _COLD_IMPORTS = """
 import json, sys
 from tileiras_async import dataclass_code
 dataclass_code.install(sys.argv[1])
-import tileiras_async.cli.tileiras_compile, tileiras_async.codegen.driver, tileiras_async.irdata
+import tileiras_async.cli.tileiras_compile, tileiras_async.driver, tileiras_async.irdata
 from tileiras_async.ir.types import IntType, TileType
 t = TileType((4, 8), IntType(32))
 ok = (t == TileType((4, 8), IntType(32)) and hash(t) == hash(TileType((4, 8), IntType(32)))

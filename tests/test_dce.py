@@ -7,7 +7,7 @@ import pytest
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.bytecode.writer import write_module
 from tileiras_async.interp.runner import run_kernel
-from tileiras_async.lower.dce import eliminate_dead_code_in_module
+from tileiras_async.tilegpu.cuda_tile_dce import eliminate_dead_code_in_module
 
 from conftest import INVALID, corpus_case, corpus_files, requires_corpus
 

@@ -10,7 +10,7 @@ and the outputs are checked with `refs.check`.
   (`public-launch`: the same cases with cuTile's launch hints, which our code relies on without checking),
   every matmul at sm_90 and sm_100.
 * `--run-all` (`slow`): every bytecode file of the manifest x sm_80, sm_90, sm_100, and every
-  kernel at -O0/-O1/-O2; every launch-set kernel x sm_80, sm_90, sm_100.
+  kernel at -O0/-O1/-O2; every launch-set kernel x sm_80, sm_90, sm_100, sm_120.
 
 A module our compiler cannot lower yet is skipped with the compile error as the
 reason.  A module NVIDIA's tileiras rejects (the manifest records its rc) must
@@ -33,7 +33,7 @@ TARGETS = ("sm_80", "sm_90", "sm_100")
 
 
 def run_entry(refs, entry: dict, gpu: str, opt_level: int = 3) -> None:
-    from tileiras_async.codegen.driver import CodegenUnavailable
+    from tileiras_async.driver import CodegenUnavailable
     from tileiras_async.emu.runner import run_compiled
     from tileiras_async.frontend import InputError
 
@@ -113,7 +113,7 @@ def test_launch_matmul(refs, entry, gpu):
 
 @requires_corpus
 @pytest.mark.slow
-@pytest.mark.parametrize("gpu", TARGETS)
+@pytest.mark.parametrize("gpu", TARGETS + ("sm_120",))
 @pytest.mark.parametrize("entry", LAUNCH_ENTRIES, ids=_ids(LAUNCH_ENTRIES, False))
 def test_launch_every_kernel_every_target(refs, entry, gpu):
     run_entry(refs, entry, gpu)

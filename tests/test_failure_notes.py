@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tileiras_async.bytecode.writer import write_module
-from tileiras_async.codegen.driver import CodegenUnavailable
+from tileiras_async.driver import CodegenUnavailable
 from tileiras_async.failures import lowering_notes, ptxas_notes
 from tileiras_async.ir import types as T
 from tileiras_async.stages import CompileOptions, LowerRequest, ParseRequest, lower, parse

@@ -20,7 +20,7 @@ from tileiras_async.fuzz import hostile
 from tileiras_async.ir.printer import print_module
 from tileiras_async.irdata import kernel_data, kernel_module
 from tileiras_async.limits import MAX_TILE_ELEMENTS
-from tileiras_async.lower.dce import eliminate_dead_code
+from tileiras_async.tilegpu.cuda_tile_dce import eliminate_dead_code
 from tileiras_async.stages import CompileOptions, compile_in_process
 from tileiras_async.tilegpu.ir import clone_function
 

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from tileiras_async.lower.layout import WARP_SIZE, LinearLayout, blocked, mma_accumulator
+from tileiras_async.tilegpu.layout import WARP_SIZE, LinearLayout, blocked, mma_accumulator
 
 
 def _all_coords(shape):

@@ -27,7 +27,7 @@ from tileiras_async.ir.opdef import (OUTPUT, VARIADIC, Dialect, HasParent, LoopL
 from tileiras_async.ir.printer import print_module
 from tileiras_async.ir.verify_ods import ods_rules
 from tileiras_async.ir.verify_types import ANY_TILE
-from tileiras_async.lower.dce import eliminate_dead_code_in_module
+from tileiras_async.tilegpu.cuda_tile_dce import eliminate_dead_code_in_module
 
 # ---------------------------------------------------------------------------------------------------------
 # the cuda_tile declarations are consistent

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, corpus_files, requires_corpus
+from conftest import LAUNCH, PUBLIC, corpus_files, requires_corpus
 
-from tileiras_async.tilegpu import pipeline as P
-from tileiras_async.tilegpu.passes import pipeline_loops
-from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.tilegpu import software_pipeline as P
+from tileiras_async.tilegpu.passes import software_pipeline as pipeline_pass
+from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.targets import target
 from tileiras_async.ir import types as T
@@ -238,15 +238,47 @@ def test_corpus_emulated_identical_other_targets(refs, path, gpu):
     _corpus_identical(refs, path, gpu)
 
 
+# the same K-loop kernels as cuTile launches them (alignment hints: one wide-copy loop, vector epilogues)
+LAUNCH_KLOOPS = [LAUNCH / p.name for p in KLOOPS if (LAUNCH / p.name).is_file()]
+LAUNCH_SAMPLE = ("matmul_f16_f32acc_64x64x32", "bmm_f16_32x32x32")
+
+
+def _every_stage_count(refs, path: Path, gpu: str) -> None:
+    cid = _kid(path)
+    module = _read(path)
+    ptx = {}
+    for n in (2, 3, 4, None):
+        ptx[n] = compile_ptx(module, gpu, n)[0]
+        inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+        emulate(module, ptx[n], refs.grid(cid, inputs), list(inputs.values()))   # race-checked
+        assert not refs.check(cid, orig, inputs), f"{cid} {gpu} --num-stages {n}"
+    assert ptx[2] != ptx[4]
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("cid", LAUNCH_SAMPLE)
+def test_launch_k_loops_at_every_stage_count(refs, cid, gpu):
+    _every_stage_count(refs, LAUNCH / f"{cid}.v13.4.tileirbc", gpu)
+
+
+@requires_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("path", LAUNCH_KLOOPS, ids=_kid)
+def test_every_launch_k_loop_at_every_stage_count(refs, path, gpu):
+    _every_stage_count(refs, path, gpu)
+
+
 def _force_version(monkeypatch, which: int):
     """Only the `which`-th loop version (0 wide, 1 narrow, 2 one element at a time), unconditionally."""
-    orig = pipeline_loops.copy_versions
+    orig = pipeline_pass.copy_versions
 
     def only(cand, geom):
         vs = orig(cand, geom)
         return [vs[min(which, len(vs) - 1)]]
 
-    monkeypatch.setattr(pipeline_loops, "copy_versions", only)
+    monkeypatch.setattr(pipeline_pass, "copy_versions", only)
 
 
 @requires_corpus
@@ -273,7 +305,7 @@ def test_long_copy_loops_on_strided_views(refs, order):
     loop whose addresses hang off one pointer per chunk (`LONG_COPY_LOOP`). With A and B column-major
     (innermost stride != 1: the run-time check picks that version) it computes what the unpipelined
     build does."""
-    from tileiras_async.codegen.lower_pipeline import LONG_COPY_LOOP
+    from tileiras_async.codegen.lower_software_pipeline import LONG_COPY_LOOP
     path = next(p for p in KLOOPS if _kid(p) == "matmul_bf16_64x64x64")
     outs = []
     for stages in (1, None):
@@ -296,7 +328,7 @@ def test_synchronous_copy_loops_overlap_their_loads(gpu):
     predicated loads before its first shared store in every iteration: one at a time, each waited out a
     global load (2.4x the time of matmul_ragged_f16_32x32x32 on an H100).  The batch's later copies address
     from the first's through one opaque move, not from addresses of their own."""
-    from tileiras_async.codegen.lower_pipeline import SYNCHRONOUS_BATCH
+    from tileiras_async.codegen.lower_software_pipeline import SYNCHRONOUS_BATCH
     path = next(p for p in KLOOPS if _kid(p) == "matmul_bf16_64x64x64")
     ptx, _ = compile_ptx(_read(path), gpu)
     loops = [body for body in re.split(r"\n\$L__BB\d+_\d+:", ptx) if ".pragma \"nounroll\"" in body
@@ -317,15 +349,15 @@ def test_a_wrong_wait_is_caught(refs, monkeypatch):
     from tileiras_async.emu.races import RaceError
     path = next(p for p in KLOOPS if _kid(p) == "matmul_f16_f32acc_64x64x32")
     sync, _ = _run_corpus(refs, path, "sm_80", 1)
-    from tileiras_async.codegen import lower_pipeline
-    orig_wait = lower_pipeline.LOWERINGS["tilegpu.async_wait"]
+    from tileiras_async.codegen import lower_software_pipeline
+    orig_wait = lower_software_pipeline.LOWERINGS["tilegpu.async_wait"]
 
     def one_too_few(em, op):
         if op.attrs["pending"]:
             em.b.asm("void", f"cp.async.wait_group {op.attrs['pending'] + 1};", "~{memory}", [])
         else:
             orig_wait(em, op)
-    monkeypatch.setitem(lower_pipeline.LOWERINGS, "tilegpu.async_wait", one_too_few)
+    monkeypatch.setitem(lower_software_pipeline.LOWERINGS, "tilegpu.async_wait", one_too_few)
     with pytest.raises(RaceError):
         _run_corpus(refs, path, "sm_80", None)
     piped, _ = _run_corpus(refs, path, "sm_80", None, check_races=False)

@@ -40,7 +40,8 @@ PLACEHOLDERS = [
     ("FILES|DIRS...", "examples"), ("FILE|DIR...", "examples"), ("FILES|DIRS", "examples"),
     ("<tile bytecode file>", "kernel.tileirbc"), ("interpret|emulate|both", "both"),
     ("G[,G...]", "sm_100,sm_90"), ("X[,Y[,Z]]", "4"), ("MODULE", "kernel.tileirbc"),
-    ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"), ("F", "trace.json"), ("K", "@kernel"),
+    ("K.ptx", "kernel.ptx"), ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"),
+    ("F", "trace.json"), ("K", "@kernel"),
 ]
 # lines the default run leaves to other default tests (all run with --run-all): option -> the test that runs it
 ELSEWHERE = {"--cluster": "test_pipeline_dask.py", "--tui": "test_tui_app.py::test_live_batch_fail_retry_cancel_quit",
@@ -141,12 +142,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _our_ptx(module: Path, gpu: str) -> str:
+    from tileiras_async import stages
+    res = stages.compile_in_process(str(module), module.read_bytes(), stages.CompileOptions(gpu, 3))
+    assert res.ok, res.diagnostics
+    return res.ptx
+
+
 @pytest.fixture
 def workdir(tmp_path):
     (tmp_path / "examples").mkdir()
     for name in EXAMPLES:
         shutil.copy(REPO / "examples" / name, tmp_path / "examples" / name)
     shutil.copy(REPO / "examples" / KERNEL, tmp_path / "kernel.tileirbc")
+    (tmp_path / "kernel.ptx").write_text(_our_ptx(tmp_path / "kernel.tileirbc", "sm_90"))   # for `run --ptx`
     np.savez(tmp_path / "IN.npz", **{"0": np.float32(2), "1": np.float32(3), "2": np.ones(1024, np.float32),
                                      "3": np.ones(1024, np.float32), "4": np.zeros(1024, np.float32)})
     return tmp_path

@@ -90,7 +90,7 @@ def _dropin(argv, env, cwd) -> tuple[int, str, str]:
 
 
 def _status(sock: Path):
-    from tileiras_async.server.client import status
+    from tileiras_async.serving.client import status
     return status(str(sock))
 
 
@@ -162,7 +162,7 @@ def test_a_request_past_its_time_limit_gets_a_clear_error(server, tmp_path):
 
 
 def test_a_client_with_another_toolchain_is_sent_away(server):
-    from tileiras_async.server.client import ServerUnavailable, compile_remote
+    from tileiras_async.serving.client import ServerUnavailable, compile_remote
     with pytest.raises(ServerUnavailable, match="another compiler or toolchain"):
         compile_remote(str(server), "x", INPUTS[0].read_bytes(), {"gpu-name": "sm_90"}, "0" * 64)
 
@@ -236,7 +236,7 @@ def test_started_on_demand_in_a_private_runtime_directory(reference, tmp_path):
         assert _status(sock).requests == 1
     finally:
         if sock.exists():
-            from tileiras_async.server.client import stop
+            from tileiras_async.serving.client import stop
             pid = stop(str(sock)).pid
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and _alive(pid):
@@ -258,7 +258,7 @@ def _alive(pid: int) -> bool:
 def test_the_clients_msgpack_and_msgspec_read_each_other():
     import msgspec
 
-    from tileiras_async.server import protocol, wire
+    from tileiras_async.serving import protocol, wire
     request = {"kind": "compile", "path": "k.tileirbc", "data": bytes(range(256)) * 300,
                "options": {"gpu-name": "sm_90", "lineinfo": True, "preview": ["a", "b"], "x" * 40: "y" * 300},
                "fingerprint": "f" * 64, "timeout_s": 2.5}

@@ -19,7 +19,7 @@ from conftest import PUBLIC, load_refs, requires_corpus
 from test_codegen_mma import build_mma, build_mma_loop
 from test_wgmma_lowering import F8A, F8B, S, U, _corpus_mma_ids, _mma_op, emulate_matmul, emulate_pointers
 
-from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import tcgen05 as EMU_TC

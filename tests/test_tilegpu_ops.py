@@ -10,7 +10,7 @@ from tileiras_async.ir.core import Block, Function, Module, Operation, Region
 from tileiras_async.ir.opdef import effects_of, is_ordered, memory_effect_free
 from tileiras_async.ir.types import FunctionType
 from tileiras_async.ir.verify_ods import ods_rules
-from tileiras_async.lower.dce import eliminate_dead_code
+from tileiras_async.tilegpu.cuda_tile_dce import eliminate_dead_code
 from tileiras_async.tilegpu import ops as G
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
 from tileiras_async.tilegpu.options import CodegenOptions
@@ -111,7 +111,7 @@ def _smem_traffic(body: Block, x) -> dict:
 
 
 def test_dce_keeps_shared_memory_writes_and_barriers_and_drops_unused_reads():
-    """lower/dce.py decides from the declarations: a local_store writes (kept, with what it reads), a barrier
+    """tilegpu/cuda_tile_dce.py decides from the declarations: a local_store writes (kept, with what it reads), a barrier
     is ordered (kept); a local_load nobody uses, its buffer and an unused conversion go."""
     made = {}
     k = _kernel(lambda b: made.update(_smem_traffic(b, b.args[0])))

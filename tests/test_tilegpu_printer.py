@@ -20,7 +20,7 @@ from tileiras_async.ir.core import Operation
 from tileiras_async.tilegpu.ir import KernelIR, clone_function
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import IRPrinting, pipeline_for, run_pipeline
-from tileiras_async.tilegpu.pipeline import Geometry
+from tileiras_async.tilegpu.software_pipeline import Geometry
 from tileiras_async.tilegpu.printer import print_kernel
 
 BIN = Path(sys.executable).parent
@@ -167,7 +167,7 @@ def test_batch_prints_changed_passes_and_llvm_to_files_and_the_ptx_stays(tmp_pat
 @pytest.mark.parametrize("name, target", [("matmul_bf16_64x64x64", "sm_100"), ("matmul_bf16_64x64x64", "sm_80"),
                                           ("softmax_rows_f16_512", "sm_90")])
 def test_printing_never_changes_the_code(name, target):
-    from tileiras_async.codegen.driver import kernel_llvm_ir
+    from tileiras_async.driver import kernel_llvm_ir
     module = load((PUBLIC / f"{name}.v13.4.tileirbc").read_bytes(), "x", with_debug_locations=True)
     fn = module.functions[0]
     plain = kernel_llvm_ir(module, fn, CodegenOptions(target=target))

@@ -24,13 +24,13 @@ from conftest import PUBLIC, load_refs, requires_corpus
 from test_codegen_mma import build_mma, build_mma_loop
 
 from tileiras_async.codegen import lower_wgmma as LW
-from tileiras_async.codegen.driver import emit_kernel, link_kernels_ptx, module_globals_ir
+from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import wgmma as EMU_WGMMA
 from tileiras_async.ir import types as T
 from tileiras_async.ir.enums import Signedness
-from tileiras_async.lower.layout import WARP_SIZE, LinearLayout, blocked
+from tileiras_async.tilegpu.layout import WARP_SIZE, LinearLayout, blocked
 from tileiras_async.targets import target
 from tileiras_async.tilegpu import wgmma as W
 from tileiras_async.tilegpu.mma import MmaPlan, plan_for

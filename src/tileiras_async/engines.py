@@ -5,7 +5,8 @@
 engine="interpret" runs the tile-IR reference interpreter; "emulate" compiles the module through the
 normal pipeline (ptxas included) and executes the PTX; "both" runs the two on separate copies of the
 arguments, leaves the emulator's results in the caller's arrays and reports, per output, the first
-element where they differ.
+element where they differ.  `ptx=` (emulate, both) runs that PTX text instead of compiling the module (e.g.
+NVIDIA's for the same module; the module still gives the parameter ABI: emu.runner.run_ptx).
 """
 from __future__ import annotations
 
@@ -51,23 +52,40 @@ class EnginesDisagree(Exception):
 
 def run_kernel(module: Any, grid: Sequence[int], args: list[Any], *, kernel: str | None = None,
                engine: str = "interpret", gpu_name: str = "sm_100", opt_level: int = 3,
-               stdout: Callable[[str], None] | None = None) -> RunReport:
-    """See `tileiras_async.run_kernel` (module: a bytecode path, its bytes or a read Module)."""
+               stdout: Callable[[str], None] | None = None, ptx: str | None = None,
+               host_object: str | None = None) -> RunReport:
+    """See `tileiras_async.run_kernel` (module: a bytecode path, its bytes or a read Module); `ptx`,
+    `host_object`: see emu.runner.run_ptx."""
     if engine not in ENGINES:
         raise ArgumentError(f"unknown engine '{engine}' (expected one of {', '.join(ENGINES)})")
+    given = _GivenPtx(ptx, host_object)
     if engine == "interpret":
+        if ptx is not None:
+            raise ArgumentError("given PTX runs in the emulator: choose the engine emulate or both")
         return _interpret(module, grid, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
                           stdout=stdout)
     if engine == "emulate":
-        return _emulate(module, grid, args, kernel, gpu_name, opt_level)
-    return _both(module, grid, args, kernel, gpu_name, opt_level, stdout)
+        return _emulate(module, grid, args, kernel, gpu_name, opt_level, given)
+    return _both(module, grid, args, kernel, gpu_name, opt_level, stdout, given)
 
 
-def _emulate(module, grid, args, kernel, gpu_name, opt_level) -> RunReport:
-    from .emu.runner import run_compiled
+@dataclass(frozen=True)
+class _GivenPtx:
+    """PTX to emulate instead of compiling the module (None: compile), and the host object beside it."""
+    ptx: str | None = None
+    host_object: str | None = None
+
+
+def _emulate(module, grid, args, kernel, gpu_name, opt_level, given: _GivenPtx = _GivenPtx()) -> RunReport:
+    from .emu.runner import run_compiled, run_ptx
     dims = check_grid(grid)
     t0 = time.perf_counter()
-    run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level, check_races=True)
+    if given.ptx is not None:
+        run = run_ptx(module, given.ptx, dims, args, kernel=kernel, host_object=given.host_object,
+                      check_races=True)
+    else:
+        run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
+                           check_races=True)
     counters = {k: v for k, v in run.report.as_dict().items() if isinstance(v, int)}
     return RunReport("emulate", run.kernel, dims, time.perf_counter() - t0, counters, "", tuple(run.arrays))
 
@@ -106,11 +124,11 @@ def _max_abs_diff(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.nan_to_num(diff, nan=np.inf).max())
 
 
-def _both(module, grid, args, kernel, gpu_name, opt_level, stdout) -> BothReport:
+def _both(module, grid, args, kernel, gpu_name, opt_level, stdout, given: _GivenPtx) -> BothReport:
     copies = [_copy(a) for a in args]
     interpreted = _interpret(module, grid, copies, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
                              stdout=stdout)
-    emulated = _emulate(module, grid, args, kernel, gpu_name, opt_level)
+    emulated = _emulate(module, grid, args, kernel, gpu_name, opt_level, given)
     mismatches = []
     diffs = {}
     for i in emulated.array_args:

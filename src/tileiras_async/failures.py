@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .stages import StageDiagnostic
+from .diagnostics import StageDiagnostic
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def where(kernel: str, op_name: str, op_index: int | None, location: str | None)
 
 
 def lowering_notes(error, target: str) -> list[StageDiagnostic]:
-    """Notes for a kernel the code generator refused (codegen.driver.CodegenUnavailable)."""
+    """Notes for a kernel the code generator refused (driver.CodegenUnavailable)."""
     kernel = getattr(error, "kernel", "")
     reason = getattr(error, "reason", "") or str(error)
     location = getattr(error, "location", None)

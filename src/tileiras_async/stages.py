@@ -20,6 +20,7 @@ import time
 import msgspec
 
 from .bytecode.errors import BytecodeError  # noqa: F401  (documented failure type of parse)
+from .diagnostics import StageDiagnostic
 from .irdata import KernelData
 from .remarks import Remark
 from .toolchain.resources import KernelResources, kernel_resources
@@ -106,12 +107,6 @@ def write_ir_dumps(dumps: list[IRDump], stem: str, directory: str | None, stream
         seq = seqs[d.kernel] = seqs.get(d.kernel, 0) + 1
         with open(os.path.join(directory, d.file_name(stem, seq)), "w", encoding="utf-8") as f:
             f.write(d.text)
-
-
-class StageDiagnostic(msgspec.Struct, frozen=True):
-    severity: str                     # error | warning | remark | note
-    message: str                      # one line, as printed on stderr
-    location: str | None = None       # file:line:col when the op has one
 
 
 class ParseRequest(msgspec.Struct, frozen=True):
@@ -237,7 +232,7 @@ def parse(req: ParseRequest) -> ParsedModule:
         diags = [_diagnostic(line) for line in e.lines]
         return ParsedModule(req.path, False, diagnostics=diags, exit_code=e.rc,
                             elapsed_s=time.perf_counter() - t0)
-    from .codegen.driver import module_globals_ir
+    from .codegen.translate import module_globals_ir
     from .irdata import kernel_data
     major, minor, _tag = module.version
     return ParsedModule(req.path, True, f"{major}.{minor}", [f.name.decode(errors="replace") for f in module.functions],
@@ -247,7 +242,7 @@ def parse(req: ParseRequest) -> ParsedModule:
 
 
 def lower(req: LowerRequest) -> LoweredKernel:
-    from .codegen.driver import CodegenUnavailable, kernel_llvm_ir
+    from .driver import CodegenUnavailable, kernel_llvm_ir
     from .irdata import kernel_module
     t0 = time.perf_counter()
     module = kernel_module(req.kernel)
@@ -260,7 +255,7 @@ def lower(req: LowerRequest) -> LoweredKernel:
                                     printing=_printing(req.print_ir), snapshots=snapshots, schedules=schedules,
                                     source=req.path)
     except CodegenUnavailable as e:
-        detail = getattr(e, "detail", None)   # codegen.driver.UnemittableSymbol: the back end's own text
+        detail = getattr(e, "detail", None)   # driver.UnemittableSymbol: the back end's own text
         if e.lines:   # refused as the real tool refuses it: its lines, nothing added
             diagnostics = [_from_stderr_line(line) for line in e.lines]
         elif detail is not None:   # a symbol the real back end refuses: its final line, nothing added
@@ -299,7 +294,7 @@ def _printing(print_ir: PrintIR | None):
 def schedule(req: LowerRequest) -> KernelSchedule:
     """Every loop's schedule in one kernel, as the pass pipeline makes it (what --schedule-trace-file and the
     dashboard show: the schedule the emitted code follows)."""
-    from .codegen.driver import CodegenUnavailable, kernel_schedules
+    from .driver import CodegenUnavailable, kernel_schedules
     from .irdata import kernel_module
     t0 = time.perf_counter()
     module = kernel_module(req.kernel)   # this kernel alone, as data from the parse stage
@@ -311,7 +306,7 @@ def schedule(req: LowerRequest) -> KernelSchedule:
 
 
 def codegen(req: CodegenRequest) -> PtxModule:
-    from .codegen.driver import empty_module_ptx, link_kernels_ptx
+    from .codegen.translate import empty_module_ptx, link_kernels_ptx
     from .codegen.nvptx import PtxCheckError
     from .targets import target
     t0 = time.perf_counter()

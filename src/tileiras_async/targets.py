@@ -28,9 +28,22 @@ MIN_EMITTED_PTX = (8, 1)
 
 @dataclass(frozen=True)
 class Target:
+    """A --gpu-name and what its architecture offers.  The passes and code generation ask these fields, never
+    the SM number: which instruction a target gets is decided here, once."""
     name: str           # sm_100
     ptx_target: str     # sm_100a
     ptx_isa: tuple[int, int]
+    has_cp_async: bool          # cp.async global -> shared copies (the K-loop pipeliner's stage copies)
+    has_fp8_mma: bool           # mma.sync .e4m3/.e5m2 (with a recent enough PTX ISA: see tilegpu.mma)
+    has_wgmma: bool             # warpgroup MMA: sm_90a only
+    has_tcgen05: bool           # tcgen05.mma: where NVIDIA's tileiras emits UTCHMMA (sm_100a, sm_103a, sm_110a)
+    has_tensor_memory: bool     # the data-centre Blackwell SMs' TMEM (sm_107 too, though tcgen05 is not used)
+    is_blackwell: bool          # sm_100 and later (sm_120/121: Blackwell without tensor memory)
+    has_griddepcontrol: bool    # griddepcontrol.wait / launch_dependents
+    has_bf16_atomic_add: bool   # atom.add.noftz.bf16
+    has_int_to_bf16_cvt: bool   # cvt.rn.bf16.s32 and friends
+    has_fp8_cvt: bool           # cvt between f32/f16x2 and e4m3x2/e5m2x2 (sm_89 has it too, but only from PTX 8.1)
+    tf32_cvt_roundings: frozenset[str]  # the rounding modifiers of cvt.<rnd>.tf32.f32 the target has
 
     @property
     def ptx_version(self) -> str:
@@ -46,8 +59,35 @@ class Target:
         return min(max(self.ptx_isa, MIN_EMITTED_PTX), MAX_LLVM_PTX)
 
 
+def _capabilities(sm: int) -> dict:
+    """The PTX ISA's target requirements of the instructions we choose between, for one SM number."""
+    return dict(
+        has_cp_async=sm >= 80, has_fp8_mma=sm >= 89, has_wgmma=sm == 90, has_tcgen05=sm in (100, 103, 110),
+        has_tensor_memory=sm in (100, 101, 103, 107, 110), is_blackwell=sm >= 100, has_griddepcontrol=sm >= 90,
+        has_bf16_atomic_add=sm >= 90, has_int_to_bf16_cvt=sm >= 90, has_fp8_cvt=sm >= 90,
+        tf32_cvt_roundings=frozenset(r for r, first in (("rna", 80), ("rn", 90), ("rz", 90)) if sm >= first))
+
+
 def target(name: str) -> Target:
-    return Target(name, ARCH_FOR_TARGET[name], _MIN_PTX_ISA[name])
+    return Target(name, ARCH_FOR_TARGET[name], _MIN_PTX_ISA[name], **_capabilities(sm_number(name) or 0))
+
+
+def known_target(spec) -> Target | None:
+    """The Target a --gpu-name, its architecture name (sm_90a) or a Target names; None for anything else (the
+    caller then uses only what every target has)."""
+    if isinstance(spec, Target):
+        return spec
+    if isinstance(spec, str):
+        if spec not in ARCH_FOR_TARGET and spec.endswith("a"):
+            spec = spec[:-1]
+        if spec in ARCH_FOR_TARGET:
+            return target(spec)
+    return None
+
+
+def looks_like_gpu_name(value) -> bool:
+    """sm_<anything>: the shape of a --gpu-name, for callers that do not depend on the target (the interpreter)."""
+    return isinstance(value, str) and value.startswith("sm_")
 
 
 def sm_number(name) -> int | None:

@@ -37,7 +37,7 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     _add_dashboard(sub, compile_parser)
     from .run import add_run_parser
     add_run_parser(sub)
-    from ..server.cli import add_serve_parser
+    from .serve import add_serve_parser
     add_serve_parser(sub)
     from ..cache.cli import add_cache_parser
     add_cache_parser(sub)
@@ -83,7 +83,7 @@ def exit_tables() -> dict[str, dict[int, str]]:
     (`tileiras-async`'s subcommands by their own name)."""
     from ..cache.cli import EXIT_CODES as cache
     from ..pipeline.config import EXIT_CODES as batch
-    from ..server.cli import EXIT_CODES as serve
+    from .serve import EXIT_CODES as serve
     from . import disasm, run as run_cli, tileiras
     return {"tileiras": tileiras.EXIT_CODES, "tileirdisasm-async": disasm.EXIT_CODES, "compile": batch,
             "tui": batch, "run": run_cli.EXIT_CODES, "disasm": disasm.MANY_EXIT_CODES,

@@ -2,6 +2,7 @@
 
     tileiras-async run MODULE.tileirbc --grid X[,Y[,Z]] --args IN.npz --out OUT.npz
                        [--kernel SYMBOL] [--engine interpret|emulate|both] [--gpu-name G] [-O N]
+                       [--stats FILE.json] [--ptx KERNEL.ptx [--host-object KERNEL.o]]
 
 IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
 ...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
@@ -9,7 +10,10 @@ final contents of every array argument under the same names; it is written
 atomically and only when the run succeeds.  Device output (print_tko) goes to
 stdout, then one line per array written (its name, shape and dtype; with
 ``--engine both`` also that the engines agree and their largest absolute
-difference).  Failures print one ``error: ...`` line on stderr.
+difference).  Failures print one ``error: ...`` line on stderr.  With the emulator,
+--stats writes the executed thread-instructions by class (emu/stats.py) and
+--ptx runs the given PTX (e.g. NVIDIA's) with the module's parameter ABI
+instead of compiling the module (emu.runner.run_ptx).
 
 Exit codes: 0 ok, else one of EXIT_CODES (below; README's table lists them).
 """
@@ -55,6 +59,15 @@ def add_run_parser(sub) -> None:
                    help="the target the emulated code is compiled for (default sm_100)")
     r.add_argument("-O", "--opt-level", type=int, default=3, choices=range(4), metavar="N",
                    help="optimization level 0-3 of the emulated code (default 3)")
+    r.add_argument("--stats", metavar="FILE.json",
+                   help="emulate/both: write the executed thread-instructions by class (memory, tensor core, "
+                        "barrier, shuffle, other) as JSON")
+    r.add_argument("--ptx", metavar="KERNEL.ptx",
+                   help="emulate/both: run this PTX (e.g. NVIDIA's) with the module's parameters instead of "
+                        "compiling the module")
+    r.add_argument("--host-object", metavar="KERNEL.o",
+                   help="with --ptx: NVIDIA's host object beside the PTX; its launch hook fills the PTX's tensor "
+                        "maps (TMA; runs x86-64 code, as the CUDA driver does)")
     r.set_defaults(func=run_command)
 
     def one_line_error(message: str):
@@ -105,12 +118,14 @@ def run_command(args) -> int:
     from ..frontend import InputError, read_input_file
     from ..toolchain import write_atomic
     from ..toolchain.errors import ToolchainError
-    from ..codegen.driver import CodegenUnavailable
+    from ..driver import CodegenUnavailable
     from ..emu.errors import EmuError
     from ..engines import EnginesDisagree, run_kernel
     from ..frontend import EXIT_PTXAS
     from ..toolchain import PtxasError
     from ..interp.runner import load_module
+    from ..emu.runner import read_ptx_file
+    from ..emu.stats import write_stats
 
     from ..targets import GPU_NAMES
 
@@ -123,16 +138,23 @@ def run_command(args) -> int:
     problem = output_dir_problem(args.out)
     if problem:   # said before the kernel runs, not after
         return _error(f"cannot write {args.out}: {problem}", EXIT_ARGS)
+    if args.engine == "interpret" and (args.stats or args.ptx):
+        return _error(f"{'--stats' if args.stats else '--ptx'} needs the emulator: --engine emulate or both",
+                      EXIT_USAGE)
+    if args.host_object and not args.ptx:
+        return _error("--host-object goes with --ptx", EXIT_USAGE)
     try:
         grid = parse_grid(args.grid)
         module = load_module(data)
         kernel_args = load_args(args.args_npz)
+        ptx = read_ptx_file(args.ptx) if args.ptx else None
 
         def emit(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
         report = run_kernel(module, grid, kernel_args, kernel=args.kernel, engine=args.engine, stdout=emit,
-                            gpu_name=args.gpu_name, opt_level=args.opt_level)
+                            gpu_name=args.gpu_name, opt_level=args.opt_level, ptx=ptx,
+                            host_object=args.host_object)
     except KernelFault as e:
         return _error(str(e), e.exit_code)
     except InterpError as e:
@@ -161,6 +183,8 @@ def run_command(args) -> int:
     np.savez(buf, **outputs)
     try:
         write_atomic(args.out, buf.getvalue())
+        if args.stats:
+            write_stats(args.stats, report.kernel, report.grid, report.counters)
     except ToolchainError as e:
         return _error(e.message, EXIT_ARGS)
     sys.stdout.write("".join(f"{line}\n" for line in summary_lines(outputs, report)))

@@ -208,14 +208,14 @@ def _compile_here(path: str, data: bytes, opts, *, expected=None) -> DropInResul
 
 def _compile_on_server(path: str, data: bytes, request: dict, fp, store) -> DropInResult | None:
     """The compile server's outcome, or None when no server is available (compile in-process then)."""
-    from ..server import paths as server_paths
+    from ..serving import paths as server_paths
     mode = server_paths.server_mode()
     if mode == "off":
         return None
     socket_path = server_paths.socket_path()
     if mode != "start" and not os.path.exists(socket_path):
         return None  # the common case without a server: one stat
-    from ..server.client import ServerFailed, ServerUnavailable, compile_remote
+    from ..serving.client import ServerFailed, ServerUnavailable, compile_remote
     if fp is None:
         from ..cache.fingerprint import compute
         fp = compute(store.memo_dir)

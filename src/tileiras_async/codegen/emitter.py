@@ -11,7 +11,8 @@ from typing import Callable
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
-from ..lower.layout import WARP_SIZE, LinearLayout
+from ..targets import known_target
+from ..tilegpu.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
 from ..tilegpu.mma import SHARED_LIMIT
 from ..tilegpu.options import CodegenOptions
@@ -61,7 +62,7 @@ class KernelEmitter:
         self.shared_bytes = 0
         self._globals = 0
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
-        self.pipelines: list = []     # tilegpu.pipeline.PipelineInfo of every software-pipelined loop
+        self.pipelines: list = []     # tilegpu.software_pipeline.PipelineInfo of every software-pipelined loop
         self.schedules: list = []     # the ScheduleReport of every loop (schedule-loops)
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
@@ -378,3 +379,10 @@ class KernelEmitter:
 
 def _is_splat_literal(t: Tile) -> bool:
     return bool(t.regs) and all(r == t.regs[0] for r in t.regs) and not t.regs[0].startswith("%")
+
+
+def target_has(em, capability: str) -> bool:
+    """Whether the emitter's target has a capability (a boolean field of targets.Target); an unknown target
+    has none.  A function of `em.options.target` so that helpers run on a bare emitter (tests) too."""
+    tgt = known_target(em.options.target)
+    return tgt is not None and getattr(tgt, capability)

@@ -23,7 +23,7 @@ from ..ir.core import Operation
 from ..ir.enums import AtomicRMWMode as M
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import MemoryScope
-from .emitter import KernelEmitter, LoweringError, lowers
+from .emitter import KernelEmitter, LoweringError, lowers, target_has
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, TOKEN, Tile, llvm_type
 
 _SCOPE = {MemoryScope.tl_blk: "cta", MemoryScope.device: "gpu", MemoryScope.sys: "sys"}
@@ -34,16 +34,6 @@ _REG = {"i32": ("r", "i32", 32), "float": ("r", "i32", 32), "i64": ("l", "i64", 
         "double": ("l", "i64", 64), "half": ("h", "i16", 16), "bfloat": ("h", "i16", 16)}
 
 
-def target_sm(em: KernelEmitter) -> int | None:
-    """The SM number codegen targets, when the options carry it (None: unknown, be portable)."""
-    tgt = em.options.target
-    name = getattr(tgt, "name", tgt)
-    if isinstance(name, str) and name.startswith("sm_"):
-        digits = "".join(ch for ch in name[3:] if ch.isdigit())
-        return int(digits) if digits else None
-    return None
-
-
 def ordering(op: Operation) -> str:
     """`.sem.scope` of an atomic."""
     sem = _SEM[MO(op.attrs.get("memory_ordering_semantics", MO.relaxed))]
@@ -51,7 +41,7 @@ def ordering(op: Operation) -> str:
     return f".{sem}.{scope}"
 
 
-def _ptx_op(mode: M, lt: str, sm: int | None) -> str | None:
+def _ptx_op(mode: M, lt: str, bf16_add: bool) -> str | None:
     """`<op>.<type>` of the atom instruction, or None when it needs a CAS loop."""
     bits = _REG[lt][2] if lt in _REG else 0
     if mode == M.addf:
@@ -62,7 +52,7 @@ def _ptx_op(mode: M, lt: str, sm: int | None) -> str | None:
         if lt == "half":
             return "add.noftz.f16"
         if lt == "bfloat":
-            return "add.noftz.bf16" if sm is not None and sm >= 90 else None
+            return "add.noftz.bf16" if bf16_add else None
     elif lt in ("i32", "i64"):
         return {M.add: f"add.u{bits}", M.and_: f"and.b{bits}", M.or_: f"or.b{bits}",
                 M.xor: f"xor.b{bits}", M.max: f"max.s{bits}", M.min: f"min.s{bits}",
@@ -201,7 +191,7 @@ def _fill_zero(lt: str) -> str:
 
 def rmw_element(em: KernelEmitter, op: Operation, mode: M, lt: str, addr: str, arg: str,
                 pred: str | None) -> str:
-    instr = _ptx_op(mode, lt, target_sm(em))
+    instr = _ptx_op(mode, lt, target_has(em, "has_bf16_atomic_add"))
     if instr is None:
         return _half_add_cas_loop(em, op, lt, addr, arg, pred, _fill_zero(lt))
     return atom(em, f"atom{ordering(op)}.global.{instr}", lt, addr, [arg], pred, _fill_zero(lt))

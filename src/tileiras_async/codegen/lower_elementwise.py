@@ -13,8 +13,9 @@ from ..ir.core import Operation
 from ..ir.enums import ComparisonOrdering, IntegerOverflow, Signedness
 from ..ir.enums import ComparisonPredicate as P
 from ..ir.enums import RoundingMode as RM
-from .emitter import KernelEmitter, LoweringError, lowers
+from .emitter import KernelEmitter, LoweringError, lowers, target_has
 from .llvmir import float_literal
+from ..targets import known_target
 from ..tilegpu.types import layout_of
 from .values import Tile, llvm_type
 
@@ -297,7 +298,7 @@ def _itof(em, op, lt, a):
     fp8 = dst.name in FP8
     if rnd == RM.nearest_away and not tf32:
         raise LoweringError(f"itof to {dst} does not support rounding mode 'nearest_away'")
-    native_bf16 = to == "bfloat" and mode is None and (_target_sm(em) or 0) >= 90  # cvt.rn.bf16.s32
+    native_bf16 = to == "bfloat" and mode is None and target_has(em, "has_int_to_bf16_cvt")  # cvt.rn.bf16.s32
     if (to == "bfloat" and not native_bf16) or tf32 or fp8:
         # via f32: in the same direction, or rounded to odd first, so that the second rounding is
         # the only one (LLVM converts i32/i64 -> bf16 by rounding to nearest twice)
@@ -372,8 +373,8 @@ def _ftof(em, op, lt, a):
     return _cvt(em, mode, _PTX_FLOAT[to], "f64", x, "double", to)
 
 
-# rounding mode -> (cvt rounding modifier, first sm with `cvt.<rnd>.tf32.f32`)
-_TF32_CVT = {RM.nearest_even: ("rn", 90), RM.zero: ("rz", 90), RM.nearest_away: ("rna", 80)}
+# rounding mode -> the modifier of `cvt.<rnd>.tf32.f32` (targets.Target.tf32_cvt_roundings: where it exists)
+_TF32_CVT = {RM.nearest_even: "rn", RM.zero: "rz", RM.nearest_away: "rna"}
 
 
 def round_to_tf32(em, x: str, rnd=RM.nearest_even) -> str:
@@ -381,8 +382,9 @@ def round_to_tf32(em, x: str, rnd=RM.nearest_even) -> str:
     nearest even by default (cvt.rn.tf32.f32), nearest away (cvt.rna), or directed.  The hardware cvt where
     the target has it (one instruction, as NVIDIA's tileiras emits), else integer arithmetic."""
     hw = _TF32_CVT.get(rnd)
-    if hw is not None and (_target_sm(em) or 0) >= hw[1]:
-        bits = em.b.asm("i32", f"cvt.{hw[0]}.tf32.f32 $0, $1;", "=r,f", [("float", x)], sideeffect=False)
+    tgt = known_target(em.options.target)
+    if hw is not None and tgt is not None and hw in tgt.tf32_cvt_roundings:
+        bits = em.b.asm("i32", f"cvt.{hw}.tf32.f32 $0, $1;", "=r,f", [("float", x)], sideeffect=False)
         return em.b.value(f"bitcast i32 {bits} to float")
     u = em.b.value(f"bitcast float {x} to i32")
     low = em.b.value(f"and i32 {u}, 8191")
@@ -409,11 +411,6 @@ def round_to_tf32(em, x: str, rnd=RM.nearest_even) -> str:
 # name -> (exponent bits, mantissa bits, bias, largest finite code, largest finite value)
 FP8 = {"f8E4M3FN": (4, 3, 7, 0x7E, 448.0), "f8E5M2": (5, 2, 15, 0x7B, 57344.0)}
 FP8_NAN = 0x7F  # f8E4M3FN's NaN (S.1111.111); the sign of the input is kept
-
-
-def _target_sm(em) -> int | None:
-    from .lower_atomic import target_sm
-    return target_sm(em)
 
 
 def _ftof_fp8(em, x: str, src_t, dst_t, rnd) -> str:
@@ -443,9 +440,8 @@ def f32_to_fp8(em, x: str, name: str, rnd=RM.nearest_even) -> str:
     """f32 -> fp8 bits (i8) as cvt.rn.satfinite does: values beyond the largest finite one, and
     infinities, become the largest finite value; NaN stays NaN (bit-exact with the software reference
     in NVIDIA's cuda_fp8.hpp, which also covers the directed rounding modes here)."""
-    sm = _target_sm(em)
     fmt = "e4m3x2" if name == "f8E4M3FN" else "e5m2x2"
-    if sm is not None and sm >= 90 and rnd == RM.nearest_even:  # (sm_89 has it too, but only from PTX 8.1)
+    if target_has(em, "has_fp8_cvt") and rnd == RM.nearest_even:
         pair = em.b.asm("i16", f"cvt.rn.satfinite.{fmt}.f32 $0, $1, $1;", "=h,f", [("float", x)],
                         sideeffect=False)
         return em.b.value(f"trunc i16 {pair} to i8")
@@ -490,8 +486,7 @@ def f32_to_fp8(em, x: str, name: str, rnd=RM.nearest_even) -> str:
 
 def fp8_to_f32(em, bits: str, name: str) -> str:
     """fp8 bits (i8) -> the exact f32 value."""
-    sm = _target_sm(em)
-    if sm is not None and sm >= 90:
+    if target_has(em, "has_fp8_cvt"):
         fmt = "e4m3x2" if name == "f8E4M3FN" else "e5m2x2"
         wide = em.b.value(f"zext i8 {bits} to i16")
         pair = em.b.asm("i32", f"cvt.rn.f16x2.{fmt} $0, $1;", "=r,h", [("i16", wide)], sideeffect=False)

@@ -19,8 +19,7 @@ import re
 
 from ..ir import types as T
 from ..ir.core import Module, Operation
-from .emitter import KernelEmitter, lowers
-from .lower_atomic import target_sm
+from .emitter import KernelEmitter, lowers, target_has
 from .lower_basic import dense_elements, element_literal
 from .lower_elementwise import FP8, fp8_to_f32
 from .values import GLOBAL_PTR, SHARED_PTR, TOKEN, Tile, elem_bytes, llvm_type
@@ -394,8 +393,7 @@ def _enclosing_block(block, op: Operation):
 
 def _gdc(instr: str):
     def lower(em: KernelEmitter, op: Operation) -> None:
-        sm = target_sm(em)
-        if sm is not None and sm >= 90:  # griddepcontrol is sm_90+; below it the op is a no-op
+        if target_has(em, "has_griddepcontrol"):  # below sm_90 the op is a no-op
             em.b.asm("void", f"{instr};", "~{memory}", [])
         for r in op.results:
             em.set(r, TOKEN)

@@ -21,7 +21,7 @@ from functools import partial
 from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import LinearLayout
+from ..tilegpu.layout import LinearLayout
 from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
                            plan_for)
@@ -29,7 +29,7 @@ from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_pipeline import unit_offset
+from .lower_software_pipeline import unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
 from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type

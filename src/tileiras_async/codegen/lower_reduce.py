@@ -20,7 +20,7 @@ from ..ir import types as T
 from ..ir.attrs import FloatAttr, IntegerAttr
 from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import LinearLayout, deposit
+from ..tilegpu.layout import LinearLayout, deposit
 from ..tilegpu.ir import single_op_combiner
 from ..tilegpu.smem import DimBits, dim_bits
 from ..tilegpu.types import layout_of

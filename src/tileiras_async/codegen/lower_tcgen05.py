@@ -27,7 +27,7 @@ from ..ir.core import Operation
 from ..tilegpu.mma import plan_for
 from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
-from .lower_pipeline import unit_offset
+from .lower_software_pipeline import unit_offset
 from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
 from .values import SHARED_PTR, Tile
 

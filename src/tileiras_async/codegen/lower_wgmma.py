@@ -26,7 +26,7 @@ barrier, and `lower_wgmma_staged` issues and waits for the unit's group.
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..lower.layout import LinearLayout
+from ..tilegpu.layout import LinearLayout
 from ..tilegpu.wgmma import SmemOperand, WgmmaPlan
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile

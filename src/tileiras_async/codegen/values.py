@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import types as T
-from ..lower.layout import LinearLayout
+from ..tilegpu.layout import LinearLayout
 from ..tilegpu.types import elem_bytes  # noqa: F401  (re-exported for the patterns)
 
 _FLOAT_LLVM = {"f16": "half", "bf16": "bfloat", "f32": "float", "tf32": "float", "f64": "double"}

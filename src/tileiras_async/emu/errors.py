@@ -52,6 +52,11 @@ class UnsupportedInstruction(EmuError):
     exit_code = 4
 
 
+class UnsupportedLaunch(UnsupportedInstruction):
+    """A launch the emulator cannot set up (tensor maps without the host object that fills them, or on a
+    host that cannot run that object's code)."""
+
+
 class LaunchError(EmuError, ValueError):
     """Bad launch: unknown kernel, wrong parameter count, bad grid/block."""
 

@@ -39,6 +39,7 @@ from .errors import (
 from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_BITS, DeviceMemory
 from .parser import FImm, Imm
 from .races import RaceChecker
+from .stats import class_vector, tally
 from .program import (
     LOCAL_START,
     SHARED_START,
@@ -467,6 +468,7 @@ class Machine:
     def _build(self) -> None:
         prog = self.prog
         self.blocks = []
+        self.block_classes = []       # per block: its instructions per class of stats.CLASSES
         self.unsupported = []
         for bi, b in enumerate(prog.blocks):
             ops = []
@@ -483,6 +485,8 @@ class Machine:
                 self.unsupported.append(e)
                 kind, arg = "error", e
             self.blocks.append((tuple(ops), kind, arg, len(b.body) + (1 if b.term is not None else 0), b))
+            self.block_classes.append(class_vector(li.opcode for li in b.body + ([b.term] if b.term else [])))
+        self.block_lanes = [0] * len(self.blocks)
 
     def _build_term(self, b, bi):
         t = b.term
@@ -587,11 +591,13 @@ class Machine:
         max_steps = self.max_steps
         count_nonzero = np.count_nonzero
         pick = self._pick
+        block_lanes = self.block_lanes
         while True:
             ops, kind, arg, nops, spec = blocks[pc]
             for f in ops:
                 f(m)
             ti += nops * nact
+            block_lanes[pc] += nact
             steps += 1
             if kind == "fall":
                 npc = pc + 1
@@ -689,6 +695,10 @@ class Machine:
                 break
         self.thread_instructions += ti
         self.instructions += steps
+
+    def instruction_classes(self) -> dict[str, int]:
+        """Thread-instructions executed so far per class (stats.CLASSES); they sum to `thread_instructions`."""
+        return tally(self.block_classes, self.block_lanes)
 
     def _pick(self, pending, blocked, yielded):
         """Next group to run: the lowest PC of the runnable groups; else the groups a barrier releases; else
@@ -905,6 +915,7 @@ class _Buf:
 
 
 def _param_bytes(kp, v) -> np.ndarray:
+    """The bytes of value `v` for kernel parameter `kp` (ints, floats, device addresses or raw bytes)."""
     size = kp.size
     t = kp.type
     if isinstance(v, (bytes, bytearray)):

@@ -83,6 +83,16 @@ class Addr:
 
 
 @dataclass(frozen=True)
+class TensorAddr:
+    """`[tmap, {c0, c1, ...}]`: a tensor map's address and the box's coordinates (cp.async.bulk.tensor)."""
+    base: Addr
+    coords: Vec
+
+    def __str__(self):
+        return f"[{str(self.base)[1:-1]}, {self.coords}]"
+
+
+@dataclass(frozen=True)
 class Sink:
     def __str__(self):
         return "_"
@@ -322,6 +332,10 @@ def parse_operand(s: str, line: int):
     if c == "[":
         if not s.endswith("]"):
             raise PtxSyntaxError(f"bad address operand '{s}'", line=line)
+        parts = split_top(s[1:-1])
+        if len(parts) == 2 and parts[1].strip().startswith("{"):
+            coords = parse_operand(parts[1], line)
+            return TensorAddr(parse_address(parts[0].strip(), line), coords)
         return parse_address(s[1:-1].strip(), line)
     if c == "{":
         if not s.endswith("}"):

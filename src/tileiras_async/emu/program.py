@@ -36,6 +36,7 @@ from .parser import (
     ScopeOpen,
     Sink,
     Sym,
+    TensorAddr,
     VarDecl,
     Vec,
     type_size,
@@ -305,6 +306,8 @@ class Linker:
             if isinstance(base, SymRef):
                 return Addr(SymRef(base.kind, base.value, base.name, 0), op.offset + base.offset)
             return Addr(base, op.offset)
+        if isinstance(op, TensorAddr):
+            return TensorAddr(self._resolve(op.base, chain, ns, line), self._resolve(op.coords, chain, ns, line))
         if isinstance(op, Pair):
             return Pair(self._resolve(op.a, chain, ns, line), self._resolve(op.b, chain, ns, line))
         if isinstance(op, ParamList):

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import EmuReport, emulate_ptx, load_program
-from .errors import LaunchError
+from .emulate import EmuReport, emulate_ptx, load_program
+from .errors import LaunchError, UnsupportedLaunch
 from .memory import DeviceMemory, _byte_span, element_byte_offsets
 
 
@@ -154,16 +154,18 @@ def scalar_elem_types(mod, kernel: str) -> list:
     return []
 
 
-def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | None = None) -> tuple[list, list]:
+def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | None = None,
+                  hidden: int = 0) -> tuple[list, list]:
     """Entry parameter values for `args` (cuTile order); returns (params, [(arg_index, address)]).
 
     `elem_types` (per entry parameter, see `scalar_elem_types`) tells how to convert scalars of
-    types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter)."""
+    types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter).  `hidden`: trailing entry
+    parameters the arguments do not give (tensor maps, filled at launch)."""
     arrays = [(i, a) for i, a in enumerate(args) if _is_array(a)]
     addr = _allocate_arrays([a for _, a in arrays], memory)
     addr_of = {i: addr[k] for k, (i, _) in enumerate(arrays)}
     params: list = []
-    kp = prog.kparams
+    kp = prog.kparams[:len(prog.kparams) - hidden]
     for i, a in enumerate(args):
         pos = len(params)
         if i in addr_of:
@@ -234,6 +236,15 @@ def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
     return out
 
 
+def _entry(module_bytes_or_path, kernel: str | None, verify: bool):
+    """The read (and verified) module and the name of the kernel to run."""
+    mod = _load_module(module_bytes_or_path)
+    if verify:
+        from ..frontend import verify as _verify
+        _verify(mod, None, False)
+    return mod, _pick_kernel(mod, kernel)
+
+
 def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
                  opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
                  verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None,
@@ -244,15 +255,11 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
     emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
     """
-    from ..codegen.driver import module_ptx
+    from ..driver import module_ptx
     from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
     from ..targets import target
-    mod = _load_module(module_bytes_or_path)
-    if verify:
-        from ..frontend import verify as _verify
-        _verify(mod, None, False)
-    kname = _pick_kernel(mod, kernel)
+    mod, kname = _entry(module_bytes_or_path, kernel, verify)
     try:
         tgt = target(gpu_name)
     except KeyError:
@@ -262,6 +269,91 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
         raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
     ptx = module_ptx(mod, tgt, opt_level)
     cubin = _assemble(ptx, PtxasOptions(tgt.ptx_target, opt_level)) if assemble else None
+    return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races)
+
+
+def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = None,
+            host_object: str | None = None, block: tuple | None = None, verify: bool = True,
+            max_lanes: int = 4096, memory: DeviceMemory | None = None, check_races: bool = False) -> EmuRun:
+    """Run given PTX (e.g. NVIDIA's tileiras output for this module) instead of compiling the module.
+
+    The module supplies the parameter ABI: which entry to run (the PTX must have an entry of that name), the
+    element types of scalars and the bounds it `assume`s.  PTX that takes tensor maps (TMA) needs them
+    filled at launch by the host object NVIDIA's tool wrote beside it (`host_object`: its launch hook runs,
+    host_object.py; without it the launch is an `UnsupportedLaunch`)."""
+    mod, kname = _entry(module_bytes_or_path, kernel, verify)
+    host = _host(host_object, kname) if host_object is not None else None
+    target, entry = _ptx_entry(ptx, kname)
+    maps = tensor_map_params(entry)
+    which = ", ".join(map(str, maps))
+    if maps and host is None:
+        raise UnsupportedLaunch(f"the PTX takes {len(maps)} tensor map(s) (TMA; entry parameter(s) {which}), which "
+                                "the host object's launch hook fills: give the host object (run --host-object)")
+    if maps and maps != list(range(len(entry.params) - len(maps), len(entry.params))):
+        raise UnsupportedLaunch(f"tensor maps among the module's parameters (entry parameter(s) {which}): only "
+                                "trailing ones, as NVIDIA's tool appends them, are mapped")
+    return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races,
+                   _TensorMaps(host, target, entry) if maps else None)
+
+
+def read_ptx_file(path: str) -> str:
+    """The text of a PTX file given to run (`run --ptx`); a `LaunchError` when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise LaunchError(f"cannot read PTX '{path}': {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise LaunchError(f"cannot read PTX '{path}': not a text file") from None
+
+
+def _host(path: str, kname: str):
+    """The host object at `path`, which must have a launch hook for kernel `kname` (a `LaunchError` when it
+    is no host object of NVIDIA's tool, or one for other kernels)."""
+    from .host_object import read_host_object
+    host = read_host_object(path)
+    if kname not in host.hooks:
+        raise LaunchError(f"host object '{path}' has no launch hook for '{kname}' "
+                          f"(it has: {', '.join(sorted(host.hooks)) or 'none'})")
+    return host
+
+
+@dataclass(frozen=True)
+class _TensorMaps:
+    """Where a launch's tensor maps come from: the host object's hook for the parsed PTX entry."""
+    host: object
+    target: str
+    entry: object
+
+    def fill(self, prog, kname: str, params: list) -> list:
+        """`params` (the ordinary parameters' values) with the tensor maps the hook writes appended."""
+        from .host_object import fill_tensor_maps
+        from .machine import _param_bytes
+        values = [_param_bytes(kp, v).tobytes() for kp, v in zip(prog.kparams, params)]
+        maps = fill_tensor_maps(self.host, kname, self.target, self.entry.params,
+                                values + [None] * (len(prog.kparams) - len(params)))
+        return params + [maps[i] for i in sorted(maps)]
+
+
+def _ptx_entry(ptx: str, kname: str):
+    """(the `.target`, the parsed entry `kname`) of `ptx`."""
+    from .parser import parse_ptx
+    mod = parse_ptx(ptx)
+    fn = mod.functions.get(kname)
+    if fn is None or fn.kind != "entry":
+        raise LaunchError(f"no entry function '{kname}' in the PTX (entries: {', '.join(mod.entries) or 'none'})")
+    return mod.target, fn
+
+
+def tensor_map_params(entry) -> list[int]:
+    """Entry parameters (of a parsed entry) that are tensor maps (host_object.is_tensor_map)."""
+    from .host_object import is_tensor_map
+    return [i for i, p in enumerate(entry.params) if is_tensor_map(p)]
+
+
+def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
+            check_races: bool, tensor_maps: _TensorMaps | None = None) -> EmuRun:
+    """Map `args` onto kernel `kname` of `ptx` (cuTile's convention, the module's types; the trailing tensor
+    maps from `tensor_maps`), run it, copy back."""
     prog = load_program(ptx, kname)
     g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
@@ -270,8 +362,11 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     blk = tuple(block) if block is not None else default_block(prog)
     memory = memory if memory is not None else DeviceMemory()
     args = list(args)
-    params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname))
+    hidden = len(tensor_map_params(tensor_maps.entry)) if tensor_maps else 0
+    params, arrays = map_arguments(prog, args, memory, scalar_elem_types(mod, kname), hidden)
     _check_assumptions(mod, kname, params)
+    if tensor_maps is not None:
+        params = tensor_maps.fill(prog, kname, params)
     report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes, check_races=check_races)
     for i, addr in arrays:
         a = args[i]

@@ -157,7 +157,7 @@ def _oracle_only_version(data: bytes) -> bool:
 def _warm(gpu_name: str) -> None:
     """Import and initialise the compiler in the parent, so forked cases start warm."""
     from ..cli import disasm, tileiras  # noqa: F401
-    from ..codegen import driver  # noqa: F401
+    from .. import driver  # noqa: F401
     from ..codegen.nvptx import warm_up
     warm_up((gpu_name,), 3)
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..deepstack import call_deep, nesting_depth
 from ..ir import types as T
 from ..ir.core import Function, Module
+from ..targets import looks_like_gpu_name
 from . import numerics as N
 from .abi import ParamSpec, describe_entry, numpy_matches, parse_symbol, specs_match
 from .blas import single_threaded_blas
@@ -345,7 +346,7 @@ def run_kernel(module, grid, args, *, kernel=None, engine="interpret", gpu_name=
         raise ArgumentError(f"unknown engine '{engine}' (expected one of {', '.join(ENGINES)})")
     if engine != "interpret":
         raise EngineNotImplemented(f"engine '{engine}' is not implemented yet; use engine='interpret'")
-    if not isinstance(gpu_name, str) or not gpu_name.startswith("sm_"):
+    if not looks_like_gpu_name(gpu_name):
         raise ArgumentError(f"invalid gpu_name {gpu_name!r} (expected sm_XX)")
     if not isinstance(opt_level, (int, np.integer)) or not 0 <= int(opt_level) <= 3:
         raise ArgumentError(f"invalid opt_level {opt_level!r} (expected 0..3)")

@@ -23,7 +23,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def _groups() -> dict[str, tuple[str, list[type]]]:
     from .. import stages
-    from ..server import protocol
+    from ..serving import protocol
     from . import events, messages
     stage_types: list[type] = []
     for pair in messages.STAGE_TYPES.values():  # every stage's request and response, in pipeline order
@@ -36,7 +36,7 @@ def _groups() -> dict[str, tuple[str, list[type]]]:
                 [messages.JobRequest, messages.JobReply, messages.WorkerNote]),
         "events": ("The pipeline's event stream (tileiras_async.pipeline.events): one JSON object per line with "
                    "--json; the tag field `event` names the type.", [events.Event]),
-        "server": ("The compile server's socket protocol (tileiras_async.server.protocol): one request and one "
+        "server": ("The compile server's socket protocol (tileiras_async.serving.protocol): one request and one "
                    "reply per connection, each a 4-byte big-endian length and a msgpack body; the tag field "
                    "`kind` names the type.", [protocol.Request, protocol.Reply]),
     }

@@ -135,7 +135,7 @@ def _warm(targets: tuple[str, ...], opt_level: int) -> None:
     try:
         from .. import frontend  # noqa: F401  (reader, verifier: what parse needs)
         from ..ir import verifier  # noqa: F401
-        from ..codegen import driver  # noqa: F401  (imports register every lowering)
+        from .. import driver  # noqa: F401  (imports register every lowering)
         from ..codegen.nvptx import warm_up
     except Exception:  # noqa: BLE001 - a broken import surfaces as a stage error, with its message
         return

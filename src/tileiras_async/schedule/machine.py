@@ -67,7 +67,7 @@ shape ops an SMEM round trip ``(tp_smem_wr,0,7)+(tp_smem_rd,7,7)`` latency 14, L
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,17 +219,31 @@ _BLACKWELL: dict[str, ClassSpec] = {
 _ASYNC_MMA = _u(("tc_and_mma", 0, 8), ("tp_mma", 0, 8))
 
 
+def _sm100_classes(c: dict[str, ClassSpec]) -> None:
+    c["tcgen05"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True,
+                             desc="tcgen05.mma: 8-cycle issue window on tc_and_mma + tp_mma")
+
+
+def _sm90_classes(c: dict[str, ClassSpec]) -> None:
+    c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma (no FP32x2 on Hopper)")
+    c["wgmma"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True, desc="wgmma.mma_async (the seeds' wgmma vector)")
+
+
+def _sm80_classes(c: dict[str, ClassSpec]) -> None:
+    c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma")
+    del c["tma_load"], c["tma_store"]
+
+
+# family -> how its classes differ from the Blackwell (sm_100) vectors
+_FAMILY_CHANGES: dict[str, Callable[[dict[str, ClassSpec]], None]] = {
+    "sm_100": _sm100_classes, "sm_90": _sm90_classes, "sm_80": _sm80_classes}
+
+
 def _family_classes(family: str) -> dict[str, ClassSpec]:
     c = dict(_BLACKWELL)
-    if family == "sm_100":
-        c["tcgen05"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True,
-                                 desc="tcgen05.mma: 8-cycle issue window on tc_and_mma + tp_mma")
-    elif family == "sm_90":
-        c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma (no FP32x2 on Hopper)")
-        c["wgmma"] = ClassSpec(_ASYNC_MMA, 8, async_capable=True, desc="wgmma.mma_async (the seeds' wgmma vector)")
-    elif family == "sm_80":
-        c["fp32"] = ClassSpec(_u(("alu_or_fmaheavy", 0, 1)), 4, desc="f32 add/sub/mul/fma")
-        del c["tma_load"], c["tma_store"]
+    change = _FAMILY_CHANGES.get(family)
+    if change is not None:
+        change(c)
     return c
 
 
@@ -281,6 +295,8 @@ FAMILY_OF: dict[str, str] = {
 FAMILIES = ("sm_80", "sm_90", "sm_100", "sm_120")
 
 _SMEM_BYTES = {"sm_80": 166912, "sm_90": 232448, "sm_100": 232448, "sm_120": 101376}
+# family -> (has TMA, has tensor memory)
+_UNITS = {"sm_80": (False, False), "sm_90": (True, False), "sm_100": (True, True), "sm_120": (True, False)}
 _SLOT_CAPS = {SLOT["alu"]: 3, SLOT["alu_or_fmaheavy"]: 4, SLOT["dual_alu"]: 2, SLOT["fp32x2_fp16ultra"]: 2}
 _NOTES = {
     "sm_100": ("Blackwell: the seeds' 24-slot model", "mma: tcgen05 (async) for 64+ row tiles, else mma.sync"),
@@ -313,11 +329,12 @@ def machine_model(gpu_name: str, copies: str = "cp.async") -> MachineModel:
     fam = family_of(gpu_name)
     if copies not in COPY_ENGINES:
         raise ValueError(f"unknown copy engine '{copies}' (expected one of {', '.join(COPY_ENGINES)})")
-    if copies == "tma" and fam == "sm_80":
+    has_tma, has_tmem = _UNITS[fam]
+    if copies == "tma" and not has_tma:
         raise ValueError(f"{gpu_name} has no TMA")
     return MachineModel(
         family=fam, gpu_name=gpu_name, classes=_family_classes(fam), slot_caps=dict(_SLOT_CAPS),
-        pool_caps={"smem_bytes": _SMEM_BYTES[fam]}, has_tma=fam != "sm_80", has_tmem=fam == "sm_100",
+        pool_caps={"smem_bytes": _SMEM_BYTES[fam]}, has_tma=has_tma, has_tmem=has_tmem,
         notes=(*_NOTES[fam], _COPY_NOTES[copies]), copies=copies)
 
 

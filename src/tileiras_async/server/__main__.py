@@ -1,6 +1,6 @@
-"""`python -m tileiras_async.server`: the compile server (see server/cli.py)."""
+"""`python -m tileiras_async.server`: the compile server (see cli/serve.py)."""
 import sys
 
-from .cli import main
+from ..cli.serve import main
 
 sys.exit(main())

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from .ir import own_ops
-from ..lower.layout import WARP_SIZE, LinearLayout
-from ..targets import sm_number, target
+from .layout import WARP_SIZE, LinearLayout
 from .errors import LoweringError
 from .options import CodegenOptions
 from .types import elem_bytes
@@ -363,22 +362,12 @@ class FmaPlan:
 _FP8 = ("f8E4M3FN", "f8E5M2")
 _ACC_LLVM = {"f32": "float", "f16": "half", "f64": "double", "i32": "i32"}  # Instr.acc per element
 
-def _target_caps(options: CodegenOptions) -> tuple[int, tuple[int, int]] | None:
-    """(sm number, PTX ISA of the emitted module) when the options name a known target, else None."""
-    name = getattr(options.target, "name", options.target)
-    if sm_number(name) is None:
-        return None
-    tgt = target(name)
-    return tgt.sm, tgt.emitted_ptx_isa
-
-
 def native_fp8(options: CodegenOptions, acc_elem: T.Type) -> bool:
     """mma.sync with .e4m3/.e5m2 needs sm_89+ and PTX ISA 8.4 (8.7 with an f16 accumulator)."""
-    caps = _target_caps(options)
-    if caps is None:
+    tgt = options.known_target
+    if tgt is None or not tgt.has_fp8_mma:
         return False
-    sm, isa = caps
-    return sm >= 89 and isa >= ((8, 7) if acc_elem == T.F16 else (8, 4))
+    return tgt.emitted_ptx_isa >= ((8, 7) if acc_elem == T.F16 else (8, 4))
 
 
 def _dims(ty: T.TileType) -> tuple[bool, int, int, int]:

@@ -3,7 +3,7 @@
 Each op is declared once here with ``ir/opdef.py``'s mechanism, like the cuda_tile ops in ``ir/cuda_tile.py``:
 operands and results with type constraints, attributes, traits (memory effects included).  Passes create the
 ops with ``Operation(LOCAL_LOAD, operands, attrs, result_types, loc=...)``; the printer, DCE
-(``lower/dce.py``), the scheduler's dependence graphs (``schedule/depgraph.py``) and insert-barriers ask the
+(``tilegpu/cuda_tile_dce.py``), the scheduler's dependence graphs (``schedule/depgraph.py``) and insert-barriers ask the
 declarations (``op.spec.effects``, ``effects_of(op)``) instead of lists of op names; codegen has exactly one
 pattern per op.  cuda_tile ops stay in the tile-GPU IR unchanged except for their types (tiles gain a
 layout); these ops are added around them.  The IR is printed in MLIR's generic op syntax

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..lower.layout import WARP_SIZE, LinearLayout, blocked
+from .layout import WARP_SIZE, LinearLayout, blocked
+from ..targets import Target, known_target
 
 
 @dataclass
@@ -21,6 +22,11 @@ class CodegenOptions:
     # allows it -- where NVIDIA's tileiras uses HGMMA --, tcgen05 on sm_100 where tilegpu.tcgen05 allows it,
     # mma.sync elsewhere), "tcgen05" (tcgen05 where it applies) or "mma.sync" (neither wgmma nor tcgen05)
     mma_instruction: str = "auto"
+
+    @property
+    def known_target(self) -> Target | None:
+        """The target's capabilities (None when `target` names no known GPU: use what every target has)."""
+        return known_target(self.target)
 
     @property
     def num_threads(self) -> int:

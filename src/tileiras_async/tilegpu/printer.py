@@ -75,7 +75,7 @@ from ..ir.printer import (FLOAT_FORMATS, attr_str, dense_values, format_float, p
                           type_str)
 # cuda_tile's printer must print exactly what NVIDIA's does, so it stays as it is; its helpers are reused here
 from ..ir.printer import _nested, _round_trips, _signed, _value
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .ir import KernelIR, walk_ops
 from .types import LayoutTile
 

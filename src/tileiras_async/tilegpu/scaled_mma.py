@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..bytecode.opspec import OPS_BY_NAME
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .mma import fma_plan_for, plan_for, result_layout as mma_result_layout
 from .options import CodegenOptions
 from .types import align, elem_bytes

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 from .errors import LoweringError
 from .mma import fma_plan_for, plan_for
 from .options import CodegenOptions

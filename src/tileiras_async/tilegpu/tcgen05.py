@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.core import Operation
-from ..lower.layout import LinearLayout
-from ..targets import sm_number
+from .layout import LinearLayout
 from .options import CodegenOptions
 from .wgmma import (ACC_REG_LIMIT, K_BYTES, MAX_N, SHARED_LIMIT, WG_BF16_F32, WG_F8_F32, WG_F16_F32, WG_I8_I32,
                     WG_TF32_F32, SmemDescriptor, WgmmaPlan, _instr_for, _log2)
@@ -37,7 +36,6 @@ TMEM_COLUMNS = 512
 TMEM_MIN_ALLOC = 32
 SUBPARTITION_WARPS = 4      # warp w reads TMEM lanes 32*(w%4) .. +31
 LD_MAX_REGS = 128           # registers one tcgen05.ld/st moves per thread (.x128 of .32x32b)
-TCGEN05_TARGETS = (100, 103, 110)    # sm_100a, sm_103a, sm_110a: where NVIDIA's tileiras emits UTCHMMA
 SWIZZLE_MODE = {0: 0, 128: 2, 64: 4, 32: 6}     # bits 61-63 of the descriptor per swizzle width
 
 # tcgen05 .kind and the instruction descriptor's type codes, per wgmma instruction (f32/s32 accumulators:
@@ -172,8 +170,8 @@ class Tcgen05Plan(WgmmaPlan):
 
 def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
     """The tcgen05 plan for an mmaf/mmai, or the reason the op keeps mma.sync (or the FMA chain)."""
-    name = getattr(options.target, "name", options.target)
-    if sm_number(name) not in TCGEN05_TARGETS:
+    tgt = options.known_target
+    if tgt is None or not tgt.has_tcgen05:
         return "tcgen05 exists on sm_100a, sm_103a and sm_110a only"
     nw = options.num_warps
     if nw < SUBPARTITION_WARPS or nw & (nw - 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import types as T
-from ..lower.layout import LinearLayout
+from .layout import LinearLayout
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,8 +46,7 @@ from dataclasses import dataclass, field, replace
 from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.enums import Signedness
-from ..lower.layout import LinearLayout
-from ..targets import sm_number, target
+from .layout import LinearLayout
 from .options import CodegenOptions
 
 Coord = tuple[int, ...]
@@ -442,8 +441,8 @@ def _instr_for(op: Operation) -> tuple[WgmmaInstr, str, str] | str:
 
 def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     """The wgmma plan for an mmaf/mmai, or the reason the op keeps mma.sync (or the FMA chain)."""
-    name = getattr(options.target, "name", options.target)
-    if sm_number(name) != 90:
+    tgt = options.known_target
+    if tgt is None or not tgt.has_wgmma:
         return "wgmma exists on sm_90a only"
     if options.num_warps % WARPGROUP_WARPS:
         return f"{options.num_warps} warps are not whole warpgroups"
@@ -451,7 +450,7 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     if isinstance(r, str):
         return r
     instr, at, bt = r
-    isa = target("sm_90").emitted_ptx_isa
+    isa = tgt.emitted_ptx_isa
     if instr is WG_I8_I32 and at != bt and isa < MIXED_INT_PTX_ISA:
         return (f"wgmma .{at}.{bt} needs PTX ISA {'.'.join(map(str, MIXED_INT_PTX_ISA))} (the module declares "
                 f"{'.'.join(map(str, isa))})")

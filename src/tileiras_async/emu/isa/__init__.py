@@ -28,6 +28,7 @@ imports them all.
     tcgen05     Blackwell tensor memory and MMA (alloc, ld/st, mma, commit, fences)
     async_copy  cp.async groups
     bulk_copy   cp.async.bulk (non-tensor TMA) copies, bulk groups
+    tensor_copy cp.async.bulk.tensor (TMA through tensor maps), tensor-map decoding
     mbarrier    mbarrier phases, arrivals and transaction counts
     descriptors shared-memory matrix and tcgen05 instruction descriptors
 """

@@ -8,6 +8,7 @@ import numpy as np
 from ..parser import Imm
 from .core import Mods, _err, _lanes, _space, address_fn, bl, commit_groups, full_mask, getter, op, u8
 from .bulk_copy import build_bulk
+from .tensor_copy import build_tensor
 from .mbarrier import mbar_arrive, mbar_keys
 
 
@@ -19,7 +20,7 @@ def _cp(mc, li):
     if not mods.has("async"):
         raise _err(li, f"{li.opcode} is not supported")
     if mods.has("bulk"):
-        return build_bulk(mc, li, mods)
+        return build_tensor(mc, li, mods) if mods.has("tensor") else build_bulk(mc, li, mods)
     if mods.has("commit_group"):
         mods.done()
 

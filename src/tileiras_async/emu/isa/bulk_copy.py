@@ -11,8 +11,8 @@
   `wait_group.read` changes what is written.
 * `cp.async.bulk.prefetch.L2.global [src], size`: a hint (bounds-checked).
 
-Multicast, byte masks and `cp.async.bulk.tensor` (tensor maps are host-encoded and opaque) are not
-modelled.
+Multicast and byte masks are not modelled; `cp.async.bulk.tensor` is tensor_copy.py (its stores retire with
+these bulk groups).
 """
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def _retire_out(mc, mm, keep: int) -> None:
     for rec in mc.bulk_out:
         lanes, gdst, ssrc, size, seq, li = rec
         done = np.ones(len(lanes), bool) if mm is None else retired(mm, mc.bulk_committed, lanes, seq, keep)
-        if done.any():
+        if done.any() and hasattr(gdst, "write"):      # a tensor store (tensor_copy.py), one lane per record
+            gdst.write(mc, int(lanes[0]), li)
+        elif done.any():
             sel = np.flatnonzero(done)
             data = bulk_load(mc, "shared", ssrc[sel], lanes[sel], size, li)
             bulk_store(mc, "global", gdst[sel], lanes[sel], size, data, li)
@@ -104,9 +106,7 @@ def _size(mc, li, g, idx):
 
 
 def build_bulk(mc, li, mods):
-    """`cp.async.bulk...` (dispatched from the `cp` builder)."""
-    if mods.has("tensor"):
-        raise _err(li, "cp.async.bulk.tensor (TMA with tensor maps) is not supported")
+    """`cp.async.bulk...` (dispatched from the `cp` builder; `.tensor`: tensor_copy.py)."""
     if mods.has("commit_group"):
         mods.done()
 

@@ -24,7 +24,7 @@ _ALL = [
     ("share-scan-totals", "scan_totals"),
     ("materialize-shared-memory", "materialize_smem"),
     ("schedule-loops", "schedule_loops"),
-    ("pipeline", "pipeline_loops"),
+    ("pipeline", "software_pipeline"),
     ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from ...ir import types as T
 from ...ir.core import Block, Operation, Value
-from ...lower.layout import LinearLayout
+from ..layout import LinearLayout
 from ..errors import LoweringError
 from ..ir import KernelIR, clone_function, walk_ops
 from .. import scaled_mma

@@ -26,7 +26,7 @@ from ...ir.core import Operation, Value
 from ...ir.enums import MemoryOrderingSemantics as MO
 from .. import scalars
 from ..ir import KernelIR, clone_op, own_ops, parent_blocks, replace_values, walk_ops
-from ..pipeline import index_slice, use_counts
+from ..software_pipeline import index_slice, use_counts
 from ..types import elem_bytes, layout_of
 
 PREFETCH_REGS = 6       # registers per thread the loads of both iterations ahead may hold

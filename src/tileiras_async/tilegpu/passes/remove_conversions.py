@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...ir import types as T
 from ...ir.core import Operation, Value
-from ...lower.layout import LinearLayout
+from ..layout import LinearLayout
 from ..ir import KernelIR, replace_values, walk_blocks, walk_ops
 from ..ops import CONVERT_LAYOUT
 from ..types import layout_of, with_layout, bare

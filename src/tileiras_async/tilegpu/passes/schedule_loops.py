@@ -4,7 +4,7 @@ Contract: in: tile-GPU IR with layouts. out: the IR is unchanged but for attribu
 `schedule` (its ordinal among the kernel's loops, pre-order) and `k.notes["schedules"]` holds one
 `ScheduleReport` per loop, in that order (what --schedule-trace-file, the dashboard and the remarks show).
 
-A K-loop that `tilegpu.pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
+A K-loop that `tilegpu.software_pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
 copies whose consumers read data fetched `P` iterations earlier (prefetch edges, distance -P), the reshapes and
 ftofs between a load and the mma are fused into the mma (they run where it reads its fragments), and the
 scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is lowered until the schedule has at
@@ -24,7 +24,7 @@ from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, plan_for
 from ..wgmma import WgmmaPlan
-from ..pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
+from ..software_pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
                         copy_versions, plan_geometry, wgmma_unpipelinable)
 
 _LOOPS = ("for", "loop")

@@ -9,10 +9,9 @@ and code generation follow the attribute; none chooses again.
 """
 from __future__ import annotations
 
-from ...targets import sm_number
 from ..ir import KernelIR, walk_ops
 from ..mma import INSTRS_BY_KEY, TCGEN05_PREFIX, WGMMA_PREFIX, choose_instruction, plan_for
-from ..tcgen05 import TCGEN05_TARGETS, tcgen05_choice
+from ..tcgen05 import tcgen05_choice
 from ..wgmma import wgmma_choice
 
 
@@ -53,14 +52,16 @@ def _remark_tcgen05(k: KernelIR, op, what: str) -> None:
 
 def _not_wgmma(k: KernelIR, op) -> str:
     """On sm_90 (sm_100, sm_120), why the op keeps mma.sync (the remark's tail)."""
-    sm = sm_number(getattr(k.options.target, "name", k.options.target))
-    if sm in (120, 121):
-        return f"; the best sm_{sm} has (no wgmma or tcgen05 there)"
-    if sm in TCGEN05_TARGETS:
+    tgt = k.options.known_target
+    if tgt is None:
+        return ""
+    if tgt.is_blackwell and not tgt.has_tensor_memory:
+        return f"; the best {tgt.name} has (no wgmma or tcgen05 there)"
+    if tgt.has_tcgen05:
         if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
             return "; not tcgen05: mma.sync was asked for"
         return f"; not tcgen05: {tcgen05_choice(k.options, op)}"
-    if sm != 90:
+    if not tgt.has_wgmma:
         return ""
     if getattr(k.options, "mma_instruction", "auto") == "mma.sync":
         return "; not wgmma: mma.sync was asked for"

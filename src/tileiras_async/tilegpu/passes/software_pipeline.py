@@ -24,7 +24,7 @@ from ..ir import KernelIR, clone_op, parent_blocks, replace_values
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
                    VIEWS_ALIGNED)
 from .. import scalars
-from ..pipeline import Candidate, Geometry, copy_versions
+from ..software_pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
 I1 = LayoutTile((), T.I1, None)

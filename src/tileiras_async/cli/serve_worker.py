@@ -17,7 +17,7 @@ import msgspec
 
 from ..cache import entry as cache_entry
 from ..cache.fingerprint import Fingerprint
-from .protocol import CompileRequest
+from ..serving.protocol import CompileRequest
 
 FAULT_ENV = "TILEIRAS_ASYNC_SERVER_FAULT"
 WARM_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
@@ -29,15 +29,15 @@ def warm() -> None:
     """trio-parallel's `init`: exit with the server, import and warm the compiler before any job."""
     from ..pipeline.worker import worker_init
     worker_init(None, WARM_TARGETS, 3)
-    from ..cli import tileiras_compile  # noqa: F401
+    from . import tileiras_compile  # noqa: F401
 
 
 def compile_job(payload: bytes, ptxas: str | None, libdevice: str | None) -> bytes:
     """One CompileRequest (msgpack) -> the outcome's sections as a cache entry, plus "cacheable"."""
-    from ..cli.common import describe_exception
-    from ..cli.options import Parsed
-    from ..cli.tileiras import PROG, DropInResult
-    from ..cli.tileiras_compile import produce
+    from .common import describe_exception
+    from .options import Parsed
+    from .tileiras import PROG, DropInResult
+    from .tileiras_compile import produce
     req = _decoder.decode(payload)
     _misbehave(req.path)
     try:

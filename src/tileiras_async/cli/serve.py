@@ -7,6 +7,7 @@
 In the foreground by default (logging to stderr); --detach starts it in the background (logging to
 <socket>.log) and returns once it accepts connections.  `python -m tileiras_async.server` is the same
 command without the batch CLI's imports (what the drop-in runs when $TILEIRAS_ASYNC_SERVER=start).
+The server itself is serving/daemon.py; what its workers run is serve_worker.py.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import os
 import sys
 
 from ..inputs import exit_table
-from . import paths
+from ..serving import paths
 
 EXIT_NO_SERVER = 1      # --status/--stop: none answers; in the foreground: one already runs on the socket
 EXIT_CANNOT_SERVE = 2   # invalid option values, a socket path that cannot be served, a server that did not start
@@ -36,7 +37,7 @@ def add_serve_parser(subparsers) -> argparse.ArgumentParser:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from ..pipeline.config import default_jobs
-    from .daemon import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+    from ..serving.daemon import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
     p.add_argument("--socket", default=None, metavar="PATH",
                    help=f"the Unix socket (default: ${paths.ENV_SOCKET}, else {paths.socket_path()})")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -71,16 +72,18 @@ def cmd_serve(args) -> int:
         return EXIT_CANNOT_SERVE
     if args.detach:
         return _detach(sock, jobs, args)
-    from .daemon import serve
+    from ..serving.daemon import serve
+    from .serve_worker import compile_job, warm
     try:
-        return serve(sock, jobs=jobs, idle_timeout_s=args.idle_timeout, request_timeout_s=args.request_timeout)
+        return serve(sock, jobs=jobs, idle_timeout_s=args.idle_timeout, request_timeout_s=args.request_timeout,
+                     job=compile_job, warm=warm)
     except (OSError, paths.UnsafeDirectory) as e:
         print(f"error: cannot serve on {sock}: {e}", file=sys.stderr)
         return EXIT_CANNOT_SERVE
 
 
 def _detach(sock: str, jobs: int, args) -> int:
-    from .client import ServerUnavailable, server_running, spawn, status
+    from ..serving.client import ServerUnavailable, server_running, spawn, status
     if server_running(sock):
         print(f"a compile server is already running on {sock}")
         return 0
@@ -99,7 +102,7 @@ def _detach(sock: str, jobs: int, args) -> int:
 
 def _wait_listening(sock: str, proc) -> bool:
     import time
-    from .client import START_WAIT_S, ServerUnavailable, connect
+    from ..serving.client import START_WAIT_S, ServerUnavailable, connect
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -113,7 +116,7 @@ def _wait_listening(sock: str, proc) -> bool:
 
 
 def _status(sock: str) -> int:
-    from .client import status
+    from ..serving.client import status
     s = _ask(status, sock)
     if s is None:
         return EXIT_NO_SERVER
@@ -125,7 +128,7 @@ def _status(sock: str) -> int:
 
 
 def _stop(sock: str) -> int:
-    from .client import stop
+    from ..serving.client import stop
     reply = _ask(stop, sock)
     if reply is None:
         return EXIT_NO_SERVER
@@ -135,7 +138,7 @@ def _stop(sock: str) -> int:
 
 def _ask(request, sock: str):
     """The server's reply to `request`, or None (said on stdout) when no server answers."""
-    from .client import ServerUnavailable
+    from ..serving.client import ServerUnavailable
     try:
         return request(sock)
     except ServerUnavailable:
@@ -144,7 +147,7 @@ def _ask(request, sock: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli.common import guarded_main
+    from .common import guarded_main
     p = argparse.ArgumentParser(prog="python -m tileiras_async.server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)

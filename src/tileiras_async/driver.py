@@ -1,24 +1,21 @@
-"""Compile a verified cuda_tile module: the tile-GPU passes, then LLVM IR per kernel -> PTX (llvmlite NVPTX)
--> cubin (ptxas)."""
+"""The compile driver: one kernel through the target checks, the tile-GPU pass list (tilegpu/passes) and code
+generation (codegen/translate.py); modules to LLVM IR, PTX and cubins.  It only sequences them: the passes
+decide, codegen translates."""
 from __future__ import annotations
 
-from ..deepstack import call_deep, nesting_depth
-from ..ir.capabilities import check_kernel
-from ..ir.core import Function, Module
-from ..limits import tile_limit_problem
-from ..symbols import COMPILE_FAILED, symbol_problem
-from ..ir.diagnostics import resolve_loc
-from ..targets import Target
-from ..tilegpu.ir import KernelIR, clone_function
-from ..tilegpu.pipeline import pipeline_info
-from ..tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
-from ..toolchain.ptxas import PtxasOptions, assemble
-from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
-               lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_pipeline,
-               lower_reduce, lower_shape, lower_subbyte)  # (importing registers the lowerings)
-from .emitter import CodegenOptions, KernelEmitter, LoweringError
-from .llvmir import ModuleIR
-from .nvptx import llvm_to_ptx
+from .codegen.emitter import CodegenOptions, KernelEmitter, LoweringError
+from .codegen.llvmir import ModuleIR
+from .codegen.translate import empty_module_ptx, link_kernels_ptx, module_globals_ir, translate_kernel
+from .deepstack import call_deep, nesting_depth
+from .ir.capabilities import check_kernel
+from .ir.core import Function, Module
+from .ir.diagnostics import resolve_loc
+from .limits import tile_limit_problem
+from .symbols import COMPILE_FAILED, symbol_problem
+from .targets import Target
+from .tilegpu.ir import KernelIR, clone_function
+from .tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
+from .toolchain.ptxas import PtxasOptions, assemble
 
 
 class CodegenUnavailable(Exception):
@@ -48,9 +45,9 @@ class UnemittableSymbol(CodegenUnavailable):
 def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = None, *,
                 printing: IRPrinting | None = None, snapshots: list[IRSnapshot] | None = None,
                 module_ir: ModuleIR | None = None, source: str = "") -> KernelEmitter:
-    """One kernel through the tile-GPU passes and code generation (into `module_ir`, a fresh LLVM module by
-    default); returns the finished emitter (its remarks and pipelines).  The IR snapshots `printing` asks
-    for are appended to `snapshots`.  The caller's IR is never changed."""
+    """One kernel through the target checks, the tile-GPU passes and code generation (into `module_ir`, a
+    fresh LLVM module by default); returns the finished emitter (its remarks and pipelines).  The IR snapshots
+    `printing` asks for are appended to `snapshots`.  The caller's IR is never changed."""
     options = options or CodegenOptions()
     # what the target cannot run is refused as the real tool does, before any rewriting
     incompatible = check_kernel(module, fn, options.target)
@@ -73,18 +70,10 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
     too_big = tile_limit_problem(module, fn)   # after DCE, before code generation spends minutes and gigabytes
     if too_big:
         raise CodegenUnavailable(too_big)
-    em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, options, module)
-    em.remarks.extend(k.remarks)
-    em.schedules = k.notes.get("schedules", [])
-    em.pipelines = [pipeline_info(k.name, *p) for p in k.notes.get("pipelined", [])]
     try:
-        call_deep(nesting_depth(fn.body), em.emit_block, fn.body)   # the lowerings recurse per region
+        return translate_kernel(k, module_ir)
     except LoweringError as e:
         raise _unavailable(module, fn, e, position) from None
-    em.finish()
-    barriers = sum(str(line).count("@llvm.nvvm.barrier0(") for _, lines in em.b.fn.blocks for line in lines)
-    em.remark("analysis", "memory", "Barriers", f"{barriers} CTA barrier(s) (bar.sync) in the kernel")
-    return em
 
 
 def kernel_schedules(module: Module, fn: Function, options: CodegenOptions | None = None, *,
@@ -137,7 +126,7 @@ def _unavailable(module: Module, fn: Function, e: LoweringError, position: dict[
 
 def _as_remark(r, fn: Function):
     """Lowerings record Remark objects; a plain string is a loop-pipelining note."""
-    from ..remarks import Remark
+    from .remarks import Remark
     if isinstance(r, Remark):
         return r
     return Remark("missed", "pipelining", "LoopNotPipelined", fn.name.decode(errors="replace"), str(r))
@@ -145,22 +134,6 @@ def _as_remark(r, fn: Function):
 
 def module_llvm_ir(module: Module, options: CodegenOptions | None = None) -> list[str]:
     return [kernel_llvm_ir(module, fn, options)[0] for fn in module.functions]
-
-
-def empty_module_ptx(tgt: Target) -> str:
-    return (f"//\n// Generated by tileiras-async\n//\n\n.version {tgt.ptx_version}\n.target {tgt.ptx_target}\n"
-            f".address_size 64\n")
-
-
-def module_globals_ir(module: Module) -> str:
-    """The module's globals as their own LLVM module ("" if none), linked with the kernels."""
-    return lower_misc.globals_llvm_ir(module) or ""
-
-
-def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3,
-                     globals_ir: str = "") -> str:
-    """Kernels lowered independently (plus the module's globals) -> one PTX module."""
-    return llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
 
 
 def module_ptx(module: Module, tgt: Target, opt_level: int = 3, debug: str = "none") -> str:

@@ -1,6 +1,9 @@
 """The compile server: a trio accept loop in front of a trio-parallel pool of warm worker processes.
 
-    client --Unix socket--> handler --run_sync--> worker (cli.tileiras_compile.produce) --> reply
+    client --Unix socket--> handler --run_sync--> worker (`job`: cli.serve_worker.compile_job) --> reply
+
+The server knows the protocol, not what a compile is: `serve` is given the worker's `job` and `warm`
+functions (the drop-in's compile, from cli/serve_worker.py), so this package sits below the command lines.
 
 * One socket per user (0600, in a 0700 directory: see paths.py), connections from other users refused
   (SO_PEERCRED); a lock file held for the server's life makes a second server on the same socket exit.
@@ -22,6 +25,7 @@ import signal
 import socket as _socket
 import sys
 import time
+from collections.abc import Callable
 
 import trio
 import trio_parallel
@@ -32,7 +36,6 @@ from ..cache.fingerprint import compute as compute_fingerprint
 from . import paths
 from .protocol import (MAX_FRAME, CompileRequest, Compiled, Failed, Stale, Status, StatusRequest, Stopping,
                        StopRequest, decode_request, frame)
-from .worker import compile_job, warm
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
@@ -51,8 +54,11 @@ def _ready() -> int:
 
 class Server:
     def __init__(self, sock_path: str, *, jobs: int, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, memo_dir: str | None = None):
+                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, memo_dir: str | None = None,
+                 job: Callable[[bytes, str | None, str | None], bytes], warm: Callable[[], None]):
         self.sock_path = sock_path
+        self.job = job      # in a worker process: (CompileRequest msgpack, ptxas, libdevice) -> cache entry
+        self.warm = warm    # trio-parallel's `init` of each worker
         self.jobs = max(1, jobs)
         self.idle_timeout_s = idle_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -134,7 +140,7 @@ class Server:
 
     async def _main(self) -> None:
         self.limiter = trio.CapacityLimiter(self.jobs)
-        async with trio_parallel.open_worker_context(init=warm, idle_timeout=math.inf, grace_period=GRACE_PERIOD_S,
+        async with trio_parallel.open_worker_context(init=self.warm, idle_timeout=math.inf, grace_period=GRACE_PERIOD_S,
                                                      worker_type=trio_parallel.WorkerType.SPAWN) as ctx:
             self.ctx = ctx
             async with trio.open_nursery() as helpers:
@@ -223,7 +229,7 @@ class Server:
         self.counts["in_flight"] += 1
         try:
             with trio.move_on_after(timeout) as scope:
-                raw = await self.ctx.run_sync(compile_job, body, current.ptxas, current.libdevice,
+                raw = await self.ctx.run_sync(self.job, body, current.ptxas, current.libdevice,
                                               kill_on_cancel=True, limiter=self.limiter)
         except trio_parallel.BrokenWorkerError as e:
             return self._worker_lost(f"the compile server's worker died ({_how(e)}) while compiling '{req.path}'; "
@@ -284,11 +290,12 @@ def log(message: str) -> None:
     print(f"{stamp} tileiras-async serve[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
-def serve(sock_path: str, *, jobs: int, idle_timeout_s: float, request_timeout_s: float) -> int:
+def serve(sock_path: str, *, jobs: int, idle_timeout_s: float, request_timeout_s: float,
+          job: Callable[[bytes, str | None, str | None], bytes], warm: Callable[[], None]) -> int:
     from ..cache.store import CacheStore
     memo_dir = CacheStore(cache_config.default_dir()).memo_dir  # fingerprint digests, even with the cache off
     server = Server(sock_path, jobs=jobs, idle_timeout_s=idle_timeout_s, request_timeout_s=request_timeout_s,
-                    memo_dir=memo_dir)
+                    memo_dir=memo_dir, job=job, warm=warm)
     try:
         return server.run()
     except AlreadyRunning as e:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from math import prod
 
 from ..ir.core import Operation
-from ..tilegpu.pipeline import Operand
+from ..tilegpu.software_pipeline import Operand
 from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
 from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type

@@ -34,7 +34,6 @@ from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import PaddingValue
 from .facts import view_rows_aligned
 from .ir import own_ops
-from ..targets import sm_number
 from .options import CodegenOptions
 from .types import align, elem_bytes
 from .wgmma import SmemOperand, WgmmaPlan
@@ -64,7 +63,6 @@ def pipeline_info(kernel: str, cand, report, geom, ring) -> "PipelineInfo":
                         cand.b.nbytes, ring.attrs.get("offset", 0), versions, report.ii)
 ROW_PAD = 16
 UNIT_ALIGN = 128
-MIN_SM = 80
 MIN_STAGES = 2
 
 _WRITE_PREFIXES = ("store_", "atomic_", "memory_fence", "gdc_")
@@ -207,8 +205,8 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
         return None
     if op.name != "for":
         return "only counted `for` loops are pipelined"
-    sm = sm_number(getattr(options.target, "name", options.target))
-    if sm is None or sm < MIN_SM:
+    tgt = options.known_target
+    if tgt is None or not tgt.has_cp_async:
         return "cp.async needs sm_80 or later"
     body = op.regions[0].block
     if options.num_threads & (options.num_threads - 1):
