@@ -80,13 +80,19 @@ def _names_sm(node: ast.AST) -> bool:
     return _is_target_literal(node)
 
 
+def _none_test(node: ast.Compare) -> bool:
+    """`x_sm is None`: whether a value is known (a CTAs-per-SM figure), not a decision by target."""
+    return all(isinstance(c, ast.Constant) and c.value is None for c in node.comparators)
+
+
 def raw_sm_decisions(source: str, filename: str = "<src>") -> list[str]:
     """`line: code` of every comparison of SM numbers or target names, and every SM-number lookup."""
     tree = ast.parse(source, filename)
     lines = source.splitlines()
     found: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and any(_names_sm(x) for x in (node.left, *node.comparators)):
+        if isinstance(node, ast.Compare) and any(_names_sm(x) for x in (node.left, *node.comparators)) \
+                and not _none_test(node):
             found.add(node.lineno)
         elif isinstance(node, ast.Call):
             f = node.func

@@ -23,7 +23,7 @@ import struct
 
 import msgspec
 
-from ..targets import occupancy, sm_number
+from ..targets import known_target, occupancy
 from .cubin import KernelCode, kernel_code
 
 # tensor-core instructions and copy engines, newest first (a kernel may use several: the names join with "+")
@@ -94,7 +94,8 @@ def _resources(gpu_name: str, code: KernelCode, body: str) -> KernelResources:
     ctas = limit = None
     if code.threads:      # .maxntid bounds the block size, the launch picks it: no occupancy
         ctas, limit = occupancy(gpu_name, code.threads, code.registers, code.shared_bytes + (dynamic or 0))
-    tmem = _tmem_columns(body) if (sm_number(gpu_name) or 0) >= 100 else None
+    known = known_target(gpu_name)
+    tmem = _tmem_columns(body) if known is not None and known.has_tensor_memory else None
     return KernelResources(
         registers=code.registers, spill_store_bytes=code.spill_store_bytes, spill_load_bytes=code.spill_load_bytes,
         stack_frame_bytes=code.frame_bytes, shared_static_bytes=code.shared_bytes, shared_dynamic_bytes=dynamic,
