@@ -193,7 +193,7 @@ def test_default_cases_exist_and_large_sizes_register():
     assert big == [build.Case("matmul_f16_f16out_128x128x64.large", "matmul_f16_f16out_128x128x64", "corpus",
                               "large")]
     refs = build.refs_for("corpus")
-    assert refs.grid(big[0].name, {}) == (16, 16, 1)
+    assert refs.grid(big[0].name, {}) == (32, 32, 1)      # 4096x4096x4096 in 128x128 tiles
     assert build.select_cases("matmul_f16_f16out_128x128x64.large") == big      # registered once
     with pytest.raises(SystemExit, match="unknown kernel"):
         build.select_cases("no_such_kernel")
@@ -331,11 +331,12 @@ def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
     # the results file and the README's table
     assert report.main([str(out), "--save", str(tmp_path / "results.json")]) == 0
     printed = capsys.readouterr().out
-    assert "| good | 8x1x1 | 4.00 | 5.00 | 0.80 | yes, yes |" in printed
-    assert "| wrong | 8x1x1 | 2.00 | 2.00 | 1.00 | yes, **no** |" in printed
+    assert "| good | 8x1x1 | 4.00 | 5.00 | 0.80 | - | - | yes, yes |" in printed
+    assert "| wrong | 8x1x1 | 2.00 | 2.00 | 1.00 | - | - | yes, **no** |" in printed
+    assert "from the unhinted bytecode" in printed and "cuModuleLoadData + cuLaunchKernel" in printed
     assert "corpus sizes: geometric mean ours/NVIDIA 0.89 over 2 cases (best 0.80, worst 1.00)" in printed
     assert "nvidia: 1/4 correct; failed: fault, later; wrong output: wrong" in printed
-    assert "cubins for sm_90 at -O3, ours at ?" in printed
+    assert "cubins for sm_90 at -O3 from the unhinted bytecode, ours at ?" in printed
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["meta"]["device"]["name"] == "Fake GPU" and len(saved["rows"]) == 4
 
@@ -411,7 +412,7 @@ def test_runner_is_stdlib_only():
     """The device machine has python3 and the driver only: the runner imports nothing else (numpy optional)."""
     src = RUNNER.read_text()
     imports = {ln.split()[1].split(".")[0] for ln in src.splitlines() if ln.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "statistics",
+    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "random", "statistics",
                        "struct", "subprocess", "sys", "time", "zlib"}, imports
 
 
@@ -443,10 +444,15 @@ def test_build_writes_a_job_the_runner_reads(tmp_path):
     expected = refs.reference("flash_attention_ragged_f16", refs.make_inputs("flash_attention_ragged_f16"))
     blob = zlib.decompress((out / fa["outputs"][0]["expected"]).read_bytes())
     assert blob == expected["Out"].astype(np.float16).tobytes()
-    # a dry run of the real job through the stand-in driver: every cubin loads, launches, and (doing nothing) fails
+    assert job["set"] == "launch" and fa["set"] == "suite (unhinted)" and job["cases"][0]["set"] == "public-launch"
+    # a dry run of the real job through the stand-in driver: every cubin loads and launches; those whose PTX the
+    # job carries run it in the emulator (the suite's kernel has no PTX of NVIDIA's: it does nothing, and fails)
+    assert "ptx" in fa["cubins"]["ours"] and "ptx" not in fa["cubins"]["nvidia"]
     rc, rows, text, _ = _run(out, "--no-isolate")
     assert rc == 1 and len(rows) == 2, text
-    assert all(r[s]["ok"] and not r[s]["correct"] for r in rows for s in build.SIDES)
+    assert rows[0]["ours"]["correct"] and rows[0]["nvidia"]["correct"] and rows[0]["sides_agree"]
+    assert rows[1]["ours"]["correct"] and rows[1]["nvidia"]["ok"] and not rows[1]["nvidia"]["correct"]
+    assert rows[1]["sides_agree"] is False and "sides' outputs differ" in text
     assert math.isclose(rows[0]["ratio"], 1.0)
 
 
