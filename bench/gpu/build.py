@@ -3,13 +3,24 @@ buffers, launch configurations and expected outputs, in one folder that `bench/g
 machine with a GPU and nothing but python3 and the CUDA driver (no numpy, no venv, no network).
 
     python bench/gpu/build.py [--out build/gpu_job] [--gpu-name sm_90] [--kernels ID,ID...|all] [--no-large]
-                              [--max-mib 40] [--corpus DIR] [--cache-dir DIR] [--verify] [--register-caps]
-                              [--versus REV]
+                              [--set launch|unhinted] [--max-mib 40] [--generate-over-mib 8] [--corpus DIR]
+                              [--cache-dir DIR] [--verify] [--register-caps] [--versus REV]
 
 Kernels: the corpus's (shared/corpus, inputs from its refs.py) and the workload suite's (examples/suite, its
 refs.py), each at the size its refs.py gives ("corpus": small, launch-bound) and, for a few, a large size
 registered through the same refs.py builders (`<id>.large`: shapes are runtime values, so the same bytecode
-runs them) so that the timings measure the generated code.
+runs them) so that the timings measure the generated code: among them a 4096x4096x4096 f16 matmul and causal
+attention at 4096 tokens, as cuTile users run them.
+
+--set launch (the default) compiles the corpus's launch export (out/public-launch: the bytecode as cuTile
+specialises it at launch); --set unhinted its plain export (out/public).  The suite has one export, unhinted.
+The job says which (`set`, `set_label`, per case `set`) and that the runner loads it as cuTile does
+(`loader`: "library", cuLibraryLoadData + cuLaunchKernelEx with the user's parameters; NVIDIA's TMA cubins
+carry hidden tensor-map parameters that the launch hook in their `.nv.host` section fills).
+
+Inputs over --generate-over-mib of the large matmul and attention are not stored: the runner generates them
+from a seed and checks the outputs against a float64 reference at sampled coordinates and ours against
+NVIDIA's (run_on_device.generate, sampled_check).
 
 Ours is compiled in this process through the drop-in's path (`tileiras_async.stages.compile_in_process`, the
 same cubin as `.venv/bin/tileiras`); NVIDIA's with the real `tileiras` of the nvidia-cuda-tileiras wheel
@@ -17,19 +28,23 @@ same cubin as `.venv/bin/tileiras`); NVIDIA's with the real `tileiras` of the nv
 
 The job folder:
 
-    job.json              what to run: per case the grid, per cubin the block, kernel-parameter layout (from the
-                          cubin's EIATTR_KPARAM_INFO) and static shared memory; the buffers; the parameter values
+    job.json              what to run: per case the grid, the FLOP count (matmuls, attention), per cubin the
+                          block, the user's kernel-parameter layout (the cubin's EIATTR_KPARAM_INFO, else its
+                          PTX's without the tensor maps), how many hidden tensor maps its hook appends, static
+                          shared memory; the buffers (stored, or `generate`: a seed); the parameter values
                           (`{"ptr": [buffer, byte offset]}` or `{"int": n}` / `{"raw": hex}`), the outputs to check
                           (buffer, byte offset, shape, byte strides, dtype, rtol/atol) -- cuTile's calling
                           convention v1 (`cutile_python_v1`), as the PTX emulator applies it
                           (tileiras_async.emu.runner.map_arguments)
     cubins/<id>.{ours,nvidia}.cubin
+    cubins/<id>.{ours,nvidia}.ptx   the PTX behind the cubin where known (ours; NVIDIA's from the corpus), for
+                          --verify and the CPU dry run (fake_libcuda.py)
     data/<case>/b<k>.bin.z, out_<name>.bin.z      zlib-compressed buffer images and expected outputs
 
---verify runs every corpus-size case of the job on the CPU as the device will: our PTX (and NVIDIA's, where the
-corpus kept its sm_90 PTX) in the PTX emulator, fed from the job's own buffer images and parameter bytes
-(run_on_device.param_values) for that cubin's layout, checked with the runner's own output check -- the job's
-plumbing end to end, short of the GPU.
+--verify runs every corpus-size case of the job on the CPU as the device will: the PTX the job carries in the
+PTX emulator, fed from the job's own buffer images and parameter bytes (run_on_device.param_values) for that
+cubin's layout, NVIDIA's tensor maps filled by the cubin's own launch hook, checked with the runner's own output
+check -- the job's plumbing end to end, short of the GPU.
 
 Exit status 0 when the job was written (a kernel that one compiler rejects is kept with that side's error), 1
 when nothing could be written or the job exceeds --max-mib.

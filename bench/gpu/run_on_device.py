@@ -4,12 +4,16 @@ checked against the expected ones, launches timed.
 
     python3 bench/gpu/run_on_device.py JOB_DIR [--out FILE.json] [--kernels ID,...] [--repeats 7]
                                        [--target-ms 2] [--warmup 5] [--budget-s 150] [--kernel-timeout-s 45]
-                                       [--no-isolate] [--device N]
+                                       [--no-isolate] [--device N] [--loader library|module]
 
 Needs only python3 (3.6+) and the CUDA driver (libcuda.so.1, through ctypes): no numpy (used when present, for
 faster output checks), no CUDA toolkit, no network.
 
-Per case and cubin: cuModuleLoadData, the kernel's static shared memory and the device's opt-in maximum (the
+Per case and cubin: cuLibraryLoadData and cuLibraryGetKernel, as cuTile loads its cubins (the driver keeps the
+cubin's `.nv.host` launch hook, which fills NVIDIA's hidden tensor-map parameters at each launch), and every
+launch a cuLaunchKernelEx with the user's parameters only; `--loader module` (the default for jobs built before
+the launch set) uses cuModuleLoadData and cuLaunchKernel instead, for cubins without hidden parameters.  Then
+the kernel's static shared memory and the device's opt-in maximum (the
 dynamic-shared-memory limit is raised to what is left, as cuTile's launcher does, so kernels over 48 KiB load),
 the argument buffers uploaded, one launch checked against the expected outputs (each element within the case's
 rtol/atol, NaN equal to NaN: refs.py's check), then `--warmup` launches and the timing: `--repeats` batches of
@@ -28,8 +32,13 @@ failing kernel prints its error and the run goes on; cases left when --budget-s 
 skipped.  A job built with `build.py --versus REV` has our compiler at REV as its second side: the table
 names it instead of NVIDIA.
 
-Output: one JSON line per case on stdout (`{"case", "grid", "ours": {...}, "nvidia": {...}, "ratio"}`), then a
-table (ours us, NVIDIA us, ratio ours/NVIDIA, correct?), and with --out the whole run as one JSON document.
+Buffers the job generates instead of storing (large inputs) are built here from their seeds; their outputs are
+checked against a float64 reference at sampled coordinates (matmul, attention: REFERENCE_OPS).  When both
+cubins of a case load, their outputs are compared with each other too (`sides_agree`).
+
+Output: one JSON line per case on stdout (`{"case", "grid", "ours": {...}, "nvidia": {...}, "ratio"}`, with
+`flops` and each side's `tflops` for matmuls and attention), then a table (ours us, NVIDIA us, ratio
+ours/NVIDIA, correct?, TFLOP/s), and with --out the whole run as one JSON document.
 Exit status 0 when every case ran and was correct on both sides, 1 otherwise, 2 for a bad job or no driver.
 """
 from __future__ import annotations
