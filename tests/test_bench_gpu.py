@@ -412,8 +412,8 @@ def test_runner_is_stdlib_only():
     """The device machine has python3 and the driver only: the runner imports nothing else (numpy optional)."""
     src = RUNNER.read_text()
     imports = {ln.split()[1].split(".")[0] for ln in src.splitlines() if ln.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "random", "statistics",
-                       "struct", "subprocess", "sys", "time", "zlib"}, imports
+    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "random",
+                       "statistics", "struct", "subprocess", "sys", "time", "zlib"}, imports
 
 
 # ---------------------------------------------------------------- build.py end to end on one kernel

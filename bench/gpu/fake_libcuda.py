@@ -15,12 +15,13 @@ starts with `FAKE ` is a list of `key=value` words that say what its kernel does
     smem=0           the static shared memory cuFuncGetAttribute reports
 
 A real cubin (an ELF image) whose PTX the job carries (`"ptx"` beside the cubin in job.json, found by the
-cubin's sha256) runs that PTX in the PTX emulator at its first launch with given parameters (later identical
-launches only advance the clock: the runner checks the first launch's output, and the emulator takes
-seconds per launch).  Loaded through cuLibraryLoadData and launched with cuLaunchKernelEx, it does what the
-driver does with the user's parameters: the launch hook in the cubin's `.nv.host` section (NVIDIA's TMA
-kernels) runs on them and appends the hidden tensor maps (tileiras_async.emu.host_object).  Device memory
-is mirrored into the emulator's for the launch (pointers among the parameters are translated; the hook then
+cubin's sha256) runs that PTX in the PTX emulator at its first launch with given parameters, up to
+EMULATE_MAX_THREADS threads (larger launches, and later identical ones, only advance the clock: the runner
+checks the first launch's output, and the emulator takes seconds per launch).  Loaded through
+cuLibraryLoadData and launched with cuLaunchKernelEx, it does what the driver does with the user's
+parameters: the launch hook in the cubin's `.nv.host` section (NVIDIA's TMA kernels) runs on them and
+appends the hidden tensor maps (tileiras_async.emu.host_object).  Device memory is mirrored into the
+emulator's for the launch (pointers among the parameters are translated; the hook then
 sees the emulator's addresses) and copied back.  Other real cubins load as `mode=noop`.  Every entry point
 returns a CUresult as libcuda does.
 """
@@ -35,6 +36,8 @@ import time
 
 ILLEGAL_ADDRESS = 700
 LAUNCH_FAILED = 719
+# Larger launches (a job's large sizes) would take the emulator minutes: they only advance the clock.
+EMULATE_MAX_THREADS = 1 << 16
 INVALID_HANDLE = 400
 NOT_FOUND = 500
 ATTRS = {16: 132, 75: 9, 76: 0, 97: 227 * 1024}
@@ -161,7 +164,11 @@ class FakeLib:
         h = self._handle()
         fn = self.functions[h] = dict(spec, name=name.value.decode())
         if fn["mode"] == "emulate":
-            _describe_entry(fn)
+            try:
+                _describe_entry(fn)
+            except Exception:  # noqa: BLE001 - PTX without this entry: the kernel is not in the image
+                del self.functions[h]
+                return NOT_FOUND
         _set(out, h)
         return 0
 
@@ -251,7 +258,8 @@ class FakeLib:
         self.clock_us += float(fn["us"]) * (2 if slow and self.launches > slow else 1)
         if mode in ("ok", "wrong") and fn["kernel"] == "vec_add":
             self._vec_add(params, wrong=mode == "wrong")
-        if mode == "emulate" and tuple(params) not in fn.setdefault("ran", set()):
+        threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+        if mode == "emulate" and threads <= EMULATE_MAX_THREADS and tuple(params) not in fn.setdefault("ran", set()):
             fn["ran"].add(tuple(params))
             return self._emulate(fn, grid, block, params)
         return 0
@@ -263,7 +271,8 @@ class FakeLib:
         from tileiras_async.emu import DeviceMemory, emulate_ptx
         from tileiras_async.emu.host_object import parse_host_object, with_tensor_maps
         mem = DeviceMemory()
-        mirror = {addr: mem.alloc(len(buf), f"buffer at {addr:#x}", init=buf.raw) for addr, buf in self.buffers.items()}
+        mirror = {addr: mem.alloc(len(buf), f"buffer at {addr:#x}", init=buf.raw)
+                  for addr, buf in self.buffers.items()}
         params = [self._translate(v, mirror) for v in values]
         try:
             if fn["hidden"]:

@@ -4,8 +4,9 @@
 
 Prints a Markdown table (case, grid, ours us, NVIDIA us, ratio ours/NVIDIA, TFLOP/s of each side for matmuls
 and attention with the share of the device's dense f16 tensor-core peak where the device is known, correct on
-both sides) under a header that names the bytecode set (as cuTile launches, or unhinted), and the summary lines: the geometric mean of the ratios over the corpus sizes (launch-bound: a few microseconds) and
-over the large sizes (where the generated code dominates), and which sides failed or gave wrong outputs.
+both sides) under a header that names the bytecode set (as cuTile launches, or unhinted), and the summary
+lines: the geometric mean of the ratios over the corpus sizes (launch-bound: a few microseconds) and over the
+large sizes (where the generated code dominates), and which sides failed or gave wrong outputs.
 --save writes the run as {"meta": {device, job, options}, "rows": [...]} with one row per line (the format of
 bench/baselines).  Exit status 0, or 2 when the file is not a run's output.
 """
