@@ -598,3 +598,19 @@ def test_attention_reference_is_the_suites(tmp_path):
     assert "sampled elements differ" in rod.sampled_check(after, o)
     pairs = sum(min(48, q + 5 + 1) for q in range(40))
     assert build.flop_count(case, inputs) == 4 * 1 * 4 * 32 * pairs
+
+
+def test_cross_check_without_numpy_strides_over_large_outputs(monkeypatch):
+    n = 3 * rod.CROSS_CHECK_PURE_PYTHON_MAX + 5
+    case = {"outputs": [{"name": "C", "itemsize": 2, "dtype": "float16", "rtol": 1e-2, "atol": 1e-2, "shape": [n]}]}
+    a = np.zeros(n, np.float16)
+    b = a.copy()
+    b[4] = 1.0                       # every 4th element is compared: index 4 is one of them
+    assert rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()})[0].startswith("C: 1 of ")
+    monkeypatch.setattr(rod, "_has_numpy", lambda: False)
+    monkeypatch.setattr(rod, "_first_bad_numpy", lambda *a: None)
+    (got,) = rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()})
+    assert got.startswith("C: 1 of %d differ, first at (1,)" % (-(-n // 4)))
+    b[5] = 1.0
+    b[4] = 0.0                       # not a compared element
+    assert rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()}) == []

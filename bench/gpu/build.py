@@ -608,7 +608,7 @@ def build_job(cases: list[Case], out: Path, gpu: str, cache_dir: Path | None, co
               log=print, verify: bool = False, register_caps: bool = False, versus: "_build.Checkout | None" = None,
               bytecode_set: str = DEFAULT_SET, generate_over_mib: float = DEFAULT_GENERATE_OVER_MIB) -> dict:
     """Write the job folder; returns its job.json content.  `bytecode_set`: the corpus export compiled
-    (SETS).  `verify`: run each case's entry that is not a large size (or is generated) on the PTX emulator
+    (SETS).  `verify`: run each corpus-size case's entry on the PTX emulator
     (verify_entry) and say what it found.  `versus`: the second side is our compiler at that checkout
     (job["versus"] names it) instead of NVIDIA's."""
     if out.exists():
