@@ -193,7 +193,7 @@ def test_default_cases_exist_and_large_sizes_register():
     assert big == [build.Case("matmul_f16_f16out_128x128x64.large", "matmul_f16_f16out_128x128x64", "corpus",
                               "large")]
     refs = build.refs_for("corpus")
-    assert refs.grid(big[0].name, {}) == (16, 16, 1)
+    assert refs.grid(big[0].name, {}) == (32, 32, 1)      # 4096x4096x4096 in 128x128 tiles
     assert build.select_cases("matmul_f16_f16out_128x128x64.large") == big      # registered once
     with pytest.raises(SystemExit, match="unknown kernel"):
         build.select_cases("no_such_kernel")
@@ -331,11 +331,12 @@ def test_runner_checks_and_times_both_cubins_in_process(tmp_path, capsys):
     # the results file and the README's table
     assert report.main([str(out), "--save", str(tmp_path / "results.json")]) == 0
     printed = capsys.readouterr().out
-    assert "| good | 8x1x1 | 4.00 | 5.00 | 0.80 | yes, yes |" in printed
-    assert "| wrong | 8x1x1 | 2.00 | 2.00 | 1.00 | yes, **no** |" in printed
+    assert "| good | 8x1x1 | 4.00 | 5.00 | 0.80 | - | - | yes, yes |" in printed
+    assert "| wrong | 8x1x1 | 2.00 | 2.00 | 1.00 | - | - | yes, **no** |" in printed
+    assert "from the unhinted bytecode" in printed and "cuModuleLoadData + cuLaunchKernel" in printed
     assert "corpus sizes: geometric mean ours/NVIDIA 0.89 over 2 cases (best 0.80, worst 1.00)" in printed
     assert "nvidia: 1/4 correct; failed: fault, later; wrong output: wrong" in printed
-    assert "cubins for sm_90 at -O3, ours at ?" in printed
+    assert "cubins for sm_90 at -O3 from the unhinted bytecode, ours at ?" in printed
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["meta"]["device"]["name"] == "Fake GPU" and len(saved["rows"]) == 4
 
@@ -411,8 +412,8 @@ def test_runner_is_stdlib_only():
     """The device machine has python3 and the driver only: the runner imports nothing else (numpy optional)."""
     src = RUNNER.read_text()
     imports = {ln.split()[1].split(".")[0] for ln in src.splitlines() if ln.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "statistics",
-                       "struct", "subprocess", "sys", "time", "zlib"}, imports
+    assert imports <= {"__future__", "argparse", "array", "ctypes", "json", "math", "os", "platform", "random",
+                       "statistics", "struct", "subprocess", "sys", "time", "zlib"}, imports
 
 
 # ---------------------------------------------------------------- build.py end to end on one kernel
@@ -443,10 +444,15 @@ def test_build_writes_a_job_the_runner_reads(tmp_path):
     expected = refs.reference("flash_attention_ragged_f16", refs.make_inputs("flash_attention_ragged_f16"))
     blob = zlib.decompress((out / fa["outputs"][0]["expected"]).read_bytes())
     assert blob == expected["Out"].astype(np.float16).tobytes()
-    # a dry run of the real job through the stand-in driver: every cubin loads, launches, and (doing nothing) fails
+    assert job["set"] == "launch" and fa["set"] == "suite (unhinted)" and job["cases"][0]["set"] == "public-launch"
+    # a dry run of the real job through the stand-in driver: every cubin loads and launches; those whose PTX the
+    # job carries run it in the emulator (the suite's kernel has no PTX of NVIDIA's: it does nothing, and fails)
+    assert "ptx" in fa["cubins"]["ours"] and "ptx" not in fa["cubins"]["nvidia"]
     rc, rows, text, _ = _run(out, "--no-isolate")
     assert rc == 1 and len(rows) == 2, text
-    assert all(r[s]["ok"] and not r[s]["correct"] for r in rows for s in build.SIDES)
+    assert rows[0]["ours"]["correct"] and rows[0]["nvidia"]["correct"] and rows[0]["sides_agree"]
+    assert rows[1]["ours"]["correct"] and rows[1]["nvidia"]["ok"] and not rows[1]["nvidia"]["correct"]
+    assert rows[1]["sides_agree"] is False and "sides' outputs differ" in text
     assert math.isclose(rows[0]["ratio"], 1.0)
 
 
@@ -472,3 +478,139 @@ def test_build_versus_a_revision_times_ours_against_ours(tmp_path):
     report = subprocess.run([sys.executable, str(GPU / "report.py"), str(tmp_path / "gpu.json")],
                             capture_output=True, text=True)
     assert f"| ours µs | ours@{head.strip()} µs |" in report.stdout
+
+
+# ---------------------------------------------------------------- the launch set, as cuTile launches
+
+
+@pytest.fixture(scope="module")
+def launch_job(tmp_path_factory):
+    """A launch-set job: vec_add (no tensor maps), the 128x128x64 f16 matmul (NVIDIA's cubin takes three tensor
+    maps from its `.nv.host` launch hook) and the same matmul at 256x128x64 with generated inputs."""
+    if nvidia_bin("tileiras") is None:
+        pytest.skip("NVIDIA's tileiras not installed (wheel nvidia-cuda-tileiras)")
+    tmp = tmp_path_factory.mktemp("launch")
+    cases = build.select_cases("vec_add_f32_t128,matmul_f16_f16out_128x128x64", large=False)
+    cases.append(build.register_sized("matmul_f16_f16out_128x128x64.gen", "matmul_f16_f16out_128x128x64",
+                                      "corpus", ("_matmul", ("float16", "float16", 256, 128, 64, 128, 128),
+                                                 {"exact": False})))
+    job = build.build_job(cases, tmp / "job", "sm_90", tmp / "cache", log=lambda *_: None, generate_over_mib=0.001)
+    return tmp / "job", job
+
+
+def test_launch_job_records_the_set_and_the_hidden_parameters(launch_job):
+    out, job = launch_job
+    assert (job["set"], job["set_label"], job["loader"]) == ("launch", "as cuTile launches", "library")
+    vec, mm, gen = job["cases"]
+    assert vec["set"] == mm["set"] == "public-launch" and vec["flops"] is None
+    a, b = (build.refs_for("corpus").make_inputs(mm["case"])[k].shape for k in "AB")
+    assert mm["flops"] == 2 * a[0] * a[1] * b[1] and gen["flops"] == 2 * 256 * 128 * 64
+    nv = mm["cubins"]["nvidia"]
+    # NVIDIA's TMA cubin: no EIATTR_KPARAM_INFO; the user's 15 parameters from its PTX, 3 maps the hook appends
+    assert nv["host_hook"] and nv["hidden"] == 3 and nv["kparams"] == mm["cubins"]["ours"]["kparams"]
+    assert len(nv["kparams"]) == 15 and nv["block"] == [256, 1, 1]
+    assert vec["cubins"]["nvidia"]["hidden"] == 0 and vec["cubins"]["ours"]["hidden"] == 0
+    assert (out / nv["ptx"]).read_text().count(".hidden") == 3
+    # generated inputs: no stored images; seeds, zeroed outputs, a sampled reference
+    assert gen["generated"] and all("generate" in b and "file" not in b for b in gen["buffers"])
+    assert [b["generate"].get("zero", False) for b in gen["buffers"]] == [False, False, True]
+    assert gen["outputs"][0]["reference"]["op"] == "matmul" and "expected" not in gen["outputs"][0]
+    assert not (out / "data" / gen["case"]).exists()
+
+
+def test_launch_job_dry_run_through_the_fake_driver(launch_job, tmp_path, capsys):
+    """The runner loads every cubin with cuLibraryLoadData and launches it with cuLaunchKernelEx and the user's
+    parameters; the stand-in driver runs each cubin's PTX in the emulator, NVIDIA's matmul with the tensor maps
+    its `.nv.host` hook writes: both sides correct, the generated case against its sampled reference too."""
+    job, _ = launch_job
+    out = tmp_path / "gpu.json"
+    rc = rod.main([str(job), "--fake-driver", str(FAKE), "--no-isolate", "--repeats", "2", "--target-ms", "0.01",
+                   "--warmup", "0", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    doc = json.loads(out.read_text())
+    assert doc["options"]["loader"] == "library" and doc["job"]["set"] == "launch"
+    rows = {r["case"]: r for r in doc["rows"]}
+    for r in rows.values():
+        assert r["ours"]["correct"] and r["nvidia"]["correct"] and r["sides_agree"], r
+    mm = rows["matmul_f16_f16out_128x128x64"]
+    assert mm["ours"]["tflops"] == pytest.approx(mm["flops"] / mm["ours"]["us"] / 1e6, rel=1e-3)
+    assert "bytecode: as cuTile launches" in text and "TFLOP/s (ours, NVIDIA)" in text
+    assert report.main([str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "from the launch set (as cuTile launches)" in printed and "cuLibraryLoadData + cuLaunchKernelEx" in printed
+    line = next(ln for ln in printed.splitlines() if ln.startswith("| matmul_f16_f16out_128x128x64 |"))
+    assert line.split(" | ")[5] == f"{mm['flops'] / mm['ours']['us'] / 1e6:.1f}"
+    assert "no peak known for this device" in printed
+    # the old path cannot give NVIDIA's TMA kernel its tensor maps: refused, not run with garbage
+    rc = rod.main([str(job), "--fake-driver", str(FAKE), "--no-isolate", "--loader", "module", "--repeats", "1",
+                   "--target-ms", "0.01", "--warmup", "0", "--kernels", "matmul_f16_f16out_128x128x64"])
+    assert rc == 1 and "only cuLibraryLoadData keeps" in capsys.readouterr().out
+
+
+def test_generated_case_catches_a_wrong_output(launch_job, tmp_path):
+    """The sampled float64 reference is a real check: pointed at the wrong operand, both sides fail it."""
+    job, built = launch_job
+    gen = dict(built["cases"][2])
+    out = dict(gen["outputs"][0])
+    out["reference"] = dict(out["reference"], b=dict(out["reference"]["a"], shape=[64, 128], strides=[256, 2]))
+    gen["outputs"] = [out]
+    images = [rod.buffer_image(str(job), b) for b in gen["buffers"]]
+    ptx = (job / gen["cubins"]["ours"]["ptx"]).read_text()
+    assert build.emulate_entry(job, built["cases"][2], ptx, "ours") == []
+    problems = build.emulate_entry(job, gen, ptx, "ours")
+    assert len(problems) == 1 and "sampled elements differ from the float64 reference" in problems[0]
+    assert len(images[0]) == 256 * 64 * 2
+
+
+def test_generated_buffers_are_seeded_and_rows_differ():
+    spec = {"nbytes": 2 * 4096 * 8, "seed": 7, "dtype": "float16"}
+    a = np.frombuffer(rod.generate(spec), np.float16).reshape(8, 4096)
+    assert rod.generate(spec) == a.tobytes() and rod.generate(dict(spec, seed=8)) != a.tobytes()
+    assert np.all(np.abs(a) <= 1) and len({r.tobytes() for r in a}) == 8
+    assert not np.array_equal(a[:, :64], a[:, 64:128])
+    assert rod.generate(dict(spec, zero=True)) == bytes(spec["nbytes"])
+    bf = np.frombuffer(rod.generate(dict(spec, dtype="bfloat16")), np.uint16).astype(np.uint32) << 16
+    assert np.all(np.abs(bf.view(np.float32)) <= 1)
+    with pytest.raises(ValueError, match="cannot generate"):
+        rod.generate(dict(spec, dtype="int32"))
+
+
+def test_attention_reference_is_the_suites(tmp_path):
+    """The runner's sampled attention reference (pure Python) against the suite's numpy reference, on a causal
+    grouped-query case; and its FLOP count is 4 * D per unmasked pair."""
+    case = build.register_sized("flash_attention_causal_gqa_f16.small", "flash_attention_causal_gqa_f16", "suite",
+                                ("_attention", (), {"B": 1, "H": 4, "G": 2, "SQ": 40, "SK": 48, "D": 32,
+                                                    "causal": True, "pos": 5}))
+    refs = build.refs_for("suite")
+    inputs = refs.make_inputs(case.name)
+    buffers, params, outputs = build.plan_generated(case, refs, inputs, "attention")
+    images, _, loc = build.plan_arguments(inputs)
+    want = refs.reference(case.name, inputs)["Out"]
+    after = list(images)
+    o = outputs[0]
+    img = bytearray(after[o["buffer"]])
+    img[o["offset"]:o["offset"] + want.nbytes] = want.astype(np.float16).tobytes()
+    after[o["buffer"]] = bytes(img)
+    assert rod.sampled_check(after, o) is None
+    img[o["offset"]:o["offset"] + want.nbytes] = (want * 1.1).astype(np.float16).tobytes()
+    after[o["buffer"]] = bytes(img)
+    assert "sampled elements differ" in rod.sampled_check(after, o)
+    pairs = sum(min(48, q + 5 + 1) for q in range(40))
+    assert build.flop_count(case, inputs) == 4 * 1 * 4 * 32 * pairs
+
+
+def test_cross_check_without_numpy_strides_over_large_outputs(monkeypatch):
+    n = 3 * rod.CROSS_CHECK_PURE_PYTHON_MAX + 5
+    case = {"outputs": [{"name": "C", "itemsize": 2, "dtype": "float16", "rtol": 1e-2, "atol": 1e-2, "shape": [n]}]}
+    a = np.zeros(n, np.float16)
+    b = a.copy()
+    b[4] = 1.0                       # every 4th element is compared: index 4 is one of them
+    assert rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()})[0].startswith("C: 1 of ")
+    monkeypatch.setattr(rod, "_has_numpy", lambda: False)
+    monkeypatch.setattr(rod, "_first_bad_numpy", lambda *a: None)
+    (got,) = rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()})
+    assert got.startswith("C: 1 of %d differ, first at (1,)" % (-(-n // 4)))
+    b[5] = 1.0
+    b[4] = 0.0                       # not a compared element
+    assert rod.cross_check(case, {"C": a.tobytes()}, {"C": b.tobytes()}) == []

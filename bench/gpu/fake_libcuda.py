@@ -14,16 +14,30 @@ starts with `FAKE ` is a list of `key=value` words that say what its kernel does
                      clocks drift during a case)
     smem=0           the static shared memory cuFuncGetAttribute reports
 
-Any other image (a real cubin) loads as `mode=noop`.  Every entry point returns a CUresult as libcuda does.
+A real cubin (an ELF image) whose PTX the job carries (`"ptx"` beside the cubin in job.json, found by the
+cubin's sha256) runs that PTX in the PTX emulator at its first launch with given parameters, up to
+EMULATE_MAX_THREADS threads (larger launches, and later identical ones, only advance the clock: the runner
+checks the first launch's output, and the emulator takes seconds per launch).  Loaded through
+cuLibraryLoadData and launched with cuLaunchKernelEx, it does what the driver does with the user's
+parameters: the launch hook in the cubin's `.nv.host` section (NVIDIA's TMA kernels) runs on them and
+appends the hidden tensor maps (tileiras_async.emu.host_object).  Device memory is mirrored into the
+emulator's for the launch (pointers among the parameters are translated; the hook then
+sees the emulator's addresses) and copied back.  Other real cubins load as `mode=noop`.  Every entry point
+returns a CUresult as libcuda does.
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import os
 import struct
 import time
 
 ILLEGAL_ADDRESS = 700
+LAUNCH_FAILED = 719
+# Larger launches (a job's large sizes) would take the emulator minutes: they only advance the clock.
+EMULATE_MAX_THREADS = 1 << 16
 INVALID_HANDLE = 400
 NOT_FOUND = 500
 ATTRS = {16: 132, 75: 9, 76: 0, 97: 227 * 1024}
@@ -39,7 +53,8 @@ def _val(x) -> int:
 
 
 class FakeLib:
-    def __init__(self):
+    def __init__(self, job_dir: str | None = None):
+        self.ptx_of = _ptx_index(job_dir)     # cubin sha256 (16 hex digits) -> its PTX's path
         self.buffers: dict[int, ctypes.Array] = {}
         self.modules: dict[int, dict] = {}
         self.functions: dict[int, dict] = {}
@@ -104,7 +119,7 @@ class FakeLib:
 
     def cuGetErrorName(self, code, out):
         names = {ILLEGAL_ADDRESS: b"CUDA_ERROR_ILLEGAL_ADDRESS", INVALID_HANDLE: b"CUDA_ERROR_INVALID_HANDLE",
-                 NOT_FOUND: b"CUDA_ERROR_NOT_FOUND"}
+                 NOT_FOUND: b"CUDA_ERROR_NOT_FOUND", LAUNCH_FAILED: b"CUDA_ERROR_LAUNCH_FAILED"}
         if _val(code) not in names:
             return 1
         _set(out, names[_val(code)])
@@ -116,9 +131,27 @@ class FakeLib:
         spec = {"mode": "noop", "us": "1", "smem": "0", "kernel": ""}
         if raw.startswith(b"FAKE "):
             spec.update(w.split("=", 1) for w in raw[5:].decode().rstrip("\0").split() if "=" in w)
+        elif raw.startswith(b"\x7fELF") and hashlib.sha256(raw).hexdigest()[:16] in self.ptx_of:
+            spec.update(mode="emulate", ptx_file=self.ptx_of[hashlib.sha256(raw).hexdigest()[:16]],
+                        host=_host_section(raw))
         h = self._handle()
         self.modules[h] = spec
         _set(out, h)
+        return 0
+
+    def cuLibraryLoadData(self, out, code, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib):
+        return self.cuModuleLoadData(out, code)
+
+    def cuLibraryUnload(self, lib):
+        return self.cuModuleUnload(lib)
+
+    def cuLibraryGetKernel(self, out, lib, name):
+        return self.cuModuleGetFunction(out, lib, name)
+
+    def cuKernelGetFunction(self, out, kernel):
+        if _val(kernel) not in self.functions:
+            return INVALID_HANDLE
+        _set(out, _val(kernel))
         return 0
 
     def cuModuleUnload(self, mod):
@@ -129,7 +162,13 @@ class FakeLib:
         if spec is None:
             return INVALID_HANDLE
         h = self._handle()
-        self.functions[h] = dict(spec, name=name.value.decode())
+        fn = self.functions[h] = dict(spec, name=name.value.decode())
+        if fn["mode"] == "emulate":
+            try:
+                _describe_entry(fn)
+            except Exception:  # noqa: BLE001 - PTX without this entry: the kernel is not in the image
+                del self.functions[h]
+                return NOT_FOUND
         _set(out, h)
         return 0
 
@@ -182,17 +221,29 @@ class FakeLib:
         return 0
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        return self._launch(f, [_val(g) for g in (gx, gy, gz)], [_val(b) for b in (bx, by, bz)], stream, params)
+
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        c = config._obj
+        return self._launch(f, [c.gridDimX, c.gridDimY, c.gridDimZ], [c.blockDimX, c.blockDimY, c.blockDimZ],
+                            c.hStream, params)
+
+    def _launch(self, f, grid, block, stream, params) -> int:
         fn = self.functions.get(_val(f))
         if fn is None:
             return INVALID_HANDLE
-        launch = (fn, [_val(g) for g in (gx, gy, gz)], [params[i] for i in range(9)] if fn["kernel"] else [])
+        if fn["mode"] == "emulate":     # the parameters' bytes now, as the driver copies them at launch
+            args = [ctypes.string_at(params[i], size) for i, size in enumerate(fn["user_sizes"])]
+        else:
+            args = [params[i] for i in range(9)] if fn["kernel"] else []
+        launch = (fn, grid, block, args)
         captured = self.streams.get(_val(stream))
         if captured is not None:
             captured.append(launch)
             return 0
         return self._execute(*launch)
 
-    def _execute(self, fn, grid, params) -> int:
+    def _execute(self, fn, grid, block, params) -> int:
         mode = fn["mode"]
         if mode == "crash":
             os._exit(3)
@@ -207,7 +258,44 @@ class FakeLib:
         self.clock_us += float(fn["us"]) * (2 if slow and self.launches > slow else 1)
         if mode in ("ok", "wrong") and fn["kernel"] == "vec_add":
             self._vec_add(params, wrong=mode == "wrong")
+        threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+        if mode == "emulate" and threads <= EMULATE_MAX_THREADS and tuple(params) not in fn.setdefault("ran", set()):
+            fn["ran"].add(tuple(params))
+            return self._emulate(fn, grid, block, params)
         return 0
+
+    def _emulate(self, fn, grid, block, values) -> int:
+        """Run the kernel's PTX on a mirror of device memory, the hook's tensor maps appended to the user's
+        parameters as the driver appends them; a fault in the emulator is a failed launch (the context dies,
+        as on a GPU)."""
+        from tileiras_async.emu import DeviceMemory, emulate_ptx
+        from tileiras_async.emu.host_object import parse_host_object, with_tensor_maps
+        mem = DeviceMemory()
+        mirror = {addr: mem.alloc(len(buf), f"buffer at {addr:#x}", init=buf.raw)
+                  for addr, buf in self.buffers.items()}
+        params = [self._translate(v, mirror) for v in values]
+        try:
+            if fn["hidden"]:
+                host = parse_host_object(fn["host"], "the cubin's .nv.host section")
+                params = with_tensor_maps(host, fn["name"], fn["target"], fn["entry"].params, params)
+            emulate_ptx(fn["ptx"], fn["name"], tuple(grid), tuple(block), params, mem)
+        except Exception as e:  # noqa: BLE001 - whatever stops the kernel fails its launch
+            fn["error"] = f"{type(e).__name__}: {e}"
+            self.dead = True
+            return LAUNCH_FAILED
+        for addr, buf in self.buffers.items():
+            ctypes.memmove(addr, mem.read(mirror[addr], len(buf)).tobytes(), len(buf))
+        return 0
+
+    def _translate(self, value: bytes, mirror: dict) -> bytes:
+        """A pointer parameter into a fake buffer, moved to the buffer's mirror; anything else as it is."""
+        if len(value) != 8:
+            return value
+        x = int.from_bytes(value, "little")
+        for addr, buf in self.buffers.items():
+            if addr <= x < addr + len(buf):
+                return (mirror[addr] + x - addr).to_bytes(8, "little")
+        return value
 
     @staticmethod
     def _vec_add(params, wrong: bool) -> None:
@@ -272,5 +360,37 @@ class FakeLib:
         return 0 if self.graphs.pop(_val(g), None) is not None else INVALID_HANDLE
 
 
-def make_lib() -> FakeLib:
-    return FakeLib()
+def _ptx_index(job_dir: str | None) -> dict:
+    """{cubin sha256 prefix: path of the PTX the job carries beside it}."""
+    if not job_dir or not os.path.isfile(os.path.join(job_dir, "job.json")):
+        return {}
+    with open(os.path.join(job_dir, "job.json")) as f:
+        job = json.load(f)
+    return {cub["sha256"]: os.path.join(job_dir, cub["ptx"]) for case in job.get("cases", [])
+            for cub in case.get("cubins", {}).values() if cub.get("ptx") and cub.get("sha256")}
+
+
+def _host_section(cubin: bytes) -> bytes | None:
+    """The `.nv.host` section of a cubin (the launch hooks' x86-64 object), or None."""
+    from tileiras_async.toolchain import cubin as elf
+    for sec in elf.sections(cubin):
+        if sec.name == ".nv.host":
+            return cubin[sec.offset:sec.offset + sec.size]
+    return None
+
+
+def _describe_entry(fn: dict) -> None:
+    """What a launch of an emulated kernel needs from its PTX: the text, the target, the parsed entry, the
+    sizes of the user's parameters and how many tensor maps the hook appends."""
+    from tileiras_async.emu import load_program
+    from tileiras_async.emu.runner import _ptx_entry, tensor_map_params
+    with open(fn["ptx_file"]) as f:
+        fn["ptx"] = f.read()
+    fn["target"], fn["entry"] = _ptx_entry(fn["ptx"], fn["name"])
+    fn["hidden"] = len(tensor_map_params(fn["entry"]))
+    kparams = load_program(fn["ptx"], fn["name"]).kparams
+    fn["user_sizes"] = [kp.size for kp in kparams[:len(kparams) - fn["hidden"]]]
+
+
+def make_lib(job_dir: str | None = None) -> FakeLib:
+    return FakeLib(job_dir)

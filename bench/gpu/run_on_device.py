@@ -4,12 +4,16 @@ checked against the expected ones, launches timed.
 
     python3 bench/gpu/run_on_device.py JOB_DIR [--out FILE.json] [--kernels ID,...] [--repeats 7]
                                        [--target-ms 2] [--warmup 5] [--budget-s 150] [--kernel-timeout-s 45]
-                                       [--no-isolate] [--device N]
+                                       [--no-isolate] [--device N] [--loader library|module]
 
 Needs only python3 (3.6+) and the CUDA driver (libcuda.so.1, through ctypes): no numpy (used when present, for
 faster output checks), no CUDA toolkit, no network.
 
-Per case and cubin: cuModuleLoadData, the kernel's static shared memory and the device's opt-in maximum (the
+Per case and cubin: cuLibraryLoadData and cuLibraryGetKernel, as cuTile loads its cubins (the driver keeps the
+cubin's `.nv.host` launch hook, which fills NVIDIA's hidden tensor-map parameters at each launch), and every
+launch a cuLaunchKernelEx with the user's parameters only; `--loader module` (the default for jobs built before
+the launch set) uses cuModuleLoadData and cuLaunchKernel instead, for cubins without hidden parameters.  Then
+the kernel's static shared memory and the device's opt-in maximum (the
 dynamic-shared-memory limit is raised to what is left, as cuTile's launcher does, so kernels over 48 KiB load),
 the argument buffers uploaded, one launch checked against the expected outputs (each element within the case's
 rtol/atol, NaN equal to NaN: refs.py's check), then `--warmup` launches and the timing: `--repeats` batches of
@@ -28,8 +32,13 @@ failing kernel prints its error and the run goes on; cases left when --budget-s 
 skipped.  A job built with `build.py --versus REV` has our compiler at REV as its second side: the table
 names it instead of NVIDIA.
 
-Output: one JSON line per case on stdout (`{"case", "grid", "ours": {...}, "nvidia": {...}, "ratio"}`), then a
-table (ours us, NVIDIA us, ratio ours/NVIDIA, correct?), and with --out the whole run as one JSON document.
+Buffers the job generates instead of storing (large inputs) are built here from their seeds; their outputs are
+checked against a float64 reference at sampled coordinates (matmul, attention: REFERENCE_OPS).  When both
+cubins of a case load, their outputs are compared with each other too (`sides_agree`).
+
+Output: one JSON line per case on stdout (`{"case", "grid", "ours": {...}, "nvidia": {...}, "ratio"}`, with
+`flops` and each side's `tflops` for matmuls and attention), then a table (ours us, NVIDIA us, ratio
+ours/NVIDIA, correct?, TFLOP/s), and with --out the whole run as one JSON document.
 Exit status 0 when every case ran and was correct on both sides, 1 otherwise, 2 for a bad job or no driver.
 """
 from __future__ import annotations
@@ -41,6 +50,7 @@ import json
 import math
 import os
 import platform
+import random
 import statistics
 import struct
 import subprocess
@@ -86,6 +96,14 @@ class CudaError(Exception):
 
 
 # ---------------------------------------------------------------- the driver API
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h)."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
 
 
 class Driver:
@@ -167,6 +185,27 @@ class Driver:
     def unload_module(self, mod) -> None:
         self.call("cuModuleUnload", mod)
 
+    def load_library(self, image: bytes):
+        """cuLibraryLoadData, as cuTile loads its cubins: the driver keeps the cubin's `.nv.host` launch hook
+        and runs it at every launch to fill the kernel's hidden parameters (tensor maps)."""
+        buf = ctypes.create_string_buffer(image, len(image))
+        lib = ctypes.c_void_p()
+        self.call("cuLibraryLoadData", ctypes.byref(lib), buf, None, None, ctypes.c_uint(0), None, None,
+                  ctypes.c_uint(0))
+        return lib
+
+    def unload_library(self, lib) -> None:
+        self.call("cuLibraryUnload", lib)
+
+    def library_function(self, lib, name: str):
+        """The kernel `name` of a library as a CUfunction of the current context (for attributes and
+        launches)."""
+        k = ctypes.c_void_p()
+        self.call("cuLibraryGetKernel", ctypes.byref(k), lib, ctypes.c_char_p(name.encode()))
+        f = ctypes.c_void_p()
+        self.call("cuKernelGetFunction", ctypes.byref(f), k)
+        return f
+
     def function(self, mod, name: str):
         f = ctypes.c_void_p()
         self.call("cuModuleGetFunction", ctypes.byref(f), mod, ctypes.c_char_p(name.encode()))
@@ -217,6 +256,11 @@ class Driver:
                   ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]), ctypes.c_uint(smem),
                   stream, params, ctypes.c_void_p(None))
 
+    def launch_ex(self, f, grid, block, smem: int, stream, params) -> None:
+        """cuLaunchKernelEx with the user's parameters only, as cuTile launches (the hook adds the rest)."""
+        config = LaunchConfig(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, None, 0)
+        self.call("cuLaunchKernelEx", ctypes.byref(config), f, params, ctypes.c_void_p(None))
+
     def event(self):
         e = ctypes.c_void_p()
         self.call("cuEventCreate", ctypes.byref(e), ctypes.c_uint(0))
@@ -260,14 +304,15 @@ class Driver:
             self.call("cuGraphDestroy", graph)
 
 
-def load_driver(fake: str | None = None) -> Driver:
-    """The real driver, or (tests) the `make_lib()` of a Python file standing in for it."""
+def load_driver(fake: str | None = None, job_dir: str | None = None) -> Driver:
+    """The real driver, or (tests, dry runs) the `make_lib(job_dir)` of a Python file standing in for it (the
+    job's folder tells it where the PTX of each cubin is)."""
     if fake:
         import importlib.util
         spec = importlib.util.spec_from_file_location("fake_libcuda", fake)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        return Driver(mod.make_lib())
+        return Driver(mod.make_lib(job_dir))
     return Driver(ctypes.CDLL("libcuda.so.1"))
 
 
@@ -286,6 +331,43 @@ def read_blob(job_dir: str, rel: str) -> bytes:
     with open(os.path.join(job_dir, rel), "rb") as f:
         data = f.read()
     return zlib.decompress(data) if rel.endswith(".z") else data
+
+
+# Generated buffers: a table of GEN_PERIOD seeded values in [-1, 1), laid down in chunks of GEN_CHUNK values from
+# offsets that step by GEN_STEP: no row of a power-of-two length repeats another, so an operand read from the
+# wrong row or column reads other values.
+GEN_PERIOD, GEN_CHUNK, GEN_STEP = 65521, 4093, 7919
+
+
+def generate(spec: dict) -> bytes:
+    """A buffer the job describes instead of storing (`{"nbytes", "seed", "dtype"}`, or `"zero": true`):
+    built here, from the seed, in pure Python, in a few seconds for 32 MiB."""
+    n = spec["nbytes"]
+    if spec.get("zero"):
+        return bytes(n)
+    dtype = spec["dtype"]
+    if dtype not in ("float16", "float32", "bfloat16"):
+        raise ValueError("cannot generate %s values" % dtype)
+    rng = random.Random(spec["seed"])
+    vals = [rng.uniform(-1.0, 1.0) for _ in range(GEN_PERIOD)]
+    if dtype == "bfloat16":
+        wide = struct.unpack("<%dI" % GEN_PERIOD, struct.pack("<%df" % GEN_PERIOD, *vals))
+        table = struct.pack("<%dH" % GEN_PERIOD, *[v >> 16 for v in wide])
+    else:
+        table = struct.pack("<%d%s" % (GEN_PERIOD, _STRUCT[dtype]), *vals)
+    item = len(table) // GEN_PERIOD
+    twice = table + table
+    out, k = bytearray(), 0
+    while len(out) < n:
+        off = (k * GEN_STEP) % GEN_PERIOD
+        out += twice[off * item:(off + GEN_CHUNK) * item]
+        k += 1
+    return bytes(out[:n])
+
+
+def buffer_image(job_dir: str, buf: dict) -> bytes:
+    """A buffer's initial bytes: its stored image, or generated from its seed."""
+    return generate(buf["generate"]) if "generate" in buf else read_blob(job_dir, buf["file"])
 
 
 def param_values(params: list, kparams: list, bases: list) -> list:
@@ -434,13 +516,127 @@ def compare(got: bytes, want: bytes, dtype: str, rtol: float, atol: float, shape
         count, len(want) // struct.calcsize("<" + _STRUCT[dtype]), tuple(reversed(idx)), g0, e0)
 
 
-def check_outputs(job_dir: str, case: dict, images: list) -> list:
-    """The problems of the downloaded buffer images against the case's expected outputs."""
+def _vector(images: list, arr: dict, index: list, axis: int) -> list:
+    """The elements of array `arr` (a job array: buffer, offset, shape, byte strides, itemsize, dtype) along
+    `axis` at `index` (its other coordinates), decoded."""
+    off = arr["offset"] + sum(i * s for ax, (i, s) in enumerate(zip(index, arr["strides"])) if ax != axis)
+    raw = gather(images[arr["buffer"]], off, [arr["shape"][axis]], [arr["strides"][axis]], arr["itemsize"])
+    return decode(raw, arr["dtype"])
+
+
+def sample_indices(shape: list, count: int) -> list:
+    """`count` output coordinates to check against the reference: the first and the last element, the rest
+    spread over the array by a fixed seed."""
+    rng = random.Random(len(shape) * 1000003 + sum(shape))
+    picks = [[0] * len(shape), [d - 1 for d in shape]]
+    while len(picks) < count:
+        picks.append([rng.randrange(d) for d in shape])
+    return picks
+
+
+def _matmul_expected(images: list, ref: dict, index: list) -> list:
+    """C[i, j] = sum_k A[i, k] B[k, j] in float64, for one (i, j)."""
+    i, j = index
+    row = _vector(images, ref["a"], [i, 0], 1)
+    col = _vector(images, ref["b"], [0, j], 0)
+    return [math.fsum(x * y for x, y in zip(row, col))]
+
+
+def _attention_expected(images: list, ref: dict, index: list) -> list:
+    """Out[b, h, q, :] of softmax(Q K^T * scale) V in float64 (grouped heads: K and V head h // G; causal:
+    key positions up to q + pos)."""
+    b, h, q = index[:3]
+    qa, ka, va = ref["q"], ref["k"], ref["v"]
+    group = qa["shape"][1] // ka["shape"][1]
+    hk = h // group
+    qv = _vector(images, qa, [b, h, q, 0], 3)
+    keys = ka["shape"][2] if not ref["causal"] else min(ka["shape"][2], q + ref["pos"] + 1)
+    scores = [ref["scale"] * math.fsum(x * y for x, y in zip(qv, _vector(images, ka, [b, hk, t, 0], 3)))
+              for t in range(keys)]
+    top = max(scores)
+    weights = [math.exp(x - top) for x in scores]
+    total = math.fsum(weights)
+    out = [0.0] * qa["shape"][3]
+    for w, t in zip(weights, range(keys)):
+        for d, v in enumerate(_vector(images, va, [b, hk, t, 0], 3)):
+            out[d] += w * v
+    return [x / total for x in out]
+
+
+# op -> (the expected values at a sampled index, the rank of the sampled index, how many samples)
+REFERENCE_OPS = {"matmul": (_matmul_expected, 2, 32), "attention": (_attention_expected, 3, 8)}
+
+
+def sampled_check(images: list, o: dict) -> str | None:
+    """A generated case's output against a float64 reference at sampled coordinates (the whole output's
+    reference would take the device machine's CPU minutes): None, or what differs.  An attention output is
+    checked a whole row (all D values) per sampled query."""
+    fn, rank, count = REFERENCE_OPS[o["reference"]["op"]]
+    bad, first, checked = 0, None, 0
+    for idx in sample_indices(o["shape"][:rank], count):
+        want = fn(images, o["reference"], idx)
+        if len(o["shape"]) == rank:
+            got = _vector(images, o, idx, rank - 1)[idx[-1]:idx[-1] + 1]
+        else:
+            got = _vector(images, o, idx + [0], rank)
+        for g, e in zip(got, want):
+            checked += 1
+            if not _close(float(g), e, o["rtol"], o["atol"]):
+                bad += 1
+                first = first or (tuple(idx), g, e)
+    if not bad:
+        return None
+    return "%d of %d sampled elements differ from the float64 reference, first at %s: got %r expected %r" % (
+        bad, checked, first[0], first[1], first[2])
+
+
+def output_bytes(case: dict, images: list) -> dict:
+    """{output name: its elements' bytes in C order} from the buffer images after a launch."""
+    return {o["name"]: gather(images[o["buffer"]], o["offset"], o["shape"], o["strides"], o["itemsize"])
+            for o in case["outputs"]}
+
+
+# Without numpy, the pure-Python comparison of two sides' outputs looks at every k-th element of outputs larger
+# than this (16M f16 elements would take it half a minute of the worker's time limit).
+CROSS_CHECK_PURE_PYTHON_MAX = 1 << 20
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cross_check(case: dict, a: dict, b: dict) -> list:
+    """Where two sides' outputs differ beyond the case's tolerances (on generated inputs, the only full
+    check of the output; every k-th element of a large one when numpy is absent)."""
     problems = []
     for o in case["outputs"]:
-        got = gather(images[o["buffer"]], o["offset"], o["shape"], o["strides"], o["itemsize"])
-        want = read_blob(job_dir, o["expected"])
-        bad = compare(got, want, o["dtype"], o["rtol"], o["atol"], o["shape"])
+        x, y, shape = a[o["name"]], b[o["name"]], o["shape"]
+        n = len(x) // o["itemsize"]
+        if n > CROSS_CHECK_PURE_PYTHON_MAX and not _has_numpy() and len(x) == len(y):
+            k, size = -(-n // CROSS_CHECK_PURE_PYTHON_MAX), o["itemsize"]
+            x, y = (b"".join(v[i:i + size] for i in range(0, len(v), k * size)) for v in (x, y))
+            shape = [len(x) // size]
+        bad = compare(x, y, o["dtype"], o["rtol"], o["atol"], shape)
+        if bad:
+            problems.append("%s: %s" % (o["name"], bad))
+    return problems
+
+
+def check_outputs(job_dir: str, case: dict, images: list) -> list:
+    """The problems of the downloaded buffer images against the case's expected outputs (stored, or sampled
+    from a float64 reference for generated inputs)."""
+    problems = []
+    for o in case["outputs"]:
+        if "reference" in o:
+            bad = sampled_check(images, o)
+        else:
+            got = gather(images[o["buffer"]], o["offset"], o["shape"], o["strides"], o["itemsize"])
+            want = read_blob(job_dir, o["expected"])
+            bad = compare(got, want, o["dtype"], o["rtol"], o["atol"], o["shape"])
         if bad:
             problems.append("%s: %s" % (o["name"], bad))
     return problems
@@ -450,23 +646,24 @@ def check_outputs(job_dir: str, case: dict, images: list) -> list:
 
 
 class Options:
-    def __init__(self, repeats=7, target_ms=2.0, warmup=5, max_launches=2000):
+    def __init__(self, repeats=7, target_ms=2.0, warmup=5, max_launches=2000, loader="module"):
         self.repeats, self.target_ms, self.warmup, self.max_launches = repeats, target_ms, warmup, max_launches
+        self.loader = loader
 
 
 def _median(xs: list):
     return statistics.median(xs) if xs else None
 
 
-def time_stream(drv: Driver, f, case, block, stream, params, n: int, repeats: int) -> list:
-    """Per-launch milliseconds of `repeats` batches of n launches on the stream."""
+def time_stream(drv: Driver, launch_on, stream, n: int, repeats: int) -> list:
+    """Per-launch milliseconds of `repeats` batches of n launches (`launch_on(stream)`) on the stream."""
     e0, e1 = drv.event(), drv.event()
     try:
         out = []
         for _ in range(repeats):
             drv.record(e0, stream)
             for _ in range(n):
-                drv.launch(f, case["grid"], block, 0, stream, params.array)
+                launch_on(stream)
             drv.record(e1, stream)
             drv.event_sync(e1)
             out.append(drv.elapsed_ms(e0, e1) / n)
@@ -487,14 +684,14 @@ def _quietly(release, *handles) -> None:
 class Graph:
     """A CUDA graph of n launches of a kernel on its own stream (a failed capture leaves nothing behind)."""
 
-    def __init__(self, drv: Driver, f, case, block, params, n: int):
+    def __init__(self, drv: Driver, launch_on, n: int):
         self.drv, self.graph, self.ex = drv, None, None
         self.s = drv.stream()
         try:
             drv.begin_capture(self.s)
             try:
                 for _ in range(n):
-                    drv.launch(f, case["grid"], block, 0, self.s, params.array)
+                    launch_on(self.s)
             finally:
                 self.graph = drv.end_capture(self.s)
             self.ex = drv.instantiate(self.graph)
@@ -530,10 +727,14 @@ class Side:
     def __init__(self, drv: Driver, dev: int, job_dir: str, case: dict, side: str, images: list, opts: Options):
         self.drv, self.case, self.res = drv, case, {"ok": False}
         self.mod, self.stream, self.ptrs, self.graph, self.ready = None, None, [], None, False
+        self.loader = opts.loader
         cub = case["cubins"][side]
+        if cub.get("hidden") and self.loader != "library":
+            raise ValueError("the cubin's %d hidden parameter(s) are filled by its launch hook, which only "
+                             "cuLibraryLoadData keeps: use --loader library" % cub["hidden"])
         with open(os.path.join(job_dir, cub["file"]), "rb") as fh:
             image = fh.read()
-        self.mod = drv.load_module(image)
+        self.mod = drv.load_library(image) if self.loader == "library" else drv.load_module(image)
         try:
             self._prepare(dev, job_dir, cub, images, opts)
         except BaseException:
@@ -542,7 +743,10 @@ class Side:
 
     def _prepare(self, dev: int, job_dir: str, cub: dict, images: list, opts: Options) -> None:
         drv, case, res = self.drv, self.case, self.res
-        f = self.f = drv.function(self.mod, cub["symbol"])
+        if self.loader == "library":
+            f = self.f = drv.library_function(self.mod, cub["symbol"])
+        else:
+            f = self.f = drv.function(self.mod, cub["symbol"])
         static = drv.func_attr(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         res.update(regs=drv.func_attr(f, CU_FUNC_ATTRIBUTE_NUM_REGS), smem_static=static,
                    local_bytes=drv.func_attr(f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
@@ -565,15 +769,16 @@ class Side:
             drv.upload(p, img)
         self.params = Params(param_values(case["params"], cub["kparams"], self.ptrs))
         self.stream = drv.stream()
-        drv.launch(f, case["grid"], block, 0, self.stream, self.params.array)
+        self.launch_on(self.stream)
         drv.stream_sync(self.stream)
         out_images = list(images)
         for b in sorted({o["buffer"] for o in case["outputs"]}):
             out_images[b] = drv.download(self.ptrs[b], len(images[b]))
+        self.outputs = output_bytes(case, out_images)
         problems = check_outputs(job_dir, case, out_images)
         res.update(correct=not problems, problems=problems[:3])
         for _ in range(opts.warmup):
-            drv.launch(f, case["grid"], block, 0, self.stream, self.params.array)
+            self.launch_on(self.stream)
         drv.stream_sync(self.stream)
         probe = self.stream_batch(10)
         self.n = int(min(opts.max_launches, max(10, math.ceil(opts.target_ms / max(probe, 1e-4)))))
@@ -581,12 +786,18 @@ class Side:
         res.update(launches=self.n, repeats=opts.repeats)
         self.ready = True
 
+    def launch_on(self, stream) -> None:
+        """One launch on `stream`: cuLaunchKernelEx with the user's parameters (library), or cuLaunchKernel
+        (module)."""
+        launch = self.drv.launch_ex if self.loader == "library" else self.drv.launch
+        launch(self.f, self.case["grid"], self.block, 0, stream, self.params.array)
+
     def stream_batch(self, n: int) -> float:
-        return time_stream(self.drv, self.f, self.case, self.block, self.stream, self.params, n, 1)[0]
+        return time_stream(self.drv, self.launch_on, self.stream, n, 1)[0]
 
     def make_graph(self) -> None:
         try:
-            self.graph = Graph(self.drv, self.f, self.case, self.block, self.params, self.n)
+            self.graph = Graph(self.drv, self.launch_on, self.n)
         except CudaError as e:
             if e.sticky:
                 raise
@@ -611,7 +822,7 @@ class Side:
         if self.stream is not None:
             _quietly(self.drv.destroy_stream, self.stream)
         if self.mod is not None:
-            _quietly(self.drv.unload_module, self.mod)
+            _quietly(self.drv.unload_library if self.loader == "library" else self.drv.unload_module, self.mod)
 
 
 def time_interleaved(sides: list, opts: Options) -> None:
@@ -635,7 +846,7 @@ def run_case(drv: Driver, dev: int, job_dir: str, case: dict, sides: list, opts:
     {"lost": True} (the parent runs them again in a fresh process).  `report(side, result)` is called as each
     side finishes, and `report(side, None)` once a side is loaded and checked (a worker killed later is not
     that side's fault)."""
-    images = [read_blob(job_dir, b["file"]) for b in case["buffers"]]
+    images = [buffer_image(job_dir, b) for b in case["buffers"]]
     out, ready = {}, []
     dead = None
     t0 = time.perf_counter()
@@ -682,6 +893,10 @@ def run_case(drv: Driver, dev: int, job_dir: str, case: dict, sides: list, opts:
                 out[side] = lost("not run")
                 done(side)
             return out
+        if len(ready) == 2:
+            differ = cross_check(case, ready[0][1].outputs, ready[1][1].outputs)
+            for _, sd in ready:
+                sd.res["sides_differ"] = differ[:3]
         try:
             time_interleaved([sd for _, sd in ready], opts)
         except CudaError as e:
@@ -717,6 +932,8 @@ def _worker_argv(args, case: str, sides: list) -> list:
     argv = [sys.executable, os.path.abspath(__file__), args.job, "--worker", case, "--sides", ",".join(sides),
             "--repeats", str(args.repeats), "--target-ms", str(args.target_ms), "--warmup", str(args.warmup),
             "--device", str(args.device)]
+    if args.loader:
+        argv += ["--loader", args.loader]
     if args.fake_driver:
         argv += ["--fake-driver", args.fake_driver]
     return argv
@@ -776,7 +993,18 @@ def summarize(case: dict, res: dict) -> dict:
         row[s] = r
     o, n = row["ours"].get("us"), row["nvidia"].get("us")
     row["ratio"] = round(o / n, 3) if o and n else None
+    if case.get("flops"):
+        row["flops"] = case["flops"]
+        for s in SIDES:
+            if row[s].get("us"):
+                row[s]["tflops"] = round(tflops(case["flops"], row[s]["us"]), 2)
+    differ = row["ours"].get("sides_differ")
+    row["sides_agree"] = None if differ is None else not differ
     return row
+
+
+def tflops(flops: int, us: float) -> float:
+    return flops / us / 1e6
 
 
 def _cell_ok(r: dict) -> str:
@@ -790,7 +1018,8 @@ def table(rows: list, device: dict, other: str = "NVIDIA") -> str:
     lines = ["%s (cc %s, %d SMs, driver %s)" % (device.get("name"), device.get("cc"), device.get("sms", 0),
                                                 device.get("driver_version")),
              "%-46s %-12s %10s %10s %7s  %-6s %-6s" % ("case", "grid", "ours us", (other + " us")[-10:], "ratio",
-                                                       "ours", other[:6])]
+                                                       "ours", other[:6])
+             + "  TFLOP/s (ours, %s)" % other]
     for r in rows:
         g = "x".join(str(x) for x in r["grid"])
         cells = []
@@ -798,8 +1027,10 @@ def table(rows: list, device: dict, other: str = "NVIDIA") -> str:
             us = r[s].get("us")
             cells.append("%10.2f" % us if us is not None else "%10s" % "-")
         ratio = "%7.2f" % r["ratio"] if r.get("ratio") else "%7s" % "-"
-        lines.append("%-46s %-12s %s %s %s  %-6s %-6s" % (r["case"][:46], g[:12], cells[0], cells[1], ratio,
-                                                         _cell_ok(r["ours"]), _cell_ok(r["nvidia"])))
+        flops = "  %s, %s" % tuple(("%.1f" % r[s]["tflops"]) if r[s].get("tflops") else "-" for s in SIDES) \
+            if r.get("flops") else ""
+        lines.append("%-46s %-12s %s %s %s  %-6s %-6s%s" % (r["case"][:46], g[:12], cells[0], cells[1], ratio,
+                                                           _cell_ok(r["ours"]), _cell_ok(r["nvidia"]), flops))
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
@@ -811,6 +1042,8 @@ def table(rows: list, device: dict, other: str = "NVIDIA") -> str:
                 lines.append("%s %s: %s" % (r["case"], s, r[s].get("error")))
             elif not r[s].get("correct"):
                 lines.append("%s %s: wrong output: %s" % (r["case"], s, "; ".join(r[s].get("problems", []))))
+        if r.get("sides_agree") is False:
+            lines.append("%s: the sides' outputs differ: %s" % (r["case"], "; ".join(r["ours"]["sides_differ"])))
     return "\n".join(lines)
 
 
@@ -826,15 +1059,24 @@ def parse_args(argv):
     ap.add_argument("--kernel-timeout-s", type=float, default=45.0)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--no-isolate", action="store_true", help="run every case in this process")
+    ap.add_argument("--loader", choices=("library", "module"),
+                    help="library: cuLibraryLoadData + cuLaunchKernelEx with the user's parameters, as cuTile "
+                         "(the cubin's launch hook fills tensor maps); module: cuModuleLoadData + cuLaunchKernel "
+                         "(cubins without hidden parameters only); default: the job's (build.py sets library)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--sides", default=",".join(SIDES), help=argparse.SUPPRESS)
     ap.add_argument("--fake-driver", help=argparse.SUPPRESS)   # tests: a Python file whose make_lib() is libcuda
     return ap.parse_args(argv)
 
 
+def loader_of(args, job: dict) -> str:
+    """--loader, else the job's; jobs from before the library path load as modules."""
+    return args.loader or job.get("loader", "module")
+
+
 def worker_main(args) -> int:
-    opts = Options(args.repeats, args.target_ms, args.warmup)
     job = read_job(args.job)
+    opts = Options(args.repeats, args.target_ms, args.warmup, loader=loader_of(args, job))
     case = next(c for c in job["cases"] if c["case"] == args.worker)
     sides = [s for s in args.sides.split(",") if s]
 
@@ -842,7 +1084,7 @@ def worker_main(args) -> int:
         sys.stdout.write(RESULT_TAG + json.dumps({"side": side, "result": result}, sort_keys=True) + "\n")
         sys.stdout.flush()
     try:
-        drv = load_driver(args.fake_driver)
+        drv = load_driver(args.fake_driver, args.job)
         dev, _ = device_info(drv, args.device)
         drv.retain_primary_context(dev)
     except (CudaError, OSError) as e:
@@ -864,18 +1106,19 @@ def main(argv=None) -> int:
         print("error: cannot read the job in %s: %s" % (args.job, e), file=sys.stderr)
         return 2
     try:
-        drv = load_driver(args.fake_driver)
+        drv = load_driver(args.fake_driver, args.job)
         dev, device = device_info(drv, args.device)
         drv.retain_primary_context(dev)    # held for the whole run: keeps the driver initialised for the workers
     except (CudaError, OSError) as e:
         print("error: no usable CUDA driver: %s" % e, file=sys.stderr)
         return 2
     device.update(python=platform.python_version(), host=platform.node())
-    print("# %s, job for %s built at %s" % (json.dumps(device, sort_keys=True), job.get("gpu_name"),
-                                            job.get("commit")), flush=True)
+    print("# %s, job for %s built at %s; bytecode: %s" % (
+        json.dumps(device, sort_keys=True), job.get("gpu_name"), job.get("commit"),
+        job.get("set_label", "unhinted bytecode")), flush=True)
     want = [w for w in args.kernels.split(",") if w]
     cases = [c for c in job["cases"] if not want or c["case"] in want]
-    opts = Options(args.repeats, args.target_ms, args.warmup)
+    opts = Options(args.repeats, args.target_ms, args.warmup, loader=loader_of(args, job))
     rows = []
     for k, case in enumerate(cases):
         if time.perf_counter() - t_start > args.budget_s:
@@ -891,9 +1134,10 @@ def main(argv=None) -> int:
     print("wall %.1f s" % wall)
     if args.out:
         doc = {"device": device, "job": {k: job[k] for k in ("gpu_name", "opt_level", "commit", "src_commit",
-                                                             "nvidia_tileiras", "versus") if k in job},
+                                                             "nvidia_tileiras", "versus", "set", "set_label")
+                                         if k in job},
                "options": {"repeats": args.repeats, "target_ms": args.target_ms, "warmup": args.warmup,
-                           "isolated": not args.no_isolate},
+                           "isolated": not args.no_isolate, "loader": opts.loader},
                "wall_s": round(wall, 1), "rows": rows}
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True)

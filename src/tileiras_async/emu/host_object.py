@@ -47,6 +47,12 @@ def read_host_object(path: str) -> HostObject:
             data = f.read()
     except OSError as e:
         raise LaunchError(f"cannot read host object '{path}': {e.strerror or e}") from None
+    return parse_host_object(data, path)
+
+
+def parse_host_object(data: bytes, path: str) -> HostObject:
+    """The host object in `data` (a `.host.o` file, or the `.nv.host` section ptxas embeds in the cubin, which
+    holds the same bytes); `path` names it in errors."""
     if data[:4] != b"\x7fELF":
         raise LaunchError(f"host object '{path}' is not an ELF object file")
     if data[4:6] != b"\x02\x01" or struct.unpack_from("<HH", data, 16) != (_ET_REL, _EM_X86_64):
@@ -117,6 +123,14 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
     if rc != 0:
         raise LaunchError(f"the launch hook {host.hooks[kernel]} of '{host.path}' returned {rc}")
     return {i: bytes(buf[offsets[i]:offsets[i] + MAP_BYTES]) for i in maps}
+
+
+def with_tensor_maps(host: HostObject, kernel: str, target: str, params: list, values: list) -> list[bytes]:
+    """What a launch passes the kernel, as the driver builds it: the user's parameter bytes `values` (the
+    entry's leading parameters), then the trailing tensor maps the kernel's launch hook writes."""
+    hidden = len(params) - len(values)
+    maps = fill_tensor_maps(host, kernel, target, params, list(values) + [None] * hidden)
+    return [bytes(v) for v in values] + [maps[i] for i in sorted(maps)]
 
 
 def _call(code: bytes, buf) -> int:

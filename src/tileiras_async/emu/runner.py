@@ -326,12 +326,10 @@ class _TensorMaps:
 
     def fill(self, prog, kname: str, params: list) -> list:
         """`params` (the ordinary parameters' values) with the tensor maps the hook writes appended."""
-        from .host_object import fill_tensor_maps
+        from .host_object import with_tensor_maps
         from .machine import _param_bytes
         values = [_param_bytes(kp, v).tobytes() for kp, v in zip(prog.kparams, params)]
-        maps = fill_tensor_maps(self.host, kname, self.target, self.entry.params,
-                                values + [None] * (len(prog.kparams) - len(params)))
-        return params + [maps[i] for i in sorted(maps)]
+        return params + with_tensor_maps(self.host, kname, self.target, self.entry.params, values)[len(params):]
 
 
 def _ptx_entry(ptx: str, kname: str):
