@@ -25,6 +25,11 @@ GPU_NAMES = tuple(ARCH_FOR_TARGET)
 MAX_LLVM_PTX = (9, 0)
 MIN_EMITTED_PTX = (8, 1)
 
+# The constant-bank address of a kernel's first parameter as the launch hooks of NVIDIA's host objects lay
+# the parameter buffer out (parameters are aligned as bank addresses), by target family: read from the hooks'
+# code (emu/README.md, "NVIDIA's launch-time hook").
+HOOK_PARAM_BANK_BASE = {"sm_90": 0x210, "sm_100": 0}
+
 
 @dataclass(frozen=True)
 class Target:
