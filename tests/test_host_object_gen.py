@@ -161,3 +161,34 @@ def test_descriptions_it_cannot_encode(change, message):
         hooks_ir([kernel], "sm_90a")
     with pytest.raises(HostObjectError, match="target sm_80 is not known"):
         hooks_ir([KernelHooks("k", ())], "sm_80")
+
+
+@requires_corpus
+@x86_only
+def test_ptxas_embeds_our_object_as_nvidias(tmp_path):
+    """NVIDIA's TMA matmul PTX assembled with our hook's object (the real tool's ptxas invocation): the cubin
+    carries our object as `.nv.host` and the parameter records NVIDIA's own cubin has -- 15 parameters the user
+    passes, the three hidden 128-byte maps counted only in the bank's size (0x70 + 3 maps past 0x210)."""
+    from conftest import nvidia_bin, nvidia_env
+    from tileiras_async.toolchain.cubin import host_object, launch_params
+    from tileiras_async.toolchain.ptxas import PtxasOptions, assemble
+    path = LAUNCH / "matmul_f16_f16out_128x128x64.v13.4.sm_90.host.o"
+    target, kernel, params, nvidia = _entry(path)
+    ours = build_host_object([_kernel_hooks(kernel, params, _described_maps(target, kernel, params, nvidia))],
+                             target)
+    ptx = path.with_name(path.name.replace(".host.o", ".ptx")).read_text()
+    cubin = assemble(ptx, PtxasOptions("sm_90a", host_object=ours))
+    assert host_object(cubin) == ours
+    assert host_object(assemble(ptx, PtxasOptions("sm_90a"))) is None
+    got = launch_params(cubin)[kernel]
+    assert (got.bank_offset, got.bank_bytes) == (0x210, 0x70 + 3 * 128)
+    assert [o for o, _off, _flags in got.params] == list(range(15))
+    tool = nvidia_bin("tileiras")
+    if tool is None:
+        return
+    out = tmp_path / "nvidia.cubin"
+    subprocess.run([str(tool), "--gpu-name", "sm_90", "-O3", str(LAUNCH / path.name.replace(".sm_90.host.o",
+                    ".tileirbc")), "-o", str(out)], env=nvidia_env(), check=True, capture_output=True)
+    theirs = out.read_bytes()
+    assert launch_params(theirs)[kernel] == got
+    assert host_object(theirs) is not None
