@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import threading
 
-import msgspec
-
 from ..targets import HOOK_PARAM_BANK_BASE
+from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, Operand, TensorMapSpec, tensor_maps_in
 
-MAP_BYTES, MAP_ALIGN = 128, 64
+__all__ = ["MAP_ALIGN", "MAP_BYTES", "HostObjectError", "KernelHooks", "Operand", "TensorMapSpec", "bank_base",
+           "bank_offsets", "build_host_object", "flags_word", "hooks_ir", "ptxas_options"]
 
 # element type -> (the map's element-type code, element bytes, the tf32 bit): codes as NVIDIA's maps hold them
 _ELEMENTS = {"i32": (2, 4, 0), "f16": (6, 2, 0), "f32": (7, 4, 0), "tf32": (7, 4, 1), "bf16": (10, 2, 0)}
@@ -38,32 +38,6 @@ _ENTRY = "<{ ptr, [32 x i8], ptr, [16 x i8] }>"
 
 class HostObjectError(Exception):
     """A tensor-map description the hooks cannot encode (an internal compiler error)."""
-
-
-class Operand(msgspec.Struct, frozen=True):
-    """A value the hook reads from the parameter buffer (`param`: an entry parameter's index) or a literal."""
-    param: int = -1
-    value: int = 0
-
-
-class TensorMapSpec(msgspec.Struct, frozen=True):
-    """One tensor map: entry parameter `param` (128 bytes, align 64) describes the array at pointer
-    parameter `base`; `shape`, `strides` (in elements, the innermost a literal 1) and `box` outermost first,
-    as the view's dimensions."""
-    param: int
-    base: int
-    shape: tuple[Operand, ...]
-    strides: tuple[Operand, ...]
-    element: str
-    box: tuple[int, ...]
-    swizzle: str = "none"
-
-
-class KernelHooks(msgspec.Struct, frozen=True):
-    """A kernel's entry name, the (bytes, alignment) of each of its entry parameters, and its tensor maps."""
-    name: str
-    params: tuple[tuple[int, int], ...]
-    maps: tuple[TensorMapSpec, ...] = ()
 
 
 def bank_offsets(params, base: int) -> list[int]:
@@ -282,3 +256,12 @@ def build_host_object(kernels, target: str) -> bytes:
     module.verify()
     with _LOCK:
         return tm.emit_object(module)
+
+
+def ptxas_options(ptx: str, tgt, opt_level: int):
+    """ptxas's options for PTX of ours: with the host object of its kernels' launch hooks when any takes
+    tensor maps (tilegpu.tensor_maps comments), as NVIDIA's tool passes it; else as before."""
+    from ..toolchain.ptxas import PtxasOptions
+    hooks = tensor_maps_in(ptx)
+    host = build_host_object(hooks, tgt.ptx_target) if hooks else None
+    return PtxasOptions(arch=tgt.ptx_target, opt_level=opt_level, host_object=host)

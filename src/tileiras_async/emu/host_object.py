@@ -48,6 +48,11 @@ def read_host_object(path: str) -> HostObject:
             data = f.read()
     except OSError as e:
         raise LaunchError(f"cannot read host object '{path}': {e.strerror or e}") from None
+    return parse_host_object(data, path)
+
+
+def parse_host_object(data: bytes, path: str) -> HostObject:
+    """The launch hooks of host object `data` (named `path` in messages; e.g. a cubin's `.nv.host`)."""
     if data[:4] != b"\x7fELF":
         raise LaunchError(f"host object '{path}' is not an ELF object file")
     if data[4:6] != b"\x02\x01" or struct.unpack_from("<HH", data, 16) != (_ET_REL, _EM_X86_64):
