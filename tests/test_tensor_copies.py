@@ -129,3 +129,14 @@ def test_launch_metadata_is_nvidias(tmp_path):
             mine, theirs = decode_tensor_map(got[i]), decode_tensor_map(expected[i])
             assert mine == dataclasses.replace(theirs, box=mine.box, swizzle=mine.swizzle)
             assert mine.box == {15: (16, 128), 16: (64, 16)}[i] and got[i][64:] == bytes(64)
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_103", "sm_110", "sm_120"])
+def test_targets_whose_hooks_are_not_known_keep_cp_async(gpu):
+    """TMA needs the host object's parameter layout, known for sm_90 and sm_100 only (targets): elsewhere the
+    hinted matmul compiles with cp.async copies and no hidden parameter."""
+    mod = _module(LAUNCH, BIG)
+    assert _our_maps(BIG, gpu) is None
+    ptx = module_ptx(mod, target(gpu))
+    assert "cp.async.bulk.tensor" not in ptx and "tileiras-async tensor maps" not in ptx

@@ -6,7 +6,8 @@ TensorCopy: its map in a hidden entry parameter appended after the kernel's own,
 layout), which the pipeline pass puts on its copies; `k.notes["tensor_maps"]` holds the kernel's launch
 hooks (tilegpu.tensor_maps.KernelHooks: every entry parameter's size and the maps), from which code
 generation declares the hidden parameters and writes the host object that fills them.  Operands the hints do
-not make eligible keep their cp.async copies, so kernels without launch hints compile as before.
+not make eligible keep their cp.async copies, so kernels without launch hints compile as before; so do
+targets whose hooks' parameter layout is not known (targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, param_layout, plan_
 def run(k: KernelIR) -> None:
     tgt = k.options.known_target
     pipelines = k.notes.get("pipeline", {})
-    if tgt is None or not tgt.has_tma or not pipelines:
+    if tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks) or not pipelines:
         return
     layout = param_layout(k.fn.type.inputs)
     maps = []
