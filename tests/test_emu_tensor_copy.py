@@ -124,8 +124,8 @@ def test_the_host_object_hook_fills_maps():
     from tileiras_async.emu.host_object import bank_offsets, fill_tensor_maps, read_host_object
     from tileiras_async.emu.parser import parse_ptx
     cid = "matmul_f16_f16out_128x128x64"
-    assert bank_offsets([8, 4, 4, 128], [8, 4, 4, 64], 0x210) == [0, 8, 12, 0x30]    # 0x240 in the bank
-    assert bank_offsets([8, 4, 4, 128], [8, 4, 4, 64], 0) == [0, 8, 12, 64]
+    assert bank_offsets([(8, 8), (4, 4), (4, 4), (128, 64)], 0x210) == [0, 8, 12, 0x30]    # 0x240 in the bank
+    assert bank_offsets([(8, 8), (4, 4), (4, 4), (128, 64)], 0) == [0, 8, 12, 64]
     mod = parse_ptx((LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text())
     entry = mod.functions[mod.entries[0]]
     host = read_host_object(str(LAUNCH / f"{cid}.v13.4.sm_90.host.o"))

@@ -368,6 +368,10 @@ def test_ptxas_argv_matches_real_tool():
     assert argv == ["/cuda/bin/ptxas", "-arch", "sm_90a", "/t/k.ptx", "-o", "/t/k.bin", "--opt-level", "3"]
     argv = ptxas_argv("ptxas", "k.ptx", "k.bin", PtxasOptions("sm_80", 1, (EXTENDED_SMEM_FLAG,)))
     assert argv[-3:] == ["--opt-level", "1", "--enable-extended-smem=true"]
+    # with a host object: the real tool's invocation exactly (module docstring)
+    argv = ptxas_argv("ptxas", "x.ptx", "x.bin", PtxasOptions("sm_90a", host_object=b"\x7fELF"), "x.o")
+    assert argv == ["ptxas", "-arch", "sm_90a", "x.ptx", "-o", "x.bin", "--opt-level", "3",
+                    "--enable-extended-smem=true", "--nv-host=x.o", "-uumn"]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ from .symbols import COMPILE_FAILED, symbol_problem
 from .targets import Target
 from .tilegpu.ir import KernelIR, clone_function
 from .tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
-from .toolchain.ptxas import PtxasOptions, assemble
+from .codegen.host_object import ptxas_options
+from .toolchain.ptxas import assemble
 
 
 class CodegenUnavailable(Exception):
@@ -146,4 +147,4 @@ def module_ptx(module: Module, tgt: Target, opt_level: int = 3, debug: str = "no
 
 def compile_module(module: Module, tgt: Target, opt_level: int = 3, *, timeout: float = 600) -> bytes:
     ptx = module_ptx(module, tgt, opt_level)
-    return assemble(ptx, PtxasOptions(arch=tgt.ptx_target, opt_level=opt_level), timeout=timeout)
+    return assemble(ptx, ptxas_options(ptx, tgt, opt_level), timeout=timeout)

@@ -363,11 +363,12 @@ def assembled(req: AssembleRequest, cubin: bytes, ptx: str, caps, elapsed_s: flo
 def assemble(req: AssembleRequest) -> CubinModule:
     from .toolchain.occupancy import OccupancyTrim
     from .targets import target
-    from .toolchain import PtxasError, PtxasOptions, ToolchainError
+    from .codegen.host_object import ptxas_options
+    from .toolchain import PtxasError, ToolchainError
     from .toolchain import assemble as ptxas
     t0 = time.perf_counter()
     tgt = target(req.options.gpu_name)
-    opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
+    opts = ptxas_options(req.ptx, tgt, req.options.opt_level)
     try:
         cubin = ptxas(req.ptx, opts, timeout=req.timeout_s)
         ptx, caps = req.ptx, []

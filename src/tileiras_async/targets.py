@@ -25,6 +25,11 @@ GPU_NAMES = tuple(ARCH_FOR_TARGET)
 MAX_LLVM_PTX = (9, 0)
 MIN_EMITTED_PTX = (8, 1)
 
+# The constant-bank address of a kernel's first parameter as the launch hooks of NVIDIA's host objects lay
+# the parameter buffer out (parameters are aligned as bank addresses), by target family: read from the hooks'
+# code (emu/README.md, "NVIDIA's launch-time hook").
+HOOK_PARAM_BANK_BASE = {"sm_90": 0x210, "sm_100": 0}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -40,6 +45,8 @@ class Target:
     has_tensor_memory: bool     # the data-centre Blackwell SMs' TMEM (sm_107 too, though tcgen05 is not used)
     is_blackwell: bool          # sm_100 and later (sm_120/121: Blackwell without tensor memory)
     has_griddepcontrol: bool    # griddepcontrol.wait / launch_dependents
+    has_tma: bool               # tensor maps and cp.async.bulk.tensor (sm_90 and later)
+    has_tensor_map_hooks: bool  # the launch hooks' parameter layout is known (HOOK_PARAM_BANK_BASE)
     has_bf16_atomic_add: bool   # atom.add.noftz.bf16
     has_int_to_bf16_cvt: bool   # cvt.rn.bf16.s32 and friends
     has_fp8_cvt: bool           # cvt between f32/f16x2 and e4m3x2/e5m2x2 (sm_89 has it too, but only from PTX 8.1)
@@ -64,6 +71,7 @@ def _capabilities(sm: int) -> dict:
     return dict(
         has_cp_async=sm >= 80, has_fp8_mma=sm >= 89, has_wgmma=sm == 90, has_tcgen05=sm in (100, 103, 110),
         has_tensor_memory=sm in (100, 101, 103, 107, 110), is_blackwell=sm >= 100, has_griddepcontrol=sm >= 90,
+        has_tma=sm >= 90, has_tensor_map_hooks=f"sm_{sm}" in HOOK_PARAM_BANK_BASE,
         has_bf16_atomic_add=sm >= 90, has_int_to_bf16_cvt=sm >= 90, has_fp8_cvt=sm >= 90,
         tf32_cvt_roundings=frozenset(r for r, first in (("rna", 80), ("rn", 90), ("rz", 90)) if sm >= first))
 

@@ -16,6 +16,7 @@ from ..tilegpu.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
 from ..tilegpu.mma import SHARED_LIMIT
 from ..tilegpu.options import CodegenOptions
+from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, tensor_maps_comment
 from ..tilegpu.types import layout_of
 from .llvmir import IRBuilder, ModuleIR
 from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
@@ -47,7 +48,7 @@ class _Loop:
 
 
 class KernelEmitter:
-    def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions, module=None):
+    def __init__(self, module_ir: ModuleIR, fn: Function, options: CodegenOptions, module=None, tensor_maps=None):
         self.module_ir = module_ir
         self.fn = fn
         self.module = module  # the cuda_tile module (source locations of remarks), when the caller gives it
@@ -68,10 +69,17 @@ class KernelEmitter:
         params = []
         for i, t in enumerate(fn.type.inputs):
             params.append((llvm_type(t), f"%arg{i}"))
+        # the tensor maps select-tensor-copies chose: 128-byte parameters after the kernel's own, which the
+        # host object's launch hook fills (tilegpu.tensor_maps)
+        self.tensor_maps = tensor_maps
+        for spec in tensor_maps.maps if tensor_maps is not None else ():
+            params.append((f"ptr byval([{MAP_BYTES} x i8]) align {MAP_ALIGN}", f"%arg{spec.param}"))
         attrs = f'"nvvm.reqntid"="{self.num_threads}" "nvvm.minctasm"="1"'
         group = len(module_ir.functions)  # one attribute group per kernel of this LLVM module
         self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{group}")
         module_ir.add_global(f"attributes #{group} = {{ {attrs} }}")
+        if tensor_maps is not None:
+            module_ir.add_global(tensor_maps_comment(tensor_maps, ";"))
         for i, (arg, t) in enumerate(zip(fn.body.args, fn.type.inputs)):
             self.set(arg, Tile(t, None, [f"%arg{i}"]))
         self.lines = None

@@ -18,6 +18,7 @@ from math import prod
 from ..ir.core import Operation
 from ..tilegpu.software_pipeline import Operand
 from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
+from .lower_tensor_copy import tensor_copy
 from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
@@ -39,6 +40,9 @@ LONG_COPY_LOOP = 4 * UNROLLED_COPIES
 def _async_copy(em: KernelEmitter, op: Operation) -> None:
     x: Operand = op.attrs["operand"]
     buf_off = unit_offset(em, op)
+    if op.attrs.get("tma") is not None:     # select-tensor-copies: one thread's tensor copies
+        tensor_copy(em, op, buf_off)
+        return
     copy_chunk(em, x, em.get(op.operands["view"]), [em.get(v) for v in op.operands["indices"]], op.attrs["chunk"],
                op.attrs["kc"], buf_off, op.attrs["vb"])
 

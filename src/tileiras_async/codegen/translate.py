@@ -8,9 +8,10 @@ from ..ir.core import Module
 from ..targets import Target
 from ..tilegpu.ir import KernelIR
 from ..tilegpu.software_pipeline import pipeline_info
+from ..tilegpu.tensor_maps import tensor_maps_comment, tensor_maps_in
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
                lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_software_pipeline,
-               lower_reduce, lower_shape, lower_subbyte)  # (importing registers the lowerings)
+               lower_reduce, lower_shape, lower_subbyte, lower_tensor_copy)  # (importing registers the lowerings)
 from .emitter import KernelEmitter
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx
@@ -20,7 +21,8 @@ def translate_kernel(k: KernelIR, module_ir: ModuleIR | None = None) -> KernelEm
     """A kernel the passes have run on, as LLVM IR (into `module_ir`, a fresh LLVM module by default); returns
     the finished emitter, with the passes' remarks, schedules and pipelined loops.  Raises LoweringError."""
     fn = k.fn
-    em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, k.options, k.module)
+    em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, k.options, k.module,
+                       k.notes.get("tensor_maps"))
     em.remarks.extend(k.remarks)
     em.schedules = k.notes.get("schedules", [])
     em.pipelines = [pipeline_info(k.name, *p) for p in k.notes.get("pipelined", [])]
@@ -43,5 +45,8 @@ def module_globals_ir(module: Module) -> str:
 
 def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3,
                      globals_ir: str = "") -> str:
-    """Kernels lowered independently (plus the module's globals) -> one PTX module."""
-    return llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
+    """Kernels lowered independently (plus the module's globals) -> one PTX module; the launch hooks of kernels
+    with tensor maps follow as comments (tilegpu.tensor_maps)."""
+    ptx = llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
+    hooks = [h for ir in irs for h in tensor_maps_in(ir)]
+    return ptx + "".join(tensor_maps_comment(h, "//") + "\n" for h in hooks)

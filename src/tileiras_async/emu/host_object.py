@@ -17,6 +17,8 @@ import struct
 import sys
 from dataclasses import dataclass
 
+from ..codegen.host_object import MAP_ALIGN, MAP_BYTES, bank_offsets
+from ..targets import HOOK_PARAM_BANK_BASE
 from .errors import LaunchError, UnsupportedLaunch
 
 _EM_X86_64 = 62
@@ -29,8 +31,7 @@ _HOOK = "__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{}"
 
 # Where the hook's parameter buffer starts as a constant-bank address, by the PTX's target: alignment is
 # computed on these addresses (read from the hooks' code: sm_90 starts its offsets at 0x210, sm_100 at 0).
-BANK_BASE = {"sm_90": 0x210, "sm_100": 0}
-MAP_BYTES, MAP_ALIGN = 128, 64
+BANK_BASE = HOOK_PARAM_BANK_BASE
 
 
 @dataclass(frozen=True)
@@ -85,18 +86,6 @@ def is_tensor_map(param) -> bool:
     return param.nbytes == MAP_BYTES and param.align == MAP_ALIGN
 
 
-def bank_offsets(sizes: list[int], aligns: list[int], base: int) -> list[int]:
-    """Offsets of the parameters in the buffer the hook takes: laid out from constant-bank address `base`,
-    each aligned as a bank address (on sm_90, a 64-aligned tensor map after 72 bytes of parameters is at
-    0x70)."""
-    out, bank = [], base
-    for size, align in zip(sizes, aligns):
-        bank = -(-bank // align) * align
-        out.append(bank - base)
-        bank += size
-    return out
-
-
 def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, values: list) -> dict[int, bytes]:
     """Run `kernel`'s launch hook; {parameter index: the 128 bytes of its tensor map}.  `target`: the PTX's
     `.target`; `params`: the PTX entry's parameters (parser.VarDecl), `values`: the bytes of the ordinary
@@ -113,7 +102,7 @@ def fill_tensor_maps(host: HostObject, kernel: str, target: str, params: list, v
                                 f"(known: {', '.join(BANK_BASE)})")
     maps = [i for i, p in enumerate(params) if is_tensor_map(p)]
     sizes = [p.nbytes for p in params]
-    offsets = bank_offsets(sizes, [MAP_ALIGN if i in maps else max(p.nbytes, 1) for i, p in enumerate(params)],
+    offsets = bank_offsets([(p.nbytes, MAP_ALIGN if i in maps else max(p.nbytes, 1)) for i, p in enumerate(params)],
                            base)
     buf = (ctypes.c_ubyte * (max((o + n for o, n in zip(offsets, sizes)), default=0) + MAP_ALIGN))()
     for i, (off, v) in enumerate(zip(offsets, values)):

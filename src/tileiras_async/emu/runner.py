@@ -255,8 +255,8 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
     emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
     """
+    from ..codegen.host_object import ptxas_options
     from ..driver import module_ptx
-    from ..toolchain.ptxas import PtxasOptions
     from ..toolchain.ptxas import assemble as _assemble
     from ..targets import target
     mod, kname = _entry(module_bytes_or_path, kernel, verify)
@@ -268,8 +268,24 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     if not 0 <= opt_level <= 3:
         raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
     ptx = module_ptx(mod, tgt, opt_level)
-    cubin = _assemble(ptx, PtxasOptions(tgt.ptx_target, opt_level)) if assemble else None
-    return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races)
+    opts = ptxas_options(ptx, tgt, opt_level)
+    cubin = _assemble(ptx, opts) if assemble else None
+    return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races,
+                   _compiled_tensor_maps(ptx, kname, cubin, opts.host_object))
+
+
+def _compiled_tensor_maps(ptx: str, kname: str, cubin: bytes | None, host_object: bytes | None):
+    """Where the tensor maps of our compiled kernel come from, as the driver gets them: the host object
+    ptxas embedded in the cubin (`.nv.host`; without a cubin, the object itself).  None: no maps."""
+    target, entry = _ptx_entry(ptx, kname)
+    if not tensor_map_params(entry):
+        return None
+    from ..toolchain.cubin import host_object as embedded
+    from .host_object import parse_host_object
+    data = embedded(cubin) if cubin is not None else host_object
+    if data is None:
+        raise LaunchError(f"the compiled '{kname}' takes tensor maps but its cubin has no host object")
+    return _TensorMaps(parse_host_object(data, f"{kname}'s .nv.host"), target, entry)
 
 
 def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = None,

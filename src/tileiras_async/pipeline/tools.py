@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..codegen.host_object import ptxas_options
 from ..stages import AssembleRequest, CubinModule, StageDiagnostic, assembled, trims_registers
-from ..toolchain import PtxasOptions, Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
+from ..toolchain import Toolchain, ToolchainError, default_toolchain, ptxas_argv, run_tool_async
 from ..toolchain.errors import ToolRunError
 from ..toolchain.occupancy import OccupancyTrim
 from ..toolchain.tempdirs import temporary_directory
@@ -26,6 +27,7 @@ EXIT_TOOL_FAILED = EXIT_CODEGEN    # as the real tool: ptxas failures exit 5
 EXIT_TOOL_MISSING = EXIT_CONFIG    # no ptxas/nvdisasm to be found (the toolchain's "cannot find" message)
 
 PTX_NAME = "kernel.ptx"   # the same names stages.assemble uses, so cubins are byte-identical
+HOST_NAME = "kernel.host.o"
 CUBIN_NAME = "kernel.cubin"
 
 
@@ -95,14 +97,17 @@ async def assemble(req: AssembleRequest, toolchain: Toolchain | None = None, mem
     except ToolchainError as e:
         return CubinModule(False, diagnostics=[_error(e.message)], exit_code=EXIT_TOOL_MISSING,
                            elapsed_s=time.monotonic() - t0)
-    opts = PtxasOptions(arch=tgt.ptx_target, opt_level=req.options.opt_level)
+    opts = ptxas_options(req.ptx, tgt, req.options.opt_level)
     with temporary_directory("tileiras-ptxas-") as workdir:
         ptx_file, out_file = Path(workdir, PTX_NAME), Path(workdir, CUBIN_NAME)
+        host_file = Path(workdir, HOST_NAME) if opts.host_object is not None else None
+        if host_file is not None:
+            host_file.write_bytes(opts.host_object)
 
         async def run(ptx: str) -> tuple[ToolOutcome, bytes | None]:
             ptx_file.write_text(ptx, encoding="utf-8")
             out_file.unlink(missing_ok=True)
-            argv = ptxas_argv(ptxas, ptx_file, out_file, opts)
+            argv = ptxas_argv(ptxas, ptx_file, out_file, opts, host_file)
             outcome = await run_external("ptxas", argv, timeout=req.timeout_s, cwd=workdir, memory_limit=memory_limit)
             return outcome, (out_file.read_bytes() if outcome.ok and out_file.exists() else None)
 

@@ -16,9 +16,12 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.local_store`      | a tile into a buffer, row-major over `shape`, shifted by `shift` + offsets x `scale` |
 | `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
-| `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async)     |
+| `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`) |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
+| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
+| `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
+| `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
@@ -80,9 +83,10 @@ BARRIER = TILEGPU.op(
     "barrier", traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)],
     cls="BarrierOp")
 ASYNC_COPY = TILEGPU.op(
-    "async_copy", operands={"view": TILE_VIEW, "buffer": SMEM, "indices*": SCALAR_INT, "slot?": SCALAR_I32},
+    "async_copy", operands={"view": TILE_VIEW, "buffer": SMEM, "indices*": SCALAR_INT, "slot?": SCALAR_I32,
+                            "barriers?": SCALAR_I32},
     attrs={"role": "str", "operand": "operand", "chunk": "int", "kc": "int", "vb": "int", "unit_bytes": "int",
-           "stages": "int", "slot?": "int"},
+           "stages": "int", "slot?": "int", "tma?": "tensor_copy"},
     traits=[MemoryEffects(Read("view"), Write("buffer", SHARED), Write(resource=ASYNC_GROUPS), ordered=True),
             RingAccess()],
     cls="AsyncCopyOp")
@@ -105,6 +109,15 @@ MMA_STAGED = TILEGPU.op(
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
            "slot?": "int"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
+TMA_BARRIERS = TILEGPU.op(
+    "tma_barriers", results={"barriers": SCALAR_I32}, attrs={"stages": "int", "count": "int", "maps": "ints"},
+    traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaBarriersOp")
+TMA_WAIT = TILEGPU.op(
+    "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},
+    traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaWaitOp")
+TMA_RELEASE = TILEGPU.op(
+    "tma_release", operands={"barriers": SCALAR_I32}, attrs={"stages": "int"},
+    traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaReleaseOp")
 STAGE_OPERAND = TILEGPU.op(
     "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM}, attrs={"mma": "op", "role": "str"},
     traits=[MemoryEffects(Write("buffer", SHARED))], cls="StageOperandOp")

@@ -89,6 +89,7 @@ class Operand:
     nbytes: int = 0
     vb: int = 0                     # bytes per copy in the loop version being emitted
     smem: SmemOperand | None = None  # a wgmma operand: its swizzled layout (strides unused), base included
+    tma: object = None              # tilegpu.tensor_maps.TensorCopy: copied by TMA (select-tensor-copies)
 
     @property
     def eb(self) -> int:

@@ -22,7 +22,12 @@ EIATTR_REQNTID = 0x10              # .reqntid: (x, y, z)
 EIATTR_FRAME_SIZE = 0x11           # in .nv.info: (symbol, bytes)
 EIATTR_MIN_STACK_SIZE = 0x12       # in .nv.info: (symbol, bytes)
 EIATTR_MAXREG_COUNT = 0x1B         # .maxnreg (255 when none)
+EIATTR_PARAM_CBANK = 0x0A          # (symbol, bank offset u16, bytes u16): where the parameters are
+EIATTR_CBANK_PARAM_SIZE = 0x19     # bytes of parameters, hidden ones (tensor maps) included
 EIATTR_REGCOUNT = 0x2F             # in .nv.info: (symbol, registers)
+EIATTR_KPARAM_INFO = 0x17          # (index, ordinal u16, offset u16, flags; bytes in flag bits 18..31): every parameter
+EIATTR_KPARAM_INFO_V2 = 0x45       # the same, bytes in the flags' low 16 bits, hidden parameters left out (what
+#                                    ptxas writes for PTX ISA 9: NVIDIA's tool; ours declares 8.x and gets the first)
 EIATTR_NUM_BARRIERS = 0x4C
 EIATTR_INSTR_ANNOTATIONS = 0x55    # (kind, code offset) pairs; kind 1: a spill store or refill load
 _ANNOTATION_SPILL = 1
@@ -212,6 +217,46 @@ def kernel_code(data: bytes) -> dict[str, KernelCode]:
                                 a.get("threads"), shared.get(k, 0), stores, loads, a.get("max_threads"),
                                 a.get("barriers", 0))
     return out
+
+
+@dataclass(frozen=True)
+class LaunchParams:
+    """A kernel's parameter records: where its parameters start in constant bank 0, how many bytes they take
+    (hidden tensor maps included), and (ordinal, offset, bytes) of each parameter that has a record."""
+    bank_offset: int
+    bank_bytes: int
+    params: tuple[tuple[int, int, int], ...]
+
+
+def launch_params(data: bytes) -> dict[str, LaunchParams]:
+    """Per kernel, its parameter records (EIATTR_PARAM_CBANK, EIATTR_CBANK_PARAM_SIZE, EIATTR_KPARAM_INFO or
+    _V2): with _V2, hidden parameters -- the tensor maps the host object fills -- have no record but count in
+    the bank's size."""
+    secs = sections(data)
+    out = {}
+    for s in secs:
+        if not s.name.startswith(".nv.info."):
+            continue
+        bank, size, params = 0, 0, []
+        for attr, payload in nv_info(data, s):
+            if attr == EIATTR_PARAM_CBANK and len(payload) == 8:
+                bank, size = struct.unpack_from("<HH", payload, 4)
+            elif attr == EIATTR_CBANK_PARAM_SIZE:
+                size = _u16(payload)
+            elif attr in (EIATTR_KPARAM_INFO, EIATTR_KPARAM_INFO_V2) and len(payload) == 12:
+                _index, ordinal, offset, flags = struct.unpack("<IHHI", payload)
+                size = (flags >> 18) & 0x3FFF if attr == EIATTR_KPARAM_INFO else flags & 0xFFFF
+                params.append((ordinal, offset, size))
+        out[s.name[len(".nv.info."):]] = LaunchParams(bank, size, tuple(sorted(params)))
+    return out
+
+
+def host_object(data: bytes) -> bytes | None:
+    """The x86-64 host object ptxas embedded (`--nv-host=`) as the `.nv.host` section; None without one."""
+    for s in sections(data):
+        if s.name == ".nv.host":
+            return data[s.offset:s.offset + s.size]
+    return None
 
 
 def cubin_arch(data: bytes) -> int:

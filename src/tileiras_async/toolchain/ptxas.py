@@ -3,8 +3,10 @@
 Tracing the real tool (a logging fake ptxas under $CUDA_ROOT) shows, for --gpu-name=sm_90:
     ptxas -arch sm_90a <tmp>.ptx -o <tmp>.bin --opt-level 3 --enable-extended-smem=true
           --nv-host=<tmp>.o -uumn
-The trailing flags serve its host-object and shared-memory features, which we do not
-reproduce, so they are left to `PtxasOptions.extra`.
+The trailing flags go with the host object (the x86-64 launch hooks that fill tensor maps,
+codegen/host_object.py): with `PtxasOptions.host_object` set, ptxas gets that invocation exactly and
+embeds the object as the cubin's `.nv.host` section; without one, the flags are left to
+`PtxasOptions.extra`.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ PTXAS_ARCH_FOR_TARGET = ARCH_FOR_TARGET  # --gpu-name -> -arch (see tileiras_asy
 
 _PTX_NAME = "kernel.ptx"
 _CUBIN_NAME = "kernel.cubin"
+_HOST_NAME = "kernel.host.o"
+HOST_OBJECT_FLAGS = (EXTENDED_SMEM_FLAG, "--nv-host={}", "-uumn")
 
 
 class UnsupportedTarget(ToolchainError):
@@ -51,6 +55,7 @@ class PtxasOptions:
     arch: str
     opt_level: int = 3
     extra: tuple[str, ...] = ()
+    host_object: bytes | None = None    # the launch hooks' object, embedded as `.nv.host`
 
 
 def arch_for_target(target: str) -> str:
@@ -64,7 +69,9 @@ def arch_for_target(target: str) -> str:
     raise UnsupportedTarget(f"unsupported target '{target}' (choose one of: {choices})")
 
 
-def ptxas_argv(ptxas_path: StrPath, ptx_file: StrPath, out_file: StrPath, opts: PtxasOptions) -> list[str]:
+def ptxas_argv(ptxas_path: StrPath, ptx_file: StrPath, out_file: StrPath, opts: PtxasOptions,
+               host_file: StrPath | None = None) -> list[str]:
+    host = [f.format(host_file) for f in HOST_OBJECT_FLAGS] if host_file is not None else []
     return [
         str(ptxas_path),
         "-arch",
@@ -74,6 +81,7 @@ def ptxas_argv(ptxas_path: StrPath, ptx_file: StrPath, out_file: StrPath, opts: 
         str(out_file),
         "--opt-level",
         str(opts.opt_level),
+        *host,
         *opts.extra,
     ]
 
@@ -99,8 +107,8 @@ def assemble_with_report(
     """Like assemble, also returning what ptxas printed (its resource report when opts.extra has -v)."""
     ptxas = (toolchain or default_toolchain()).ptxas
     with temporary_directory("tileiras-ptxas-") as workdir:
-        ptx_file, out_file = _stage(ptx_text, Path(workdir))
-        result = run_tool(ptxas_argv(ptxas, ptx_file, out_file, opts), timeout=timeout, cwd=workdir)
+        ptx_file, out_file, host_file = _stage(ptx_text, opts, Path(workdir))
+        result = run_tool(ptxas_argv(ptxas, ptx_file, out_file, opts, host_file), timeout=timeout, cwd=workdir)
         return _collect(result, out_file, timeout), result.stderr.decode("utf-8", "replace")
 
 
@@ -114,16 +122,20 @@ async def assemble_async(
     """The trio counterpart of assemble, for the async pipeline."""
     ptxas = (toolchain or default_toolchain()).ptxas
     with temporary_directory("tileiras-ptxas-") as workdir:
-        ptx_file, out_file = _stage(ptx_text, Path(workdir))
-        argv = ptxas_argv(ptxas, ptx_file, out_file, opts)
+        ptx_file, out_file, host_file = _stage(ptx_text, opts, Path(workdir))
+        argv = ptxas_argv(ptxas, ptx_file, out_file, opts, host_file)
         result = await run_tool_async(argv, timeout=timeout, cwd=workdir)
         return _collect(result, out_file, timeout)
 
 
-def _stage(ptx_text: str, workdir: Path) -> tuple[Path, Path]:
+def _stage(ptx_text: str, opts: PtxasOptions, workdir: Path) -> tuple[Path, Path, Path | None]:
     ptx_file = workdir / _PTX_NAME
     ptx_file.write_text(ptx_text, encoding="utf-8")
-    return ptx_file, workdir / _CUBIN_NAME
+    host_file = None
+    if opts.host_object is not None:
+        host_file = workdir / _HOST_NAME
+        host_file.write_bytes(opts.host_object)
+    return ptx_file, workdir / _CUBIN_NAME, host_file
 
 
 def _collect(result: ToolResult, out_file: Path, timeout: float) -> bytes:

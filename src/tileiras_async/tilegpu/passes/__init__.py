@@ -24,6 +24,7 @@ _ALL = [
     ("share-scan-totals", "scan_totals"),
     ("materialize-shared-memory", "materialize_smem"),
     ("schedule-loops", "schedule_loops"),
+    ("select-tensor-copies", "tensor_copies"),
     ("pipeline", "software_pipeline"),
     ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),

@@ -12,7 +12,8 @@ most --num-stages stages.  The loads and the mma get `stage`/`order` attributes 
 `k.notes["pipeline"]` maps the loop to (candidate, report, geometry) for the pipeline pass.  Every other loop
 runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
 does them), its rule says "kept serial: <why>".  The machine model's classes name what the lowering emits:
-cp.async copies (never TMA), and the mma instruction select-mma recorded.
+cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05 loop's copies TMA ones
+without changing the schedule), and the mma instruction select-mma recorded.
 """
 from __future__ import annotations
 

@@ -13,6 +13,12 @@ index arithmetic with the induction variable advanced. Strides are run-time valu
 once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
 vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the
 group arithmetic holds for trip counts 0, 1 and fewer than S.
+
+Operands select-tensor-copies gave `tma` are copied by TMA instead: one mbarrier per stage buffer
+(`tilegpu.tma_barriers` before the prologue, `tma_release` after the loop), their copies carry `tma` and the
+barriers (thread 0 expects the chunk's bytes on the slot's mbarrier and issues the boxes), and before the
+barrier of each unit every thread waits for the unit's phase (`tma_wait`; the loop carries the number of
+units consumed, whose quotient by S is the phase).
 """
 from __future__ import annotations
 
@@ -22,12 +28,13 @@ from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
-                   VIEWS_ALIGNED)
+                   TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
 from ..software_pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
 I1 = LayoutTile((), T.I1, None)
+I32 = LayoutTile((), T.I32, None)
 
 
 def run(k: KernelIR) -> None:
@@ -63,6 +70,8 @@ class _Expander:
         self.it = self.lb.type.elem                       # the induction variable's integer type
         self.unsigned = bool(loop.attrs.get("unsignedCmp"))
         self.loc = loop.loc
+        self.tma = [x for x in (cand.a, cand.b) if x.tma is not None]
+        self.barriers: Value | None = None      # the tma_barriers result
 
     # -- scalar arithmetic on uniform values ------------------------------------------------------------
     def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
@@ -104,6 +113,9 @@ class _Expander:
             attrs = {"role": x.role, "operand": x, "chunk": chunk, "kc": self.geom.kc, "vb": vbs[x.role],
                      "unit_bytes": self.geom.unit_bytes, "stages": self.geom.stages}
             _place_slot(slot, attrs, operands)
+            if x.tma is not None:
+                attrs["tma"] = x.tma
+                operands["barriers"] = self.barriers
             body.append(Operation(ASYNC_COPY, operands, attrs, loc=self.loc))
         if not guard:
             out.extend(body)
@@ -134,8 +146,16 @@ class _Expander:
             ring_op.attrs["align"] = self.geom.align   # codegen aligns the base at run time (wgmma)
         out.append(ring_op)
         ring = ring_op.result
+        if self.tma:
+            bars = Operation(TMA_BARRIERS, {}, {"stages": self.geom.stages, "count": len(self.tma),
+                                                "maps": [x.tma.map.param for x in self.tma]}, [I32], loc=self.loc)
+            out.append(bars)
+            self.barriers = bars.result
         versions = copy_versions(self.cand, self.geom)
         results = self.versions(out, ring, versions)
+        if self.tma:
+            out.append(Operation(TMA_RELEASE, {"barriers": self.barriers}, {"stages": self.geom.stages},
+                                 loc=self.loc))
         return out, results
 
     def versions(self, out: list, ring: Value, versions: list) -> list[Value]:
@@ -165,11 +185,14 @@ class _Expander:
         loop = self.cand.loop
         old = loop.regions[0].block
         dynamic = c % s != 0   # the buffer of an iteration's first unit moves: carried as an i32
-        extra = [LayoutTile((), T.I32, None)] if dynamic else []
+        # carried i32s: the buffer of the iteration's first unit (dynamic), the units consumed before it (TMA)
+        extra = [I32] * (int(dynamic) + int(bool(self.tma)))
         body = Block([a.type for a in old.args] + extra)
         vmap = {id(a): b for a, b in zip(old.args, body.args)}
         iv = body.args[0]
-        bufj = body.args[-1] if dynamic else None
+        carried = body.args[len(old.args):]
+        bufj = carried[0] if dynamic else None
+        self.consumed = carried[-1] if self.tma else None
         dropped = {id(x.load) for x in (self.cand.a, self.cand.b)} | {id(o) for x in (self.cand.a, self.cand.b)
                                                                       for o in x.chain}
         for op in old.ops:
@@ -184,13 +207,14 @@ class _Expander:
                 vals = [_mapped(v, vmap) for v in op.operands["operands"]]
                 if dynamic:
                     vals.append(self.mod_stages(body.ops, self.add(body.ops, bufj, self.const(body.ops, c, T.I32))))
+                if self.tma:
+                    vals.append(self.add(body.ops, self.consumed, self.const(body.ops, c, T.I32)))
                 body.ops.append(Operation(op.spec, {"operands": vals}, dict(op.attrs), [], loc=op.loc))
                 continue
             copy = clone_op(op, vmap)
             body.ops.append(copy)
         inits = [_mapped(v, {}) for v in loop.operands["initValues"]]
-        if dynamic:
-            inits.append(self.const(out, 0, T.I32))
+        inits += [self.const(out, 0, T.I32) for _ in extra]
         new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
                                     "initValues": inits}, dict(loop.attrs),
                         [r.type for r in loop.results] + extra, [Region([body])], loop.loc)
@@ -239,6 +263,10 @@ class _Expander:
         for u in range(c):
             out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **({} if converted else self.wait_attrs())},
                                  loc=self.loc))
+            if self.tma:        # the unit's tensor copies landed (their mbarrier phase completed)
+                unit = self.consumed if u == 0 else self.add(out, self.consumed, self.const(out, u, T.I32))
+                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": unit}, {"stages": s},
+                                     loc=self.loc))
             unit_slot = self.slot(out, bufj, u)
             for i, x in enumerate(converted):     # each thread converts what it copied: its wait covers it
                 attrs = {"role": x.role, "operand": x, "chunk": u, "kc": g.kc, "vb": vbs[x.role],

@@ -1,0 +1,172 @@
+"""Tensor maps (TMA, sm_90+): which pipelined mma operands are copied by `cp.async.bulk.tensor` through a map.
+
+A tensor map is a 128-byte kernel parameter (aligned to 64) that NVIDIA's tools append after the user's
+parameters and the launch hook of the host object fills from them (codegen/host_object.py writes that
+hook; emu/README.md "NVIDIA's launch-time hook" has the map's words).  This module holds the description of
+a map (which parameters hold the array's base, extents and strides; box; swizzle) and decides, for one
+operand of a K-loop the pipeliner stages for wgmma, whether its per-thread cp.async copies can be one elected
+thread's tensor copies: `plan_tensor_copy`.
+
+What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.wgmma.SmemOperand): per
+column of `width` bytes of the operand's contiguous dimension, the chunk's rows one after another, 16-byte
+pieces XOR-swizzled by the row -- what a TMA box of (rows, width / element bytes) with the matching swizzle
+writes, each column one box.  So an operand qualifies when its buffer is contiguous along the tensor's
+contiguous dimension (no transposing copies), the launch hints promise a unit inner stride and 16-byte
+aligned base and strides (what a map requires; nothing checks them at run time), and the view and its
+tensor view are 2-D, made from the kernel's arguments.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import msgspec
+
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..ir.enums import PaddingValue
+from .facts import view_rows_aligned
+
+MAP_BYTES, MAP_ALIGN = 128, 64
+_MAX_BOX = 256
+_SWIZZLE_NAMES = {16: "none", 32: "32B", 64: "64B", 128: "128B"}
+_ELEMENT_NAMES = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32", T.I32: "i32"}
+
+
+class Operand(msgspec.Struct, frozen=True):
+    """A value the hook reads from the parameter buffer (`param`: an entry parameter's index) or a literal."""
+    param: int = -1
+    value: int = 0
+
+
+class TensorMapSpec(msgspec.Struct, frozen=True):
+    """One tensor map: entry parameter `param` (128 bytes, align 64) describes the array at pointer
+    parameter `base`; `shape`, `strides` (in elements, the innermost a literal 1) and `box` outermost first,
+    as the view's dimensions."""
+    param: int
+    base: int
+    shape: tuple[Operand, ...]
+    strides: tuple[Operand, ...]
+    element: str
+    box: tuple[int, ...]
+    swizzle: str = "none"
+
+
+class KernelHooks(msgspec.Struct, frozen=True):
+    """A kernel's entry name, the (bytes, alignment) of each of its entry parameters, and its tensor maps."""
+    name: str
+    params: tuple[tuple[int, int], ...]
+    maps: tuple[TensorMapSpec, ...] = ()
+
+
+# A kernel's launch hooks travel with its code as one comment line (LLVM IR ";", PTX "//"), so that every
+# path from code generation to ptxas (stages, the batch pipeline, caches) carries them without a field of
+# its own; whoever runs ptxas builds the host object from them (codegen/host_object.host_object_for_ptx).
+_COMMENT = "tileiras-async tensor maps: "
+_COMMENT_LINE = re.compile(r"^(?:;|//) " + re.escape(_COMMENT) + r"(\{.*\})$", re.M)
+
+
+def tensor_maps_comment(hooks: KernelHooks, prefix: str) -> str:
+    return f"{prefix} {_COMMENT}{msgspec.json.encode(hooks).decode()}"
+
+
+def tensor_maps_in(text: str) -> list[KernelHooks]:
+    """The launch hooks of the kernels of LLVM IR or PTX text (tensor_maps_comment), in text order."""
+    return [msgspec.json.decode(m.group(1).encode(), type=KernelHooks) for m in _COMMENT_LINE.finditer(text)]
+
+
+@dataclass(frozen=True)
+class TensorCopy:
+    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (outer rows, inner elements),
+    box j at byte `j * column_bytes` of the operand's buffer and `j * box[1]` elements along the tensor's
+    inner dimension; `map` is the map's spec (its `param` the hidden entry parameter)."""
+    map: TensorMapSpec
+    columns: int
+    column_bytes: int
+    box: tuple[int, int]
+    elem_bytes: int
+
+    @property
+    def chunk_bytes(self) -> int:
+        """The bytes one chunk's boxes deliver to the mbarrier (out-of-bounds elements count too)."""
+        return self.columns * self.box[0] * self.box[1] * self.elem_bytes
+
+
+def param_layout(types) -> tuple[tuple[int, int], ...]:
+    """(bytes, alignment) of the entry parameters of these argument types, as the PTX declares them."""
+    out = []
+    for t in types:
+        elem = t.elem if isinstance(t, T.TileType) else t
+        size = 8 if isinstance(elem, T.PointerType) else max(1, elem.width // 8)
+        out.append((size, size))
+    return tuple(out)
+
+
+def _argument(v: Value, args: list[Value]) -> int | None:
+    """The kernel argument `v` is, through `assume`s (None: a value computed in the kernel)."""
+    while isinstance(v.owner, Operation) and v.owner.name == "assume":
+        v = v.owner.operands["value"]
+    return next((i for i, a in enumerate(args) if a is v), None)
+
+
+def _view_operands(tview: Operation, args: list[Value]):
+    """(base argument, [shape Operand], [stride Operand]) of a 2-D tensor view made from kernel arguments."""
+    vt = tview.result.type
+    base = _argument(tview.operands["base"], args)
+    values = {"dynamicShape": iter(tview.operands["dynamicShape"]),
+              "dynamicStrides": iter(tview.operands["dynamicStrides"])}
+    out = {}
+    for name, static in (("dynamicShape", vt.shape), ("dynamicStrides", vt.strides)):
+        ops = []
+        for s in static:
+            if s != T.DYNAMIC:
+                ops.append(Operand(value=s))
+                continue
+            arg = _argument(next(values[name]), args)
+            if arg is None:
+                return None
+            ops.append(Operand(param=arg))
+        out[name] = tuple(ops)
+    return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
+
+
+def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
+    """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
+    through the map in entry parameter `param`, or why its copies stay cp.async."""
+    staged = x.smem
+    if staged is None or any(o.name == "ftof" for o in x.chain):
+        return "not a wgmma operand copied as it is"
+    if len(x.tile_shape) != 2 or x.lead or staged.batches != 1:
+        return "not a 2-D tile"
+    element = _ELEMENT_NAMES.get(x.elem)
+    if element is None:
+        return f"{x.elem} elements"
+    inner_is_k = x.kdim == 1
+    if (staged.major == "k") != inner_is_k:
+        return "the stage buffer is contiguous along another dimension than the tensor"
+    view = x.load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    if len(tview.result.type.shape) != 2 or tuple(pv.dim_map) != (0, 1):
+        return "not a 2-D tensor view in its own dimension order"
+    if pv.padding not in (None, PaddingValue.zero):
+        return "the view pads with a non-zero value"
+    if not view_rows_aligned(view, 2, x.eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    base, shape, strides = operands
+    if (staged.rows, staged.kc) != ((x.tile_shape[0], kc) if inner_is_k else (x.tile_shape[1], kc)):
+        return "the stage buffer's rows are not the tile's"
+    width = staged.width
+    per = width // x.eb
+    outer = x.tile_shape[0] if inner_is_k else kc
+    inner = kc if inner_is_k else x.tile_shape[1]
+    if width not in _SWIZZLE_NAMES or inner % per or outer > _MAX_BOX or per > _MAX_BOX:
+        return f"a box of {outer} x {per} does not fit the stage layout"
+    spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
+    return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
