@@ -76,7 +76,8 @@ def _ids(c) -> str:
 
 
 # Default sample: one target per case, rotating, at 13.4, skipping the slowest compiles (under --run-all).
-_SLOW_COMPILES = ("mx_matmul", "mxfp4", "nvfp4", "flash_attention", "fp8_matmul", "persistent_matmul")
+# (fmha: tests/test_fmha.py compiles it through the drop-in)
+_SLOW_COMPILES = ("mx_matmul", "mxfp4", "nvfp4", "flash_attention", "fp8_matmul", "persistent_matmul", "fmha")
 _NEWEST = [n for n in SUITE_FILES if n.endswith(".v13.4.tileirbc")]
 SAMPLE = [("suite", n, TARGETS[i % len(TARGETS)]) for i, n in enumerate(_NEWEST)
           if not n.startswith(_SLOW_COMPILES)]

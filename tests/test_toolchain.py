@@ -365,9 +365,10 @@ def test_write_atomic_into_missing_directory(tmp_path):
 
 def test_ptxas_argv_matches_real_tool():
     argv = ptxas_argv("/cuda/bin/ptxas", "/t/k.ptx", "/t/k.bin", PtxasOptions("sm_90a"))
-    assert argv == ["/cuda/bin/ptxas", "-arch", "sm_90a", "/t/k.ptx", "-o", "/t/k.bin", "--opt-level", "3"]
-    argv = ptxas_argv("ptxas", "k.ptx", "k.bin", PtxasOptions("sm_80", 1, (EXTENDED_SMEM_FLAG,)))
-    assert argv[-3:] == ["--opt-level", "1", "--enable-extended-smem=true"]
+    assert argv == ["/cuda/bin/ptxas", "-arch", "sm_90a", "/t/k.ptx", "-o", "/t/k.bin", "--opt-level", "3",
+                    EXTENDED_SMEM_FLAG]
+    argv = ptxas_argv("ptxas", "k.ptx", "k.bin", PtxasOptions("sm_80", 1, ("-v",), extended_smem=False))
+    assert argv[-3:] == ["--opt-level", "1", "-v"]
     # with a host object: the real tool's invocation exactly (module docstring)
     argv = ptxas_argv("ptxas", "x.ptx", "x.bin", PtxasOptions("sm_90a", host_object=b"\x7fELF"), "x.o")
     assert argv == ["ptxas", "-arch", "sm_90a", "x.ptx", "-o", "x.bin", "--opt-level", "3",

@@ -553,6 +553,68 @@ def runtime_scalars(x, y, offset, flag, mult, T: CI):
     ct.store(y, index=(i,), tile=r)
 
 
+# ------------------------------------------------------------------ cuTile's FMHA sample
+@ct.kernel(occupancy=2)
+def fmha(Q, K, V, Out, qk_scale, input_pos, D: CI, H: CI, TM: CI, TN: CI, GROUP: CI, CAUSAL: CB,
+         EVEN_K: CB):
+    """The fused multi-head attention of cuTile's samples (AttentionFMHA.py), op for op: no padding
+    mode on the loads, latency hints on the K and V loads, exp2 and the final division with
+    flush-to-zero, the division approximate, two blocks per SM requested.  At D=64 and 128x128
+    tiles it needs more than the 48 KiB of shared memory a kernel may declare statically.  (Functions
+    rather than Tile methods: a method's debug location is the frontend's own file, whose path would
+    differ from one checkout to the next.)"""
+    bx = ct.bid(0)
+    by = ct.bid(1)
+    b = by // H
+    h = by % H
+    kvh = h // GROUP
+    scale = qk_scale * INV_LN2
+    rows = bx * TM + ct.arange(TM, dtype=ct.int32)
+    rows += input_pos
+    rows = rows[:, None]
+    cols0 = ct.arange(TN, dtype=ct.int32)[None, :]
+    m_i = ct.full((TM, 1), -math.inf, dtype=ct.float32)
+    l_i = ct.full((TM, 1), 0.0, dtype=ct.float32)
+    acc = ct.full((TM, D), 0.0, dtype=ct.float32)
+    q = ct.reshape(ct.load(Q, index=(b, h, bx, 0), shape=(1, 1, TM, D)), (TM, D))
+    m_end = input_pos + (bx + 1) * TM
+    klen = K.shape[2]
+    if CAUSAL:
+        mask_start = (input_pos + bx * TM) // TN
+        mask_start = min(mask_start, klen // TN)
+        nj = ct.cdiv(min(m_end, klen), TN)
+    else:
+        nj = ct.cdiv(klen, TN)
+        mask_start = klen // TN
+    for j in range(0, nj):
+        k = ct.load(K, index=(b, kvh, 0, j), shape=(1, 1, D, TN), order=(0, 1, 3, 2), latency=2)
+        k = ct.reshape(k, (D, TN))
+        qk = ct.full((TM, TN), 0., dtype=ct.float32)
+        qk = ct.mma(q, k, qk)
+        if (CAUSAL or not EVEN_K) and j >= mask_start:
+            cols = j * TN + cols0
+            keep = ct.full((TM, TN), True, dtype=ct.bool_)
+            if not EVEN_K:
+                keep = keep & (cols < klen)
+            if CAUSAL:
+                keep = keep & (rows >= cols)
+            qk += ct.where(keep, 0.0, -math.inf)
+        m_ij = max(m_i, ct.max(qk, axis=-1, keepdims=True) * scale)
+        qk = qk * scale - m_ij
+        p = ct.exp2(qk, flush_to_zero=True)
+        l_ij = ct.sum(p, axis=-1, keepdims=True)
+        alpha = ct.exp2(m_i - m_ij, flush_to_zero=True)
+        l_i = l_i * alpha + l_ij
+        acc = acc * alpha
+        v = ct.reshape(ct.load(V, index=(b, kvh, j, 0), shape=(1, 1, TN, D), latency=4), (TN, D))
+        p = ct.astype(p, Q.dtype)
+        acc = ct.mma(p, v, acc)
+        m_i = m_ij
+    acc = ct.truediv(acc, l_i, flush_to_zero=True, rounding_mode=ct.RoundingMode.APPROX)
+    acc = ct.astype(ct.reshape(acc, (1, 1, TM, D)), Out.dtype)
+    ct.store(Out, index=(b, h, bx, 0), tile=acc)
+
+
 # ------------------------------------------------------------------ signatures
 A16_2 = arr("float16", 2)
 F32_1 = arr("float32", 1)
@@ -615,4 +677,10 @@ EXAMPLES = [
     Case("runtime_scalars_i64", runtime_scalars,
          (arr("int32", 1, "int64"), arr("float64", 1, "int64"), scal("int64"), scal("bool"),
           scal("float64"), 64)),
+    # cuTile's FMHA sample at its defaults: D=64, 128x128 tiles, one query head per KV head, K length a
+    # multiple of the tile; H=2 keeps the grid small
+    Case("fmha_f16", fmha, (arr("float16", 4), arr("float16", 4), arr("float16", 4), arr("float16", 4),
+                            scal("float32"), scal("int32"), 64, 2, 128, 128, 1, False, True)),
+    Case("fmha_causal_f16", fmha, (arr("float16", 4), arr("float16", 4), arr("float16", 4), arr("float16", 4),
+                                   scal("float32"), scal("int32"), 64, 2, 128, 128, 1, True, True)),
 ]

@@ -346,7 +346,7 @@ def _moe():
              {"C": "float16"}, {"C": (1e-3, 1e-3)})
 
 
-def _attention(cid, B, H, G, SQ, SK, D, causal, pos):
+def _attention(cid, B, H, G, SQ, SK, D, causal, pos, TM=32):
     def make(rng):
         return {"Q": rng.uniform(-1, 1, (B, H, SQ, D)).astype(np.float16),
                 "K": rng.uniform(-1, 1, (B, H // G, SK, D)).astype(np.float16),
@@ -366,7 +366,7 @@ def _attention(cid, B, H, G, SQ, SK, D, causal, pos):
         return {"Out": (p @ v / p.sum(axis=-1, keepdims=True)).astype(np.float16)}
 
     # p is rounded to f16 before the PV product, as in cuTile's flash attention
-    register(cid, make, lambda d: (cdiv(SQ, 32), B * H), ref, {"Out": "float16"}, {"Out": (1e-2, 4e-3)})
+    register(cid, make, lambda d: (cdiv(SQ, TM), B * H), ref, {"Out": "float16"}, {"Out": (1e-2, 4e-3)})
 
 
 def _fft():
@@ -688,3 +688,7 @@ for _build in (_persistent_matmul, _splitk, _layernorm, _rmsnorm, _moe, _fft, _s
     _build()
 _attention("flash_attention_causal_gqa_f16", B=1, H=4, G=2, SQ=64, SK=80, D=32, causal=True, pos=16)
 _attention("flash_attention_ragged_f16", B=2, H=2, G=1, SQ=32, SK=50, D=32, causal=False, pos=0)
+# cuTile's FMHA sample (128x128 tiles, D=64): the causal one starts its queries at 128, so its first K/V tile
+# is unmasked and its second masked
+_attention("fmha_f16", B=1, H=2, G=1, SQ=128, SK=128, D=64, causal=False, pos=0, TM=128)
+_attention("fmha_causal_f16", B=1, H=2, G=1, SQ=128, SK=256, D=64, causal=True, pos=128, TM=128)

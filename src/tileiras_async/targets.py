@@ -131,6 +131,17 @@ def sm_limits(name) -> SmLimits:
     return _SM_LIMITS[sm_number(name) or 0]
 
 
+def shared_memory_limit(name) -> int:
+    """The most shared memory one CTA of a kernel for `name` may declare: the SM's shared memory less the
+    driver's per-CTA reserve (163 KiB on sm_80/87, 99 KiB on sm_86/88/89/120/121, 227 KiB on sm_90..sm_110),
+    the bound ptxas enforces under --enable-extended-smem (it reports e.g. `0x28c00 max` for sm_80).  Above
+    48 KiB the real tool still declares the memory statically: ptxas gets --enable-extended-smem=true, the
+    cubin's `.nv.shared.<kernel>` holds the whole size and the driver grants it at launch with no
+    dynamic-shared-memory attribute set (cuTile's launcher sets none for a kernel without a dynamic size)."""
+    lim = sm_limits(name)
+    return lim.shared_bytes - lim.cta_reserved_shared
+
+
 # what limits the CTAs on an SM, in the order a tie is named
 OCCUPANCY_LIMITS = ("registers", "shared memory", "threads", "blocks")
 

@@ -14,14 +14,14 @@ from ..ir.core import Block, Function, Operation, Value
 from ..targets import known_target
 from ..tilegpu.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
-from ..tilegpu.mma import SHARED_LIMIT
+from ..targets import shared_memory_limit
 from ..tilegpu.options import CodegenOptions
 from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, tensor_maps_comment
 from ..tilegpu.types import layout_of
 from .llvmir import IRBuilder, ModuleIR
 from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
 
-__all__ = ["CodegenOptions", "KernelEmitter", "LoweringError", "LOWERINGS", "SHARED_LIMIT", "lowers"]
+__all__ = ["CodegenOptions", "KernelEmitter", "LoweringError", "LOWERINGS", "lowers"]
 
 LOWERINGS: dict[str, Callable[["KernelEmitter", Operation], None]] = {}
 
@@ -240,9 +240,10 @@ class KernelEmitter:
 
     def reserve_shared(self, nbytes: int) -> None:
         self.shared_bytes = max(self.shared_bytes, nbytes)
-        if self.shared_bytes > SHARED_LIMIT:
+        limit = shared_memory_limit(self.options.target)
+        if self.shared_bytes > limit:
             raise LoweringError(f"tile needs {nbytes} bytes of shared memory for a layout change "
-                                f"(limit {SHARED_LIMIT})")
+                                f"(limit {limit})")
 
     def store_to_shared(self, t: Tile, byte_base: int = 0,
                         dst_index: Callable[[list[str]], str] | None = None, capacity: int | None = None) -> None:

@@ -3,17 +3,19 @@
 Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has an `offset` attribute and
 every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
 buffer used inside a loop it was not allocated in living through the whole loop; the scratch of an op with
-its own staging barrier living until the next op with scratch) never share bytes, others may. The kernel's
-total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically is an error.
+its own staging barrier living until the next op with scratch, unless that does not fit) never share bytes,
+others may. The kernel's total is `k.notes["smem_bytes"]`; more than the target's per-CTA limit
+(targets.shared_memory_limit: above the 48 KiB a kernel may declare without opt-in, as NVIDIA's tool allows
+through ptxas --enable-extended-smem) is an error.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from ...targets import shared_memory_limit
 from ..errors import LoweringError
 from ..ir import KernelIR
-from ..mma import SHARED_LIMIT
 from ..ops import LOCAL_ALLOC
 from ..types import align
 from ..smem import self_syncing
@@ -72,6 +74,23 @@ def _walk(k: KernelIR) -> _Walk:
 
 def run(k: KernelIR) -> None:
     w = _walk(k)
+    limit = shared_memory_limit(k.options.target)
+    intervals = _lifetimes(w)
+    spaced = list(intervals)
+    _keep_apart_from_the_next_scratch(spaced, w)
+    total = _first_fit(spaced)
+    if total > limit:
+        # Keeping each scratch apart from the next one's only saves barriers; where that costs more than the
+        # target has, scratch lives just during its op and insert-barriers orders what then shares bytes.
+        total = _first_fit(intervals)
+    if total > limit:
+        raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {limit})")
+    k.notes["smem_bytes"] = total
+
+
+def _lifetimes(w: _Walk) -> list:
+    """(first, last position, size, op, attribute) per request: a buffer from its allocation to its last use
+    (through every loop it is used in but not allocated in), a scratch during its op."""
     intervals = []
     for op, size, attr in w.requests:
         at = w.position[id(op)]
@@ -84,11 +103,7 @@ def run(k: KernelIR) -> None:
                     if id(loop) not in around:
                         lo, hi = min(lo, w.spans[id(loop)][0]), max(hi, w.spans[id(loop)][1])
         intervals.append((lo, hi, size, op, attr))
-    _keep_apart_from_the_next_scratch(intervals, w)
-    total = _first_fit(intervals)
-    if total > SHARED_LIMIT:
-        raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {SHARED_LIMIT})")
-    k.notes["smem_bytes"] = total
+    return intervals
 
 
 def _keep_apart_from_the_next_scratch(intervals: list, w: _Walk) -> None:
