@@ -322,7 +322,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     if high:
         grand = hypercube(high, grand)
     if with_total:
-        em.__dict__.setdefault("_scan_totals", {})[id(op.results[0])] = (grand, serial_mask | dup)
+        em.scan_totals[id(op.results[0])] = (grand, serial_mask | dup)
     out = [[None] * n for _ in tiles]
     for r in range(n):
         base = r & ~dup
@@ -337,7 +337,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.scan_total")
 def _scan_total(em: KernelEmitter, op: Operation) -> None:
     """The totals the scan's lowering kept (`with_total`): register r of the sliced layout holds its row's."""
-    totals, folded = em.__dict__["_scan_totals"][id(op.operands["scan"])]
+    totals, folded = em.scan_totals[id(op.operands["scan"])]
     layout = layout_of(op.result.type)
     n = 1 if layout is None else layout.num_registers
     regs = [totals[r & ~folded][0] for r in range(n)]

@@ -36,13 +36,12 @@ MBAR_BYTES = 8
 
 def _bars(em: KernelEmitter) -> tuple[str, str]:
     """(mbarrier, TMEM address slot): shared addresses (i32, entry block) of the kernel's 16-byte global."""
-    memo = em.__dict__.get("_tcgen05_bars")
-    if memo is None:
+    if em.tcgen05_bars is None:
         name = em.unique_global("tcgen05")
         em.module_ir.add_global(f"{name} = internal addrspace(3) global [2 x i64] undef, align 8")
         bar = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
-        memo = em.__dict__["_tcgen05_bars"] = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
-    return memo
+        em.tcgen05_bars = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
+    return em.tcgen05_bars
 
 
 def _only(em: KernelEmitter, who: str, body: str, args: list[tuple[str, str]], cons: str) -> None:

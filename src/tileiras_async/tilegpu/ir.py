@@ -113,12 +113,11 @@ def replace_values(block: Block, mapping: dict[int, Value]) -> None:
 @dataclass
 class KernelIR:
     """One kernel on its way through the passes: the module (locations, globals), the function being
-    rewritten (a private copy) and what the passes record for later stages."""
+    rewritten (a private copy) and the remarks the passes make (what they decide is on the IR: decisions.py)."""
     module: Module
     fn: Function
     options: object                      # CompileSettings
     remarks: list = field(default_factory=list)
-    notes: dict = field(default_factory=dict)   # per-pass records (e.g. schedules) for reports
     source: str = ""                            # the input's path (named in schedule reports)
 
     @property

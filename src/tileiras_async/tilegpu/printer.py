@@ -18,6 +18,7 @@ import enum
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
+from ..schedule.report import ScheduleReport
 from .layout import LinearLayout
 from .ir import KernelIR
 from .types import LayoutTile
@@ -88,6 +89,8 @@ def _attr(v) -> str:
         return layout_text(v)
     if isinstance(v, T.Type):
         return str(v)
+    if isinstance(v, ScheduleReport):
+        return f"#schedule<{v.strategy}, ii = {v.ii}, stages = {v.stage_count}>"
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 

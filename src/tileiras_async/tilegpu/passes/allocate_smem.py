@@ -3,8 +3,8 @@
 Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has an `offset` attribute and
 every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
 buffer used inside a loop it was not allocated in living through the whole loop; the scratch of an op with
-its own staging barrier living until the next op with scratch) never share bytes, others may. The kernel's
-total is `k.notes["smem_bytes"]`; more than the 48 KiB a kernel may declare statically is an error.
+its own staging barrier living until the next op with scratch) never share bytes, others may. A kernel
+whose buffers need more than the 48 KiB it may declare statically is an error.
 """
 from __future__ import annotations
 
@@ -88,7 +88,6 @@ def run(k: KernelIR) -> None:
     total = _first_fit(intervals)
     if total > SHARED_LIMIT:
         raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {SHARED_LIMIT})")
-    k.notes["smem_bytes"] = total
 
 
 def _keep_apart_from_the_next_scratch(intervals: list, w: _Walk) -> None:
