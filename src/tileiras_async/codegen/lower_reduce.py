@@ -247,41 +247,15 @@ def _across_warps(em: KernelEmitter, op: Operation, tiles: list[Tile], out_layou
 def _scan(em: KernelEmitter, op: Operation) -> None:
     tiles = [em.expect(v) for v in op.operands["operands"]]
     layout = tiles[0].layout
-    dim = op.attrs["dim"]
     reverse = bool(op.attrs.get("reverse", False))
     ids = [identity_literal(a, t.elem) for a, t in zip(op.attrs["identities"], tiles)]
-    bits = dim_bits(layout, dim)
+    bits = dim_bits(layout, op.attrs["dim"])
     lts = [t.llvm for t in tiles]
     dup = layout.duplicate_register_mask()
-    n = layout.num_registers
-
-    def later_first(bit_set: bool) -> bool:
-        """Whether the element with this bit set comes later in scan order."""
-        return bit_set != reverse
-
-    # the low register bits (weights 1, 2, 4, ...): a serial scan inside the thread
-    serial, w = [], 1
-    for bit, weight in sorted(bits.regs, key=lambda bw: bw[1]):
-        if weight != w:
-            break
-        serial.append(bit)
-        w <<= 1
+    serial = _serial_bits(bits)
     serial_mask = sum(1 << b for b in serial)
     rest_regs = [(b, wt) for b, wt in bits.regs if b not in serial]
-    p: dict[int, list[str]] = {}          # inclusive prefix per register (within the serial group)
-    totals: dict[int, list[str]] = {}     # per group (register with serial bits clear): the group's total
-    for g in range(n):
-        if g & (serial_mask | dup):
-            continue
-        members = [deposit(k, serial, g) for k in range(1 << len(serial))]
-        if reverse:
-            members.reverse()
-        acc = None
-        for r in members:
-            x = [t.regs[r] for t in tiles]
-            acc = x if acc is None else combine(em, op, x, acc)
-            p[r] = acc
-        totals[g] = acc
+    p, totals = _serial_prefixes(em, op, tiles, serial, dup, reverse)
     # higher bits, in order of weight: (exclusive carry, block total) per group. Register bits below the
     # lanes' and warps' weights combine the thread's group totals; register bits above them (a blocked
     # layout's registers wrapping around the CTA) combine whole-CTA block totals, after the warps' round
@@ -292,22 +266,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     high = [(b, w) for b, w in rest_regs if (b, w) not in low]
     if any(w < max(spread) for _, w in high):
         raise LoweringError("scan: register bits of the dimension between its lane and warp bits")
-
-    def hypercube(regs, totals):
-        for bit, _ in sorted(regs, key=lambda bw: bw[1]):
-            new_t = {}
-            for g in groups:
-                partner = g ^ (1 << bit)
-                mine, theirs = totals[g], totals[partner]
-                if later_first(bool(g >> bit & 1)):
-                    carry[g] = combine(em, op, carry[g], theirs)
-                    new_t[g] = combine(em, op, mine, theirs)
-                else:
-                    new_t[g] = combine(em, op, theirs, mine)
-            totals = new_t
-        return totals
-
-    totals = hypercube(low, totals)
+    totals = _register_hypercube(em, op, low, groups, totals, carry, reverse)
     with_total = bool(op.attrs.get("with_total"))     # a tilegpu.scan_total reads the rows' totals
     lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
     if lane_bits and _kogge_stone_lanes(bits):
@@ -320,14 +279,73 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     if bits.warps:
         _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse, grand)
     if high:
-        grand = hypercube(high, grand)
+        grand = _register_hypercube(em, op, high, groups, grand, carry, reverse)
     if with_total:
         em.scan_totals[id(op.results[0])] = (grand, serial_mask | dup)
+    _set_scan_results(em, op, tiles, layout, p, carry, serial_mask, dup)
+
+
+def _serial_bits(bits) -> list[int]:
+    """The dimension's low register bits (weights 1, 2, 4, ...): scanned serially inside the thread."""
+    serial, w = [], 1
+    for bit, weight in sorted(bits.regs, key=lambda bw: bw[1]):
+        if weight != w:
+            break
+        serial.append(bit)
+        w <<= 1
+    return serial
+
+
+def _serial_prefixes(em: KernelEmitter, op: Operation, tiles: list, serial: list[int], dup: int,
+                     reverse: bool) -> tuple[dict, dict]:
+    """(inclusive prefix per register within its serial group, each group's total keyed by its register with
+    the serial bits clear)."""
+    serial_mask = sum(1 << b for b in serial)
+    p: dict[int, list[str]] = {}
+    totals: dict[int, list[str]] = {}
+    for g in range(tiles[0].layout.num_registers):
+        if g & (serial_mask | dup):
+            continue
+        members = [deposit(k, serial, g) for k in range(1 << len(serial))]
+        if reverse:
+            members.reverse()
+        acc = None
+        for r in members:
+            x = [t.regs[r] for t in tiles]
+            acc = x if acc is None else combine(em, op, x, acc)
+            p[r] = acc
+        totals[g] = acc
+    return p, totals
+
+
+def _register_hypercube(em: KernelEmitter, op: Operation, regs: list, groups: list[int], totals: dict,
+                        carry: dict, reverse: bool) -> dict:
+    """Combine the groups' totals across register bits `regs` (lowest weight first): each group's exclusive
+    carry takes in its partner's total where the partner comes earlier in scan order; returns the totals of
+    the merged blocks."""
+    for bit, _ in sorted(regs, key=lambda bw: bw[1]):
+        new_t = {}
+        for g in groups:
+            partner = g ^ (1 << bit)
+            mine, theirs = totals[g], totals[partner]
+            if bool(g >> bit & 1) != reverse:   # this group comes later in scan order than its partner
+                carry[g] = combine(em, op, carry[g], theirs)
+                new_t[g] = combine(em, op, mine, theirs)
+            else:
+                new_t[g] = combine(em, op, theirs, mine)
+        totals = new_t
+    return totals
+
+
+def _set_scan_results(em: KernelEmitter, op: Operation, tiles: list, layout, p: dict, carry: dict,
+                      serial_mask: int, dup: int) -> None:
+    """Each register's result: its serial prefix combined with its group's carry (duplicates read their
+    original's)."""
+    n = layout.num_registers
     out = [[None] * n for _ in tiles]
     for r in range(n):
         base = r & ~dup
-        g = base & ~serial_mask
-        vals = combine(em, op, p[base], carry[g])
+        vals = combine(em, op, p[base], carry[base & ~serial_mask])
         for i in range(len(tiles)):
             out[i][r] = vals[i]
     for res, regs in zip(op.results, out):
