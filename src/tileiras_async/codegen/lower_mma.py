@@ -584,11 +584,8 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     fa, lta, _ = _operand_element_fns(em, a, op.operands["lhs"].type.elem, to_half)
     fb, ltb, _ = _operand_element_fns(em, b, op.operands["rhs"].type.elem, to_half)
     acc = em.expect(staged.operands["acc"])
-    # ldmatrix where the fragment is 8x8 blocks of 16-bit elements with 16-byte rows in the buffer
-    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
-    ldm_a = m16 and a.eb == 2 and not fa
-    ldm_b = m16 and b.eb == 2 and not fb and plan.N >= 8
-    b_pairs = ldm_b and plan.rn >= 2
+    loads = staged.attrs["ldmatrix"]   # select-access-forms decided
+    ldm_a, ldm_b, b_pairs = loads.a, loads.b, loads.b_pairs
     if ldm_a:
         a_thread = _ldmatrix_thread(em, _warp_offset(em, plan.a, plan.a_stage.contrib), min(plan.M, 16) - 1,
                                     a.row, 8 * a.eb)

@@ -184,11 +184,11 @@ def lower_tcgen05(em: KernelEmitter, op: Operation, plan: Tcgen05Plan) -> None:
     acc = em.expect(op.operands["acc"])
     base = scratch_address(em, op, plan)
     descs = descriptor_bases(em, plan, base)
-    stage_chunk(em, plan, lhs, rhs, base, 0)
+    stage_chunk(em, op, plan, lhs, rhs, base, 0)
     taddr = acquire(em, plan, list(acc.regs))
     for chunk in range(plan.chunks):
         if chunk:   # every thread saw the previous chunk's mma complete: its operands may be overwritten
-            stage_chunk(em, plan, lhs, rhs, base, chunk)
+            stage_chunk(em, op, plan, lhs, rhs, base, chunk)
             _publish(em)
         issue_and_wait(em, plan, taddr, descs, chunk)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
