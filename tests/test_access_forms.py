@@ -11,19 +11,22 @@ import pytest
 
 from conftest import PUBLIC, requires_corpus
 from tileiras_async.bytecode.reader import read_module
+from tileiras_async.codegen.emitter import LoweringError
 from tileiras_async.codegen.translate import translate_kernel
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+from tileiras_async.tilegpu.mma import MmaPlan
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import run_pipeline
 from tileiras_async.tilegpu.passes.select_access_forms import FragmentLoads
+from tileiras_async.tilegpu.wgmma import WgmmaPlan
 
 MATMUL = "matmul_f16_f32acc_64x64x32"
 
 
-def _kernel(cid: str, gpu: str, stages: int) -> KernelIR:
+def _kernel(cid: str, gpu: str, stages: int, until: str | None = None) -> KernelIR:
     module = read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes())
     k = KernelIR(module, clone_function(module.functions[0]), CodegenOptions(target=gpu, pipeline_stages=stages))
-    run_pipeline(k)
+    run_pipeline(k, until=until)
     return k
 
 
@@ -93,3 +96,20 @@ def test_every_loop_and_mma_has_its_decision(gpu):
     k = _kernel(MATMUL, gpu, 1)
     for o in _ops(k, "mmaf"):
         assert ("store_vectors" in o.attrs) == o.attrs["instruction"].startswith(("wgmma.", "tcgen05."))
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu, stages, kind", [("sm_80", 3, MmaPlan), ("sm_90", 1, WgmmaPlan)])
+def test_select_mma_records_the_plan_codegen_follows(gpu, stages, kind):
+    (mma,) = _ops(_kernel(MATMUL, gpu, stages, until="select-mma"), "mmaf")
+    plan = mma.attrs["mma_plan"]
+    assert isinstance(plan, kind) and mma.attrs["instruction"].endswith(plan.instr.key)
+    k = _kernel(MATMUL, gpu, stages)
+    assert re.search(r"llvm\.nvvm\.mma\.m16n8k16|wgmma\.mma_async", _llvm(k))
+    planned = {id(m): m for m in (o if o.name == "mmaf" else o.attrs["mma"] for o in walk_ops(k.fn.body)
+                                  if o.name == "mmaf" or isinstance(o.attrs.get("mma"), type(o)))}.values()
+    assert planned and all("mma_plan" in o.attrs for o in planned)   # the live mma, or the one a staged op reads
+    for o in planned:
+        del o.attrs["mma_plan"]
+    with pytest.raises(LoweringError, match="select-mma recorded no plan"):
+        _llvm(k)   # code generation reads the plan; it does not make one

@@ -46,6 +46,15 @@ def test_kernel_ir_has_no_notes():
     assert uses == []
 
 
+def test_codegen_does_not_plan_mmas():
+    """select-mma records every mma's plan (`mma_plan`); codegen reads it (tilegpu.mma.recorded_plan)."""
+    calls = [f"{p.name}:{n.lineno}" for p in sorted(CODEGEN.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.Name) and n.id == "plan_for"
+             or isinstance(n, ast.Attribute) and n.attr == "plan_for"
+             or isinstance(n, ast.alias) and n.name == "plan_for"]
+    assert calls == []
+
+
 def test_codegen_keeps_no_state_in_the_emitters_dict():
     uses = [f"{p.name}:{n.lineno}" for p in sorted(CODEGEN.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
             if isinstance(n, ast.Attribute) and n.attr == "__dict__"]

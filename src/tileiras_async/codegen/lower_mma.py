@@ -24,7 +24,7 @@ from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
                            I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
-                           plan_for)
+                           recorded_plan)
 from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
@@ -303,7 +303,7 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
 @lowers("tilegpu.stage_operand")
 def _stage_operand(em: KernelEmitter, op: Operation) -> None:
     mma, role = op.attrs["mma"], op.attrs["role"]
-    plan = plan_for(em.options, mma)
+    plan = recorded_plan(mma)
     st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))
     _stage(em, _operand_tile(em, op.operands["value"], plan.instr), st, 0, plan.trash)
 
@@ -311,7 +311,7 @@ def _stage_operand(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.mma_prestaged")
 def _mma_prestaged(em: KernelEmitter, op: Operation) -> None:
     mma = op.attrs["mma"]
-    _lower_tensor_core(em, mma, plan_for(em.options, mma), op, (op.attrs["role"], _buffer_offset(em, op)))
+    _lower_tensor_core(em, mma, recorded_plan(mma), op, (op.attrs["role"], _buffer_offset(em, op)))
 
 
 def _buffer_offset(em: KernelEmitter, op: Operation) -> int:
@@ -443,7 +443,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("mmaf", "mmai")
 def _mma(em: KernelEmitter, op: Operation) -> None:
-    plan = plan_for(em.options, op)
+    plan = recorded_plan(op)
     if plan is None:
         _lower_fma(em, op)
     elif isinstance(plan, Tcgen05Plan):     # before WgmmaPlan: a Tcgen05Plan is one
@@ -563,7 +563,7 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     .x4.trans, two n8 x k16 ones).  The k steps, and so the accumulation order, are the synchronous
     lowering's: the results are bit-identical."""
     op = staged.attrs["mma"]
-    plan = plan_for(em.options, op)
+    plan = recorded_plan(op)
     unit_off = unit_offset(em, staged)
     if isinstance(plan, Tcgen05Plan):
         lower_tcgen05_staged(em, staged, plan, unit_off)

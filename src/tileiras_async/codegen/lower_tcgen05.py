@@ -24,7 +24,7 @@ barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are 
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..tilegpu.mma import plan_for
+from ..tilegpu.mma import recorded_plan
 from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
@@ -216,7 +216,7 @@ def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple
 # before the loop, one issue + wait per K chunk on the loop-carried mbarrier phase, released once after it.
 
 def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
-    return plan_for(em.options, op.attrs["mma"]).chunked(op.attrs["kc"])
+    return recorded_plan(op.attrs["mma"]).chunked(op.attrs["kc"])
 
 
 @lowers("tilegpu.tmem_acquire")

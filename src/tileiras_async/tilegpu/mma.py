@@ -20,6 +20,7 @@ instruction K is padded with zero fragment registers.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from ..ir import types as T
@@ -464,6 +465,18 @@ def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | Tc
     except LoweringError as e:
         e.op = e.op or op   # so the failure's notes name this mmaf and its source line
         raise
+
+
+MMA_PLAN = "mma_plan"   # select-mma: the plan of an mmaf/mmai (of an mmaf_scaled: of its block products)
+
+
+def recorded_plan(op: Operation) -> MmaPlan | WgmmaPlan | Tcgen05Plan | None:
+    """The plan select-mma recorded on `op`: a private copy, which code generation may move to the op's
+    scratch or K chunk (None: the FMA chain)."""
+    if MMA_PLAN not in op.attrs:
+        raise LoweringError(f"internal: select-mma recorded no plan for this {op.name}", op)
+    plan = op.attrs[MMA_PLAN]
+    return copy.copy(plan)
 
 
 def check_size(plan: MmaPlan, op: Operation) -> None:

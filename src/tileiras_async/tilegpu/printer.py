@@ -20,6 +20,8 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..schedule.report import ScheduleReport
 from .layout import LinearLayout
+from .mma import MmaPlan
+from .wgmma import WgmmaPlan
 from .ir import KernelIR
 from .types import LayoutTile
 
@@ -89,6 +91,8 @@ def _attr(v) -> str:
         return layout_text(v)
     if isinstance(v, T.Type):
         return str(v)
+    if isinstance(v, (MmaPlan, WgmmaPlan)):   # a Tcgen05Plan is a WgmmaPlan
+        return f"#{type(v).__name__}<{v.instr.key}>"
     if isinstance(v, ScheduleReport):
         return f"#schedule<{v.strategy}, ii = {v.ii}, stages = {v.stage_count}>"
     text = repr(v)
