@@ -113,3 +113,16 @@ def test_select_mma_records_the_plan_codegen_follows(gpu, stages, kind):
         del o.attrs["mma_plan"]
     with pytest.raises(LoweringError, match="select-mma recorded no plan"):
         _llvm(k)   # code generation reads the plan; it does not make one
+
+
+@requires_corpus
+@pytest.mark.parametrize("stages, name", [(1, "mmaf"), (3, "tilegpu.mma_staged")])
+def test_the_fma_chain_is_unrolled_or_a_loop_as_the_pass_decided(stages, name):
+    """f32 x f32 runs on the FMA chain: a small tile's K steps are unrolled; a counted loop when told so."""
+    k = _kernel("matmul_ragged_f32_16x16x16", "sm_80", stages)
+    ops = _ops(k, name)
+    assert ops and all(o.attrs["fma_unrolled"] is True for o in ops)
+    assert "cl.head" not in _llvm(k)
+    for o in ops:
+        o.attrs["fma_unrolled"] = False
+    assert "cl.head" in _llvm(k)

@@ -34,9 +34,6 @@ from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
 from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
 
-FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
-
-
 # ---------------------------------------------------------------------------------------------------------
 # emission helpers
 # ---------------------------------------------------------------------------------------------------------
@@ -424,7 +421,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
         step = partial(_fma_step, em, lt, ptrs, plan.a_k, plan.b_k, load_a, load_b)
 
         cur = [regs[r] for r in reps]
-        if len(reps) * plan.kc <= FMA_UNROLL_LIMIT:
+        if op.attrs["fma_unrolled"]:   # select-access-forms decided
             for kk in range(plan.kc):
                 cur = step(kk, cur)
         else:
@@ -684,7 +681,7 @@ def _lower_fma_staged(em: KernelEmitter, staged: Operation, op: Operation, unit_
     step = partial(_fma_step, em, lt, ptrs, a_k, b_k, load_a, load_b)
 
     cur = [regs[r] for r in reps]
-    if len(reps) * kc <= FMA_UNROLL_LIMIT:
+    if staged.attrs["fma_unrolled"]:   # select-access-forms decided
         for kk in range(kc):
             cur = step(kk, cur)
     else:

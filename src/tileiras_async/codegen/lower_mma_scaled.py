@@ -92,8 +92,9 @@ def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation, scratch: int) -
     acc_type = with_layout(mma.result.type, layout)
     mma.operands["acc"].type = mma.result.type = acc_type
     mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op, em.options))
-    if MMA_PLAN in op.attrs:   # select-mma planned the block products
-        mma.attrs[MMA_PLAN] = op.attrs[MMA_PLAN]
+    for decided in (MMA_PLAN, "fma_unrolled"):   # select-mma and select-access-forms planned the block products
+        if decided in op.attrs:
+            mma.attrs[decided] = op.attrs[decided]
     zero = Tile(acc_type, layout, [float_literal(0.0, "float")] * layout.num_registers)
     for name, t in (("lhs", a), ("rhs", b), ("acc", zero)):
         em.set(mma.operands[name], t)

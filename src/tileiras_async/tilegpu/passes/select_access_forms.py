@@ -11,6 +11,10 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
   when code generation stages them in their swizzled layouts): the leading register bits whose elements
   are consecutive bytes of one 16-byte chunk, no wider than 16 bytes, with every other basis of the layout
   a multiple of the vector's bytes away.
+* every mma on the FMA chain (`mmaf`/`mmai` select-mma planned no tensor-core instruction for, and the
+  `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
+  FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
+  LLVM's time and the code size bounded for large tiles.
 * every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
   `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
   register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
@@ -24,12 +28,15 @@ from dataclasses import dataclass
 from ...ir.core import Block, Operation
 from ..ir import KernelIR
 from ..layout import LinearLayout
-from ..mma import _FP8, F16_F16, F16_F32, MmaPlan, _name, plan_for
+from ...ir import types as T
+from ..scaled_mma import block_product, result_layout as scaled_result_layout
+from ..mma import _FP8, F16_F16, F16_F32, MmaPlan, _name, fma_plan_for, plan_for
 from ..tcgen05 import Tcgen05Plan
 from ..types import layout_of
 from ..wgmma import WgmmaPlan
 
 MAX_VECTOR_BYTES = 16   # st.shared.v4.b32 / v2.b64
+FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
 _LOOPS = frozenset({"for", "loop"})
 _REGISTER_MMAS = frozenset({"mmaf", "mmai", "tilegpu.mma_prestaged"})
 
@@ -49,9 +56,12 @@ def run(k: KernelIR) -> None:
 def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
     for op in block.ops:
         if op.name == "tilegpu.mma_staged":
-            _fragment_loads(k, op)
+            _staged_mma(k, op)
         elif op.name in ("mmaf", "mmai"):
             _store_vectors(k, op)
+            _fma_unrolled(k, op, op, layout_of(op.result.type))
+        elif op.name == "mmaf_scaled":
+            _fma_unrolled(k, op, block_product(op), scaled_result_layout(k.options, op))
         if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
             op.attrs["recompute_thread_coords"] = True
         for region in op.regions:
@@ -63,17 +73,22 @@ def _holds_mma_registers(op: Operation) -> bool:
     return any(o.name in _REGISTER_MMAS for o in op.regions[0].block.walk())
 
 
-def _fragment_loads(k: KernelIR, staged: Operation) -> None:
+def _staged_mma(k: KernelIR, staged: Operation) -> None:
     plan = plan_for(k.options, staged.attrs["mma"])
-    if not isinstance(plan, MmaPlan):
-        return
+    if plan is None:
+        staged.attrs["fma_unrolled"] = _unrolled(layout_of(staged.result.type), staged.attrs["kc"])
+    elif isinstance(plan, MmaPlan):
+        staged.attrs["ldmatrix"] = _fragment_loads(staged, plan)
+
+
+def _fragment_loads(staged: Operation, plan: MmaPlan) -> FragmentLoads:
     instr = plan.instr
     a, b = staged.attrs["a"], staged.attrs["b"]
     to_half = instr in (F16_F32, F16_F16)
     m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and staged.attrs["kc"] >= 16
     ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
     ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
-    staged.attrs["ldmatrix"] = FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
+    return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
 
 
 def _converted(operand, to_half: bool) -> bool:
@@ -84,6 +99,21 @@ def _converted(operand, to_half: bool) -> bool:
         if o.name == "ftof":
             return True
     return to_half and _name(elem) in _FP8
+
+
+def _fma_unrolled(k: KernelIR, op: Operation, mma: Operation, layout: LinearLayout) -> None:
+    """`fma_unrolled` on `op` for `mma` (the op itself, or an mmaf_scaled's block product) with its result in
+    `layout`, when it runs on the FMA chain."""
+    if plan_for(k.options, mma) is not None:
+        return
+    lhs, rhs = (mma.operands[n].type.elem for n in ("lhs", "rhs"))
+    plan = fma_plan_for(mma, *(T.F16 if _name(e) in _FP8 else e for e in (lhs, rhs)))   # fp8 is widened first
+    op.attrs["fma_unrolled"] = _unrolled(layout, plan.kc)
+
+
+def _unrolled(layout: LinearLayout, kc: int) -> bool:
+    accumulators = len({layout.register_coord(r) for r in range(layout.num_registers)})
+    return accumulators * kc <= FMA_UNROLL_LIMIT
 
 
 def _store_vectors(k: KernelIR, op: Operation) -> None:
