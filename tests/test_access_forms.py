@@ -126,3 +126,17 @@ def test_the_fma_chain_is_unrolled_or_a_loop_as_the_pass_decided(stages, name):
     for o in ops:
         o.attrs["fma_unrolled"] = False
     assert "cl.head" in _llvm(k)
+
+
+@requires_corpus
+def test_a_scan_across_lanes_shuffles_as_the_pass_decided():
+    """A row scan whose lanes are consecutive positions of the row: Kogge-Stone (`shfl.up` by 1, 2, 4, ...);
+    told "hypercube", code generation exchanges partial totals with xor partners instead."""
+    k = _kernel("cumsum_rows_f32_128", "sm_80", 3)
+    (scan,) = _ops(k, "scan")
+    assert scan.attrs["lane_scan"] == "kogge_stone"
+    text = _llvm(k)
+    assert "shfl.sync.up" in text and "shfl.sync.bfly" not in text
+    scan.attrs["lane_scan"] = "hypercube"
+    text = _llvm(k)
+    assert "shfl.sync.bfly" in text and "shfl.sync.up" not in text

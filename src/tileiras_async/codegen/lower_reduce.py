@@ -269,7 +269,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     totals = _register_hypercube(em, op, low, groups, totals, carry, reverse)
     with_total = bool(op.attrs.get("with_total"))     # a tilegpu.scan_total reads the rows' totals
     lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
-    if lane_bits and _kogge_stone_lanes(bits):
+    if lane_bits and op.attrs["lane_scan"] == "kogge_stone":   # select-access-forms decided
         one_each = not serial and not rest_regs        # a thread holds one element per group
         _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
                    need_total=bool(bits.warps or with_total or high))
@@ -360,13 +360,6 @@ def _scan_total(em: KernelEmitter, op: Operation) -> None:
     n = 1 if layout is None else layout.num_registers
     regs = [totals[r & ~folded][0] for r in range(n)]
     em.set(op.result, Tile(op.result.type, layout, regs))
-
-
-def _kogge_stone_lanes(bits: DimBits) -> bool:
-    """The dimension's lane bits are consecutive lane-id bits of consecutive weights: a lane's position along
-    the dimension is a field of its id, and `shfl.up`/`down` by 2^j moves exactly 2^j positions."""
-    lanes = sorted(bits.lanes, key=lambda bw: bw[1])
-    return all(b == lanes[0][0] + j and w == lanes[0][1] << j for j, (b, w) in enumerate(lanes))
 
 
 def _lane_scan(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: list[int], totals: dict,

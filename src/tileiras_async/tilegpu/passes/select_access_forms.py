@@ -15,6 +15,10 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
   `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
   FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
   LLVM's time and the code size bounded for large tiles.
+* every `scan` whose dimension spans lanes gets `lane_scan`: "kogge_stone" (`shfl.up`/`down` by 1, 2, 4, ...
+  positions) where the dimension's lane bits are consecutive lane-id bits of consecutive weights, so that a
+  lane's position along the dimension is a field of its id and a shuffle by 2^j moves exactly 2^j
+  positions; "hypercube" (`shfl.xor` rounds) otherwise.
 * every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
   `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
   register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
@@ -32,6 +36,7 @@ from ...ir import types as T
 from ..scaled_mma import block_product, result_layout as scaled_result_layout
 from ..mma import _FP8, F16_F16, F16_F32, MmaPlan, _name, fma_plan_for, plan_for
 from ..tcgen05 import Tcgen05Plan
+from ..smem import dim_bits
 from ..types import layout_of
 from ..wgmma import WgmmaPlan
 
@@ -62,6 +67,8 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
             _fma_unrolled(k, op, op, layout_of(op.result.type))
         elif op.name == "mmaf_scaled":
             _fma_unrolled(k, op, block_product(op), scaled_result_layout(k.options, op))
+        elif op.name == "scan":
+            _lane_scan(op)
         if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
             op.attrs["recompute_thread_coords"] = True
         for region in op.regions:
@@ -114,6 +121,14 @@ def _fma_unrolled(k: KernelIR, op: Operation, mma: Operation, layout: LinearLayo
 def _unrolled(layout: LinearLayout, kc: int) -> bool:
     accumulators = len({layout.register_coord(r) for r in range(layout.num_registers)})
     return accumulators * kc <= FMA_UNROLL_LIMIT
+
+
+def _lane_scan(op: Operation) -> None:
+    lanes = sorted(dim_bits(layout_of(op.operands["operands"][0].type), op.attrs["dim"]).lanes,
+                   key=lambda bw: bw[1])
+    if lanes:
+        consecutive = all(b == lanes[0][0] + j and w == lanes[0][1] << j for j, (b, w) in enumerate(lanes))
+        op.attrs["lane_scan"] = "kogge_stone" if consecutive else "hypercube"
 
 
 def _store_vectors(k: KernelIR, op: Operation) -> None:
