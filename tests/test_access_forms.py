@@ -14,7 +14,7 @@ from tileiras_async.bytecode.reader import read_module
 from tileiras_async.codegen.emitter import LoweringError
 from tileiras_async.codegen.translate import translate_kernel
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
-from tileiras_async.tilegpu.mma import MmaPlan
+from tileiras_async.tilegpu.mma import FmaPlan, MmaPlan
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import run_pipeline
 from tileiras_async.tilegpu.passes.select_access_forms import FragmentLoads
@@ -111,7 +111,7 @@ def test_select_mma_records_the_plan_codegen_follows(gpu, stages, kind):
     assert planned and all("mma_plan" in o.attrs for o in planned)   # the live mma, or the one a staged op reads
     for o in planned:
         del o.attrs["mma_plan"]
-    with pytest.raises(LoweringError, match="select-mma recorded no plan"):
+    with pytest.raises(LoweringError, match="select-mma recorded no mma_plan"):
         _llvm(k)   # code generation reads the plan; it does not make one
 
 
@@ -122,6 +122,8 @@ def test_the_fma_chain_is_unrolled_or_a_loop_as_the_pass_decided(stages, name):
     k = _kernel("matmul_ragged_f32_16x16x16", "sm_80", stages)
     ops = _ops(k, name)
     assert ops and all(o.attrs["fma_unrolled"] is True for o in ops)
+    mma = ops[0] if name == "mmaf" else ops[0].attrs["mma"]
+    assert mma.attrs["mma_plan"] is None and isinstance(mma.attrs["fma_plan"], FmaPlan)   # select-mma's
     assert "cl.head" not in _llvm(k)
     for o in ops:
         o.attrs["fma_unrolled"] = False

@@ -1,8 +1,8 @@
 """Rules of the code generator's shape, read from the source with `ast` (nothing is imported):
 
 * codegen translates, it does not decide: the passes record their decisions as attributes on the IR
-  (tilegpu/decisions.py, select-mma's `mma_plan`, select-access-forms), so codegen never calls the planners
-  (`plan_for`) and the kernel carries no side table of pass records (`KernelIR.notes`);
+  (tilegpu/decisions.py, select-mma's `mma_plan`/`fma_plan`, select-access-forms), so codegen never calls the
+  planners (`plan_for`, `fma_plan_for`) and the kernel carries no side table of pass records (`KernelIR.notes`);
 * small named functions: none in codegen/ longer than 80 lines.
 """
 from __future__ import annotations
@@ -46,12 +46,15 @@ def test_kernel_ir_has_no_notes():
     assert uses == []
 
 
+PLANNERS = {"plan_for", "fma_plan_for"}
+
+
 def test_codegen_does_not_plan_mmas():
-    """select-mma records every mma's plan (`mma_plan`); codegen reads it (tilegpu.mma.recorded_plan)."""
+    """select-mma records every mma's plan (`mma_plan`, `fma_plan`); codegen reads it (tilegpu.mma.recorded_plan)."""
     calls = [f"{p.name}:{n.lineno}" for p in sorted(CODEGEN.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
-             if isinstance(n, ast.Name) and n.id == "plan_for"
-             or isinstance(n, ast.Attribute) and n.attr == "plan_for"
-             or isinstance(n, ast.alias) and n.name == "plan_for"]
+             if isinstance(n, ast.Name) and n.id in PLANNERS
+             or isinstance(n, ast.Attribute) and n.attr in PLANNERS
+             or isinstance(n, ast.alias) and n.name in PLANNERS]
     assert calls == []
 
 

@@ -23,8 +23,7 @@ from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
-                           I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
-                           recorded_plan)
+                           FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, recorded_plan)
 from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
@@ -378,7 +377,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     lt = llvm_type(res_ty.elem)
     sa = op.attrs.get("signedness_lhs", Signedness.signed) == Signedness.signed
     sb = op.attrs.get("signedness_rhs", Signedness.signed) == Signedness.signed
-    plan = fma_plan_for(op, lhs.elem, rhs.elem)
+    plan = recorded_plan(op, FMA_PLAN)
     _at_scratch(plan, em.scratch_base(op))
     regs = list(acc.regs)
     single = _single_bit(layout)

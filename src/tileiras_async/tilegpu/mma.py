@@ -468,15 +468,15 @@ def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | Tc
 
 
 MMA_PLAN = "mma_plan"   # select-mma: the plan of an mmaf/mmai (of an mmaf_scaled: of its block products)
+FMA_PLAN = "fma_plan"   # select-mma, where mma_plan is None: the FMA chain's staging
 
 
-def recorded_plan(op: Operation) -> MmaPlan | WgmmaPlan | Tcgen05Plan | None:
-    """The plan select-mma recorded on `op`: a private copy, which code generation may move to the op's
-    scratch or K chunk (None: the FMA chain)."""
-    if MMA_PLAN not in op.attrs:
-        raise LoweringError(f"internal: select-mma recorded no plan for this {op.name}", op)
-    plan = op.attrs[MMA_PLAN]
-    return copy.copy(plan)
+def recorded_plan(op: Operation, attr: str = MMA_PLAN):
+    """The plan select-mma recorded on `op` (`attr`: its mma_plan, None for the FMA chain, or its fma_plan):
+    a private copy, which code generation may move to the op's scratch or K chunk."""
+    if attr not in op.attrs:
+        raise LoweringError(f"internal: select-mma recorded no {attr} for this {op.name}", op)
+    return copy.copy(op.attrs[attr])
 
 
 def check_size(plan: MmaPlan, op: Operation) -> None:

@@ -20,7 +20,7 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..schedule.report import ScheduleReport
 from .layout import LinearLayout
-from .mma import MmaPlan
+from .mma import FmaPlan, MmaPlan
 from .wgmma import WgmmaPlan
 from .ir import KernelIR
 from .types import LayoutTile
@@ -93,6 +93,8 @@ def _attr(v) -> str:
         return str(v)
     if isinstance(v, (MmaPlan, WgmmaPlan)):   # a Tcgen05Plan is a WgmmaPlan
         return f"#{type(v).__name__}<{v.instr.key}>"
+    if isinstance(v, FmaPlan):
+        return f"#FmaPlan<kc = {v.kc}>"
     if isinstance(v, ScheduleReport):
         return f"#schedule<{v.strategy}, ii = {v.ii}, stages = {v.stage_count}>"
     text = repr(v)
