@@ -17,6 +17,7 @@ from tileiras_async.ir.builder import ModuleBuilder, tile
 from tileiras_async.ir.core import Block, Region
 from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
 from tileiras_async.ir.enums import RoundingMode
+from tileiras_async.tilegpu.decisions import loop_schedules, pipelined_loops
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import PASS_NAMES, IRPrinting, pipeline_for, run_pipeline
@@ -436,8 +437,8 @@ def test_pipelined_loop_follows_the_schedule_report(stages):
     """The loop the pipeline pass emits is the one schedule-loops reported: the mma consumes what the copies
     fetched (mma stage - load stage) iterations earlier, through that many + 1 stage buffers."""
     k = _pipelined("matmul_f16_f32acc_64x64x32", "sm_90", stages)
-    (cand, report, geom, ring), = k.notes["pipelined"]
-    assert k.notes["schedules"][cand.loop.attrs["schedule"]] is report      # what the dashboard/trace show
+    (cand, report, geom, ring), = pipelined_loops(k.fn.body)
+    assert loop_schedules(k.fn.body)[cand.loop.attrs["schedule"]] is report   # what the dashboard/trace show
     by_name = {}
     for o in report.ops:
         by_name.setdefault(o.name, []).append(o.stage)
@@ -468,9 +469,9 @@ def test_schedule_report_marks_loops_kept_serial():
     """A loop that is not a K-loop keeps the scheduler's own choice, and its report says why."""
     k = _pipelined("cumsum_carry_f32_t512", "sm_90") if (PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc").exists() \
         else None
-    if k is None or not k.notes["schedules"]:
+    if k is None or not loop_schedules(k.fn.body):
         k = _pipelined("first_exceed_f32_64", "sm_90")
-    for r in k.notes["schedules"]:
+    for r in loop_schedules(k.fn.body):
         assert r.strategy == "serial" and r.rule.startswith("kept serial: not a K-loop")
 
 

@@ -53,7 +53,8 @@ def test_the_picture_is_the_stage_assignment_the_pipeline_pass_followed():
     pipeline pass placed them in (their `stage` attributes), and the view has as many stages as the ring."""
     from test_tilegpu_passes import _pipelined
     k = _pipelined("matmul_f16_f32acc_64x64x32", "sm_90", 3)
-    (cand, report, geom, _ring), = k.notes["pipelined"]
+    from tileiras_async.tilegpu.decisions import pipelined_loops
+    (cand, report, geom, _ring), = pipelined_loops(k.fn.body)
     by_stage = loopview.stage_ops(report)
     placed = {o.name: stage for stage, ops in by_stage.items() for o in ops}
     assert placed["load_view_tko"] == cand.a.load.attrs["stage"] == cand.b.load.attrs["stage"]

@@ -34,6 +34,7 @@ from tileiras_async.tilegpu.layout import WARP_SIZE, LinearLayout, blocked
 from tileiras_async.targets import target
 from tileiras_async.tilegpu import wgmma as W
 from tileiras_async.tilegpu.mma import MmaPlan, plan_for
+from tileiras_async.tilegpu.passes.select_access_forms import store_vector
 
 S, U = Signedness.signed, Signedness.unsigned
 F8A, F8B = T.F8E4M3FN, T.F8E5M2
@@ -262,7 +263,7 @@ def simulate_stage(mem: dict, plan: W.WgmmaPlan, role: str, layout: LinearLayout
                    chunk: int, base: int) -> None:
     """What stage_operand's stores do, thread by thread."""
     sm = plan.operand(role)
-    vec = LW._vector(layout, plan, role, sm.ebytes)
+    vec = store_vector(layout, plan, role, sm.ebytes)
     _, entries = LW.stage_entries(layout, plan, role, chunk, vec)
     for warp in range(plan.num_warps):
         for lane in range(WARP_SIZE):
@@ -351,7 +352,7 @@ def test_plan_with_n_major_b_computes_the_matmul(instr, bsz, m, n, k, nw):
     plan = make_plan(instr, bsz, m, n, k, nw, b_major="mn")
     lead = (bsz,) if bsz else ()
     a, b, c = _rand(lead + (m, k), 7), _rand(lead + (k, n), 8), _rand(lead + (m, n), 9)
-    assert LW._vector(blocked(b.shape, nw, 4), plan, "b", 2) == 4
+    assert store_vector(blocked(b.shape, nw, 4), plan, "b", 2) == 4
     simulate_plan(plan, a, b, c)
 
 
@@ -367,7 +368,7 @@ def test_plan_with_transposed_operand_layouts():
     plan = make_plan(W.WG_F16_F32, None, 64, 64, 64)
     a, b, c = _rand((64, 64), 4), _rand((64, 64), 5), _rand((64, 64), 6)
     lay = blocked((64, 64), 4, 4).transpose((1, 0))
-    assert LW._vector(lay, plan, "a", 2) == 1 and LW._vector(lay, plan, "b", 2) == 4
+    assert store_vector(lay, plan, "a", 2) == 1 and store_vector(lay, plan, "b", 2) == 4
     simulate_plan(plan, a, b, c, a_layout=lay, b_layout=lay)
 
 
@@ -603,7 +604,7 @@ def test_issue_from_a_buffer_at_a_run_time_offset(monkeypatch):
         base = LW.scratch_address(em, op, plan)
         descs = LW.descriptor_bases(em, plan, base)
         shift = em.b.asm("i32", f"mov.u32 $0, {plan.align};", "=r", [], sideeffect=False)   # opaque to LLVM
-        LW.stage_chunk(em, plan, lhs, rhs, em.b.value(f"add i32 {base}, {shift}"), 0)
+        LW.stage_chunk(em, op, plan, lhs, rhs, em.b.value(f"add i32 {base}, {shift}"), 0)
         LW.publish(em)
         words = LW.issue_chunk(em, plan, LW.pack_accumulators(em, plan, list(acc.regs)), descs, shift)
         words = LW.wait(em, plan, words, 0)

@@ -13,6 +13,7 @@ from .ir.diagnostics import resolve_loc
 from .limits import tile_limit_problem
 from .symbols import COMPILE_FAILED, symbol_problem
 from .targets import Target
+from .tilegpu.decisions import loop_schedules
 from .tilegpu.ir import KernelIR, clone_function
 from .tilegpu.passes import IRPrinting, IRSnapshot, run_pipeline
 from .codegen.host_object import ptxas_options
@@ -85,7 +86,7 @@ def kernel_schedules(module: Module, fn: Function, options: CodegenOptions | Non
         call_deep(nesting_depth(fn.body), run_pipeline, k, until="schedule-loops")   # passes may recurse
     except LoweringError as e:
         raise CodegenUnavailable(_describe(module, fn, e)) from None
-    return k.notes.get("schedules", [])
+    return loop_schedules(k.fn.body)
 
 
 def kernel_llvm_ir(module: Module, fn: Function, options: CodegenOptions | None = None, *,

@@ -65,6 +65,10 @@ class KernelEmitter:
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
         self.pipelines: list = []     # tilegpu.software_pipeline.PipelineInfo of every software-pipelined loop
         self.schedules: list = []     # the ScheduleReport of every loop (schedule-loops)
+        # translation state shared between lowerings: LLVM values computed once and read by later ops
+        self.tcgen05_bars: tuple[str, str] | None = None   # (mbarrier, TMEM address slot), entry-block values
+        self.ring_offsets: dict[int, str] = {}             # id(ring local_alloc) -> its run-time aligned offset
+        self.scan_totals: dict[int, tuple] = {}            # id(scan result) -> (its totals, folded register bits)
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):

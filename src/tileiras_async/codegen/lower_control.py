@@ -97,16 +97,6 @@ def _close_back_edge(carried, next_values: list, label: str) -> None:
             p.add(reg, label)
 
 
-# loops whose mma operands and accumulators are in registers (not a pipelined K-loop's stage buffers):
-# there the register peak is in the loop, and coordinates recomputed after it are worth their instructions
-# (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no fewer registers)
-_REGISTER_MMAS = frozenset({"mmaf", "mmai", "tilegpu.mma_prestaged"})
-
-
-def _holds_mma_registers(op: Operation) -> bool:
-    return any(o.name in _REGISTER_MMAS for o in op.regions[0].block.walk())
-
-
 @lowers("for")
 def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
@@ -146,7 +136,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     results = ctx.exit.join(em, [r.type for r in op.results])
     for res, t in zip(op.results, results):
         em.set(res, t)
-    if not em.loops and _holds_mma_registers(op):
+    if op.attrs.get("recompute_thread_coords"):   # select-access-forms decided
         em.recompute_thread_coords()
 
 
@@ -175,7 +165,7 @@ def _loop(em: KernelEmitter, op: Operation) -> None:
         em.b.new_block("after")
     for res, t in zip(op.results, ctx.exit.join(em, [r.type for r in op.results])):
         em.set(res, t)
-    if not em.loops and _holds_mma_registers(op):
+    if op.attrs.get("recompute_thread_coords"):   # select-access-forms decided
         em.recompute_thread_coords()
 
 

@@ -23,8 +23,7 @@ from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
-                           I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, fma_plan_for,
-                           plan_for)
+                           FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, recorded_plan)
 from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
 from ..tilegpu.wgmma import WgmmaPlan
@@ -33,9 +32,6 @@ from .lower_software_pipeline import unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
 from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
-
-FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
-
 
 # ---------------------------------------------------------------------------------------------------------
 # emission helpers
@@ -303,7 +299,7 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
 @lowers("tilegpu.stage_operand")
 def _stage_operand(em: KernelEmitter, op: Operation) -> None:
     mma, role = op.attrs["mma"], op.attrs["role"]
-    plan = plan_for(em.options, mma)
+    plan = recorded_plan(mma)
     st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))
     _stage(em, _operand_tile(em, op.operands["value"], plan.instr), st, 0, plan.trash)
 
@@ -311,7 +307,7 @@ def _stage_operand(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.mma_prestaged")
 def _mma_prestaged(em: KernelEmitter, op: Operation) -> None:
     mma = op.attrs["mma"]
-    _lower_tensor_core(em, mma, plan_for(em.options, mma), op, (op.attrs["role"], _buffer_offset(em, op)))
+    _lower_tensor_core(em, mma, recorded_plan(mma), op, (op.attrs["role"], _buffer_offset(em, op)))
 
 
 def _buffer_offset(em: KernelEmitter, op: Operation) -> int:
@@ -381,7 +377,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
     lt = llvm_type(res_ty.elem)
     sa = op.attrs.get("signedness_lhs", Signedness.signed) == Signedness.signed
     sb = op.attrs.get("signedness_rhs", Signedness.signed) == Signedness.signed
-    plan = fma_plan_for(op, lhs.elem, rhs.elem)
+    plan = recorded_plan(op, FMA_PLAN)
     _at_scratch(plan, em.scratch_base(op))
     regs = list(acc.regs)
     single = _single_bit(layout)
@@ -424,7 +420,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
         step = partial(_fma_step, em, lt, ptrs, plan.a_k, plan.b_k, load_a, load_b)
 
         cur = [regs[r] for r in reps]
-        if len(reps) * plan.kc <= FMA_UNROLL_LIMIT:
+        if op.attrs["fma_unrolled"]:   # select-access-forms decided
             for kk in range(plan.kc):
                 cur = step(kk, cur)
         else:
@@ -443,7 +439,7 @@ def _lower_fma(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("mmaf", "mmai")
 def _mma(em: KernelEmitter, op: Operation) -> None:
-    plan = plan_for(em.options, op)
+    plan = recorded_plan(op)
     if plan is None:
         _lower_fma(em, op)
     elif isinstance(plan, Tcgen05Plan):     # before WgmmaPlan: a Tcgen05Plan is one
@@ -563,7 +559,7 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     .x4.trans, two n8 x k16 ones).  The k steps, and so the accumulation order, are the synchronous
     lowering's: the results are bit-identical."""
     op = staged.attrs["mma"]
-    plan = plan_for(em.options, op)
+    plan = recorded_plan(op)
     unit_off = unit_offset(em, staged)
     if isinstance(plan, Tcgen05Plan):
         lower_tcgen05_staged(em, staged, plan, unit_off)
@@ -584,11 +580,8 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     fa, lta, _ = _operand_element_fns(em, a, op.operands["lhs"].type.elem, to_half)
     fb, ltb, _ = _operand_element_fns(em, b, op.operands["rhs"].type.elem, to_half)
     acc = em.expect(staged.operands["acc"])
-    # ldmatrix where the fragment is 8x8 blocks of 16-bit elements with 16-byte rows in the buffer
-    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
-    ldm_a = m16 and a.eb == 2 and not fa
-    ldm_b = m16 and b.eb == 2 and not fb and plan.N >= 8
-    b_pairs = ldm_b and plan.rn >= 2
+    loads = staged.attrs["ldmatrix"]   # select-access-forms decided
+    ldm_a, ldm_b, b_pairs = loads.a, loads.b, loads.b_pairs
     if ldm_a:
         a_thread = _ldmatrix_thread(em, _warp_offset(em, plan.a, plan.a_stage.contrib), min(plan.M, 16) - 1,
                                     a.row, 8 * a.eb)
@@ -687,7 +680,7 @@ def _lower_fma_staged(em: KernelEmitter, staged: Operation, op: Operation, unit_
     step = partial(_fma_step, em, lt, ptrs, a_k, b_k, load_a, load_b)
 
     cur = [regs[r] for r in reps]
-    if len(reps) * kc <= FMA_UNROLL_LIMIT:
+    if staged.attrs["fma_unrolled"]:   # select-access-forms decided
         for kk in range(kc):
             cur = step(kk, cur)
     else:

@@ -23,7 +23,7 @@ from .emitter import LOWERINGS, KernelEmitter, LoweringError, lowers
 from .lower_elementwise import FP8, fp8_to_f32
 from .llvmir import float_literal
 from ..tilegpu import scaled_mma
-from ..tilegpu.mma import result_layout
+from ..tilegpu.mma import FMA_PLAN, MMA_PLAN, result_layout
 from ..tilegpu.types import with_layout
 from .values import SHARED_PTR, Tile
 
@@ -92,6 +92,9 @@ def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation, scratch: int) -
     acc_type = with_layout(mma.result.type, layout)
     mma.operands["acc"].type = mma.result.type = acc_type
     mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op, em.options))
+    for decided in (MMA_PLAN, FMA_PLAN, "fma_unrolled"):   # select-mma, select-access-forms: the block products
+        if decided in op.attrs:
+            mma.attrs[decided] = op.attrs[decided]
     zero = Tile(acc_type, layout, [float_literal(0.0, "float")] * layout.num_registers)
     for name, t in (("lhs", a), ("rhs", b), ("acc", zero)):
         em.set(mma.operands[name], t)

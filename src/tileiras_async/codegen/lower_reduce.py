@@ -247,30 +247,63 @@ def _across_warps(em: KernelEmitter, op: Operation, tiles: list[Tile], out_layou
 def _scan(em: KernelEmitter, op: Operation) -> None:
     tiles = [em.expect(v) for v in op.operands["operands"]]
     layout = tiles[0].layout
-    dim = op.attrs["dim"]
     reverse = bool(op.attrs.get("reverse", False))
     ids = [identity_literal(a, t.elem) for a, t in zip(op.attrs["identities"], tiles)]
-    bits = dim_bits(layout, dim)
+    bits = dim_bits(layout, op.attrs["dim"])
     lts = [t.llvm for t in tiles]
     dup = layout.duplicate_register_mask()
-    n = layout.num_registers
+    serial = _serial_bits(bits)
+    serial_mask = sum(1 << b for b in serial)
+    rest_regs = [(b, wt) for b, wt in bits.regs if b not in serial]
+    p, totals = _serial_prefixes(em, op, tiles, serial, dup, reverse)
+    # higher bits, in order of weight: (exclusive carry, block total) per group. Register bits below the
+    # lanes' and warps' weights combine the thread's group totals; register bits above them (a blocked
+    # layout's registers wrapping around the CTA) combine whole-CTA block totals, after the warps' round
+    groups = sorted(totals)
+    carry = {g: list(ids) for g in groups}
+    spread = [w for _, w in bits.lanes] + [w for _, w in bits.warps]
+    low = [(b, w) for b, w in rest_regs if w < min(spread, default=w + 1)]
+    high = [(b, w) for b, w in rest_regs if (b, w) not in low]
+    if any(w < max(spread) for _, w in high):
+        raise LoweringError("scan: register bits of the dimension between its lane and warp bits")
+    totals = _register_hypercube(em, op, low, groups, totals, carry, reverse)
+    with_total = bool(op.attrs.get("with_total"))     # a tilegpu.scan_total reads the rows' totals
+    lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
+    if lane_bits and op.attrs["lane_scan"] == "kogge_stone":   # select-access-forms decided
+        one_each = not serial and not rest_regs        # a thread holds one element per group
+        _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
+                   need_total=bool(bits.warps or with_total or high))
+    elif lane_bits:
+        _lane_hypercube(em, op, lane_bits, groups, totals, carry, reverse, lts)
+    grand = dict(totals) if with_total or high else None
+    if bits.warps:
+        _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse, grand)
+    if high:
+        grand = _register_hypercube(em, op, high, groups, grand, carry, reverse)
+    if with_total:
+        em.scan_totals[id(op.results[0])] = (grand, serial_mask | dup)
+    _set_scan_results(em, op, tiles, layout, p, carry, serial_mask, dup)
 
-    def later_first(bit_set: bool) -> bool:
-        """Whether the element with this bit set comes later in scan order."""
-        return bit_set != reverse
 
-    # the low register bits (weights 1, 2, 4, ...): a serial scan inside the thread
+def _serial_bits(bits) -> list[int]:
+    """The dimension's low register bits (weights 1, 2, 4, ...): scanned serially inside the thread."""
     serial, w = [], 1
     for bit, weight in sorted(bits.regs, key=lambda bw: bw[1]):
         if weight != w:
             break
         serial.append(bit)
         w <<= 1
+    return serial
+
+
+def _serial_prefixes(em: KernelEmitter, op: Operation, tiles: list, serial: list[int], dup: int,
+                     reverse: bool) -> tuple[dict, dict]:
+    """(inclusive prefix per register within its serial group, each group's total keyed by its register with
+    the serial bits clear)."""
     serial_mask = sum(1 << b for b in serial)
-    rest_regs = [(b, wt) for b, wt in bits.regs if b not in serial]
-    p: dict[int, list[str]] = {}          # inclusive prefix per register (within the serial group)
-    totals: dict[int, list[str]] = {}     # per group (register with serial bits clear): the group's total
-    for g in range(n):
+    p: dict[int, list[str]] = {}
+    totals: dict[int, list[str]] = {}
+    for g in range(tiles[0].layout.num_registers):
         if g & (serial_mask | dup):
             continue
         members = [deposit(k, serial, g) for k in range(1 << len(serial))]
@@ -282,52 +315,37 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             acc = x if acc is None else combine(em, op, x, acc)
             p[r] = acc
         totals[g] = acc
-    # higher bits, in order of weight: (exclusive carry, block total) per group. Register bits below the
-    # lanes' and warps' weights combine the thread's group totals; register bits above them (a blocked
-    # layout's registers wrapping around the CTA) combine whole-CTA block totals, after the warps' round
-    groups = sorted(totals)
-    carry = {g: list(ids) for g in groups}
-    spread = [w for _, w in bits.lanes] + [w for _, w in bits.warps]
-    low = [(b, w) for b, w in rest_regs if w < min(spread, default=w + 1)]
-    high = [(b, w) for b, w in rest_regs if (b, w) not in low]
-    if any(w < max(spread) for _, w in high):
-        raise LoweringError("scan: register bits of the dimension between its lane and warp bits")
+    return p, totals
 
-    def hypercube(regs, totals):
-        for bit, _ in sorted(regs, key=lambda bw: bw[1]):
-            new_t = {}
-            for g in groups:
-                partner = g ^ (1 << bit)
-                mine, theirs = totals[g], totals[partner]
-                if later_first(bool(g >> bit & 1)):
-                    carry[g] = combine(em, op, carry[g], theirs)
-                    new_t[g] = combine(em, op, mine, theirs)
-                else:
-                    new_t[g] = combine(em, op, theirs, mine)
-            totals = new_t
-        return totals
 
-    totals = hypercube(low, totals)
-    with_total = bool(op.attrs.get("with_total"))     # a tilegpu.scan_total reads the rows' totals
-    lane_bits = [bit for bit, _ in sorted(bits.lanes, key=lambda bw: bw[1])]
-    if lane_bits and _kogge_stone_lanes(bits):
-        one_each = not serial and not rest_regs        # a thread holds one element per group
-        _lane_scan(em, op, lane_bits, groups, totals, carry, p if one_each else None, reverse, lts,
-                   need_total=bool(bits.warps or with_total or high))
-    elif lane_bits:
-        _lane_hypercube(em, op, lane_bits, groups, totals, carry, reverse, lts)
-    grand = dict(totals) if with_total or high else None
-    if bits.warps:
-        _scan_across_warps(em, op, tiles, layout, bits, groups, totals, carry, reverse, grand)
-    if high:
-        grand = hypercube(high, grand)
-    if with_total:
-        em.__dict__.setdefault("_scan_totals", {})[id(op.results[0])] = (grand, serial_mask | dup)
+def _register_hypercube(em: KernelEmitter, op: Operation, regs: list, groups: list[int], totals: dict,
+                        carry: dict, reverse: bool) -> dict:
+    """Combine the groups' totals across register bits `regs` (lowest weight first): each group's exclusive
+    carry takes in its partner's total where the partner comes earlier in scan order; returns the totals of
+    the merged blocks."""
+    for bit, _ in sorted(regs, key=lambda bw: bw[1]):
+        new_t = {}
+        for g in groups:
+            partner = g ^ (1 << bit)
+            mine, theirs = totals[g], totals[partner]
+            if bool(g >> bit & 1) != reverse:   # this group comes later in scan order than its partner
+                carry[g] = combine(em, op, carry[g], theirs)
+                new_t[g] = combine(em, op, mine, theirs)
+            else:
+                new_t[g] = combine(em, op, theirs, mine)
+        totals = new_t
+    return totals
+
+
+def _set_scan_results(em: KernelEmitter, op: Operation, tiles: list, layout, p: dict, carry: dict,
+                      serial_mask: int, dup: int) -> None:
+    """Each register's result: its serial prefix combined with its group's carry (duplicates read their
+    original's)."""
+    n = layout.num_registers
     out = [[None] * n for _ in tiles]
     for r in range(n):
         base = r & ~dup
-        g = base & ~serial_mask
-        vals = combine(em, op, p[base], carry[g])
+        vals = combine(em, op, p[base], carry[base & ~serial_mask])
         for i in range(len(tiles)):
             out[i][r] = vals[i]
     for res, regs in zip(op.results, out):
@@ -337,18 +355,11 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.scan_total")
 def _scan_total(em: KernelEmitter, op: Operation) -> None:
     """The totals the scan's lowering kept (`with_total`): register r of the sliced layout holds its row's."""
-    totals, folded = em.__dict__["_scan_totals"][id(op.operands["scan"])]
+    totals, folded = em.scan_totals[id(op.operands["scan"])]
     layout = layout_of(op.result.type)
     n = 1 if layout is None else layout.num_registers
     regs = [totals[r & ~folded][0] for r in range(n)]
     em.set(op.result, Tile(op.result.type, layout, regs))
-
-
-def _kogge_stone_lanes(bits: DimBits) -> bool:
-    """The dimension's lane bits are consecutive lane-id bits of consecutive weights: a lane's position along
-    the dimension is a field of its id, and `shfl.up`/`down` by 2^j moves exactly 2^j positions."""
-    lanes = sorted(bits.lanes, key=lambda bw: bw[1])
-    return all(b == lanes[0][0] + j and w == lanes[0][1] << j for j, (b, w) in enumerate(lanes))
 
 
 def _lane_scan(em: KernelEmitter, op: Operation, lane_bits: list[int], groups: list[int], totals: dict,

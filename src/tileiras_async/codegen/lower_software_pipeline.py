@@ -55,7 +55,7 @@ def ring_offset(em: KernelEmitter, ring: Operation) -> int | str:
     al = ring.attrs.get("align")
     if not al:
         return off
-    memo = em.__dict__.setdefault("_ring_offsets", {})
+    memo = em.ring_offsets
     if id(ring) not in memo:
         sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
         up = em.b.entry_value(f"add i32 {sym}, {off + al - 1}")

@@ -24,7 +24,7 @@ barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are 
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..tilegpu.mma import plan_for
+from ..tilegpu.mma import recorded_plan
 from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
@@ -36,13 +36,12 @@ MBAR_BYTES = 8
 
 def _bars(em: KernelEmitter) -> tuple[str, str]:
     """(mbarrier, TMEM address slot): shared addresses (i32, entry block) of the kernel's 16-byte global."""
-    memo = em.__dict__.get("_tcgen05_bars")
-    if memo is None:
+    if em.tcgen05_bars is None:
         name = em.unique_global("tcgen05")
         em.module_ir.add_global(f"{name} = internal addrspace(3) global [2 x i64] undef, align 8")
         bar = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
-        memo = em.__dict__["_tcgen05_bars"] = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
-    return memo
+        em.tcgen05_bars = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
+    return em.tcgen05_bars
 
 
 def _only(em: KernelEmitter, who: str, body: str, args: list[tuple[str, str]], cons: str) -> None:
@@ -185,11 +184,11 @@ def lower_tcgen05(em: KernelEmitter, op: Operation, plan: Tcgen05Plan) -> None:
     acc = em.expect(op.operands["acc"])
     base = scratch_address(em, op, plan)
     descs = descriptor_bases(em, plan, base)
-    stage_chunk(em, plan, lhs, rhs, base, 0)
+    stage_chunk(em, op, plan, lhs, rhs, base, 0)
     taddr = acquire(em, plan, list(acc.regs))
     for chunk in range(plan.chunks):
         if chunk:   # every thread saw the previous chunk's mma complete: its operands may be overwritten
-            stage_chunk(em, plan, lhs, rhs, base, chunk)
+            stage_chunk(em, op, plan, lhs, rhs, base, chunk)
             _publish(em)
         issue_and_wait(em, plan, taddr, descs, chunk)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
@@ -217,7 +216,7 @@ def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple
 # before the loop, one issue + wait per K chunk on the loop-carried mbarrier phase, released once after it.
 
 def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
-    return plan_for(em.options, op.attrs["mma"]).chunked(op.attrs["kc"])
+    return recorded_plan(op.attrs["mma"]).chunked(op.attrs["kc"])
 
 
 @lowers("tilegpu.tmem_acquire")

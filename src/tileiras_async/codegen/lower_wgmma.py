@@ -31,8 +31,6 @@ from ..tilegpu.wgmma import SmemOperand, WgmmaPlan
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile
 
-MAX_VECTOR_BYTES = 16   # st.shared.v4.b32 / v2.b64
-
 
 # ---------------------------------------------------------------------------------------------------------
 # addresses
@@ -134,22 +132,6 @@ def _and(em: KernelEmitter, v: str, mask: int) -> str:
 # staging
 # ---------------------------------------------------------------------------------------------------------
 
-def _vector(layout: LinearLayout, plan: WgmmaPlan, role: str, ebytes: int) -> int:
-    """Registers per store: the leading register bits whose elements are the next ebytes, 2 ebytes, ... of
-    shared memory within one 16-byte chunk (the swizzle moves whole chunks), every other basis of the layout
-    a multiple of the vector's bytes away."""
-    regs = [(plan.stage_offset(role, b), plan.chunk_part(role, b)) for b in layout.bases[0]]
-    v = 1
-    while len(regs) > v.bit_length() - 1 and regs[v.bit_length() - 1] == (v * ebytes, 0) \
-            and 2 * v * ebytes <= MAX_VECTOR_BYTES:
-        v *= 2
-    others = [o for o, _ in regs[v.bit_length() - 1:]] + [plan.stage_offset(role, b) for bs in layout.bases[1:]
-                                                          for b in bs]
-    while v > 1 and any(o % (v * ebytes) for o in others):
-        v //= 2
-    return v
-
-
 def stage_entries(layout: LinearLayout, plan: WgmmaPlan, role: str, chunk: int, vec: int):
     """What `stage_chunk` stores of one operand for K chunk `chunk`: (whether chunk membership depends on
     the thread, [(first register, constant offset, required thread chunk part or None)]), one entry per
@@ -170,14 +152,14 @@ def stage_entries(layout: LinearLayout, plan: WgmmaPlan, role: str, chunk: int, 
     return thread_hi, out
 
 
-def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: str, chunk: int) -> None:
+def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: str, chunk: int,
+                  vec: int) -> None:
     """Store tile `t` (the lhs for role "a", the rhs for "b") for K chunk `chunk` into its swizzled place
-    in the scratch at shared address `base` (scratch_address)."""
+    in the scratch at shared address `base` (scratch_address), `vec` registers per store."""
     if t.is_scalar:
         raise LoweringError("mma operands must be tiles")
     layout = t.layout
     sm = plan.operand(role)
-    vec = _vector(layout, plan, role, sm.ebytes)
     dynamic, entries = stage_entries(layout, plan, role, chunk, vec)
     thread, tmask = over_thread_bits(em, layout, lambda bs: plan.stage_offset(role, bs), "xor")
     if dynamic:
@@ -217,10 +199,13 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
         em.b.emit(f"store {vty} {val}, {SHARED_PTR} {ptr}, align {vec * sm.ebytes}")
 
 
-def stage_chunk(em: KernelEmitter, plan: WgmmaPlan, lhs: Tile, rhs: Tile, base: str, chunk: int) -> None:
-    """A and B of K chunk `chunk` into the scratch at `base` (publish before issuing)."""
-    stage_operand(em, plan, "a", lhs, base, chunk)
-    stage_operand(em, plan, "b", rhs, base, chunk)
+def stage_chunk(em: KernelEmitter, op: Operation, plan: WgmmaPlan, lhs: Tile, rhs: Tile, base: str,
+                chunk: int) -> None:
+    """A and B of K chunk `chunk` of mma `op` into the scratch at `base` (publish before issuing), as many
+    registers per store as select-access-forms decided."""
+    va, vb = op.attrs["store_vectors"]
+    stage_operand(em, plan, "a", lhs, base, chunk, va)
+    stage_operand(em, plan, "b", rhs, base, chunk, vb)
 
 
 def publish(em: KernelEmitter) -> None:
@@ -371,7 +356,7 @@ def lower_wgmma(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> None:
     for chunk in range(plan.chunks):
         if chunk:   # every warpgroup is done reading the previous chunk (the first: insert-barriers decided)
             em.barrier()
-        stage_chunk(em, plan, lhs, rhs, base, chunk)
+        stage_chunk(em, op, plan, lhs, rhs, base, chunk)
         publish(em)
         words = issue_chunk(em, plan, words, descs)
         words = wait(em, plan, words, 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..deepstack import call_deep, nesting_depth
 from ..ir.core import Module
 from ..targets import Target
+from ..tilegpu.decisions import loop_schedules, pipelined_loops
 from ..tilegpu.ir import KernelIR
 from ..tilegpu.software_pipeline import pipeline_info
 from ..tilegpu.tensor_maps import tensor_maps_comment, tensor_maps_in
@@ -22,10 +23,10 @@ def translate_kernel(k: KernelIR, module_ir: ModuleIR | None = None) -> KernelEm
     the finished emitter, with the passes' remarks, schedules and pipelined loops.  Raises LoweringError."""
     fn = k.fn
     em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, k.options, k.module,
-                       k.notes.get("tensor_maps"))
+                       k.launch_hooks)
     em.remarks.extend(k.remarks)
-    em.schedules = k.notes.get("schedules", [])
-    em.pipelines = [pipeline_info(k.name, *p) for p in k.notes.get("pipelined", [])]
+    em.schedules = loop_schedules(fn.body)
+    em.pipelines = [pipeline_info(k.name, *p) for p in pipelined_loops(fn.body)]
     call_deep(nesting_depth(fn.body), em.emit_block, fn.body)   # the lowerings recurse per region
     em.finish()
     barriers = sum(str(line).count("@llvm.nvvm.barrier0(") for _, lines in em.b.fn.blocks for line in lines)

@@ -113,13 +113,15 @@ def replace_values(block: Block, mapping: dict[int, Value]) -> None:
 @dataclass
 class KernelIR:
     """One kernel on its way through the passes: the module (locations, globals), the function being
-    rewritten (a private copy) and what the passes record for later stages."""
+    rewritten (a private copy) and the remarks the passes make (what they decide is on the IR: decisions.py)."""
     module: Module
     fn: Function
     options: object                      # CompileSettings
     remarks: list = field(default_factory=list)
-    notes: dict = field(default_factory=dict)   # per-pass records (e.g. schedules) for reports
     source: str = ""                            # the input's path (named in schedule reports)
+    # the kernel's own decision, as a function attribute would hold it: its launch hooks (tensor_maps.KernelHooks:
+    # hidden tensor-map parameters and the host object that fills them; select-tensor-copies), None without
+    launch_hooks: object = None
 
     @property
     def name(self) -> str:

@@ -20,6 +20,7 @@ instruction K is padded with zero fragment registers.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from ..ir import types as T
@@ -464,6 +465,18 @@ def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | Tc
     except LoweringError as e:
         e.op = e.op or op   # so the failure's notes name this mmaf and its source line
         raise
+
+
+MMA_PLAN = "mma_plan"   # select-mma: the plan of an mmaf/mmai (of an mmaf_scaled: of its block products)
+FMA_PLAN = "fma_plan"   # select-mma, where mma_plan is None: the FMA chain's staging
+
+
+def recorded_plan(op: Operation, attr: str = MMA_PLAN):
+    """The plan select-mma recorded on `op` (`attr`: its mma_plan, None for the FMA chain, or its fma_plan):
+    a private copy, which code generation may move to the op's scratch or K chunk."""
+    if attr not in op.attrs:
+        raise LoweringError(f"internal: select-mma recorded no {attr} for this {op.name}", op)
+    return copy.copy(op.attrs[attr])
 
 
 def check_size(plan: MmaPlan, op: Operation) -> None:

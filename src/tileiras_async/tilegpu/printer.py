@@ -68,6 +68,8 @@ import json
 import re
 from collections.abc import Callable
 
+import msgspec
+
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
@@ -170,7 +172,7 @@ class _Printer:
     def record(self, v) -> str:
         """A record held by one attribute is printed where it is; one several hold (the same object: passes
         share a pipelined operand between its copies and its mmas) is declared once, before the kernel."""
-        fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
+        fields = _record_fields(v)
         kind = _kind(type(v))
         if self.shared.get(id(v), 0) < 2:
             return self.struct(kind, fields)
@@ -196,7 +198,7 @@ class _Printer:
                 self.shared[id(v)] = self.shared.get(id(v), 0) + 1
                 if id(v) not in seen:
                     seen[id(v)] = v
-                    stack.extend(getattr(v, f.name) for f in dataclasses.fields(v))
+                    stack.extend(value for _, value in _record_fields(v))
 
     def struct(self, kind: str, fields) -> str:
         return f"#tilegpu.{kind}<" + ", ".join(f"{name} = {self.attr(value)}" for name, value in fields) + ">"
@@ -313,9 +315,19 @@ def _default_layout(k: KernelIR, shape) -> LinearLayout | None:
 
 
 def _is_record(v) -> bool:
-    """A dataclass instance that is not one of the IR's own values (types, cuda_tile attributes, layouts)."""
+    """A dataclass or msgspec struct instance (the passes' records: plans, geometries, schedule reports) that
+    is not one of the IR's own values (types, cuda_tile attributes, layouts)."""
+    if isinstance(v, msgspec.Struct):
+        return True
     return (dataclasses.is_dataclass(v) and not isinstance(v, type)
             and not isinstance(v, (T.Type, A.Attr, A.DenseElements, LinearLayout)))
+
+
+def _record_fields(v) -> list[tuple[str, object]]:
+    """A record's fields in declaration order."""
+    if isinstance(v, msgspec.Struct):
+        return [(name, getattr(v, name)) for name in v.__struct_fields__]
+    return [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
 
 
 def _kind(cls: type) -> str:

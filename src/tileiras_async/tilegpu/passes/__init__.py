@@ -33,6 +33,7 @@ _ALL = [
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
     ("mark-uniform-branches", "uniform_branches"),
+    ("select-access-forms", "select_access_forms"),
 ]
 
 

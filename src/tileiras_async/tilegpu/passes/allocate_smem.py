@@ -4,7 +4,7 @@ Contract: in: IR after materialize-shared-memory. out: every `local_alloc` has a
 every op with `scratch_bytes` a `scratch_offset`; buffers whose lifetimes overlap (in program order, a
 buffer used inside a loop it was not allocated in living through the whole loop; the scratch of an op with
 its own staging barrier living until the next op with scratch, unless that does not fit) never share bytes,
-others may. The kernel's total is `k.notes["smem_bytes"]`; more than the target's per-CTA limit
+others may. More than the target's per-CTA limit
 (targets.shared_memory_limit: above the 48 KiB a kernel may declare without opt-in, as NVIDIA's tool allows
 through ptxas --enable-extended-smem) is an error.
 """
@@ -85,7 +85,6 @@ def run(k: KernelIR) -> None:
         total = _first_fit(intervals)
     if total > limit:
         raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {limit})")
-    k.notes["smem_bytes"] = total
 
 
 def _lifetimes(w: _Walk) -> list:

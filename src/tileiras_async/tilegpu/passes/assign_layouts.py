@@ -81,7 +81,7 @@ def _hints(k: KernelIR) -> tuple[dict, dict]:
     loop), and (per op index: the layout an index-like value -- a mask or index tile from iota, constants
     and broadcasts -- is converted to, for every op of its chain: it is recomputed there instead of moved).
     Indices are positions in walk order before the pass, the same in the copy and in `k`."""
-    trial = replace(k, fn=clone_function(k.fn), remarks=[], notes={})
+    trial = replace(k, fn=clone_function(k.fn), remarks=[])
     order = {id(op): i for i, op in enumerate(walk_ops(trial.fn.body))}
     first = _Assign(trial, {}, {})
     try:

@@ -1,15 +1,15 @@
 """schedule-loops: a modulo schedule for every loop; for K-loops, the schedule the pipeliner will follow.
 
 Contract: in: tile-GPU IR with layouts. out: the IR is unchanged but for attributes: every `for`/`loop` gets
-`schedule` (its ordinal among the kernel's loops, pre-order) and `k.notes["schedules"]` holds one
-`ScheduleReport` per loop, in that order (what --schedule-trace-file, the dashboard and the remarks show).
+`schedule` (its ordinal among the kernel's loops, pre-order) and `schedule_report`, its `ScheduleReport`
+(what --schedule-trace-file, the dashboard and the remarks show: `tilegpu.decisions.loop_schedules`).
 
 A K-loop that `tilegpu.software_pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
 copies whose consumers read data fetched `P` iterations earlier (prefetch edges, distance -P), the reshapes and
 ftofs between a load and the mma are fused into the mma (they run where it reads its fragments), and the
 scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is lowered until the schedule has at
-most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and
-`k.notes["pipeline"]` maps the loop to (candidate, report, geometry) for the pipeline pass.  Every other loop
+most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and the
+loop a `pipeline_plan` (`tilegpu.decisions.PipelinePlan`: candidate and geometry) for the pipeline pass.  Every other loop
 runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
 does them), its rule says "kept serial: <why>".  The machine model's classes name what the lowering emits:
 cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05 loop's copies TMA ones
@@ -21,6 +21,7 @@ import msgspec
 
 from ...ir.core import Block, Operation, Region
 from ...schedule.machine import machine_model
+from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, PipelinePlan
 from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, plan_for
@@ -35,10 +36,7 @@ def run(k: KernelIR) -> None:
     gpu = getattr(k.options.target, "name", k.options.target)
     model = machine_model(gpu)                              # a K-loop's form once pipelined: cp.async copies
     serial_model = machine_model(gpu, copies="ld.global")   # a loop the code runs as written: loads to registers
-    reports = []
-    pipelines = {}
-    for op, depth, parent in _loops(k.fn.body):
-        ordinal = len(reports)
+    for ordinal, (op, depth, parent) in enumerate(_loops(k.fn.body)):
         op.attrs["schedule"] = ordinal
         enabled = int(k.options.pipeline_stages or 1) >= MIN_STAGES
         cand = analyze(k.options, op) if enabled else None
@@ -46,7 +44,7 @@ def run(k: KernelIR) -> None:
         if isinstance(cand, Candidate):
             report, why, geom = _pipelined(k, model, cand, ordinal, depth, parent)
             if report is not None:
-                pipelines[id(op)] = (cand, report, geom)
+                op.attrs[PIPELINE_PLAN] = PipelinePlan(cand, geom)
         elif isinstance(cand, str):
             why = cand
         if why is not None:
@@ -59,9 +57,7 @@ def run(k: KernelIR) -> None:
             report = schedule_loop(op, serial_model, ScheduleOptions(strategy="serial"), kernel=k.name,
                                    loop=ordinal, depth=depth, parent=parent, module=k.source)
             report = msgspec.structs.replace(report, rule=f"kept serial: {why}")
-        reports.append(report)
-    k.notes["schedules"] = reports
-    k.notes["pipeline"] = pipelines
+        op.attrs[SCHEDULE_REPORT] = report
 
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):

@@ -4,23 +4,32 @@ Contract: in: tile-GPU IR. out: every `mmaf`/`mmai` has an `instruction` attribu
 warpgroup MMA, `tilegpu.wgmma.WG_INSTRS`: on sm_90 for tiles of 64+ rows, where NVIDIA's tileiras uses
 HGMMA), the key of an mma.sync instruction (`tilegpu.mma.INSTRS`: shapes and types for the target) or "fma"
 (the FMA chain on CUDA cores: f32 x f32, which NVIDIA's tool computes exactly, and shapes too small for any
-instruction), and a tensorcore remark says which and why. Later passes (layouts, shared memory, pipelining)
-and code generation follow the attribute; none chooses again.
+instruction), and a tensorcore remark says which and why; every mmaf/mmai also gets `mma_plan` (its
+`tilegpu.mma` plan: None for the FMA chain, which gets `fma_plan`) and every mmaf_scaled those of its block
+products. Later passes (layouts, shared memory, pipelining) and code generation follow the attributes; none
+chooses again.
 """
 from __future__ import annotations
 
 from ..ir import KernelIR, walk_ops
-from ..mma import INSTRS_BY_KEY, TCGEN05_PREFIX, WGMMA_PREFIX, choose_instruction, plan_for
+from ..errors import LoweringError
+from ...ir import types as T
+from ..mma import (_FP8, FMA_PLAN, INSTRS_BY_KEY, MMA_PLAN, TCGEN05_PREFIX, WGMMA_PREFIX, _name, choose_instruction,
+                   fma_plan_for, plan_for)
+from ..scaled_mma import block_product
 from ..tcgen05 import tcgen05_choice
 from ..wgmma import wgmma_choice
 
 
 def run(k: KernelIR) -> None:
     for op in walk_ops(k.fn.body):
+        if op.name == "mmaf_scaled":
+            _record_plan(k, op, block_product(op))
         if op.name not in ("mmaf", "mmai"):
             continue
         key = choose_instruction(k.options, op)
         op.attrs["instruction"] = key
+        _record_plan(k, op, op)
         lhs, rhs = op.operands["lhs"].type, op.operands["rhs"].type
         what = (f"{op.name} {'x'.join(map(str, op.result.type.shape))} ({lhs.elem} x {rhs.elem} -> "
                 f"{op.result.type.elem})")
@@ -41,6 +50,19 @@ def run(k: KernelIR) -> None:
             k.remark("passed", "tensorcore", "MmaInstruction",
                      f"{what} lowered to mma.sync m{instr.m}n{instr.n}k{instr.k} ({instr.key}){_not_wgmma(k, op)}",
                      op)
+
+
+def _record_plan(k: KernelIR, op, mma) -> None:
+    """`mma_plan`: how `mma` (the op itself, or an mmaf_scaled's block product) maps onto the instruction;
+    code generation follows it. A plan that cannot be made is left unrecorded: the passes that need it
+    report why (assign-layouts, with the layouts), as they do without select-mma."""
+    try:
+        op.attrs[MMA_PLAN] = plan = plan_for(k.options, mma)
+    except LoweringError:
+        return
+    if plan is None:   # the FMA chain stages its operands as the loads give them, fp8 widened to f16
+        lhs, rhs = (mma.operands[n].type.elem for n in ("lhs", "rhs"))
+        op.attrs[FMA_PLAN] = fma_plan_for(mma, *(T.F16 if _name(e) in _FP8 else e for e in (lhs, rhs)))
 
 
 def _remark_tcgen05(k: KernelIR, op, what: str) -> None:

@@ -1,7 +1,7 @@
 """pipeline: expand every K-loop schedule-loops scheduled into its prologue, steady state and drain.
 
-Contract: in: IR after schedule-loops (k.notes["pipeline"]: loop -> (candidate, report, geometry)). out: each
-such loop is replaced by explicit IR that follows its schedule: a ring of S = (mma stage - load stage + 1)
+Contract: in: IR after schedule-loops (a loop to pipeline carries `pipeline_plan`: candidate and geometry).
+out: each such loop is replaced by explicit IR that follows its schedule: a ring of S = (mma stage - load stage + 1)
 shared-memory stage buffers (`local_alloc`), split into units of one K chunk of A and B each; the copies of
 the first S-1 units before the loop (`tilegpu.async_copy` + `async_commit`, guarded by whether their
 iteration runs); in the loop, for each unit t of the iteration: `async_wait` S-2, a barrier, the copies of the
@@ -26,10 +26,11 @@ from ...bytecode.opspec import OPS_BY_NAME
 from ...ir import types as T
 from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
-from ..ir import KernelIR, clone_op, parent_blocks, replace_values
+from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
                    TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
+from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..software_pipeline import Candidate, Geometry, copy_versions
 from ..types import LayoutTile, SmemType
 
@@ -38,11 +39,12 @@ I32 = LayoutTile((), T.I32, None)
 
 
 def run(k: KernelIR) -> None:
-    pipelines = k.notes.get("pipeline", {})
-    if not pipelines:
+    plans = [op.attrs.pop(PIPELINE_PLAN) for op in list(walk_ops(k.fn.body)) if PIPELINE_PLAN in op.attrs]
+    if not plans:
         return
     parent_block = parent_blocks(k.fn.body)
-    for cand, report, geom in pipelines.values():
+    for cand, geom in ((p.cand, p.geom) for p in plans):
+        report = cand.loop.attrs[SCHEDULE_REPORT]
         block = parent_block[id(cand.loop)]
         i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
         new_ops, results = _Expander(k, cand, geom).expand()
@@ -53,7 +55,10 @@ def run(k: KernelIR) -> None:
                  f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
                  f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
                  f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
-        k.notes.setdefault("pipelined", []).append((cand, report, geom, ring))
+        record = PipelinedLoop(cand, report, geom, ring)
+        for op in Block(ops=new_ops).walk():
+            if op.name == cand.loop.name and op.attrs.get(PIPELINED) is True:
+                op.attrs[PIPELINED] = record
 
 
 def _version_name(vbs: dict) -> str:

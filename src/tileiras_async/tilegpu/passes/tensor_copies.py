@@ -1,9 +1,9 @@
 """select-tensor-copies: which pipelined K-loop operands land by TMA (tensor maps) instead of cp.async.
 
-Contract: in: IR after schedule-loops (k.notes["pipeline"]: loop -> (candidate, report, geometry)). out: the IR
+Contract: in: IR after schedule-loops (a K-loop it pipelines carries its `pipeline_plan`). out: the IR
 is unchanged; an operand of a wgmma K-loop that `tilegpu.tensor_maps.plan_tensor_copy` accepts gets `tma` (a
 TensorCopy: its map in a hidden entry parameter appended after the kernel's own, box and swizzle of its stage
-layout), which the pipeline pass puts on its copies; `k.notes["tensor_maps"]` holds the kernel's launch
+layout), which the pipeline pass puts on its copies; `k.launch_hooks` holds the kernel's launch
 hooks (tilegpu.tensor_maps.KernelHooks: every entry parameter's size and the maps), from which code
 generation declares the hidden parameters and writes the host object that fills them.  Operands the hints do
 not make eligible keep their cp.async copies, so kernels without launch hints compile as before; so do
@@ -11,18 +11,20 @@ targets whose hooks' parameter layout is not known (targets.HOOK_PARAM_BANK_BASE
 """
 from __future__ import annotations
 
-from ..ir import KernelIR
+from ..decisions import PIPELINE_PLAN
+from ..ir import KernelIR, walk_ops
 from ..tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, param_layout, plan_tensor_copy
 
 
 def run(k: KernelIR) -> None:
     tgt = k.options.known_target
-    pipelines = k.notes.get("pipeline", {})
+    pipelines = [op.attrs[PIPELINE_PLAN] for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs]
     if tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks) or not pipelines:
         return
     layout = param_layout(k.fn.type.inputs)
     maps = []
-    for cand, _report, geom in pipelines.values():
+    for pipelined in pipelines:
+        cand, geom = pipelined.cand, pipelined.geom
         if cand.wgmma is None:
             continue
         for x in (cand.a, cand.b):
@@ -35,4 +37,4 @@ def run(k: KernelIR) -> None:
                      f"the {x.role} operand's stage copies are TMA: {plan.columns} box(es) of "
                      f"{plan.box[0]} x {plan.box[1]} ({plan.map.swizzle} swizzle) per K chunk", cand.loop)
     if maps:
-        k.notes["tensor_maps"] = KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))
+        k.launch_hooks = KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))

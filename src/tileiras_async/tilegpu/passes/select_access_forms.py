@@ -1,0 +1,154 @@
+"""select-access-forms: how code generation moves an op's registers, where it has a choice.
+
+Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only attributes are added:
+
+* every `tilegpu.mma_staged` on mma.sync gets `ldmatrix` (`FragmentLoads`): which operands read their
+  fragments from the stage buffer with `ldmatrix` (8x8 blocks of 16-bit elements, one 16-byte row per
+  thread: an m16n8k16 instruction with K chunks of 16 or more, an operand staged as 16-bit elements that
+  reaches the mma unconverted; B also needs 8+ columns), and whether B reads two n8 fragments per
+  `ldmatrix.x4` (two or more per warp) rather than one per `.x2`.  The others load words element by element.
+* every `mmaf`/`mmai` on wgmma or tcgen05 gets `store_vectors` (registers per `st.shared` of A and of B
+  when code generation stages them in their swizzled layouts): the leading register bits whose elements
+  are consecutive bytes of one 16-byte chunk, no wider than 16 bytes, with every other basis of the layout
+  a multiple of the vector's bytes away.
+* every mma on the FMA chain (`mmaf`/`mmai` select-mma planned no tensor-core instruction for, and the
+  `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
+  FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
+  LLVM's time and the code size bounded for large tiles.
+* every `scan` whose dimension spans lanes gets `lane_scan`: "kogge_stone" (`shfl.up`/`down` by 1, 2, 4, ...
+  positions) where the dimension's lane bits are consecutive lane-id bits of consecutive weights, so that a
+  lane's position along the dimension is a field of its id and a shuffle by 2^j moves exactly 2^j
+  positions; "hypercube" (`shfl.xor` rounds) otherwise.
+* every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
+  `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
+  register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
+  through it (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
+  fewer registers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.core import Block, Operation
+from ..ir import KernelIR
+from ..layout import LinearLayout
+from ...ir import types as T
+from ..scaled_mma import block_product, result_layout as scaled_result_layout
+from ..mma import _FP8, F16_F16, F16_F32, MmaPlan, _name, fma_plan_for, plan_for
+from ..tcgen05 import Tcgen05Plan
+from ..smem import dim_bits
+from ..types import layout_of
+from ..wgmma import WgmmaPlan
+
+MAX_VECTOR_BYTES = 16   # st.shared.v4.b32 / v2.b64
+FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
+_LOOPS = frozenset({"for", "loop"})
+_REGISTER_MMAS = frozenset({"mmaf", "mmai", "tilegpu.mma_prestaged"})
+
+
+@dataclass(frozen=True)
+class FragmentLoads:
+    """The `ldmatrix` attribute of a `tilegpu.mma_staged`."""
+    a: bool         # A's fragments by ldmatrix.x4
+    b: bool         # B's by ldmatrix .trans
+    b_pairs: bool   # two n8 fragments of B per ldmatrix.x4.trans (else one per .x2)
+
+
+def run(k: KernelIR) -> None:
+    _walk(k, k.fn.body, in_loop=False)
+
+
+def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
+    for op in block.ops:
+        if op.name == "tilegpu.mma_staged":
+            _staged_mma(k, op)
+        elif op.name in ("mmaf", "mmai"):
+            _store_vectors(k, op)
+            _fma_unrolled(k, op, op, layout_of(op.result.type))
+        elif op.name == "mmaf_scaled":
+            _fma_unrolled(k, op, block_product(op), scaled_result_layout(k.options, op))
+        elif op.name == "scan":
+            _lane_scan(op)
+        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
+            op.attrs["recompute_thread_coords"] = True
+        for region in op.regions:
+            for b in region.blocks:
+                _walk(k, b, in_loop or op.name in _LOOPS)
+
+
+def _holds_mma_registers(op: Operation) -> bool:
+    return any(o.name in _REGISTER_MMAS for o in op.regions[0].block.walk())
+
+
+def _staged_mma(k: KernelIR, staged: Operation) -> None:
+    plan = plan_for(k.options, staged.attrs["mma"])
+    if plan is None:
+        staged.attrs["fma_unrolled"] = _unrolled(layout_of(staged.result.type), staged.attrs["kc"])
+    elif isinstance(plan, MmaPlan):
+        staged.attrs["ldmatrix"] = _fragment_loads(staged, plan)
+
+
+def _fragment_loads(staged: Operation, plan: MmaPlan) -> FragmentLoads:
+    instr = plan.instr
+    a, b = staged.attrs["a"], staged.attrs["b"]
+    to_half = instr in (F16_F32, F16_F16)
+    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and staged.attrs["kc"] >= 16
+    ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
+    ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
+    return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
+
+
+def _converted(operand, to_half: bool) -> bool:
+    """Whether the staged elements go through a conversion before the mma (an ftof of the operand's chain,
+    or fp8 widened to f16 for an f16 instruction)."""
+    elem = operand.elem
+    for o in operand.chain:
+        if o.name == "ftof":
+            return True
+    return to_half and _name(elem) in _FP8
+
+
+def _fma_unrolled(k: KernelIR, op: Operation, mma: Operation, layout: LinearLayout) -> None:
+    """`fma_unrolled` on `op` for `mma` (the op itself, or an mmaf_scaled's block product) with its result in
+    `layout`, when it runs on the FMA chain."""
+    if plan_for(k.options, mma) is not None:
+        return
+    lhs, rhs = (mma.operands[n].type.elem for n in ("lhs", "rhs"))
+    plan = fma_plan_for(mma, *(T.F16 if _name(e) in _FP8 else e for e in (lhs, rhs)))   # fp8 is widened first
+    op.attrs["fma_unrolled"] = _unrolled(layout, plan.kc)
+
+
+def _unrolled(layout: LinearLayout, kc: int) -> bool:
+    accumulators = len({layout.register_coord(r) for r in range(layout.num_registers)})
+    return accumulators * kc <= FMA_UNROLL_LIMIT
+
+
+def _lane_scan(op: Operation) -> None:
+    lanes = sorted(dim_bits(layout_of(op.operands["operands"][0].type), op.attrs["dim"]).lanes,
+                   key=lambda bw: bw[1])
+    if lanes:
+        consecutive = all(b == lanes[0][0] + j and w == lanes[0][1] << j for j, (b, w) in enumerate(lanes))
+        op.attrs["lane_scan"] = "kogge_stone" if consecutive else "hypercube"
+
+
+def _store_vectors(k: KernelIR, op: Operation) -> None:
+    plan = plan_for(k.options, op)
+    if not isinstance(plan, (WgmmaPlan, Tcgen05Plan)):
+        return
+    op.attrs["store_vectors"] = tuple(
+        store_vector(layout_of(op.operands[name].type), plan, role, plan.operand(role).ebytes)
+        for role, name in (("a", "lhs"), ("b", "rhs")))
+
+
+def store_vector(layout: LinearLayout, plan, role: str, ebytes: int) -> int:
+    """Registers per store of operand `role` staged in its swizzled layout (see the module docstring)."""
+    regs = [(plan.stage_offset(role, b), plan.chunk_part(role, b)) for b in layout.bases[0]]
+    v = 1
+    while len(regs) > v.bit_length() - 1 and regs[v.bit_length() - 1] == (v * ebytes, 0) \
+            and 2 * v * ebytes <= MAX_VECTOR_BYTES:
+        v *= 2
+    others = [o for o, _ in regs[v.bit_length() - 1:]] + [plan.stage_offset(role, b) for bs in layout.bases[1:]
+                                                          for b in bs]
+    while v > 1 and any(o % (v * ebytes) for o in others):
+        v //= 2
+    return v
