@@ -80,9 +80,10 @@ class PassRun:
     snapshots: list[IRSnapshot] = field(default_factory=list)
 
 
-def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | None = None) -> PassRun:
-    """Run the target's passes over `k` in place (up to and including `until`); return the requested IR
-    snapshots."""
+def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | None = None,
+                 after: str | None = None) -> PassRun:
+    """Run the target's passes over `k` in place (those after `after`, up to and including `until`); return
+    the requested IR snapshots."""
     from ..printer import print_kernel
     out = PassRun()
     target = getattr(k.options, "target", "sm_100")
@@ -93,7 +94,10 @@ def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | N
 
     if printing is not None and printing.after_change:
         text = show()
-    for name in pipeline_for(getattr(target, "name", target)):
+    names = pipeline_for(getattr(target, "name", target))
+    if after is not None:
+        names = names[names.index(after) + 1:]
+    for name in names:
         if printing is not None and name in printing.before:
             out.snapshots.append(IRSnapshot("before", name, text if text is not None else show()))
         _load(name)(k)
