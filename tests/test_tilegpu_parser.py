@@ -28,7 +28,7 @@ SAMPLE = [PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc", PUBLIC / "cumsum
           PUBLIC / "argmax_rows_f16_256.v13.4.tileirbc", LAUNCH / "matmul_f16_f16out_128x128x64.v13.4.tileirbc",
           LAUNCH / "layernorm_f16_128.v13.4.tileirbc", LAUNCH / "gather_idx_f32_t128.v13.4.tileirbc"]
 # sections the default run compiles on from (the sample's every section reads back; --run-all compiles on from all)
-RESUME_FROM = ("select-mma", "pipeline", "mark-uniform-branches")
+RESUME_FROM = ("select-mma", "schedule-loops", "pipeline", "mark-uniform-branches")
 
 
 def _everything() -> list[Path]:
