@@ -152,3 +152,27 @@ def _small_kernel_text() -> str:
     kernel_llvm_ir(module, module.functions[0], CodegenOptions(target="sm_90"),
                    printing=IRPrinting(before=frozenset({"assign-layouts"})), snapshots=snapshots)
     return snapshots[0].text
+
+
+def test_records_shared_records_op_references_and_detached_ops_read_back():
+    """The printer test's kernel: a record declared once and held by two ops reads back as one object, an
+    attribute naming an op further down or a detached op reads back as that op."""
+    from test_tilegpu_printer import _constants_module, _kernel
+    from tileiras_async.ir import types as T
+    from tileiras_async.ir.attrs import FloatAttr
+    from tileiras_async.ir.core import Operation
+    from tileiras_async.tilegpu.software_pipeline import Geometry
+    k = _kernel(_constants_module())
+    ops = k.fn.body.ops
+    gone = Operation("addi", {"lhs": ops[0].result, "rhs": ops[0].result}, {}, [ops[0].result.type])
+    ops[0].attrs.update(plan=Geometry(stages=4, chunks=2, kc=32, unit_bytes=8192), ahead=ops[2], gone=gone,
+                        widths={"a": 16, "b": 8}, identities=[FloatAttr(T.F16, 0x3C00)])
+    ops[1].attrs["ring"] = ops[2].attrs["ring"] = Geometry(stages=3, chunks=1, kc=16, unit_bytes=1024)
+    text = print_kernel(k)
+    back = parse_kernel(text)
+    assert print_kernel(back) == text
+    ops = back.fn.body.ops
+    assert ops[1].attrs["ring"] is ops[2].attrs["ring"] and ops[1].attrs["ring"].stages == 3
+    assert ops[0].attrs["ahead"] is ops[2] and ops[0].attrs["gone"].name == "addi"
+    assert ops[0].attrs["gone"] not in ops and ops[0].attrs["widths"] == {"a": 16, "b": 8}
+    assert ops[0].attrs["identities"] == [FloatAttr(T.F16, 0x3C00)]
