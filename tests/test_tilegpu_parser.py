@@ -176,3 +176,17 @@ def test_records_shared_records_op_references_and_detached_ops_read_back():
     assert ops[0].attrs["ahead"] is ops[2] and ops[0].attrs["gone"].name == "addi"
     assert ops[0].attrs["gone"] not in ops and ops[0].attrs["widths"] == {"a": 16, "b": 8}
     assert ops[0].attrs["identities"] == [FloatAttr(T.F16, 0x3C00)]
+
+
+@requires_corpus
+def test_locations_read_back():
+    """--print-debuginfo's `loc("file":line:col)` on each op reads back into the kernel's module."""
+    module = read_module((LAUNCH / "softmax_rows_f16_512.v13.4.tileirbc").read_bytes())
+    snapshots = []
+    kernel_llvm_ir(module, module.functions[0], CodegenOptions(target="sm_90"),
+                   printing=IRPrinting(after=frozenset({"insert-barriers"}), debuginfo=True), snapshots=snapshots)
+    text = snapshots[0].text
+    assert ' loc("' in text
+    k = parse_kernel(text)
+    assert print_kernel(k, debuginfo=True) == text
+    assert print_kernel(k) != text and " loc(" not in print_kernel(k)

@@ -18,7 +18,8 @@ from fractions import Fraction
 from ..ir import attrs as A
 from ..ir import enums as E
 from ..ir import types as T
-from ..ir.core import Block, Function, Module, Operation, Region, Value
+from ..ir.core import Block, DebugEntry, Function, Module, Operation, Region, Value
+from ..ir.diagnostics import DEBUG_DILOC
 from ..ir.opdef import opdef
 from ..ir.printer import FLOAT_FORMATS, _round_to_format
 from . import ops as _tilegpu_ops  # noqa: F401  (registers the tile-GPU ops)
@@ -122,6 +123,8 @@ class _Parser:
         self.block_args: list[tuple[list[str], Block, int]] = []
         self.uses: list[tuple[Operation, list[tuple[str, int]], int]] = []
         self.resolved_aliases: dict[str, object] = {}
+        self.module = Module(functions=[])   # holds the locations the text names (its debug table)
+        self.locs: dict[tuple[str, int, int], int] = {}
 
     # -- types --------------------------------------------------------------------------------------------
 
@@ -410,7 +413,8 @@ class _Parser:
             raise c.error("expected the end of the dump")
         self.link()
         fn = Function(symbol, T.FunctionType(tuple(types), ()), body)
-        return KernelIR(Module(functions=[fn]), fn, options)
+        self.module.functions.append(fn)
+        return KernelIR(self.module, fn, options)
 
     def options(self, syn: _Syn) -> CodegenOptions:
         if syn.kind != "dict":
@@ -577,14 +581,14 @@ class _Parser:
         ins, outs = frame["types"]
         if len(outs) != len(frame["results"]):
             raise c.error(f"{len(frame['results'])} results named, {len(outs)} types", frame["pos"])
-        self.loc()
+        loc = self.loc()
         spec = opdef(frame["name"])
         attrs = dict(frame["attrs"])
         if "special" in frame:
             key, syn = frame["special"]
             attrs[key] = syn
         regions = [Region([b]) for b in frame["blocks"]]
-        op = Operation(spec, {}, {}, outs, regions)
+        op = Operation(spec, {}, {}, outs, regions, loc)
         operands = frame.get("operands", [])
         if len(operands) != len(ins) and frame["name"] not in ("constant", "assume"):
             raise c.error(f"{len(operands)} operands, {len(ins)} types", frame["pos"])
@@ -604,17 +608,29 @@ class _Parser:
             out.append(self.type())
         return out
 
-    def loc(self) -> None:
-        """Source locations are shown, not kept: the dump holds no module to resolve them in."""
+    def loc(self) -> int:
+        """An op's `loc(...)` (--print-debuginfo) as a debug attribute id of the parsed module (0: none)."""
         c = self.c
-        if c.accept("loc("):
-            if not c.accept("unknown"):
-                c.string()
-                c.expect(":")
-                c.integer()
-                c.expect(":")
-                c.integer()
+        if not c.accept("loc("):
+            return 0
+        if c.accept("unknown"):
             c.expect(")")
+            return 0
+        filename = c.string()
+        c.expect(":")
+        line = c.integer()
+        c.expect(":")
+        col = c.integer()
+        c.expect(")")
+        key = (filename, line, col)
+        if key not in self.locs:
+            strings = self.module.strings
+            name = filename.encode("utf-8", "surrogateescape")
+            if name not in strings:
+                strings.append(name)
+            self.module.debug.append(DebugEntry(DEBUG_DILOC, (0, strings.index(name), line, col)))
+            self.locs[key] = len(self.module.debug)
+        return self.locs[key]
 
     # -- the second step: operands and attributes ---------------------------------------------------------
 
@@ -845,7 +861,8 @@ def _flatten(body) -> list[str]:
 
 
 def parse_kernel(text: str, filename: str = "<input>") -> KernelIR:
-    """One dump section as a KernelIR (its module holds only the function: no globals, no locations)."""
+    """One dump section as a KernelIR (its module holds the function and the locations the text names; no
+    globals: the dump does not show them)."""
     return _Parser(text, filename).dump()
 
 
