@@ -5,6 +5,12 @@ layout and record declarations, the kernel and its detached ops.  Attributes are
 syntax (they may name ops further down, or detached ops after the kernel), then, once every value is defined,
 as Python values of the kinds the op's declaration or the record's field annotation asks for (tuples, enums,
 cuda_tile attributes).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
+
+What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
+them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
+(already folded into the options), the passes' records outside the IR (`k.notes`: schedule-loops' plans,
+rebuilt by `tilegpu.passes.recompute_notes` before the pipeline pass), and an attribute naming an op that has
+no results (`#tilegpu.op<"name">`: no pass makes one; it is refused).
 """
 from __future__ import annotations
 
