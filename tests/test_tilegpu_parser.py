@@ -111,6 +111,8 @@ _HEAD = 'tilegpu.options {target = "sm_90", num_warps = 4}\n'
     (_HEAD + "tilegpu.kernel @k() {\n  \"cuda_tile.return\"() {x = #tilegpu.bogus<a = 1>} : () -> ()\n}\n",
      "3:29", "unknown record kind 'bogus'"),
     (_HEAD + "tilegpu.kernel @k() {\n", "3:1", "expected"),
+    (_HEAD + "tilegpu.kernel @k(%0: partition_view<tile=(4), padding_value = wat, tensor_view<?xf32, strides=[1]>>) {\n}\n",
+     "2:64", "unknown PaddingValue 'wat'"),
 ])
 def test_bad_text_is_one_positioned_error(text, where, what):
     with pytest.raises(ParseError) as e:

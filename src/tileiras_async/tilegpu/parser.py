@@ -104,6 +104,15 @@ class _Cursor:
         self.pos = m.end()
         return m.group(0)
 
+    def items(self, close: str, item, sep: str = ",") -> list:
+        """`item()` separated by `sep` up to `close` (the opening bracket already read)."""
+        out: list = []
+        while not self.accept(close):
+            if out:
+                self.expect(sep)
+            out.append(item())
+        return out
+
     def string(self) -> str:
         self.skip()
         if not self.text.startswith('"', self.pos):
@@ -158,7 +167,7 @@ class _Parser:
             attr = None
             if c.accept(","):
                 c.expect("<")
-                attr = E.PointerAttr[c.match(_IDENT, "a pointer attribute")].value
+                attr = self.case(E.PointerAttr)
                 c.expect(">")
             c.expect(">")
             return T.PointerType(pointee, attr)
@@ -172,6 +181,16 @@ class _Parser:
         if word in ("partition_view", "strided_view", "gather_scatter_view"):
             return self.view(word)
         raise c.error(f"unknown type '{word}'", start)
+
+    def case(self, cls: type[enum.IntEnum]) -> int:
+        """An enum case by its name (a pointer attribute, a padding value)."""
+        c = self.c
+        c.skip()
+        pos = c.pos
+        name = c.match(_IDENT, f"a {cls.__name__}")
+        if name not in cls.__members__:
+            raise c.error(f"unknown {cls.__name__} '{name}'", pos)
+        return cls[name].value
 
     def dims(self) -> tuple[int, ...]:
         """`4x8x` before an element type (none for a rank-0 tile)."""
@@ -188,12 +207,7 @@ class _Parser:
     def int_list(self, open_: str, close: str, sep: str = ",") -> tuple[int, ...]:
         c = self.c
         c.expect(open_)
-        out: list[int] = []
-        while not c.accept(close):
-            if out:
-                c.expect(sep)
-            out.append(T.DYNAMIC if c.accept("?") else c.integer())
-        return tuple(out)
+        return tuple(c.items(close, lambda: T.DYNAMIC if c.accept("?") else c.integer(), sep))
 
     def tensor_view(self) -> T.TensorViewType:
         c = self.c
@@ -207,7 +221,7 @@ class _Parser:
                 strides = self.int_list("[", "]")
             else:
                 c.expect("#cuda_tile.ptr_attr<")
-                attr = E.PointerAttr[c.match(_IDENT, "a pointer attribute")].value
+                attr = self.case(E.PointerAttr)
                 c.expect(">")
         c.expect(">")
         return T.TensorViewType(elem, shape, strides, attr)
@@ -226,7 +240,7 @@ class _Parser:
         padding = None
         if c.accept("padding_value"):
             c.expect("=")
-            padding = E.PaddingValue[c.match(_IDENT, "a padding value")].value
+            padding = self.case(E.PaddingValue)
             c.expect(",")
         c.expect("tensor_view")
         tv = self.tensor_view()
@@ -263,22 +277,9 @@ class _Parser:
         pos = c.pos
         text = c.text
         if c.accept("["):
-            items = []
-            while not c.accept("]"):
-                if items:
-                    c.expect(",")
-                items.append(self.attr())
-            return _Syn("list", items, pos=pos)
+            return _Syn("list", c.items("]", self.attr), pos=pos)
         if c.accept("{"):
-            items = []
-            while not c.accept("}"):
-                if items:
-                    c.expect(",")
-                c.skip()
-                key = c.string() if c.peek('"') else c.match(_IDENT, "a key")
-                c.expect("=")
-                items.append((key, self.attr()))
-            return _Syn("dict", items, pos=pos)
+            return _Syn("dict", c.items("}", self.entry), pos=pos)
         if text.startswith('"', pos):
             return _Syn("str", c.string(), pos=pos)
         if text.startswith("%", pos):
@@ -335,24 +336,20 @@ class _Parser:
         pos = c.pos
         kind = c.match(re.compile(r"#tilegpu\.[a-z_0-9]+"), "a record")[len("#tilegpu."):]
         c.expect("<")
-        fields = []
-        while not c.accept(">"):
-            if fields:
-                c.expect(",")
-            name = c.match(_IDENT, "a field name")
-            c.expect("=")
-            fields.append((name, self.attr()))
-        return _Syn("struct", kind, fields, pos=pos)
+        return _Syn("struct", kind, c.items(">", self.entry), pos=pos)
+
+    def entry(self) -> tuple[str, _Syn]:
+        """`name = attr` in a dictionary or a record (a dictionary's key may be a string)."""
+        c = self.c
+        c.skip()
+        key = c.string() if c.peek('"') else c.match(_IDENT, "a name")
+        c.expect("=")
+        return key, self.attr()
 
     def dense_body(self):
         c = self.c
         if c.accept("["):
-            items = []
-            while not c.accept("]"):
-                if items:
-                    c.expect(",")
-                items.append(self.dense_body())
-            return items
+            return c.items("]", self.dense_body)
         return c.match(re.compile(r"true|false|-?(0x[0-9A-Fa-f]+|inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)"),
                        "a dense element")
 
@@ -400,15 +397,7 @@ class _Parser:
         c.expect("tilegpu.kernel")
         symbol = self.symbol()
         c.expect("(")
-        names, types = [], []
-        while not c.accept(")"):
-            if names:
-                c.expect(",")
-            names.append(self.define_name())
-            c.expect(":")
-            types.append(self.type())
-        body = Block(types)
-        self.bind(names, body.args)
+        body = self.arguments()
         c.expect("{")
         self.ops_until(body, "}")
         if c.accept("tilegpu.detached"):
@@ -418,9 +407,20 @@ class _Parser:
         if c.pos != len(c.text):
             raise c.error("expected the end of the dump")
         self.link()
-        fn = Function(symbol, T.FunctionType(tuple(types), ()), body)
+        fn = Function(symbol, T.FunctionType(tuple(a.type for a in body.args), ()), body)
         self.module.functions.append(fn)
         return KernelIR(self.module, fn, options)
+
+    def arguments(self) -> Block:
+        """`%N: type, ...)`: a block with those arguments, named."""
+        def argument():
+            name = self.define_name()
+            self.c.expect(":")
+            return name, self.type()
+        names_types = self.c.items(")", argument)
+        block = Block([t for _, t in names_types])
+        self.bind([n for n, _ in names_types], block.args)
+        return block
 
     def options(self, syn: _Syn) -> CodegenOptions:
         if syn.kind != "dict":
@@ -492,17 +492,11 @@ class _Parser:
 
     def region_start(self, frame: dict) -> tuple[Block, dict]:
         c = self.c
-        names, types = [], []
         if c.accept("^bb("):
-            while not c.accept(")"):
-                if names:
-                    c.expect(",")
-                names.append(self.define_name())
-                c.expect(":")
-                types.append(self.type())
+            b = self.arguments()
             c.expect(":")
-        b = Block(types)
-        self.bind(names, b.args)
+        else:
+            b = Block()
         frame["blocks"].append(b)
         return b, frame
 
@@ -550,11 +544,7 @@ class _Parser:
         except KeyError:
             raise c.error(f"unknown op '{qualified}'", name_pos) from None
         c.expect("(")
-        operands = []
-        while not c.accept(")"):
-            if operands:
-                c.expect(",")
-            operands.append(self.use_name())
+        operands = c.items(")", self.use_name)
         frame.update(name=name, operands=operands)
         if c.accept("({"):
             frame["regions_open"] = True
@@ -607,12 +597,7 @@ class _Parser:
     def type_list(self) -> list[T.Type]:
         c = self.c
         c.expect("(")
-        out = []
-        while not c.accept(")"):
-            if out:
-                c.expect(",")
-            out.append(self.type())
-        return out
+        return c.items(")", self.type)
 
     def loc(self) -> int:
         """An op's `loc(...)` (--print-debuginfo) as a debug attribute id of the parsed module (0: none)."""
