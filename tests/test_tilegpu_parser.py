@@ -193,3 +193,17 @@ def test_locations_read_back():
     k = parse_kernel(text)
     assert print_kernel(k, debuginfo=True) == text
     assert print_kernel(k) != text and " loc(" not in print_kernel(k)
+
+
+def test_every_type_spelling_reads_back():
+    """Types no corpus dump happens to show: pointer attributes, padded, strided, gather/scatter and dim-mapped
+    views, shared-memory buffers, rank-0 and dynamic tiles."""
+    types = ["tile<ptr<f32, <none>>>", "tensor_view<?x8xf16, strides=[?,1], #cuda_tile.ptr_attr<none>>",
+             "partition_view<tile=(4x8), padding_value = neg_inf, tensor_view<?x?xf32, strides=[?,1]>, dim_map=[1, 0]>",
+             "strided_view<tile=(4), traversal_strides=[2], tensor_view<?xbf16, strides=[1]>>",
+             "gather_scatter_view<tile=(16x4), tensor_view<?x?xf8E4M3FN, strides=[?,1]>, sparse_dim=0>",
+             "smem<1024>", "tile<i1>", "token", "tile<2x4xtf32>"]
+    args = ", ".join(f"%{i}: {t}" for i, t in enumerate(types))
+    text = (f'{_HEAD}tilegpu.kernel @"odd name"({args}) {{\n  "cuda_tile.return"() : () -> ()\n}}\n')
+    # (the options line comes back with every option: those the text leaves out at their defaults)
+    assert print_kernel(parse_kernel(text)).split("\n", 1)[1] == text.split("\n", 1)[1]

@@ -164,11 +164,7 @@ class _Parser:
         if word == "ptr":
             c.expect("<")
             pointee = self.type()
-            attr = None
-            if c.accept(","):
-                c.expect("<")
-                attr = self.case(E.PointerAttr)
-                c.expect(">")
+            attr = self.ptr_attr("<") if c.accept(",") else None
             c.expect(">")
             return T.PointerType(pointee, attr)
         if word == "smem":
@@ -181,6 +177,12 @@ class _Parser:
         if word in ("partition_view", "strided_view", "gather_scatter_view"):
             return self.view(word)
         raise c.error(f"unknown type '{word}'", start)
+
+    def ptr_attr(self, opener: str) -> int:
+        self.c.expect(opener)
+        value = self.case(E.PointerAttr)
+        self.c.expect(">")
+        return value
 
     def case(self, cls: type[enum.IntEnum]) -> int:
         """An enum case by its name (a pointer attribute, a padding value)."""
@@ -220,9 +222,7 @@ class _Parser:
             if c.accept("strides="):
                 strides = self.int_list("[", "]")
             else:
-                c.expect("#cuda_tile.ptr_attr<")
-                attr = self.case(E.PointerAttr)
-                c.expect(">")
+                attr = self.ptr_attr("#cuda_tile.ptr_attr<")
         c.expect(">")
         return T.TensorViewType(elem, shape, strides, attr)
 
