@@ -47,15 +47,17 @@ _SCALARS = {t.name if isinstance(t, T.FloatType) else f"i{t.width}": t for t in 
 _ENUMS = {name: cls for name, cls in vars(E).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
 _NUMBER = re.compile(r"-?(0x[0-9A-Fa-f]+|inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)")
-_BANNER = re.compile(r"//[^\n]*\n")
+_COMMENT = re.compile(r"//[^\n]*\n")   # the dump's banner; a pass test's RUN and CHECK lines
 
 
 # -- attribute syntax (resolved once every value is named) ----------------------------------------------
 
 @dataclasses.dataclass
 class _Syn:
-    kind: str            # int float typed_int typed_float bool none str ident dense pred type value list dict
-    value: object        # struct alias opname
+    """An attribute as written: `kind` is int, float, typed_int, typed_float, bool, none, str, ident (an enum
+    case), dense, pred, type, value (`%N`), list, dict, struct (`extra`: its fields), alias or opname."""
+    kind: str
+    value: object
     extra: object = None
     pos: int = 0
 
@@ -76,7 +78,7 @@ class _Cursor:
             if m:
                 self.pos = m.end()
             if self.text.startswith("//", self.pos):
-                m = _BANNER.match(self.text, self.pos)
+                m = _COMMENT.match(self.text, self.pos)
                 self.pos = m.end() if m else len(self.text)
                 continue
             return
