@@ -90,6 +90,8 @@ def test_a_dump_with_its_banner_reads_back(tmp_path):
     for s in sections:
         body = s.split("\n", 1)[1]
         assert print_kernel(parse_kernel(s)) == body
+    with pytest.raises(ParseError, match=r"^<input>:\d+:1: a second dump section \(of 2\)"):
+        parse_kernel(r.stderr)
 
 
 def test_every_record_kind_is_a_dataclass_the_printer_names_the_same():

@@ -47,6 +47,7 @@ _SCALARS = {t.name if isinstance(t, T.FloatType) else f"i{t.width}": t for t in 
 _ENUMS = {name: cls for name, cls in vars(E).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
 _NUMBER = re.compile(r"-?(0x[0-9A-Fa-f]+|inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)")
+_BANNER = re.compile(r"^// -----// IR Dump", re.M)
 _COMMENT = re.compile(r"//[^\n]*\n")   # the dump's banner; a pass test's RUN and CHECK lines
 
 
@@ -382,6 +383,9 @@ class _Parser:
 
     def dump(self) -> KernelIR:
         c = self.c
+        banners = [m.start() for m in _BANNER.finditer(c.text)]
+        if len(banners) > 1:
+            raise c.error(f"a second dump section (of {len(banners)}): one section is read at a time", banners[1])
         c.expect("tilegpu.options")
         options = self.options(self.attr())
         while c.peek("#"):
@@ -861,7 +865,7 @@ def parse_kernel(text: str, filename: str = "<input>") -> KernelIR:
 
 def split_sections(text: str) -> list[str]:
     """The sections of a --print-ir-* dump, each with its banner."""
-    starts = [m.start() for m in re.finditer(r"^// -----// IR Dump", text, re.M)]
+    starts = [m.start() for m in _BANNER.finditer(text)]
     if not starts:
         return [text]
     return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
