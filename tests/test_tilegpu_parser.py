@@ -3,6 +3,7 @@ prints back identically, compiling on from a parsed section gives the normal com
 text gets one `error: FILE:LINE:COL: ...` line, and `tileiras-async opt` runs passes over text."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,28 @@ def test_every_type_spelling_reads_back():
     text = (f'{_HEAD}tilegpu.kernel @"odd name"({args}) {{\n  "cuda_tile.return"() : () -> ()\n}}\n')
     # (the options line comes back with every option: those the text leaves out at their defaults)
     assert print_kernel(parse_kernel(text)).split("\n", 1)[1] == text.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("tail", ["[" * 100000, "#tilegpu.geometry<stages = " * 50000, "dense<" + "[" * 100000])
+def test_deep_nesting_is_an_error_not_a_crash(tail):
+    text = _HEAD + 'tilegpu.kernel @k() {\n  "cuda_tile.return"() {x = ' + tail
+    with pytest.raises(ParseError, match=r"^in\.tir:3:\d+: attributes or types nested too deeply"):
+        parse_kernel(text, "in.tir")
+
+
+def test_mangled_dumps_get_positioned_errors():
+    """Cut, spliced and mutated copies of a real section: each parses or fails with a ParseError."""
+    import random
+    text = _small_kernel_text()
+    rng = random.Random(7)
+    failures = 0
+    for _ in range(300):
+        p, q = rng.randrange(len(text)), rng.randrange(len(text))
+        mangled = [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
+                   text[:p] + rng.choice('%#<>[]{}(),:="0x?-.') + text[p:]][rng.randrange(4)]
+        try:
+            parse_kernel(mangled, "m.tir")
+        except ParseError as e:
+            assert re.match(r"m\.tir:\d+:\d+: \S", str(e)), str(e)
+            failures += 1
+    assert failures > 200   # nearly every mangling breaks the text

@@ -657,7 +657,9 @@ class _Parser:
     def group(self, op: Operation, values: list, segments: _Syn | None, pos: int) -> dict:
         groups = op.spec.operands
         if segments is not None:
-            sizes = [int(s.value) for s in segments.value]
+            if segments.kind != "list" or any(x.kind != "int" for x in segments.value):
+                raise self.c.error("operand_segments is a list of integers", segments.pos)
+            sizes = [int(x.value) for x in segments.value]
         else:
             fixed = sum(o.form == "one" for o in groups)
             rest = len(values) - fixed
@@ -860,7 +862,11 @@ def _flatten(body) -> list[str]:
 def parse_kernel(text: str, filename: str = "<input>") -> KernelIR:
     """One dump section as a KernelIR (its module holds the function and the locations the text names; no
     globals: the dump does not show them)."""
-    return _Parser(text, filename).dump()
+    parser = _Parser(text, filename)
+    try:
+        return parser.dump()
+    except RecursionError:   # attributes and types are read recursively (ops and regions are not)
+        raise parser.c.error("attributes or types nested too deeply") from None
 
 
 def split_sections(text: str) -> list[str]:
