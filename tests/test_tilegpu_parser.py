@@ -235,3 +235,16 @@ def test_mangled_dumps_get_positioned_errors():
             assert re.match(r"m\.tir:\d+:\d+: \S", str(e)), str(e)
             failures += 1
     assert failures > 200   # nearly every mangling breaks the text
+
+
+def test_opt_reads_standard_input_and_exits_1_on_bad_text(monkeypatch, capsys):
+    import io
+    from tileiras_async.cli.batch import main
+    text = _small_kernel_text()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert main(["opt", "-", "--passes", "dce"]) == 0
+    assert capsys.readouterr().out == text   # nothing dead in axpby
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text.replace("tile<f32>", "tile<f33>", 1)))
+    assert main(["opt", "-"]) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"error: <stdin>:2:\d+: unknown type 'f33'\n", err), err
