@@ -83,6 +83,7 @@ from ..ir.printer import (FLOAT_FORMATS, attr_str, dense_values, format_float, p
 from ..ir.printer import _nested, _round_trips, _signed, _value
 from .layout import LinearLayout
 from .ir import KernelIR, walk_ops
+from .records import kind_of
 from .types import LayoutTile
 
 
@@ -356,8 +357,7 @@ def _is_record(v) -> bool:
 
 
 def _kind(cls: type) -> str:
-    """A record's kind in the text (the registry the parser reads them back through)."""
-    from .records import kind_of
+    """A record's kind in the text (records.py: the registry the parser reads them back through)."""
     return kind_of(cls)
 
 

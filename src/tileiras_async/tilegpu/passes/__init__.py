@@ -43,17 +43,17 @@ def pipeline_for(target: str) -> list[str]:
 PASS_NAMES = tuple(name for name, _ in _ALL)
 
 
-# pass -> the earlier pass whose records outside the IR (k.notes) it reads: schedule-loops leaves the pipeline
-# pass its candidates and geometries there, which the IR text does not hold
-_READS_NOTES_OF = {"pipeline": "schedule-loops"}
+# pass -> (the earlier pass whose record outside the IR it reads, that record's key in k.notes): schedule-loops
+# leaves the pipeline pass its candidates and geometries there, which the IR text does not hold
+_READS_NOTES_OF = {"pipeline": ("schedule-loops", "pipeline")}
 
 
 def recompute_notes(k: KernelIR, names: list[str]) -> None:
     """Before running `names` over a kernel read back from text: rerun the passes whose notes they read
     (deterministic, and they only add attributes the text already has) when nothing in `names` makes them."""
     for i, name in enumerate(names):
-        source = _READS_NOTES_OF.get(name)
-        if source is not None and source not in names[:i] and "pipeline" not in k.notes:
+        source, key = _READS_NOTES_OF.get(name, (None, None))
+        if source is not None and source not in names[:i] and key not in k.notes:
             _load(source)(k)
 
 
