@@ -39,7 +39,8 @@ PLACEHOLDERS = [
     ("tcp://HOST:PORT|local:N", "local:1"),
     ("FILES|DIRS...", "examples"), ("FILE|DIR...", "examples"), ("FILES|DIRS", "examples"),
     ("<tile bytecode file>", "kernel.tileirbc"), ("interpret|emulate|both", "both"),
-    ("G[,G...]", "sm_100,sm_90"), ("X[,Y[,Z]]", "4"), ("MODULE", "kernel.tileirbc"),
+    ("G[,G...]", "sm_100,sm_90"), ("X[,Y[,Z]]", "4"), ("MODULE", "kernel.tileirbc"), ("FILE", "kernel.tilegpu"),
+    ("P1,P2,...", "remove-layout-conversions,dce"),
     ("K.ptx", "kernel.ptx"), ("MIB", "4096"), ("G", "sm_90"), ("N", "2"), ("D", "out"), ("S", "600"),
     ("F", "trace.json"), ("K", "@kernel"),
 ]
@@ -149,6 +150,18 @@ def _our_ptx(module: Path, gpu: str) -> str:
     return res.ptx
 
 
+def _ir_before(module: Path, gpu: str, pass_name: str) -> str:
+    from tileiras_async.bytecode.reader import read_module
+    from tileiras_async.driver import kernel_llvm_ir
+    from tileiras_async.tilegpu.options import CodegenOptions
+    from tileiras_async.tilegpu.passes import IRPrinting
+    m = read_module(module.read_bytes())
+    snapshots = []
+    kernel_llvm_ir(m, m.functions[0], CodegenOptions(target=gpu), printing=IRPrinting(before=frozenset({pass_name})),
+                   snapshots=snapshots)
+    return snapshots[0].text
+
+
 @pytest.fixture
 def workdir(tmp_path):
     (tmp_path / "examples").mkdir()
@@ -156,6 +169,7 @@ def workdir(tmp_path):
         shutil.copy(REPO / "examples" / name, tmp_path / "examples" / name)
     shutil.copy(REPO / "examples" / KERNEL, tmp_path / "kernel.tileirbc")
     (tmp_path / "kernel.ptx").write_text(_our_ptx(tmp_path / "kernel.tileirbc", "sm_90"))   # for `run --ptx`
+    (tmp_path / "kernel.tilegpu").write_text(_ir_before(tmp_path / "kernel.tileirbc", "sm_90", "dce"))   # for `opt`
     np.savez(tmp_path / "IN.npz", **{"0": np.float32(2), "1": np.float32(3), "2": np.ones(1024, np.float32),
                                      "3": np.ones(1024, np.float32), "4": np.zeros(1024, np.float32)})
     return tmp_path

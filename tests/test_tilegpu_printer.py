@@ -71,6 +71,8 @@ def test_records_print_field_by_field_and_ops_by_the_names_of_their_results():
     ring = Geometry(stages=3, chunks=1, kc=16, unit_bytes=1024)
     ops[1].attrs["ring"] = later.attrs["ring"] = ring
     text = print_kernel(k)
+    options, text = text.split("\n", 1)
+    assert options.startswith('tilegpu.options {target = "sm_100", num_warps = 4, ')   # what the parser needs
     assert text.startswith("#geometry0 = #tilegpu.geometry<stages = 3, chunks = 1, kc = 16, unit_bytes = 1024, "
                            "align = 0, slack = 0>\ntilegpu.kernel @consts(")
     assert text.count("ring = #geometry0") == 2

@@ -78,6 +78,18 @@ def emit_kernel(module: Module, fn: Function, options: CodegenOptions | None = N
         raise _unavailable(module, fn, e, position) from None
 
 
+def resumed_kernel_ptx(k: KernelIR, after: str | None, tgt: Target, globals_module: Module | None = None) -> str:
+    """PTX for a kernel read back from its IR text (tilegpu/parser.py) as pass `after` left it (None: before
+    the first pass): the remaining passes, code generation, the link (with `globals_module`'s globals)."""
+    try:
+        call_deep(nesting_depth(k.fn.body), run_pipeline, k, after=after)
+        ir = translate_kernel(k).module_ir.render()
+    except LoweringError as e:
+        raise CodegenUnavailable(_describe(k.module, k.fn, e)) from None
+    globals_ir = module_globals_ir(globals_module) if globals_module is not None else ""
+    return link_kernels_ptx([ir], [k.name], tgt, k.options.opt_level, globals_ir)
+
+
 def kernel_schedules(module: Module, fn: Function, options: CodegenOptions | None = None, *,
                      source: str = "") -> list:
     """The schedule of every loop of a kernel, as schedule-loops makes it (the passes up to it only)."""

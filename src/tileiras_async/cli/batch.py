@@ -37,6 +37,8 @@ def build_parser(prog: str = "tileiras-async") -> argparse.ArgumentParser:
     _add_dashboard(sub, compile_parser)
     from .run import add_run_parser
     add_run_parser(sub)
+    from .opt import add_opt_parser
+    add_opt_parser(sub)
     from .serve import add_serve_parser
     add_serve_parser(sub)
     from ..cache.cli import add_cache_parser
@@ -84,10 +86,10 @@ def exit_tables() -> dict[str, dict[int, str]]:
     from ..cache.cli import EXIT_CODES as cache
     from ..pipeline.config import EXIT_CODES as batch
     from .serve import EXIT_CODES as serve
-    from . import disasm, run as run_cli, tileiras
+    from . import disasm, opt, run as run_cli, tileiras
     return {"tileiras": tileiras.EXIT_CODES, "tileirdisasm-async": disasm.EXIT_CODES, "compile": batch,
             "tui": batch, "run": run_cli.EXIT_CODES, "disasm": disasm.MANY_EXIT_CODES,
-            "list-versions": USAGE_EXIT_CODES, "serve": serve, "cache": cache}
+            "list-versions": USAGE_EXIT_CODES, "serve": serve, "cache": cache, "opt": opt.EXIT_CODES}
 
 
 def main(argv: list[str] | None = None, prog: str = "tileiras-async") -> int:

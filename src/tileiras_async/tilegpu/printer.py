@@ -26,7 +26,9 @@ fine) and deterministic.
 
 Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list of a separated by commas):
 
-    dump        ::= alias* kernel detached?
+    dump        ::= banner? options alias* kernel detached?
+    banner      ::= '// -----// IR Dump ' ... ' //----- //'         (--print-ir-* print one per section)
+    options     ::= 'tilegpu.options' attr-dict                  (the CodegenOptions: target, warps, stages, ...)
     alias       ::= (layout-name | record-name) '=' struct     (a record several attributes hold: declared once)
     kernel      ::= 'tilegpu.kernel' symbol '(' (value-name ':' type) % ',' ')' '{' op* '}'
     detached    ::= 'tilegpu.detached' '{' op* '}'
@@ -35,6 +37,8 @@ Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list
     assume      ::= 'cuda_tile.assume' predicate ',' value-use attr-dict? ':' type
     generic     ::= '"' op-name '"' '(' value-use % ',' ')' ('(' region % ',' ')')? attr-dict?
                     ':' '(' type % ',' ')' '->' '(' type % ',' ')'
+                    (an op with two or more optional or variadic operand groups has `operand_segments =
+                    [n, ...]` in its attr-dict: how many of the operands each group holds)
     region      ::= '{' ('^bb(' (value-name ':' type) % ',' '):')? op* '}'
     attr-dict   ::= '{' (name '=' attr) % ',' '}'
     attr        ::= 'true' | 'false' | 'none' | integer | float | string | enum-case
@@ -59,6 +63,8 @@ Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list
     value-use   ::= value-name | 'none'                           (none: an absent value)
     loc         ::= 'loc(' string ':' integer ':' integer ')' | 'loc(unknown)'   (with --print-debuginfo)
     string      ::= a JSON string literal (double quotes, backslash escapes)
+
+`tilegpu/parser.py` reads this text back (`tileiras-async opt`); records go through `tilegpu/records.py`.
 """
 from __future__ import annotations
 
@@ -79,6 +85,7 @@ from ..ir.printer import (FLOAT_FORMATS, attr_str, dense_values, format_float, p
 from ..ir.printer import _nested, _round_trips, _signed, _value
 from .layout import LinearLayout
 from .ir import KernelIR, walk_ops
+from .records import kind_of
 from .types import LayoutTile
 
 
@@ -236,7 +243,11 @@ class _Printer:
         otypes = ", ".join(self.type(v.type) for v in op.operand_values())
         rtypes = ", ".join(self.type(r.type) for r in results)
         head = f'{lhs}"{op.spec.qualified_name}"({operands})'
-        return head, f"{self.attr_dict(op.attrs)} : ({otypes}) -> ({rtypes}){self.loc(op)}"
+        attrs = dict(op.attrs)
+        segments = operand_segments(op)
+        if segments is not None:
+            attrs[SEGMENTS] = segments
+        return head, f"{self.attr_dict(attrs)} : ({otypes}) -> ({rtypes}){self.loc(op)}"
 
     def ops(self, body: Block, out: list[str], indent: int) -> None:
         """Iterative: a stack of frames ("ops", block, next op, indent), ("args", block, indent) starting a
@@ -289,10 +300,17 @@ class _Printer:
             self.ops(holder, detached, 1)
         head = [f"{name} = {self.layout_body(lay)}" for lay, name in self.layouts.items()]
         head += [f"{alias} = {body}" for alias, body in self.record_bodies.items()]
-        lines = head + [f"tilegpu.kernel {symbol_str(self.k.fn.name)}({args}) {{"] + body + ["}"]
+        lines = [self.options_line()] + head + [f"tilegpu.kernel {symbol_str(self.k.fn.name)}({args}) {{"] + body + ["}"]
         if detached:
             lines += ["tilegpu.detached {"] + detached + ["}"]
         return "\n".join(lines + [""])
+
+    def options_line(self) -> str:
+        """What the passes are told besides the IR (the target first): the parser builds the options from it."""
+        opts = self.k.options
+        fields = [(f.name, getattr(opts, f.name)) for f in dataclasses.fields(opts)] if _is_options(opts) else []
+        fields.sort(key=lambda kv: kv[0] != "target")
+        return "tilegpu.options {" + ", ".join(f"{name} = {self.attr(v)}" for name, v in fields) + "}"
 
     def layout_body(self, layout: LinearLayout) -> str:
         reg, lane, warp = layout.bases
@@ -314,6 +332,26 @@ def _default_layout(k: KernelIR, shape) -> LinearLayout | None:
         return None
 
 
+SEGMENTS = "operand_segments"   # printed where the flat operand list alone does not say which group is which
+
+
+def operand_segments(op: Operation) -> list[int] | None:
+    """How many values each operand group of the op holds, when the op has two or more optional or variadic
+    groups (else the number of operands decides)."""
+    groups = op.spec.operands
+    if sum(o.form != "one" for o in groups) < 2:
+        return None
+    sizes = []
+    for o in groups:
+        v = op.operands.get(o.name)
+        sizes.append(len(v) if isinstance(v, list) else int(v is not None))
+    return sizes
+
+
+def _is_options(v) -> bool:
+    return dataclasses.is_dataclass(v) and not isinstance(v, type)
+
+
 def _is_record(v) -> bool:
     """A dataclass or msgspec struct instance (the passes' records: plans, geometries, schedule reports) that
     is not one of the IR's own values (types, cuda_tile attributes, layouts)."""
@@ -331,8 +369,8 @@ def _record_fields(v) -> list[tuple[str, object]]:
 
 
 def _kind(cls: type) -> str:
-    """A record's kind in the text: its class name in snake case (MmaPlan -> mma_plan)."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+    """A record's kind in the text (records.py: the registry the parser reads them back through)."""
+    return kind_of(cls)
 
 
 def _string(text: str | bytes) -> str:

@@ -1,0 +1,23 @@
+"""The records (the passes' dataclasses) that tile-GPU op attributes hold, by the kind the text names them
+with (`#tilegpu.<kind><...>`).  The printer and the parser both ask this one table, so the two cannot
+drift: a record class missing here is printed as `#tilegpu.opaque<...>` and a round-trip test fails."""
+from __future__ import annotations
+
+import re
+
+from .mma import FmaPlan, Instr, MmaPlan, Staging
+from .passes.split_arg_reductions import ArgOrder
+from .smem import DimBits
+from .software_pipeline import Candidate, Geometry, Operand, PipelineInfo
+from .tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
+from .wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
+
+
+def kind_of(cls: type) -> str:
+    """A record's kind in the text: its class name in snake case (MmaPlan -> mma_plan)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+
+
+RECORDS: dict[str, type] = {kind_of(c): c for c in (
+    FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
+    Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan)}
