@@ -16,7 +16,7 @@ import subprocess
 import pytest
 from conftest import LAUNCH, requires_corpus
 
-from tileiras_async.codegen.host_object import (HostObjectError, KernelHooks, Operand, TensorMapSpec,
+from tileiras_async.codegen.host_object import (HostObjectError, KernelHooks, HookValue, TensorMapSpec,
                                                 build_host_object, flags_word, hooks_ir)
 from tileiras_async.emu.host_object import fill_tensor_maps, is_tensor_map, read_host_object
 from tileiras_async.emu.isa.tensor_copy import decode_tensor_map
@@ -51,9 +51,9 @@ def _described_maps(target, kernel, params, host) -> tuple[TensorMapSpec, ...]:
         m = decode_tensor_map(raw)
         flags = struct.unpack_from("<Q", raw, 8)[0]
         element = _ELEMENT_NAMES[((flags >> 7) & 0xF, (flags >> 16) & 1)]
-        shape = tuple(Operand(param=x // 0x100 - 1) for x in reversed(m.extents))
-        strides = tuple(Operand(param=s // m.elem_bytes // 0x100 - 1) for s in reversed(m.strides[1:]))
-        specs.append(TensorMapSpec(index, (m.address >> 40) - 1, shape, strides + (Operand(value=1),), element,
+        shape = tuple(HookValue(param=x // 0x100 - 1) for x in reversed(m.extents))
+        strides = tuple(HookValue(param=s // m.elem_bytes // 0x100 - 1) for s in reversed(m.strides[1:]))
+        specs.append(TensorMapSpec(index, (m.address >> 40) - 1, shape, strides + (HookValue(value=1),), element,
                                    tuple(reversed(m.box)), m.swizzle))
     return tuple(specs)
 
@@ -125,7 +125,7 @@ def test_layout_of_the_object(tmp_path):
     if readelf is None:
         pytest.skip("readelf (binutils) is not installed")
     kernels = [KernelHooks("k_a", ((8, 8), (4, 4), (4, 4), (4, 4), (128, 64)),
-                           (TensorMapSpec(4, 0, (Operand(1), Operand(2)), (Operand(3), Operand(value=1)), "bf16",
+                           (TensorMapSpec(4, 0, (HookValue(1), HookValue(2)), (HookValue(3), HookValue(value=1)), "bf16",
                                           (32, 64), "64B"),)),
                KernelHooks("k_b", ((8, 8), (4, 4)))]
     path = tmp_path / "h.o"
@@ -147,14 +147,14 @@ def test_layout_of_the_object(tmp_path):
 
 
 @pytest.mark.parametrize("change,message", [
-    (dict(strides=(Operand(3), Operand(value=2))), "innermost stride must be the literal 1"),
+    (dict(strides=(HookValue(3), HookValue(value=2))), "innermost stride must be the literal 1"),
     (dict(box=(64, 512)), "extents 1 to 256"),
     (dict(element="f64"), "f64 elements is not encodable"),
     (dict(swizzle="16B"), "swizzle '16B'"),
     (dict(param=3), "not a 128-byte map aligned to 64"),
 ])
 def test_descriptions_it_cannot_encode(change, message):
-    spec = TensorMapSpec(4, 0, (Operand(1), Operand(2)), (Operand(3), Operand(value=1)), "f16", (64, 64), "128B")
+    spec = TensorMapSpec(4, 0, (HookValue(1), HookValue(2)), (HookValue(3), HookValue(value=1)), "f16", (64, 64), "128B")
     spec = TensorMapSpec(**{**{f: getattr(spec, f) for f in spec.__struct_fields__}, **change})
     kernel = KernelHooks("k", ((8, 8), (4, 4), (4, 4), (4, 4), (128, 64)), (spec,))
     with pytest.raises(HostObjectError, match=message):

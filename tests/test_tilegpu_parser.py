@@ -28,8 +28,8 @@ TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
 SAMPLE = [PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc", PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc",
           PUBLIC / "argmax_rows_f16_256.v13.4.tileirbc", LAUNCH / "matmul_f16_f16out_128x128x64.v13.4.tileirbc",
           LAUNCH / "layernorm_f16_128.v13.4.tileirbc", LAUNCH / "gather_idx_f32_t128.v13.4.tileirbc"]
-# the sections both runs compile on from (every section reads back): the passes' first decision, the last section
-# schedule-loops' notes are rebuilt for (tilegpu.passes.recompute_notes), the pipeline's output, the final IR
+# the sections both runs compile on from (every section reads back): the passes' first decision, the schedules and
+# pipeline plans on the loops, the pipeline's output, the final IR
 RESUME_FROM = ("select-mma", "schedule-loops", "pipeline", "mark-uniform-branches")
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 
 from ..targets import HOOK_PARAM_BANK_BASE
-from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, Operand, TensorMapSpec, tensor_maps_in
+from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, HookValue, TensorMapSpec, tensor_maps_in
 
-__all__ = ["MAP_ALIGN", "MAP_BYTES", "HostObjectError", "KernelHooks", "Operand", "TensorMapSpec", "bank_base",
+__all__ = ["MAP_ALIGN", "MAP_BYTES", "HostObjectError", "KernelHooks", "HookValue", "TensorMapSpec", "bank_base",
            "bank_offsets", "build_host_object", "flags_word", "hooks_ir", "ptxas_options"]
 
 # element type -> (the map's element-type code, element bytes, the tf32 bit): codes as NVIDIA's maps hold them
@@ -99,7 +99,7 @@ def _check(spec: TensorMapSpec) -> None:
     if not 1 <= rank <= 3 or len(spec.shape) != rank or len(spec.strides) != rank:
         raise HostObjectError(f"tensor map {spec.param}: rank {rank} with {len(spec.shape)} extents and "
                               f"{len(spec.strides)} strides (ranks 1 to 3 are encoded)")
-    if spec.strides[-1] != Operand(value=1):
+    if spec.strides[-1] != HookValue(value=1):
         raise HostObjectError(f"tensor map {spec.param}: the innermost stride must be the literal 1")
     if any(not 1 <= b <= 256 for b in spec.box):
         raise HostObjectError(f"tensor map {spec.param}: box {spec.box} (extents 1 to 256)")
@@ -123,7 +123,7 @@ class _Emitter:
     def at(self, offset: int) -> str:
         return self.emit(f"getelementptr i8, ptr %params, i64 {offset}")
 
-    def load(self, op: Operand, kernel: KernelHooks, offsets: list[int]) -> str:
+    def load(self, op: HookValue, kernel: KernelHooks, offsets: list[int]) -> str:
         """`op` as an i64: a parameter zero-extended from its bytes (as NVIDIA's hooks read them)."""
         if op.param < 0:
             return str(op.value)
@@ -154,7 +154,7 @@ def _map_words(e: _Emitter, spec: TensorMapSpec, kernel: KernelHooks, offsets: l
     """Store the map's eight words (README: the words as the hook writes them)."""
     rank = len(spec.box)
     _code, size, _tf32 = _element(spec)
-    address = e.load(Operand(spec.base), kernel, offsets)
+    address = e.load(HookValue(spec.base), kernel, offsets)
     extents = [e.load(op, kernel, offsets) for op in spec.shape]
     strides = [e.load(op, kernel, offsets) for op in spec.strides[:-1]]
     less_one = [e.emit(f"sub i64 {x}, 1") for x in extents]

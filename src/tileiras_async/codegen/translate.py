@@ -9,7 +9,7 @@ from ..targets import Target
 from ..tilegpu.decisions import loop_schedules, pipelined_loops
 from ..tilegpu.ir import KernelIR
 from ..tilegpu.software_pipeline import pipeline_info
-from ..tilegpu.tensor_maps import tensor_maps_comment, tensor_maps_in
+from ..tilegpu.tensor_maps import kernel_hooks, tensor_maps_comment, tensor_maps_in
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
                lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_software_pipeline,
                lower_reduce, lower_shape, lower_subbyte, lower_tensor_copy)  # (importing registers the lowerings)
@@ -23,7 +23,7 @@ def translate_kernel(k: KernelIR, module_ir: ModuleIR | None = None) -> KernelEm
     the finished emitter, with the passes' remarks, schedules and pipelined loops.  Raises LoweringError."""
     fn = k.fn
     em = KernelEmitter(module_ir if module_ir is not None else ModuleIR(), fn, k.options, k.module,
-                       k.launch_hooks)
+                       kernel_hooks(k))
     em.remarks.extend(k.remarks)
     em.schedules = loop_schedules(fn.body)
     em.pipelines = [pipeline_info(k.name, *p) for p in pipelined_loops(fn.body)]

@@ -119,9 +119,6 @@ class KernelIR:
     options: object                      # CompileSettings
     remarks: list = field(default_factory=list)
     source: str = ""                            # the input's path (named in schedule reports)
-    # the kernel's own decision, as a function attribute would hold it: its launch hooks (tensor_maps.KernelHooks:
-    # hidden tensor-map parameters and the host object that fills them; select-tensor-copies), None without
-    launch_hooks: object = None
 
     @property
     def name(self) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .errors import LoweringError
 from .parser import ParseError, parse_kernel
-from .passes import PASS_NAMES, _load, recompute_notes
+from .passes import PASS_NAMES, _load
 from .printer import print_kernel
 
 
@@ -23,10 +23,6 @@ def opt_text(text: str, filename: str, passes: list[str], gpu_name: str | None =
         raise OptError(str(e)) from None
     if gpu_name is not None:
         k.options.target = gpu_name
-    try:
-        recompute_notes(k, passes)
-    except LoweringError as e:
-        raise OptError(f"{filename}: schedule-loops (the schedules the passes read) failed: {e}") from None
     for name in passes:
         try:
             _load(name)(k)

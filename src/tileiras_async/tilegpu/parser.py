@@ -8,9 +8,9 @@ cuda_tile attributes).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
 
 What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
 them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
-(already folded into the options), the passes' records outside the IR (`k.notes`: schedule-loops' plans,
-rebuilt by `tilegpu.passes.recompute_notes` before the pipeline pass), and an attribute naming an op that has
-no results (`#tilegpu.op<"name">`: no pass makes one; it is refused).
+(already folded into the options), and an attribute naming an op that has no results (`#tilegpu.op<"name">`:
+no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
+parsed kernel carries it.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import json
 import re
 import sys
 from fractions import Fraction
+
+import msgspec
 
 from ..ir import attrs as A
 from ..ir import enums as E
@@ -741,21 +743,32 @@ class _Parser:
         cls = RECORDS.get(syn.value)
         if cls is None:
             raise self.c.error(f"unknown record kind '{syn.value}'", syn.pos)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = _record_fields(cls)
         given = dict(syn.extra)
         if set(given) != set(fields):
             raise self.c.error(f"#tilegpu.{syn.value} needs the fields {', '.join(fields)}", syn.pos)
         module = sys.modules[cls.__module__]
-        values = {name: self.resolve(v, _hint(fields[name].type, module)) for name, v in given.items()}
-        init = {n: v for n, v in values.items() if fields[n].init}
+        values = {name: self.resolve(v, _hint(fields[name][0], module)) for name, v in given.items()}
+        init = {n: v for n, v in values.items() if fields[n][1]}
         try:
             obj = cls(**init)
         except (TypeError, ValueError) as e:
             raise self.c.error(f"bad #tilegpu.{syn.value}: {e}", syn.pos) from None
         for n, v in values.items():
-            if not fields[n].init:
+            if not fields[n][1]:
                 object.__setattr__(obj, n, v)
         return obj
+
+
+def _record_fields(cls: type) -> dict[str, tuple[object, bool]]:
+    """A record class's fields: name -> (annotation, whether the constructor takes it), in order (the passes'
+    dataclasses, and the msgspec structs of schedule reports and launch hooks)."""
+    if issubclass(cls, msgspec.Struct):
+        hints = {}
+        for base in reversed(cls.__mro__):
+            hints.update(getattr(base, "__annotations__", {}))
+        return {name: (hints.get(name, ""), True) for name in cls.__struct_fields__}
+    return {f.name: (f.type, f.init) for f in dataclasses.fields(cls)}
 
 
 def _hint(annotation, module):

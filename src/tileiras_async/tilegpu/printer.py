@@ -109,11 +109,12 @@ class _Names:
             kind, item = stack.pop()
             if kind == "block":
                 for a in item.args:
-                    self.define(a, prefix)
+                    if id(a) not in self.values:   # an op detached before the op around it keeps its name
+                        self.define(a, prefix)
                 stack.extend(("op", op) for op in reversed(item.ops))
                 continue
             for r in item.results:
-                if r is not None:
+                if r is not None and id(r) not in self.values:
                     self.define(r, prefix)
             stack.extend(("block", b) for r in reversed(item.regions) for b in reversed(r.blocks))
 
@@ -185,10 +186,10 @@ class _Printer:
             return self.struct(kind, fields)
         known = self.records.get(id(v))
         if known is None:
+            body = self.struct(kind, fields)   # the shared records inside it are declared before it
             alias = f"#{kind}{sum(a.startswith('#' + kind) for a in self.record_bodies)}"
             known = self.records[id(v)] = (v, alias)
-            self.record_bodies[alias] = ""   # declared in the order first named
-            self.record_bodies[alias] = self.struct(kind, fields)
+            self.record_bodies[alias] = body
         return known[1]
 
     def count_records(self, body: Block) -> None:
@@ -293,17 +294,32 @@ class _Printer:
         args = ", ".join(f"{self.names.use(a)}: {self.type(a.type)}" for a in fn.body.args)
         body: list[str] = []
         self.ops(fn.body, body, 1)
-        detached: list[str] = []
-        while self.names.pending:   # printing a detached op may name more of them
-            holder = Block()
-            holder.ops = [self.names.pending.pop(0)]
-            self.ops(holder, detached, 1)
+        detached = self.detached_ops()
         head = [f"{name} = {self.layout_body(lay)}" for lay, name in self.layouts.items()]
         head += [f"{alias} = {body}" for alias, body in self.record_bodies.items()]
         lines = [self.options_line()] + head + [f"tilegpu.kernel {symbol_str(self.k.fn.name)}({args}) {{"] + body + ["}"]
         if detached:
             lines += ["tilegpu.detached {"] + detached + ["}"]
         return "\n".join(lines + [""])
+
+    def detached_ops(self) -> list[str]:
+        """The ops attributes name that are not in the kernel, each once: an op inside another detached op's
+        regions (a pipelined loop's original load, and the original loop a plan also names) is printed there."""
+        found: list[Operation] = []
+        while self.names.pending:   # printing a detached op may name more of them: print until none is new
+            found.append(self.names.pending.pop(0))
+            self.print_detached(found[-1], [])
+        nested = {id(o) for op in found for r in op.regions for b in r.blocks for o in walk_ops(b)}
+        lines: list[str] = []
+        for op in found:
+            if id(op) not in nested:
+                self.print_detached(op, lines)
+        return lines
+
+    def print_detached(self, op: Operation, out: list[str]) -> None:
+        holder = Block()
+        holder.ops = [op]
+        self.ops(holder, out, 1)
 
     def options_line(self) -> str:
         """What the passes are told besides the IR (the target first): the parser builds the options from it."""

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import re
 
+from ..schedule.report import (ArmResult, DepEdge, IIAttempt, PoolRequest, RRTCell, RRTRow, ScheduledOp,
+                               ScheduleReport, SlotUse)
+from .decisions import PipelinedLoop, PipelinePlan
 from .mma import FmaPlan, Instr, MmaPlan, Staging
+from .passes.select_access_forms import FragmentLoads
 from .passes.split_arg_reductions import ArgOrder
 from .smem import DimBits
 from .software_pipeline import Candidate, Geometry, Operand, PipelineInfo
 from .tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
+from .tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec
 from .wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
 
 
@@ -18,6 +23,10 @@ def kind_of(cls: type) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
 
 
-RECORDS: dict[str, type] = {kind_of(c): c for c in (
+_CLASSES = (
     FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
-    Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan)}
+    Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan,
+    PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec,
+    ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow)
+RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
+assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"

@@ -33,7 +33,7 @@ _SWIZZLE_NAMES = {16: "none", 32: "32B", 64: "64B", 128: "128B"}
 _ELEMENT_NAMES = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32", T.I32: "i32"}
 
 
-class Operand(msgspec.Struct, frozen=True):
+class HookValue(msgspec.Struct, frozen=True):
     """A value the hook reads from the parameter buffer (`param`: an entry parameter's index) or a literal."""
     param: int = -1
     value: int = 0
@@ -45,8 +45,8 @@ class TensorMapSpec(msgspec.Struct, frozen=True):
     as the view's dimensions."""
     param: int
     base: int
-    shape: tuple[Operand, ...]
-    strides: tuple[Operand, ...]
+    shape: tuple[HookValue, ...]
+    strides: tuple[HookValue, ...]
     element: str
     box: tuple[int, ...]
     swizzle: str = "none"
@@ -110,7 +110,7 @@ def _argument(v: Value, args: list[Value]) -> int | None:
 
 
 def _view_operands(tview: Operation, args: list[Value]):
-    """(base argument, [shape Operand], [stride Operand]) of a 2-D tensor view made from kernel arguments."""
+    """(base argument, [shape HookValue], [stride HookValue]) of a 2-D tensor view made from kernel arguments."""
     vt = tview.result.type
     base = _argument(tview.operands["base"], args)
     values = {"dynamicShape": iter(tview.operands["dynamicShape"]),
@@ -120,12 +120,12 @@ def _view_operands(tview: Operation, args: list[Value]):
         ops = []
         for s in static:
             if s != T.DYNAMIC:
-                ops.append(Operand(value=s))
+                ops.append(HookValue(value=s))
                 continue
             arg = _argument(next(values[name]), args)
             if arg is None:
                 return None
-            ops.append(Operand(param=arg))
+            ops.append(HookValue(param=arg))
         out[name] = tuple(ops)
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
@@ -170,3 +170,16 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
         return f"a box of {outer} x {per} does not fit the stage layout"
     spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
+
+
+def kernel_hooks(k) -> KernelHooks | None:
+    """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
+    then one hidden tensor map per operand select-tensor-copies gave TMA copies (in parameter order); None
+    without maps."""
+    from .decisions import pipelined_loops
+    maps = sorted((x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
+                   if getattr(x, "tma", None) is not None), key=lambda m: m.param)
+    if not maps:
+        return None
+    layout = param_layout(k.fn.type.inputs)
+    return KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))

@@ -45,20 +45,6 @@ def pipeline_for(target: str) -> list[str]:
 PASS_NAMES = tuple(name for name, _ in _ALL)
 
 
-# pass -> (the earlier pass whose record outside the IR it reads, that record's key in k.notes): schedule-loops
-# leaves the pipeline pass its candidates and geometries there, which the IR text does not hold
-_READS_NOTES_OF = {"pipeline": ("schedule-loops", "pipeline")}
-
-
-def recompute_notes(k: KernelIR, names: list[str]) -> None:
-    """Before running `names` over a kernel read back from text: rerun the passes whose notes they read
-    (deterministic, and they only add attributes the text already has) when nothing in `names` makes them."""
-    for i, name in enumerate(names):
-        source, key = _READS_NOTES_OF.get(name, (None, None))
-        if source is not None and source not in names[:i] and key not in k.notes:
-            _load(source)(k)
-
-
 def _load(name: str) -> Callable[[KernelIR], None]:
     module = dict(_ALL)[name]
     return importlib.import_module(f"{__name__}.{module}").run
@@ -113,7 +99,6 @@ def run_pipeline(k: KernelIR, printing: IRPrinting | None = None, until: str | N
     names = pipeline_for(getattr(target, "name", target))
     if after is not None:
         names = names[names.index(after) + 1:]
-        recompute_notes(k, names)
     for name in names:
         if printing is not None and name in printing.before:
             out.snapshots.append(IRSnapshot("before", name, text if text is not None else show()))

@@ -3,7 +3,7 @@
 Contract: in: IR after schedule-loops (a K-loop it pipelines carries its `pipeline_plan`). out: the IR
 is unchanged; an operand of a wgmma K-loop that `tilegpu.tensor_maps.plan_tensor_copy` accepts gets `tma` (a
 TensorCopy: its map in a hidden entry parameter appended after the kernel's own, box and swizzle of its stage
-layout), which the pipeline pass puts on its copies; `k.launch_hooks` holds the kernel's launch
+layout), which the pipeline pass puts on its copies; `tensor_maps.kernel_hooks` reads the kernel's launch
 hooks (tilegpu.tensor_maps.KernelHooks: every entry parameter's size and the maps), from which code
 generation declares the hidden parameters and writes the host object that fills them.  Operands the hints do
 not make eligible keep their cp.async copies, so kernels without launch hints compile as before; so do
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..decisions import PIPELINE_PLAN
 from ..ir import KernelIR, walk_ops
-from ..tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, param_layout, plan_tensor_copy
+from ..tensor_maps import param_layout, plan_tensor_copy
 
 
 def run(k: KernelIR) -> None:
@@ -36,5 +36,3 @@ def run(k: KernelIR) -> None:
             k.remark("passed", "pipelining", "TensorCopies",
                      f"the {x.role} operand's stage copies are TMA: {plan.columns} box(es) of "
                      f"{plan.box[0]} x {plan.box[1]} ({plan.map.swizzle} swizzle) per K chunk", cand.loop)
-    if maps:
-        k.launch_hooks = KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))
