@@ -126,7 +126,8 @@ def test_assemble_passes_the_real_tools_arguments(tmp_path):
     assert res.ok and res.cubin == b"CUBIN"
     argv = log.read_text().split()
     assert argv[:2] == ["-arch", "sm_90a"] and argv[2].endswith("kernel.ptx")
-    assert argv[3:] == ["-o", argv[4], "--opt-level", "2"] and argv[4].endswith("kernel.cubin")
+    assert argv[3:] == ["-o", argv[4], "--opt-level", "2", "--enable-extended-smem=true"]
+    assert argv[4].endswith("kernel.cubin")
 
 
 def test_assemble_without_ptxas_names_the_search(tmp_path):

@@ -244,14 +244,17 @@ LAUNCH_SAMPLE = ("matmul_f16_f32acc_64x64x32", "bmm_f16_32x32x32")
 
 
 def _every_stage_count(refs, path: Path, gpu: str) -> None:
+    """Compiled, assembled (with the launch hooks' host object where the copies are TMA) and run race-checked
+    as the `emulate` engine runs a kernel, at each stage count."""
+    from tileiras_async.emu.runner import run_compiled
     cid = _kid(path)
-    module = _read(path)
     ptx = {}
     for n in (2, 3, 4, None):
-        ptx[n] = compile_ptx(module, gpu, n)[0]
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
-        emulate(module, ptx[n], refs.grid(cid, inputs), list(inputs.values()))   # race-checked
+        run = run_compiled(path, refs.grid(cid, inputs), list(inputs.values()), gpu_name=gpu, check_races=True,
+                           pipeline_stages=n)
         assert not refs.check(cid, orig, inputs), f"{cid} {gpu} --num-stages {n}"
+        ptx[n] = run.ptx
     assert ptx[2] != ptx[4]
 
 

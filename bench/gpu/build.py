@@ -524,6 +524,11 @@ def cubin_entry(cubin: bytes, params: list[dict], file: str, ptx: str | None = N
             whole, maps = None, 0
         if ptx_ok:
             layout, hidden = whole[:len(whole) - maps], maps
+        elif whole is not None and maps and len(whole) == len(layout) and \
+                all(size == 128 for _off, size in layout[len(layout) - maps:]):
+            # the older parameter records (PTX ISA 8.x, our tensor-map kernels) list the hidden maps too, at
+            # offsets aligned in the constant bank rather than from 0: the cubin's offsets, the maps left out
+            layout, hidden, ptx_ok = layout[:len(layout) - maps], maps, True
     if not layout and params and fallback:
         layout = fallback
     bad = check_layout(params, layout)

@@ -150,10 +150,14 @@ def module_llvm_ir(module: Module, options: CodegenOptions | None = None) -> lis
     return [kernel_llvm_ir(module, fn, options)[0] for fn in module.functions]
 
 
-def module_ptx(module: Module, tgt: Target, opt_level: int = 3, debug: str = "none") -> str:
+def module_ptx(module: Module, tgt: Target, opt_level: int = 3, debug: str = "none",
+               pipeline_stages: int | None = None) -> str:
     if not module.functions:
         return empty_module_ptx(tgt)
-    irs = module_llvm_ir(module, CodegenOptions(opt_level=opt_level, target=tgt.name, debug=debug))
+    opts = CodegenOptions(opt_level=opt_level, target=tgt.name, debug=debug)
+    if pipeline_stages is not None:   # --num-stages
+        opts.pipeline_stages = pipeline_stages
+    irs = module_llvm_ir(module, opts)
     return link_kernels_ptx(irs, [f.name.decode() for f in module.functions], tgt, opt_level,
                             module_globals_ir(module))
 

@@ -248,8 +248,9 @@ def _entry(module_bytes_or_path, kernel: str | None, verify: bool):
 def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
                  opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
                  verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None,
-                 check_races: bool = False) -> EmuRun:
-    """Compile `module_bytes_or_path` for `gpu_name` at `-O opt_level`, run `kernel` over `grid` on `args`.
+                 check_races: bool = False, pipeline_stages: int | None = None) -> EmuRun:
+    """Compile `module_bytes_or_path` for `gpu_name` at `-O opt_level` (and `--num-stages pipeline_stages`),
+    run `kernel` over `grid` on `args`.
 
     The arrays in `args` are updated in place.  Raises the pipeline's errors
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
@@ -267,7 +268,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     opt_level = int(opt_level)
     if not 0 <= opt_level <= 3:
         raise LaunchError(f"invalid opt_level {opt_level} (expected 0..3)")
-    ptx = module_ptx(mod, tgt, opt_level)
+    ptx = module_ptx(mod, tgt, opt_level, pipeline_stages=pipeline_stages)
     opts = ptxas_options(ptx, tgt, opt_level)
     cubin = _assemble(ptx, opts) if assemble else None
     return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races,

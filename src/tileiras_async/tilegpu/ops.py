@@ -107,7 +107,7 @@ VIEWS_ALIGNED = TILEGPU.op(
 MMA_STAGED = TILEGPU.op(
     "mma_staged", operands={"acc": ANY_TILE, "buffer": SMEM, "slot?": SCALAR_I32}, results={"result": ANY_TILE},
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
-           "slot?": "int"},
+           "slot?": "int", "ldmatrix?": "fragment_loads"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
 TMA_BARRIERS = TILEGPU.op(
     "tma_barriers", results={"barriers": SCALAR_I32}, attrs={"stages": "int", "count": "int", "maps": "ints"},
