@@ -70,10 +70,27 @@ def test_sections_read_back_and_compile_on(path, gpu):
     _round_trip(path, gpu, RESUME_FROM)
 
 
+# what does not read back yet (strict: a fix shows up as an unexpected pass)
+_HINTS = "cuTile's latency hints (optimization_hints) print in cuda_tile's syntax, which the parser does not read"
+_SCALED = ("a block-scaled mma's recorded plan reads back with a field of another type: the LLVM IR compiled on "
+           "from the text mixes half and float")
+KNOWN_UNREADABLE = {**{(k, g): _HINTS for k in ("fmha_f16", "fmha_causal_f16") for g in TARGETS},
+                    **{(k, g): _SCALED for k in ("mx_matmul_e4m3", "mx_matmul_e5m2", "mxfp4_matmul", "nvfp4_matmul")
+                       for g in ("sm_100", "sm_120")},
+                    ("fp8_matmul_e4m3", "sm_120"): _SCALED}
+
+
+def _every_case():
+    for path in _everything():
+        for gpu in TARGETS:
+            reason = KNOWN_UNREADABLE.get((path.name.split(".")[0], gpu))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(path, gpu, marks=marks, id=f"{path.parent.name}/{path.name.split('.')[0]}-{gpu}")
+
+
 @pytest.mark.slow
 @requires_corpus
-@pytest.mark.parametrize("gpu", TARGETS)
-@pytest.mark.parametrize("path", _everything(), ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
+@pytest.mark.parametrize("path,gpu", _every_case())
 def test_every_kernel_reads_back_and_compiles_on(path, gpu):
     _round_trip(path, gpu, RESUME_FROM)
 
