@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import _build
 from _build import fmt_ratio, median, ratio
 from _common import DEFAULT_CORPUS
+from tileiras_async.toolchain.cubin import host_object
 
 DEFAULT_TARGETS = "sm_90,sm_100"
 GOAL_MEDIAN, GOAL_MAX = 1.0, 1.5
@@ -38,8 +40,15 @@ def dynamic_row(path: Path, gpu: str, corpus: Path = DEFAULT_CORPUS) -> dict:
     emulated and checked."""
     cid = _build.kernel_id(path)
     built = _build.compile_ours(path, gpu)
-    ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus) if built["ok"] else \
-        {"ok": False, "error": f"does not compile: {built['error']}"}
+    if built["ok"]:
+        with tempfile.TemporaryDirectory() as tmp:   # our TMA kernels: the hooks ptxas embedded fill the maps
+            embedded = host_object(built["cubin"])
+            host = Path(tmp) / "ours.host.o" if embedded else None
+            if host is not None:
+                host.write_bytes(embedded)
+            ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus, host)
+    else:
+        ours = {"ok": False, "error": f"does not compile: {built['error']}"}
     nv = _build.nvidia_ptx(path.parent, cid, gpu)
     if nv is None:
         nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
