@@ -494,11 +494,8 @@ def ptx_layout(ptx: str, symbol: str) -> tuple[list[list[int]], int]:
 
 
 def host_section(cubin: bytes) -> bytes | None:
-    """The cubin's `.nv.host` section: the x86-64 object with the launch hooks (NVIDIA's tool; ptxas --nv-host)."""
-    for sec in elf.sections(cubin):
-        if sec.name == ".nv.host":
-            return cubin[sec.offset:sec.offset + sec.size]
-    return None
+    """The cubin's `.nv.host` section: the x86-64 object with the launch hooks (ptxas --nv-host)."""
+    return elf.host_object(cubin)
 
 
 def cubin_entry(cubin: bytes, params: list[dict], file: str, ptx: str | None = None,

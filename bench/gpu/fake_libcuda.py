@@ -372,11 +372,8 @@ def _ptx_index(job_dir: str | None) -> dict:
 
 def _host_section(cubin: bytes) -> bytes | None:
     """The `.nv.host` section of a cubin (the launch hooks' x86-64 object), or None."""
-    from tileiras_async.toolchain import cubin as elf
-    for sec in elf.sections(cubin):
-        if sec.name == ".nv.host":
-            return cubin[sec.offset:sec.offset + sec.size]
-    return None
+    from tileiras_async.toolchain.cubin import host_object
+    return host_object(cubin)
 
 
 def _describe_entry(fn: dict) -> None:
