@@ -26,7 +26,6 @@ _ALL = [
     ("schedule-loops", "schedule_loops"),
     ("select-tensor-copies", "tensor_copies"),
     ("pipeline", "software_pipeline"),
-    ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
     ("vectorize-view-accesses", "vectorize_accesses"),

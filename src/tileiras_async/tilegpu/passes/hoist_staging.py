@@ -1,6 +1,6 @@
 """hoist-operand-staging: an mma operand that a loop does not change is staged once, before the loop.
 
-Contract: in: IR after prefetch-loads (scratch sizes known, no offsets yet). out: an `mmaf`/`mmai` lowered to
+Contract: in: IR after pipeline (scratch sizes known, no offsets yet). out: an `mmaf`/`mmai` lowered to
 mma.sync in one K chunk, inside a loop, whose A (else B) operand is defined outside its innermost loop,
 becomes `tilegpu.mma_prestaged` reading that operand from a buffer that one `tilegpu.stage_operand` right
 after the operand's definition filled, laid out as the mma's own staging would. Several mmas staging the

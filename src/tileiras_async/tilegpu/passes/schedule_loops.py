@@ -11,7 +11,12 @@ scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is low
 most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and the
 loop a `pipeline_plan` (`tilegpu.decisions.PipelinePlan`: candidate and geometry) for the pipeline pass.  Every other loop
 runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
-does them), its rule says "kept serial: <why>".  The machine model's classes name what the lowering emits:
+does them).  A `for` loop without an mma whose loads may move (`software_pipeline.movable_loads`) and hold at most
+PREFETCH_REGS registers per thread for DISTANCE iterations is scheduled prefetched: those loads in stage 0, every
+other op of the body in stage DISTANCE (the loads of iteration i + DISTANCE run beside the rest of iteration i),
+each stage in program order; every op of the body gets its `stage`/`order`, the report says "prefetched DISTANCE
+iterations ahead", and the pipeline pass expands the loop as they say.  Any other loop's rule says
+"kept serial: <why>".  The machine model's classes name what the lowering emits:
 cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05 loop's copies TMA ones
 without changing the schedule), and the mma instruction select-mma recorded.
 """
@@ -26,8 +31,9 @@ from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, plan_for
 from ..wgmma import WgmmaPlan
-from ..software_pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
-                        copy_versions, plan_geometry, wgmma_unpipelinable)
+from ..software_pipeline import (DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN, Candidate, analyze,
+                                 body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
+                                 wgmma_unpipelinable)
 
 _LOOPS = ("for", "loop")
 
@@ -56,8 +62,30 @@ def run(k: KernelIR) -> None:
                 why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
             report = schedule_loop(op, serial_model, ScheduleOptions(strategy="serial"), kernel=k.name,
                                    loop=ordinal, depth=depth, parent=parent, module=k.source)
-            report = msgspec.structs.replace(report, rule=f"kept serial: {why}")
+            report = _prefetched(op, report) or msgspec.structs.replace(report, rule=f"kept serial: {why}")
         op.attrs[SCHEDULE_REPORT] = report
+
+
+def _prefetched(loop: Operation, serial):
+    """The serial schedule `serial` of `loop` with its movable loads DISTANCE iterations ahead, its body's ops
+    given their `stage`/`order`; None where the loop is not prefetched."""
+    loads = movable_loads(loop) if loop.name == "for" and serial.ok else []
+    regs = sum(load_registers(ld) for ld in loads)
+    if not loads or DISTANCE * regs > PREFETCH_REGS:
+        return None
+    body = [o for o in loop.regions[0].block.ops if not o.spec.is_terminator]
+    moved = {id(ld) for ld in loads}
+    stage = {r.index: 0 if id(body[r.index]) in moved else DISTANCE for r in serial.ops}
+    order, placed = {}, {0: 0, DISTANCE: 0}    # each stage in the serial order
+    for r in sorted(serial.ops, key=lambda r: r.order):
+        order[r.index] = placed[stage[r.index]]
+        placed[stage[r.index]] += 1
+    ops = [msgspec.structs.replace(r, stage=stage[r.index], order=order[r.index]) for r in serial.ops]
+    for r in ops:
+        body[r.index].attrs["stage"], body[r.index].attrs["order"] = r.stage, r.order
+    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
+            f"per thread in flight")
+    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=DISTANCE + 1, prologue_copies=DISTANCE)
 
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):
