@@ -14,6 +14,7 @@ from tileiras_async.bytecode.reader import read_module
 from tileiras_async.codegen.emitter import LoweringError
 from tileiras_async.codegen.translate import translate_kernel
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+from tileiras_async.tilegpu import mma as mma_module
 from tileiras_async.tilegpu.mma import FmaPlan, MmaPlan
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import run_pipeline
@@ -113,6 +114,18 @@ def test_select_mma_records_the_plan_codegen_follows(gpu, stages, kind):
         del o.attrs["mma_plan"]
     with pytest.raises(LoweringError, match="select-mma recorded no mma_plan"):
         _llvm(k)   # code generation reads the plan; it does not make one
+
+
+@requires_corpus
+def test_a_plan_select_mma_cannot_make_is_reported_by_the_first_pass_that_reads_it(monkeypatch):
+    """select-mma records why (`mma_plan_error`); assign-layouts, the first reader, raises it for the mmaf."""
+    monkeypatch.setattr(mma_module, "STAGE_BUDGET", 1024)
+    k = _kernel(MATMUL, "sm_80", 1, until="select-mma")
+    (mma,) = _ops(k, "mmaf")
+    assert "mma_plan" not in mma.attrs and mma.attrs["mma_plan_error"].endswith("per K chunk (limit 1024)")
+    with pytest.raises(LoweringError, match=r"per K chunk \(limit 1024\)$") as failure:
+        run_pipeline(k, after="select-mma")
+    assert failure.value.op is mma
 
 
 @requires_corpus

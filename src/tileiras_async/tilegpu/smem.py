@@ -15,7 +15,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from .layout import LinearLayout
 from .errors import LoweringError
-from .mma import fma_plan_for, plan_for
+from .mma import FMA_PLAN, recorded_plan
 from .options import CodegenOptions
 from .types import align, elem_bytes, is_splat, layout_of
 
@@ -148,11 +148,8 @@ def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
             return _staged_tiles_bytes(operands, lambda v: count * nw * elem_bytes(v.type.elem))
         return _staged_tiles_bytes(operands, lambda v: layout.num_elements * elem_bytes(v.type.elem))
     if name in ("mmaf", "mmai"):
-        plan = plan_for(options, op)
-        if plan is not None:
-            return plan.smem_bytes
-        lhs, rhs = op.operands["lhs"].type.elem, op.operands["rhs"].type.elem
-        return fma_plan_for(op, _staged_elem(lhs), _staged_elem(rhs)).smem_bytes
+        plan = recorded_plan(op)     # select-mma's, fp8 widened to f16 on the FMA chain
+        return (plan if plan is not None else recorded_plan(op, FMA_PLAN)).smem_bytes
     if name in ("atomic_rmw_tko", "atomic_cas_tko"):
         ptrs = layout_of(op.operands["pointers"].type)
         if ptrs is not None and not ptrs.replicated():
@@ -179,9 +176,3 @@ def sub_byte_bytes_view(op: Operation) -> bool:
     """pack/unpack of 4-bit elements (two to a byte): staged by their own lowering, not by local_* ops."""
     return any(isinstance(e, (T.IntType, T.FloatType)) and e.width == 4
                for e in (op.operands["source"].type.elem, op.result.type.elem))
-
-
-def _staged_elem(e: T.Type) -> T.Type:
-    """fp8 operands of the FMA chain are widened to f16 before they are staged."""
-    return T.F16 if getattr(e, "name", "") in ("f8E4M3FN", "f8E5M2") else e
-

@@ -18,7 +18,7 @@ from ...ir import types as T
 from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
-from ..mma import plan_for
+from ..mma import recorded_plan
 from ..ops import TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
@@ -41,8 +41,7 @@ def run(k: KernelIR) -> None:
 
 def _tcgen05_ops(k: KernelIR, body) -> int:
     return sum(1 for o in walk_ops(body) if o.name in ("mmaf", "mmai", "tilegpu.mma_staged")
-               and isinstance(plan_for(k.options, o.attrs["mma"] if o.name == "tilegpu.mma_staged" else o),
-                              Tcgen05Plan))
+               and isinstance(recorded_plan(o.attrs["mma"] if o.name == "tilegpu.mma_staged" else o), Tcgen05Plan))
 
 
 def _uses(ops, value) -> list[Operation]:
@@ -66,7 +65,7 @@ def _tcgen05_chain(k: KernelIR, loop: Operation, acc) -> list[Operation]:
             carried = term.operand_values()
             return chain if chain and carried.index(value) == acc.index - 1 and carried.count(value) == 1 else []
         if (user.name != "tilegpu.mma_staged" or user.operands["acc"] is not value
-                or not isinstance(plan_for(k.options, user.attrs["mma"]), Tcgen05Plan)):
+                or not isinstance(recorded_plan(user.attrs["mma"]), Tcgen05Plan)):
             return []
         chain.append(user)
         value = user.result
@@ -78,7 +77,7 @@ def _iteration_chain(k: KernelIR, body) -> list[Operation]:
     round and add), all in the loop body itself; [] when there is no single such chain."""
     inside = list(walk_ops(body))
     staged = [o for o in body.ops if o.name == "tilegpu.mma_staged"
-              and isinstance(plan_for(k.options, o.attrs["mma"]), Tcgen05Plan)]
+              and isinstance(recorded_plan(o.attrs["mma"]), Tcgen05Plan)]
     starts = [o for o in staged if o.operands["acc"].owner not in staged]
     if len(starts) != 1:
         return []
