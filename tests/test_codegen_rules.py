@@ -4,12 +4,15 @@
   (tilegpu/decisions.py, select-mma's `mma_plan`/`fma_plan`, select-access-forms), so nothing but select-mma
   calls the planners (`plan_for`, `fma_plan_for`: not the later passes, not codegen) and the kernel carries no
   side table of pass records (`KernelIR.notes`);
-* small named functions: none in codegen/ longer than 80 lines.
+* small named functions: none in codegen/ longer than 80 lines;
+* no memos on the emitter: the lowerings share only the translation state KernelEmitter declares.
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tileiras_async"
 CODEGEN = PACKAGE / "codegen"
@@ -66,3 +69,42 @@ def test_codegen_keeps_no_state_in_the_emitters_dict():
     uses = [f"{p.name}:{n.lineno}" for p in sorted(CODEGEN.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
             if isinstance(n, ast.Attribute) and n.attr == "__dict__"]
     assert uses == []
+
+
+def _declared_emitter_names() -> set[str]:
+    """What KernelEmitter declares: the attributes its methods assign on self, and its methods."""
+    tree = ast.parse((CODEGEN / "emitter.py").read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KernelEmitter"]
+    return {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name) and n.value.id == "self"} \
+        | {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+
+
+def _undeclared_emitter_uses(source: str, declared: set[str]) -> list[int]:
+    """Lines where a lowering reaches into the emitter (`em`) past what it declares: an attribute it does not
+    declare, or one named by a string (getattr/setattr/hasattr/vars)."""
+    lines = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "em" \
+                and n.attr not in declared:
+            lines.append(n.lineno)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id in ("getattr", "setattr", "hasattr", "delattr", "vars") \
+                and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "em":
+            lines.append(n.lineno)
+    return lines
+
+
+def test_lowerings_keep_state_only_where_the_emitter_declares_it():
+    """Translation state shared between lowerings (LLVM values made once: rings' offsets, the print lock, ...)
+    is declared in KernelEmitter.__init__; no memo is hung on the emitter on the fly, where a later lowering
+    (or a pass) could read a decision nobody recorded in the IR."""
+    declared = _declared_emitter_names()
+    uses = [f"{p.name}:{line}" for p in sorted(CODEGEN.glob("*.py"))
+            for line in _undeclared_emitter_uses(p.read_text(), declared)]
+    assert uses == []
+
+
+@pytest.mark.parametrize("code", ["x = getattr(em, '_memo', None)", "em._memo = 1", "setattr(em, 'memo', 1)"])
+def test_the_emitter_scan_finds_memos(code):
+    assert _undeclared_emitter_uses(code, _declared_emitter_names()) == [1]
