@@ -94,7 +94,7 @@ def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation, scratch: int) -
     layout = result_layout(em.options, mma)
     acc_type = with_layout(mma.result.type, layout)
     mma.operands["acc"].type = mma.result.type = acc_type
-    mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op, em.options))
+    mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op))
     zero = Tile(acc_type, layout, [float_literal(0.0, "float")] * layout.num_registers)
     for name, t in (("lhs", a), ("rhs", b), ("acc", zero)):
         em.set(mma.operands[name], t)
@@ -111,7 +111,7 @@ def _mmaf_scaled(em: KernelEmitter, op: Operation) -> None:
     size = lhs.type.shape[-1] // nblocks
     base = em.scratch_base(op)      # insert-barriers separated it from the ops before
     rhs_at = scaled_mma.staged_operand_bytes(op)[1]
-    scales = base + scaled_mma.scale_offset(op, em.options)
+    scales = base + scaled_mma.scale_offset(op)
     rs_at = scaled_mma.staged_scale_bytes(op)[1]
     em.store_to_shared(lhs, base)
     em.store_to_shared(rhs, base + rhs_at)

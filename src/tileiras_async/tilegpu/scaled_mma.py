@@ -63,16 +63,16 @@ def staged_scale_bytes(op: Operation) -> tuple[int, int]:
     return at + rs.num_elements() * elem_bytes(rs.elem), at
 
 
-def _product_bytes(op: Operation, options: CodegenOptions) -> int:
+def _product_bytes(op: Operation) -> int:
     plan = recorded_plan(op)     # the block products' (select-mma), fp8 widened to f16 on the FMA chain
     return (plan if plan is not None else recorded_plan(op, FMA_PLAN)).smem_bytes
 
 
-def scale_offset(op: Operation, options: CodegenOptions) -> int:
+def scale_offset(op: Operation) -> int:
     """Where the scales sit in the op's scratch: after the operands' staging and the block products' own,
     which reuse the same bytes one after the other."""
-    return align(max(staged_operand_bytes(op)[0], _product_bytes(op, options)))
+    return align(max(staged_operand_bytes(op)[0], _product_bytes(op)))
 
 
-def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
-    return scale_offset(op, options) + staged_scale_bytes(op)[0]
+def scratch_bytes(op: Operation) -> int:
+    return scale_offset(op) + staged_scale_bytes(op)[0]

@@ -16,7 +16,6 @@ from ..ir.core import Operation, Value
 from .layout import LinearLayout
 from .errors import LoweringError
 from .mma import FMA_PLAN, recorded_plan
-from .options import CodegenOptions
 from .types import align, elem_bytes, is_splat, layout_of
 
 
@@ -133,7 +132,7 @@ def _staged_tiles_bytes(tiles, per_tile) -> int:
     return offset
 
 
-def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
+def scratch_bytes(op: Operation) -> int:
     """Bytes of shared memory `op`'s lowering stages through (0: none)."""
     name = op.name
     if name in ("reduce", "scan"):
@@ -163,7 +162,7 @@ def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
         return 8
     if name == "mmaf_scaled":
         from .scaled_mma import scratch_bytes as scaled_scratch
-        return scaled_scratch(op, options)
+        return scaled_scratch(op)
     if name in ("load_view_tko", "store_view_tko") and isinstance(op.operands["view"].type, T.GatherScatterViewType):
         rows = op.operands["index"][op.operands["view"].type.sparse_dim].type   # the sparse index tile
         return rows.num_elements() * elem_bytes(rows.elem)
