@@ -60,9 +60,9 @@ def run(k: KernelIR) -> None:
 def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
     for op in block.ops:
         if op.name == "tilegpu.mma_staged":
-            _staged_mma(k, op)
+            _staged_mma(op)
         elif op.name in ("mmaf", "mmai"):
-            _store_vectors(k, op)
+            _store_vectors(op)
             _fma_unrolled(op, layout_of(op.result.type))
         elif op.name == "mmaf_scaled":
             _fma_unrolled(op, scaled_result_layout(k.options, op))
@@ -79,7 +79,7 @@ def _holds_mma_registers(op: Operation) -> bool:
     return any(o.name in _REGISTER_MMAS for o in op.regions[0].block.walk())
 
 
-def _staged_mma(k: KernelIR, staged: Operation) -> None:
+def _staged_mma(staged: Operation) -> None:
     plan = recorded_plan(staged.attrs["mma"])
     if plan is None:
         staged.attrs["fma_unrolled"] = _unrolled(layout_of(staged.result.type), staged.attrs["kc"])
@@ -128,7 +128,7 @@ def _lane_scan(op: Operation) -> None:
         op.attrs["lane_scan"] = "kogge_stone" if consecutive else "hypercube"
 
 
-def _store_vectors(k: KernelIR, op: Operation) -> None:
+def _store_vectors(op: Operation) -> None:
     plan = recorded_plan(op)
     if not isinstance(plan, (WgmmaPlan, Tcgen05Plan)):
         return
