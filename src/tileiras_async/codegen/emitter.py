@@ -69,6 +69,8 @@ class KernelEmitter:
         self.tcgen05_bars: tuple[str, str] | None = None   # (mbarrier, TMEM address slot), entry-block values
         self.ring_offsets: dict[int, str] = {}             # id(ring local_alloc) -> its run-time aligned offset
         self.scan_totals: dict[int, tuple] = {}            # id(scan result) -> (its totals, folded register bits)
+        self.print_mutex: str | None = None                # the kernel's print_tko lock, a global
+        self.declared_globals: set[str] = set()             # the external globals get_global declared
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):

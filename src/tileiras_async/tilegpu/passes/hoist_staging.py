@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
 from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_blocks, walk_ops
-from ..mma import MmaPlan, plan_for
+from ..mma import MmaPlan, recorded_plan
 from ..ops import LOCAL_ALLOC, MMA_PRESTAGED, STAGE_OPERAND
 from ..types import SmemType
 
@@ -45,7 +45,7 @@ def run(k: KernelIR) -> None:
         loop = _innermost_loop(op, parent)
         if op.name not in _MMA or "scratch_bytes" not in op.attrs or loop is None:
             continue
-        plan = plan_for(k.options, op)
+        plan = recorded_plan(op)
         if type(plan) is not MmaPlan or len(plan.chunks()) != 1:
             continue
         inside = loop_blocks.get(id(loop))

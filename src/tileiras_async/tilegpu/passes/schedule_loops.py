@@ -29,7 +29,7 @@ from ...schedule.machine import machine_model
 from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, PipelinePlan
 from ..ir import KernelIR
 from ..errors import LoweringError
-from ..mma import SHARED_LIMIT, _dims, plan_for
+from ..mma import SHARED_LIMIT, _dims, recorded_plan
 from ..wgmma import WgmmaPlan
 from ..software_pipeline import (DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN, Candidate, analyze,
                                  body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
@@ -94,7 +94,7 @@ def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, pa
     from ...schedule.modulo import ScheduleOptions
     limit = int(k.options.pipeline_stages)
     try:
-        mplan = plan_for(k.options, cand.mma)
+        mplan = recorded_plan(cand.mma)
     except LoweringError as e:
         return None, str(e), None
     if isinstance(mplan, WgmmaPlan):
