@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 
 import msgspec
 
@@ -77,19 +78,20 @@ def tensor_maps_in(text: str) -> list[KernelHooks]:
 
 @dataclass(frozen=True)
 class TensorCopy:
-    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (outer rows, inner elements),
-    box j at byte `j * column_bytes` of the operand's buffer and `j * box[1]` elements along the tensor's
-    inner dimension; `map` is the map's spec (its `param` the hidden entry parameter)."""
+    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (elements per tile dimension,
+    outermost first; the wgmma layouts' are 2-D: rows, inner elements), box j at byte `j * column_bytes` of
+    the operand's buffer and `j * box[-1]` elements along the tensor's inner dimension; `map` is the map's
+    spec (its `param` the hidden entry parameter)."""
     map: TensorMapSpec
     columns: int
     column_bytes: int
-    box: tuple[int, int]
+    box: tuple[int, ...]
     elem_bytes: int
 
     @property
     def chunk_bytes(self) -> int:
         """The bytes one chunk's boxes deliver to the mbarrier (out-of-bounds elements count too)."""
-        return self.columns * self.box[0] * self.box[1] * self.elem_bytes
+        return self.columns * prod(self.box) * self.elem_bytes
 
 
 def param_layout(types) -> tuple[tuple[int, int], ...]:
@@ -110,7 +112,7 @@ def _argument(v: Value, args: list[Value]) -> int | None:
 
 
 def _view_operands(tview: Operation, args: list[Value]):
-    """(base argument, [shape HookValue], [stride HookValue]) of a 2-D tensor view made from kernel arguments."""
+    """(base argument, [shape HookValue], [stride HookValue]) of a tensor view made from kernel arguments."""
     vt = tview.result.type
     base = _argument(tview.operands["base"], args)
     values = {"dynamicShape": iter(tview.operands["dynamicShape"]),
@@ -130,6 +132,29 @@ def _view_operands(tview: Operation, args: list[Value]):
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
 
+def _mapped_view(x, args: list[Value]):
+    """(base argument, [shape HookValue], [stride HookValue]) of the tensor view operand `x` loads from, when a
+    map can describe it: made from kernel arguments, of the tile's rank in its own dimension order, zero
+    padded, its rows promised 16-byte aligned with a unit inner stride; else why not."""
+    rank = len(x.tile_shape)
+    view = x.load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    if len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+        return f"not a {rank}-D tensor view in its own dimension order"
+    if pv.padding not in (None, PaddingValue.zero):
+        return "the view pads with a non-zero value"
+    if not view_rows_aligned(view, rank, x.eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    return operands
+
+
 def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
     """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
@@ -144,21 +169,9 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner_is_k = x.kdim == 1
     if (staged.major == "k") != inner_is_k:
         return "the stage buffer is contiguous along another dimension than the tensor"
-    view = x.load.operands["view"]
-    pv = view.type
-    part = view.owner if isinstance(view.owner, Operation) else None
-    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
-    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
-        return "the view's tensor view is not in sight"
-    if len(tview.result.type.shape) != 2 or tuple(pv.dim_map) != (0, 1):
-        return "not a 2-D tensor view in its own dimension order"
-    if pv.padding not in (None, PaddingValue.zero):
-        return "the view pads with a non-zero value"
-    if not view_rows_aligned(view, 2, x.eb, 16):
-        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
-    operands = _view_operands(tview, args)
-    if operands is None:
-        return "the tensor view's base, extents or strides are not kernel arguments"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
     base, shape, strides = operands
     if (staged.rows, staged.kc) != ((x.tile_shape[0], kc) if inner_is_k else (x.tile_shape[1], kc)):
         return "the stage buffer's rows are not the tile's"
@@ -170,6 +183,30 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
         return f"a box of {outer} x {per} does not fit the stage layout"
     spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
+
+
+def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
+    """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.software_pipeline.Operand, staged in
+    K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
+    buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
+    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one unswizzled box of the chunk, which
+    the fragment reads address as before (conversions such as tf32 rounding stay where they read)."""
+    if x.smem is not None:
+        return "a wgmma operand"
+    rank = len(x.tile_shape)
+    if rank not in (2, 3):
+        return f"a {rank}-D tile"
+    element = _ELEMENT_NAMES.get(x.elem)
+    if element is None:
+        return f"{x.elem} elements"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
+    box = tuple(kc if d == x.kdim else n for d, n in enumerate(x.tile_shape))
+    if (box[-1] * x.eb) % 16 or max(box) > _MAX_BOX:
+        return f"a box of {' x '.join(map(str, box))} is not a tensor map's"
+    base, shape, strides = operands
+    return TensorCopy(TensorMapSpec(param, base, shape, strides, element, box), 1, 0, box, x.eb)
 
 
 def kernel_hooks(k) -> KernelHooks | None:
