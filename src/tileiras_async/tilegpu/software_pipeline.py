@@ -315,27 +315,29 @@ def _wgmma_layout(cand: Candidate, kc: int) -> tuple[int, int]:
     return align(plan.a_smem.nbytes + plan.b_smem.nbytes, plan.align), plan.align
 
 
-def _place_operands(cand: Candidate) -> int:
-    """A at the start of a stage buffer, B after it: the buffer's bytes."""
+def _place_operands(cand: Candidate, unit_align: int = UNIT_ALIGN) -> int:
+    """A at the start of a stage buffer, B after it, each on a multiple of `unit_align`: the buffer's bytes."""
     cand.a.base = 0
-    cand.b.base = align(cand.a.nbytes, UNIT_ALIGN)
-    return align(cand.b.base + cand.b.nbytes, UNIT_ALIGN)
+    cand.b.base = align(cand.a.nbytes, unit_align)
+    return align(cand.b.base + cand.b.nbytes, unit_align)
 
 
 def unpadded_stage_layout(cand: Candidate, geom: Geometry) -> bool:
     """Re-lay an mma.sync / FMA loop's stage buffers for its operands with `tma` (select-tensor-copies): their
-    rows without the padding, as one box of a tensor copy writes them, and the ring's base aligned to
-    TMA_ALIGN at run time (a tensor copy's shared destination; buffers and operands are UNIT_ALIGN apart).
-    False, changing nothing, when that ring is larger than the padded one (it must fit what was planned)."""
+    rows without the padding, as one box of a tensor copy writes them, and the ring's base aligned at run
+    time to what the copies' destinations need (TensorCopy.repeat, at least TMA_ALIGN; buffers and operands
+    are that far apart).  False, changing nothing, when that ring is larger than the padded one (it must
+    fit what was planned)."""
     before = [(x.row, x.strides, x.nbytes, x.base) for x in (cand.a, cand.b)]
     for x in (cand.a, cand.b):
         _operand_layout(x, geom.kc, 0 if x.tma is not None else ROW_PAD)
-    unit = _place_operands(cand)
-    if geom.stages * unit + TMA_ALIGN - 16 > geom.ring_bytes:
+    al = max([TMA_ALIGN] + [x.tma.repeat for x in (cand.a, cand.b) if x.tma is not None])
+    unit = _place_operands(cand, al)
+    if geom.stages * unit + al - 16 > geom.ring_bytes:
         for x, (row, strides, nbytes, base) in zip((cand.a, cand.b), before):
             x.row, x.strides, x.nbytes, x.base = row, strides, nbytes, base
         return False
-    geom.unit_bytes, geom.align, geom.slack = unit, TMA_ALIGN, TMA_ALIGN - 16
+    geom.unit_bytes, geom.align, geom.slack = unit, al, al - 16
     return True
 
 

@@ -31,6 +31,7 @@ from .facts import view_rows_aligned
 MAP_BYTES, MAP_ALIGN = 128, 64
 _MAX_BOX = 256
 _SWIZZLE_NAMES = {16: "none", 32: "32B", 64: "64B", 128: "128B"}
+SWIZZLE_BYTES = {name: n for n, name in _SWIZZLE_NAMES.items()}   # the span whose 16-byte chunks a swizzle permutes
 _ELEMENT_NAMES = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32", T.I32: "i32"}
 
 
@@ -92,6 +93,12 @@ class TensorCopy:
     def chunk_bytes(self) -> int:
         """The bytes one chunk's boxes deliver to the mbarrier (out-of-bounds elements count too)."""
         return self.columns * prod(self.box) * self.elem_bytes
+
+    @property
+    def repeat(self) -> int:
+        """What the copies' shared destination must be a multiple of: the map's swizzle pattern (eight of its
+        spans; 128 bytes, TMA's own alignment, for none) -- so that the pattern starts with the buffer."""
+        return 8 * SWIZZLE_BYTES[self.map.swizzle]
 
 
 def param_layout(types) -> tuple[tuple[int, int], ...]:
@@ -185,12 +192,15 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
 
 
-def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
+def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
     """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.software_pipeline.Operand, staged in
     K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
     buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
-    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one unswizzled box of the chunk, which
-    the fragment reads address as before (conversions such as tf32 rounding stay where they read)."""
+    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
+    reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (fragments
+    read by ldmatrix, which XOR their row addresses as the map's swizzle does: codegen/lower_mma.py): rows
+    of 32, 64 or 128 bytes are swizzled over their span, so that the eight rows an ldmatrix reads fall in
+    distinct banks as the padding made them; otherwise, and for other rows, no swizzle."""
     if x.smem is not None:
         return "a wgmma operand"
     rank = len(x.tile_shape)
@@ -206,7 +216,8 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int) -> Tensor
     if (box[-1] * x.eb) % 16 or max(box) > _MAX_BOX:
         return f"a box of {' x '.join(map(str, box))} is not a tensor map's"
     base, shape, strides = operands
-    return TensorCopy(TensorMapSpec(param, base, shape, strides, element, box), 1, 0, box, x.eb)
+    swizzle = _SWIZZLE_NAMES.get(box[-1] * x.eb, "none") if swizzled else "none"
+    return TensorCopy(TensorMapSpec(param, base, shape, strides, element, box, swizzle), 1, 0, box, x.eb)
 
 
 def kernel_hooks(k) -> KernelHooks | None:
