@@ -246,13 +246,13 @@ MMA_SYNC_TMA = {"matmul_bf16_f32out_32x64x32": [15, 16], "matmul_ragged_f16_32x3
 def test_mma_sync_maps_are_nvidias(cid, gpu):
     """Where NVIDIA copies an mma.sync / FMA operand by TMA, so do we, with NVIDIA's map: the same array
     (parameters, element type; 3-D for the batched kernels), box (one per K chunk) and swizzle (over the
-    unpadded stage rows that ldmatrix reads).  But for the tf32 operand, which our fragments read word by
-    word, so unswizzled, and rounded there (an f32 map)."""
+    unpadded stage rows that ldmatrix or A's word reads address through it).  But for the tf32 operand's
+    element type: ours rounds where the fragments are read (an f32 map)."""
     hooks = _our_maps(cid, gpu)
     assert hooks is not None and [m.param for m in hooks.maps] == MMA_SYNC_TMA[cid]
     nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))[:len(hooks.maps)]
     if cid == "matmul_tf32_32x32x16":
-        nvidia = [msgspec.structs.replace(m, swizzle="none", element="f32") for m in nvidia]
+        nvidia = [msgspec.structs.replace(m, element="f32") for m in nvidia]
     assert list(hooks.maps) == list(nvidia)
     assert {len(m.box) for m in hooks.maps} == {3 if cid.startswith("bmm") else 2}
 

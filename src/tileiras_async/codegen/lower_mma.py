@@ -560,18 +560,20 @@ def _swizzle_mask(x) -> int:
 
 
 def _fragment_rows(em: KernelEmitter, unit_off: str, thread: str, x, ptr: str):
-    """A function of a constant byte offset within operand x's unswizzled layout: (pointer, offset) of the
-    rows an ldmatrix at the thread's row address (`thread`) plus that offset reads.  In a buffer a tensor
-    copy swizzled, the 16-byte piece of a row address is XOR-ed by its bits 7 and up, as TMA does on the
-    absolute address; the buffer starts on the swizzle's repeat (tensor_maps.TensorCopy.repeat), so the
-    address within it decides, and with the thread's part loop-invariant only the add of the buffer's
-    start is left in the loop."""
+    """A function of a constant byte offset within operand x's unswizzled layout (None: K padding): (pointer,
+    offset) of what a read at the thread's address (`thread`: an ldmatrix row's, or an A word's, either
+    within one 16-byte piece) plus that offset reads.  In a buffer a tensor copy swizzled, the 16-byte piece
+    of an address is XOR-ed by its bits 7 and up, as TMA does on the absolute address; the buffer starts on
+    the swizzle's repeat (tensor_maps.TensorCopy.repeat), so the address within it decides, and with the
+    thread's part loop-invariant only the add of the buffer's start is left in the loop."""
     mask = _swizzle_mask(x)
     if not mask:
         return lambda off: (ptr, off)
     start = _add(em, unit_off, x.base)
 
-    def at(off: int) -> tuple[str, int]:
+    def at(off: int | None) -> tuple[str, int | None]:
+        if off is None:
+            return ptr, None
         row = em.b.value(f"add i32 {thread}, {off}") if off else thread
         moved = em.b.value(f"and i32 {em.b.value(f'lshr i32 {row}, 3')}, {mask}")
         return _smem_ptr(em, em.b.value(f"add i32 {start}, {em.b.value(f'xor i32 {row}, {moved}')}")), 0
@@ -618,8 +620,8 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
                                     8 * plan.wn * b.eb if b_pairs else 0)
     else:
         b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
-    if (_swizzle_mask(a) and not ldm_a) or (_swizzle_mask(b) and not ldm_b):
-        raise LoweringError("a tensor copy swizzled a stage buffer whose fragments are not read by ldmatrix")
+    if _swizzle_mask(b) and not ldm_b:     # B's words gather elements of several rows
+        raise LoweringError("a tensor copy swizzled B's stage buffer, whose fragments are not read by ldmatrix")
     c_regs = list(acc.regs)
     for ksteps in plan.chunks()[staged.attrs["unit"]:staged.attrs["unit"] + 1]:
         a_ptr = _unit_ptr(em, unit_off, a_thread, a.base)
@@ -635,7 +637,7 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
                         ws = _ldmatrix(em, instr, *a_rows(plan.word_offset("a", plan.a_reg(0, ks, mt, bt))), 4, False)
                         a_words.update({(bt, mt, w): ws[w] for w in range(4)})
             else:
-                a_words = {key: _staged_word(em, instr, a_ptr, plan.word_offset("a", r), a.eb, a, fa, lta)
+                a_words = {key: _staged_word(em, instr, *a_rows(plan.word_offset("a", r)), a.eb, a, fa, lta)
                            for key, r in a_keys.items()}
             if ldm_b:
                 b_words = {}

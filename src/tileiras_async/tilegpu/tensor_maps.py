@@ -197,10 +197,11 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled:
     K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
     buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
     (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
-    reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (fragments
-    read by ldmatrix, which XOR their row addresses as the map's swizzle does: codegen/lower_mma.py): rows
-    of 32, 64 or 128 bytes are swizzled over their span, so that the eight rows an ldmatrix reads fall in
-    distinct banks as the padding made them; otherwise, and for other rows, no swizzle."""
+    reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (each
+    fragment read within one 16-byte piece, its address XOR-ed as the map's swizzle does:
+    codegen/lower_mma.py): rows of 32, 64 or 128 bytes are swizzled over their span, so that the rows a
+    warp reads at once fall in distinct banks as the padding made them; otherwise, and for other rows, no
+    swizzle."""
     if x.smem is not None:
         return "a wgmma operand"
     rank = len(x.tile_shape)

@@ -52,8 +52,8 @@ def _staged_copies(k: KernelIR, cand, geom, params: int, maps: list) -> None:
     loads = fragment_loads(mma, cand.a, cand.b, geom.kc) if isinstance(mma, MmaPlan) else None
     chosen = []
     for x in (cand.a, cand.b):
-        ldmatrix = loads is not None and getattr(loads, x.role)
-        plan = plan_staged_tensor_copy(x, geom.kc, k.fn.body.args, params + len(maps) + len(chosen), ldmatrix)
+        plan = plan_staged_tensor_copy(x, geom.kc, k.fn.body.args, params + len(maps) + len(chosen),
+                                       _reads_pieces(x, loads))
         if not isinstance(plan, str):
             x.tma = plan
             chosen.append(x)
@@ -66,3 +66,10 @@ def _staged_copies(k: KernelIR, cand, geom, params: int, maps: list) -> None:
         k.remark("passed", "pipelining", "TensorCopies",
                  f"the {x.role} operand's stage copies are TMA: one box of {' x '.join(map(str, x.tma.box))} "
                  f"per K chunk into unpadded rows ({x.tma.map.swizzle} swizzle)", cand.loop)
+
+
+def _reads_pieces(x, loads) -> bool:
+    """Whether every fragment read of mma.sync operand `x` stays within one 16-byte piece of its stage row
+    (what a swizzle moves whole): ldmatrix's rows, and A's words (consecutive elements of a row); B's words
+    gather elements of several rows.  None `loads`: not mma.sync (the FMA chain's reads are not)."""
+    return loads is not None and (x.role == "a" or loads.b)
