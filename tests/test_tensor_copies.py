@@ -273,3 +273,24 @@ def test_the_mma_sync_tensor_copy_code():
     assert unit.index("fence.proxy.async.shared::cta") < unit.index("mbarrier.try_wait.parity") < unit.index("bar.sync")
     ragged = module_ptx(_module(LAUNCH, "matmul_ragged_f16_32x32x32"), target("sm_90"))
     assert "cp.async.bulk.tensor.2d" in ragged and "cp.async.cg" in ragged
+
+
+def test_unpadded_rows_must_fit_the_planned_ring():
+    """The bmm's mma.sync loop (tests/passes/select-tensor-copies/mma_sync_bmm.tir): TMA unpads its stage rows
+    and aligns the ring to the swizzle; a ring planned too small for that (here: no room for the alignment)
+    keeps both operands' cp.async copies in the padded layout."""
+    from pathlib import Path
+    from tileiras_async.tilegpu.decisions import PIPELINE_PLAN
+    from tileiras_async.tilegpu.ir import walk_ops
+    from tileiras_async.tilegpu.parser import parse_kernel
+    from tileiras_async.tilegpu.passes import tensor_copies
+    text = (Path(__file__).parent / "passes" / "select-tensor-copies" / "mma_sync_bmm.tir").read_text()
+    for unit_bytes, fits in ((5120, True), (4096, False)):
+        k = parse_kernel(text)
+        plan = next(op.attrs[PIPELINE_PLAN] for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs)
+        plan.geom.unit_bytes = unit_bytes          # as planned: 4 x 5120 with the padding
+        tensor_copies.run(k)
+        xs = (plan.cand.a, plan.cand.b)
+        assert [x.tma is not None for x in xs] == [fits] * 2
+        assert [(x.row, x.base) for x in xs] == ([(64, 0), (64, 2048)] if fits else [(80, 0), (80, 2560)])
+        assert (plan.geom.unit_bytes, plan.geom.align) == ((4096, 512) if fits else (4096, 0))
