@@ -5,7 +5,8 @@ parameters and the launch hook of the host object fills from them (codegen/host_
 hook; emu/README.md "NVIDIA's launch-time hook" has the map's words).  This module holds the description of
 a map (which parameters hold the array's base, extents and strides; box; swizzle) and decides, for one
 operand of a K-loop the pipeliner stages for wgmma, whether its per-thread cp.async copies can be one elected
-thread's tensor copies: `plan_tensor_copy`.
+thread's tensor copies: `plan_tensor_copy` (for mma.sync and FMA K-loops: `plan_staged_tensor_copy`, whose
+stage rows are one box, 2-D or 3-D, without their padding).
 
 What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.wgmma.SmemOperand): per
 column of `width` bytes of the operand's contiguous dimension, the chunk's rows one after another, 16-byte

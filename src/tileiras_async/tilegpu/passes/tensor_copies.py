@@ -18,8 +18,8 @@ from ..decisions import PIPELINE_PLAN
 from ..ir import KernelIR, walk_ops
 from ..mma import MmaPlan, plan_for
 from ..software_pipeline import unpadded_stage_layout
-from .select_access_forms import fragment_loads
 from ..tensor_maps import param_layout, plan_staged_tensor_copy, plan_tensor_copy
+from .select_access_forms import fragment_loads
 
 
 def run(k: KernelIR) -> None:
