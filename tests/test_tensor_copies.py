@@ -14,6 +14,7 @@ import random
 import re
 import subprocess
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import LAUNCH, PUBLIC, nvidia_bin, nvidia_env, requires_corpus
@@ -201,30 +202,95 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
 @x86_only
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("lb,ub", [(0, 0), (0, 1), (0, 2), (0, 5), (-3, 2), (2, 4)])
-def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub):
+@pytest.mark.parametrize("t", [64, 32], ids=["wgmma", "mma_sync"])
+def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub, t):
     """Trip counts 0, 1, fewer and more than the stages, tiles partly or wholly outside A and B (TMA reads
-    zeros there), the pipelined loop run once per output tile: the emulated kernel (race check on, maps
-    filled by the hook in our cubin) computes the reference."""
+    zeros there), the pipelined loop run once per output tile, its mma on wgmma / tcgen05 (64 x 64 tiles) or
+    mma.sync (32 x 32: unpadded stage rows read by ldmatrix): the emulated kernel (race check on, maps filled
+    by the hook in our cubin) computes the reference."""
     from tileiras_async.emu.runner import run_compiled
-    module = build_hinted_kloops()
+    module = build_hinted_kloops(t, t, t)
     hooks = emit_kernel(module, module.functions[0], CodegenOptions(opt_level=3, target=gpu)).tensor_maps
     assert hooks is not None and len(hooks.maps) == 2
     rng = np.random.default_rng(abs(lb * 10 + ub))
-    tiles, K = 3, 64 * 4 + 16                       # K: a partial last tile
-    A = rng.standard_normal((64 * tiles, K)).astype(np.float16)
-    B = rng.standard_normal((K, 64)).astype(np.float16)
-    C = np.full((64 * tiles, 64), np.nan, np.float32)
+    tiles, K = 3, t * 4 + 16                        # K: a partial last tile
+    A = rng.standard_normal((t * tiles, K)).astype(np.float16)
+    B = rng.standard_normal((K, t)).astype(np.float16)
+    C = np.full((t * tiles, t), np.nan, np.float32)
     run = run_compiled(module, (1,), [A, B, C, np.int32(tiles), np.int32(lb), np.int32(ub)], gpu_name=gpu,
                        check_races=True)
-    assert "cp.async.bulk.tensor" in run.ptx
-    padded_a = np.zeros((64 * tiles, 64 * 8))       # zeros where the tiles leave A and B
+    assert "cp.async.bulk.tensor" in run.ptx and ("mma.sync" in run.ptx) == (t == 32)
+    padded_a = np.zeros((t * tiles, t * 8))         # zeros where the tiles leave A and B
     padded_a[:, :K] = A
-    padded_b = np.zeros((64 * 8, 64))
+    padded_b = np.zeros((t * 8, t))
     padded_b[:K] = B
     ref = np.zeros(C.shape)
-    for t in range(tiles):
-        rows = slice(64 * t, 64 * t + 64)
+    for i in range(tiles):
+        rows = slice(t * i, t * i + t)
         for k in range(lb + 1, ub + 1):
             if 0 <= k < 8:
-                ref[rows] += padded_a[rows, 64 * k:64 * k + 64] @ padded_b[64 * k:64 * k + 64]
+                ref[rows] += padded_a[rows, t * k:t * k + t] @ padded_b[t * k:t * k + t]
     np.testing.assert_allclose(C, ref, rtol=2e-3, atol=2e-3)
+
+
+# the launch set's K-loops on mma.sync (the FMA chain for bmm_f32) whose NVIDIA PTX copies operands by TMA:
+# kernel -> the hidden parameters of the maps of ours (NVIDIA's first ones; it maps its TMA store's C too)
+MMA_SYNC_TMA = {"matmul_bf16_f32out_32x64x32": [15, 16], "matmul_ragged_f16_32x32x32": [15],
+                "matmul_tf32_32x32x16": [15], "bmm_f16_32x32x32": [21, 22], "bmm_f32_16x32x16": [21]}
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", sorted(MMA_SYNC_TMA))
+def test_mma_sync_maps_are_nvidias(cid, gpu):
+    """Where NVIDIA copies an mma.sync / FMA operand by TMA, so do we, with NVIDIA's map: the same array
+    (parameters, element type; 3-D for the batched kernels), box (one per K chunk) and swizzle (over the
+    unpadded stage rows that ldmatrix or A's word reads address through it).  But for the tf32 operand's
+    element type: ours rounds where the fragments are read (an f32 map)."""
+    hooks = _our_maps(cid, gpu)
+    assert hooks is not None and [m.param for m in hooks.maps] == MMA_SYNC_TMA[cid]
+    nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))[:len(hooks.maps)]
+    if cid == "matmul_tf32_32x32x16":
+        nvidia = [msgspec.structs.replace(m, element="f32") for m in nvidia]
+    assert list(hooks.maps) == list(nvidia)
+    assert {len(m.box) for m in hooks.maps} == {3 if cid.startswith("bmm") else 2}
+
+
+@requires_corpus
+def test_the_mma_sync_tensor_copy_code():
+    """bmm f16: both operands by 3-D tensor copies of 1 x 32 x 32 f16 (2048 bytes a chunk, 64-byte swizzle),
+    read by ldmatrix at row addresses XOR-ed as the swizzle moves them; each thread fences its reads for the
+    async proxy before the barrier after which a copy may overwrite them.  The ragged matmul's A, whose rows
+    nothing promises aligned, stays cp.async."""
+    ptx = module_ptx(_module(LAUNCH, "bmm_f16_32x32x32"), target("sm_90"))
+    body = ptx.split("tileiras-async tensor maps", 1)[0]
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in body
+    assert "cp.async.cg" not in body and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in body
+    assert re.search(r"and\.b32 \t%r\d+, %r\d+, 48;", body) and "xor.b32" in body     # 64B: bits 7-8 into 4-5
+    assert set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", body)) == {"2048"}
+    unit = body[body.index("cp.async.wait_group 2;"):]
+    assert unit.index("fence.proxy.async.shared::cta") < unit.index("mbarrier.try_wait.parity") < unit.index("bar.sync")
+    ragged = module_ptx(_module(LAUNCH, "matmul_ragged_f16_32x32x32"), target("sm_90"))
+    assert "cp.async.bulk.tensor.2d" in ragged and "cp.async.cg" in ragged
+
+
+def test_unpadded_rows_must_fit_the_planned_ring():
+    """The bmm's mma.sync loop (tests/passes/select-tensor-copies/mma_sync_bmm.tir): TMA unpads its stage rows
+    and aligns the ring to the swizzle; a ring planned too small for that (here: no room for the alignment)
+    keeps both operands' cp.async copies in the padded layout."""
+    from pathlib import Path
+    from tileiras_async.tilegpu.decisions import PIPELINE_PLAN
+    from tileiras_async.tilegpu.ir import walk_ops
+    from tileiras_async.tilegpu.parser import parse_kernel
+    from tileiras_async.tilegpu.passes import tensor_copies
+    text = (Path(__file__).parent / "passes" / "select-tensor-copies" / "mma_sync_bmm.tir").read_text()
+    for unit_bytes, fits in ((5120, True), (4096, False)):
+        k = parse_kernel(text)
+        plan = next(op.attrs[PIPELINE_PLAN] for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs)
+        plan.geom.unit_bytes = unit_bytes          # as planned: 4 x 5120 with the padding
+        tensor_copies.run(k)
+        xs = (plan.cand.a, plan.cand.b)
+        assert [x.tma is not None for x in xs] == [fits] * 2
+        assert [(x.row, x.base) for x in xs] == ([(64, 0), (64, 2048)] if fits else [(80, 0), (80, 2560)])
+        assert (plan.geom.unit_bytes, plan.geom.align) == ((4096, 512) if fits else (4096, 0))

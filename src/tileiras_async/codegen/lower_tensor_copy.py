@@ -5,8 +5,9 @@ chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module 
   initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand) and prefetches the
   maps; a barrier publishes the initialisation before anyone waits.
 * the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
-  slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage buffer (the map's swizzle
-  writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count as bytes.
+  slot's mbarrier, then issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's
+  swizzle writes the layout wgmma reads; an mma.sync / FMA operand's one box its unpadded rows);
+  out-of-bounds elements arrive as zeros and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
 
@@ -70,14 +71,15 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
             start = em.b.value(f"add i32 {start}, {op.attrs['chunk'] * op.attrs['kc']}")
         starts.append(start)
     scratch = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    dst = em.b.value(f"add i32 {em.b.value(f'add i32 {scratch}, {buf_off}')}, {x.smem.base}")
+    dst = em.b.value(f"add i32 {em.b.value(f'add i32 {scratch}, {buf_off}')}, {x.base}")
     lines = [f"mbarrier.arrive.expect_tx.shared.b64 st, [$1], {tc.chunk_bytes}"]
-    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst), ("i32", starts[0])]
+    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst)] + [("i32", s) for s in starts[:-1]]
+    outer = ", ".join(f"${4 + d}" for d in reversed(range(len(starts) - 1)))   # PTX lists the innermost first
     for j in range(tc.columns):
-        inner = starts[1] if j == 0 else em.b.value(f"add i32 {starts[1]}, {j * tc.box[1]}")
+        inner = starts[-1] if j == 0 else em.b.value(f"add i32 {starts[-1]}, {j * tc.box[-1]}")
         args.append(("i32", inner))
-        lines.append(f"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                     f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, $4}}], [$1]")
+        lines.append(f"cp.async.bulk.tensor.{len(starts)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, {outer}}}], [$1]")
     _thread0(em, lines, args, ".reg .b64 st; ")
 
 

@@ -80,6 +80,7 @@ def pipeline_info(kernel: str, cand, report, geom, ring) -> "PipelineInfo":
                         cand.b.nbytes, ring.attrs.get("offset", 0), versions, report.ii)
 ROW_PAD = 16
 UNIT_ALIGN = 128
+TMA_ALIGN = 128         # a tensor copy's shared-memory destination
 MIN_STAGES = 2
 PREFETCH_REGS = 6       # registers per thread the loads of a prefetched loop's iterations ahead may hold
 DISTANCE = 2            # iterations a prefetched loop's loads are issued ahead
@@ -301,19 +302,20 @@ class Geometry:
         return self.stages * self.unit_bytes + self.slack
 
 
-def _operand_layout(x: Operand, kc: int) -> None:
-    """Stage layout of one operand for K chunks of kc (sets kdim, strides, row, nbytes)."""
+def _operand_layout(x: Operand, kc: int, pad: int = ROW_PAD) -> None:
+    """Stage layout of one operand for K chunks of kc, rows `pad` bytes apart (sets kdim, strides, row,
+    nbytes)."""
     shape = x.operand_shape
     e = x.eb
     rank = len(shape)
     if x.role == "a":   # ([B,] M, K): rows of kc elements
-        x.row = align(kc * e, 16) + ROW_PAD
+        x.row = align(kc * e, 16) + pad
         lead = (shape[-2] * x.row,) if rank == 3 else ()
         ostrides = lead + (x.row, e)
         rows = prod(shape[:-1])
         x.kdim = x.lead + rank - 1
     else:               # ([B,] K, N): kc rows of N elements
-        x.row = align(shape[-1] * e, 16) + ROW_PAD
+        x.row = align(shape[-1] * e, 16) + pad
         lead = (kc * x.row,) if rank == 3 else ()
         ostrides = lead + (x.row, e)
         rows = prod(shape[:-2]) * kc
@@ -332,6 +334,32 @@ def _wgmma_layout(cand: Candidate, kc: int) -> tuple[int, int]:
     return align(plan.a_smem.nbytes + plan.b_smem.nbytes, plan.align), plan.align
 
 
+def _place_operands(cand: Candidate, unit_align: int = UNIT_ALIGN) -> int:
+    """A at the start of a stage buffer, B after it, each on a multiple of `unit_align`: the buffer's bytes."""
+    cand.a.base = 0
+    cand.b.base = align(cand.a.nbytes, unit_align)
+    return align(cand.b.base + cand.b.nbytes, unit_align)
+
+
+def unpadded_stage_layout(cand: Candidate, geom: Geometry) -> bool:
+    """Re-lay an mma.sync / FMA loop's stage buffers for its operands with `tma` (select-tensor-copies): their
+    rows without the padding, as one box of a tensor copy writes them, and the ring's base aligned at run
+    time to what the copies' destinations need (TensorCopy.repeat, at least TMA_ALIGN; buffers and operands
+    are that far apart).  False, changing nothing, when that ring is larger than the padded one (it must
+    fit what was planned)."""
+    before = [(x.row, x.strides, x.nbytes, x.base) for x in (cand.a, cand.b)]
+    for x in (cand.a, cand.b):
+        _operand_layout(x, geom.kc, 0 if x.tma is not None else ROW_PAD)
+    al = max([TMA_ALIGN] + [x.tma.repeat for x in (cand.a, cand.b) if x.tma is not None])
+    unit = _place_operands(cand, al)
+    if geom.stages * unit + al - 16 > geom.ring_bytes:
+        for x, (row, strides, nbytes, base) in zip((cand.a, cand.b), before):
+            x.row, x.strides, x.nbytes, x.base = row, strides, nbytes, base
+        return False
+    geom.unit_bytes, geom.align, geom.slack = unit, al, al - 16
+    return True
+
+
 def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int) -> Geometry | None:
     """The fewest chunks per iteration (then the most stages) whose buffers fit `budget` bytes."""
     for s in range(stages, MIN_STAGES - 1, -1):
@@ -346,9 +374,7 @@ def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int
                 continue
             _operand_layout(cand.a, kc)
             _operand_layout(cand.b, kc)
-            cand.a.base = 0
-            cand.b.base = align(cand.a.nbytes, UNIT_ALIGN)
-            unit = align(cand.b.base + cand.b.nbytes, UNIT_ALIGN)
+            unit = _place_operands(cand)
             if s * unit <= budget:
                 return Geometry(s, c, kc, unit)
             c *= 2

@@ -5,7 +5,8 @@ parameters and the launch hook of the host object fills from them (codegen/host_
 hook; emu/README.md "NVIDIA's launch-time hook" has the map's words).  This module holds the description of
 a map (which parameters hold the array's base, extents and strides; box; swizzle) and decides, for one
 operand of a K-loop the pipeliner stages for wgmma, whether its per-thread cp.async copies can be one elected
-thread's tensor copies: `plan_tensor_copy`.
+thread's tensor copies: `plan_tensor_copy` (for mma.sync and FMA K-loops: `plan_staged_tensor_copy`, whose
+stage rows are one box, 2-D or 3-D, without their padding).
 
 What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.wgmma.SmemOperand): per
 column of `width` bytes of the operand's contiguous dimension, the chunk's rows one after another, 16-byte
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 
 import msgspec
 
@@ -30,6 +32,7 @@ from .facts import view_rows_aligned
 MAP_BYTES, MAP_ALIGN = 128, 64
 _MAX_BOX = 256
 _SWIZZLE_NAMES = {16: "none", 32: "32B", 64: "64B", 128: "128B"}
+SWIZZLE_BYTES = {name: n for n, name in _SWIZZLE_NAMES.items()}   # the span whose 16-byte chunks a swizzle permutes
 _ELEMENT_NAMES = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32", T.I32: "i32"}
 
 
@@ -77,19 +80,26 @@ def tensor_maps_in(text: str) -> list[KernelHooks]:
 
 @dataclass(frozen=True)
 class TensorCopy:
-    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (outer rows, inner elements),
-    box j at byte `j * column_bytes` of the operand's buffer and `j * box[1]` elements along the tensor's
-    inner dimension; `map` is the map's spec (its `param` the hidden entry parameter)."""
+    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (elements per tile dimension,
+    outermost first; the wgmma layouts' are 2-D: rows, inner elements), box j at byte `j * column_bytes` of
+    the operand's buffer and `j * box[-1]` elements along the tensor's inner dimension; `map` is the map's
+    spec (its `param` the hidden entry parameter)."""
     map: TensorMapSpec
     columns: int
     column_bytes: int
-    box: tuple[int, int]
+    box: tuple[int, ...]
     elem_bytes: int
 
     @property
     def chunk_bytes(self) -> int:
         """The bytes one chunk's boxes deliver to the mbarrier (out-of-bounds elements count too)."""
-        return self.columns * self.box[0] * self.box[1] * self.elem_bytes
+        return self.columns * prod(self.box) * self.elem_bytes
+
+    @property
+    def repeat(self) -> int:
+        """What the copies' shared destination must be a multiple of: the map's swizzle pattern (eight of its
+        spans; 128 bytes, TMA's own alignment, for none) -- so that the pattern starts with the buffer."""
+        return 8 * SWIZZLE_BYTES[self.map.swizzle]
 
 
 def param_layout(types) -> tuple[tuple[int, int], ...]:
@@ -110,7 +120,7 @@ def _argument(v: Value, args: list[Value]) -> int | None:
 
 
 def _view_operands(tview: Operation, args: list[Value]):
-    """(base argument, [shape HookValue], [stride HookValue]) of a 2-D tensor view made from kernel arguments."""
+    """(base argument, [shape HookValue], [stride HookValue]) of a tensor view made from kernel arguments."""
     vt = tview.result.type
     base = _argument(tview.operands["base"], args)
     values = {"dynamicShape": iter(tview.operands["dynamicShape"]),
@@ -130,6 +140,29 @@ def _view_operands(tview: Operation, args: list[Value]):
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
 
+def _mapped_view(x, args: list[Value]):
+    """(base argument, [shape HookValue], [stride HookValue]) of the tensor view operand `x` loads from, when a
+    map can describe it: made from kernel arguments, of the tile's rank in its own dimension order, zero
+    padded, its rows promised 16-byte aligned with a unit inner stride; else why not."""
+    rank = len(x.tile_shape)
+    view = x.load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    if len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+        return f"not a {rank}-D tensor view in its own dimension order"
+    if pv.padding not in (None, PaddingValue.zero):
+        return "the view pads with a non-zero value"
+    if not view_rows_aligned(view, rank, x.eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    return operands
+
+
 def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
     """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
@@ -144,21 +177,9 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner_is_k = x.kdim == 1
     if (staged.major == "k") != inner_is_k:
         return "the stage buffer is contiguous along another dimension than the tensor"
-    view = x.load.operands["view"]
-    pv = view.type
-    part = view.owner if isinstance(view.owner, Operation) else None
-    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
-    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
-        return "the view's tensor view is not in sight"
-    if len(tview.result.type.shape) != 2 or tuple(pv.dim_map) != (0, 1):
-        return "not a 2-D tensor view in its own dimension order"
-    if pv.padding not in (None, PaddingValue.zero):
-        return "the view pads with a non-zero value"
-    if not view_rows_aligned(view, 2, x.eb, 16):
-        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
-    operands = _view_operands(tview, args)
-    if operands is None:
-        return "the tensor view's base, extents or strides are not kernel arguments"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
     base, shape, strides = operands
     if (staged.rows, staged.kc) != ((x.tile_shape[0], kc) if inner_is_k else (x.tile_shape[1], kc)):
         return "the stage buffer's rows are not the tile's"
@@ -170,6 +191,35 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
         return f"a box of {outer} x {per} does not fit the stage layout"
     spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
+
+
+def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
+    """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.software_pipeline.Operand, staged in
+    K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
+    buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
+    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
+    reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (each
+    fragment read within one 16-byte piece, its address XOR-ed as the map's swizzle does:
+    codegen/lower_mma.py): rows of 32, 64 or 128 bytes are swizzled over their span, so that the rows a
+    warp reads at once fall in distinct banks as the padding made them; otherwise, and for other rows, no
+    swizzle."""
+    if x.smem is not None:
+        return "a wgmma operand"
+    rank = len(x.tile_shape)
+    if rank not in (2, 3):
+        return f"a {rank}-D tile"
+    element = _ELEMENT_NAMES.get(x.elem)
+    if element is None:
+        return f"{x.elem} elements"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
+    box = tuple(kc if d == x.kdim else n for d, n in enumerate(x.tile_shape))
+    if (box[-1] * x.eb) % 16 or max(box) > _MAX_BOX:
+        return f"a box of {' x '.join(map(str, box))} is not a tensor map's"
+    base, shape, strides = operands
+    swizzle = _SWIZZLE_NAMES.get(box[-1] * x.eb, "none") if swizzled else "none"
+    return TensorCopy(TensorMapSpec(param, base, shape, strides, element, box, swizzle), 1, 0, box, x.eb)
 
 
 def kernel_hooks(k) -> KernelHooks | None:

@@ -88,10 +88,15 @@ def _staged_mma(staged: Operation) -> None:
 
 
 def _fragment_loads(staged: Operation, plan: MmaPlan) -> FragmentLoads:
+    return fragment_loads(plan, staged.attrs["a"], staged.attrs["b"], staged.attrs["kc"])
+
+
+def fragment_loads(plan: MmaPlan, a, b, kc: int) -> FragmentLoads:
+    """Which operands of a pipelined mma.sync loop (tilegpu.software_pipeline.Operand, K chunks of kc) read
+    their fragments by ldmatrix (select-tensor-copies asks too: it swizzles only what ldmatrix reads)."""
     instr = plan.instr
-    a, b = staged.attrs["a"], staged.attrs["b"]
     to_half = instr in (F16_F32, F16_F16)
-    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and staged.attrs["kc"] >= 16
+    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
     ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
     ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
     return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)

@@ -319,8 +319,9 @@ class _Expander:
 
     def wait_attrs(self) -> dict:
         """A wgmma reads the stage buffers through the async proxy: each thread's landed copies are fenced
-        for it before the barrier that publishes them."""
-        return {"fence_proxy_async": True} if self.cand.wgmma is not None else {}
+        for it before the barrier that publishes them.  Tensor copies write them through it: each thread's
+        reads of the buffer a copy after the barrier overwrites are fenced before it too."""
+        return {"fence_proxy_async": True} if self.cand.wgmma is not None or self.tma else {}
 
     def slot(self, out: list, bufj: Value | None, u: int):
         """The buffer of unit u of this iteration (past the iteration's end for copies ahead)."""
