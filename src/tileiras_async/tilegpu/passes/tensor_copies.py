@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..decisions import PIPELINE_PLAN
 from ..ir import KernelIR, walk_ops
-from ..mma import MmaPlan, plan_for
+from ..mma import MmaPlan, recorded_plan
 from ..software_pipeline import unpadded_stage_layout
 from ..tensor_maps import param_layout, plan_staged_tensor_copy, plan_tensor_copy
 from .select_access_forms import fragment_loads
@@ -48,7 +48,7 @@ def run(k: KernelIR) -> None:
 def _staged_copies(k: KernelIR, cand, geom, params: int, maps: list) -> None:
     """The operands of an mma.sync / FMA K-loop that get TMA copies (tensor_maps.plan_staged_tensor_copy),
     their stage rows unpadded for it; none when that layout does not fit the planned ring."""
-    mma = plan_for(k.options, cand.mma)
+    mma = recorded_plan(cand.mma)
     loads = fragment_loads(mma, cand.a, cand.b, geom.kc) if isinstance(mma, MmaPlan) else None
     chosen = []
     for x in (cand.a, cand.b):
