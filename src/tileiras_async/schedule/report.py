@@ -53,6 +53,15 @@ class ScheduledOp(msgspec.Struct, frozen=True):
     max_depth: int = 0
     force_serial: bool = False
     note: str = ""
+    partition: str = ""              # a warp-specialised loop's: producer | consumer
+
+
+class Partition(msgspec.Struct, frozen=True):
+    """A warpgroup of a warp-specialised loop and the body ops it runs (schedule-loops)."""
+    name: str                        # producer | consumer
+    warpgroup: int
+    registers: int = 0               # its setmaxnreg target (0: the registers ptxas allocates)
+    ops: list[int] = []              # ScheduledOp indices
 
 
 class DepEdge(msgspec.Struct, frozen=True):
@@ -133,6 +142,8 @@ class ScheduleReport(msgspec.Struct, frozen=True):
     truncated: bool = False
     message: str = ""
     notes: list[str] = []
+    partitions: list[Partition] = []  # warp-specialised: the producer and the consumer warpgroup
+    ring_depth: int = 0              # warp-specialised: stage buffers between them
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +180,10 @@ def format_report(report: ScheduleReport) -> str:
         lines.append(f"  FAILED: {report.message}")
     for a in report.attempts:
         lines.append(f"  II {a.ii}: " + (f"ok ({a.arm})" if a.ok else f"failed: {a.reason}"))
+    for p in report.partitions:
+        regs = f"setmaxnreg {p.registers}" if p.registers else "registers as allocated"
+        lines.append(f"  partition {p.name}: warpgroup {p.warpgroup}, {regs}, ring depth {report.ring_depth}, "
+                     f"ops {','.join(map(str, p.ops))}")
     lines.append("  idx op                   class            start stage order lat slots")
     for o in sorted(report.ops, key=lambda o: (o.stage, o.order)):
         slots = ",".join(f"{s.name}@{s.offset}+{s.duration}" for s in o.slots) or "-"
