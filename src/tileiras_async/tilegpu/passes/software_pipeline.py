@@ -73,14 +73,18 @@ def _expand_k_loops(k: KernelIR, plans: list) -> None:
         report = cand.loop.attrs[SCHEDULE_REPORT]
         block = parent_block[id(cand.loop)]
         i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
-        new_ops, results = _expander(k, cand, geom).expand()
+        expander = _expander(k, cand, geom)
+        new_ops, results = expander.expand()
         ring = new_ops[0]
         block.ops[i:i + 1] = new_ops
         replace_values(k.fn.body, {id(old): new for old, new in zip(cand.loop.results, results)})
-        k.remark("passed", "pipelining", "LoopPipelined",
-                 f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
-                 f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
-                 f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
+        if isinstance(expander, WarpSpecializedForm):
+            k.remark("passed", "pipelining", "LoopPipelined", expander.remark(), cand.loop)
+        else:
+            k.remark("passed", "pipelining", "LoopPipelined",
+                     f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
+                     f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
+                     f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
         record = PipelinedLoop(cand, report, geom, ring)
         for op in Block(ops=new_ops).walk():
             if op.name == cand.loop.name and op.attrs.get(PIPELINED) is True:

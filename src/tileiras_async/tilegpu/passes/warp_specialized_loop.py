@@ -70,6 +70,12 @@ class WarpSpecializedForm:
         out.append(Operation(TMA_RELEASE, {"barriers": self.barriers}, {"stages": self.geom.stages}, loc=self.loc))
         return out, results
 
+    def remark(self) -> str:
+        g = self.geom
+        return (f"K-loop warp-specialised: a producer warpgroup issues the TMA copies into a ring of {g.stages} "
+                f"stage buffers, the consumer warpgroup runs the mma ({g.chunks} K-chunk(s) of {g.kc} per "
+                f"iteration)")
+
     def producer_loop(self, out: list, ring: Value, vbs: dict) -> None:
         """The producer's loop over the K-loop's iterations: per unit, wait for its slot, then issue its copies."""
         loop = self.cand.loop
