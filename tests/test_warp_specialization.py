@@ -63,6 +63,7 @@ def test_the_expansion_is_the_schedules_partitions_and_ring(stages):
     assert bars.attrs["stages"] == report.ring_depth and bars.attrs["empty"] == 128
     ws = [o for o in ops if o.name == "tilegpu.warp_specialize"]
     assert len(ws) == 1 and ws[0].attrs["producer_regs"] == parts["producer"].registers
+    assert ws[0].attrs["consumer_regs"] == parts["consumer"].registers
     assert ws[0].attrs["producer_warpgroup"] == parts["producer"].warpgroup
     producer = list(ws[0].regions[0].block.walk())
     inside = {id(o) for o in producer}
@@ -103,6 +104,7 @@ def test_emulated_at_every_stage_count(refs, stages):
                        check_races=True, pipeline_stages=stages)
     assert not refs.check(SPLIT, orig, inputs)
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
+    assert ".maxnreg 72" in run.ptx      # the consumer's registers: ptxas would otherwise assume 255
     assert _ptx_ring(run.ptx) == (stages or 4)
     assert "barrier.sync \t1, 128;" in run.ptx       # the consumer's barriers count its own threads
 
@@ -145,7 +147,7 @@ def test_the_trace_and_the_text_show_the_partitions():
     trace = chrome_trace([report])["traceEvents"]
     loop = next(e for e in trace if e.get("cat") == "loop")
     assert loop["args"]["ring_depth"] == 4
-    assert [(p["name"], p["registers"]) for p in loop["args"]["partitions"]] == [("consumer", 0), ("producer", 40)]
+    assert [(p["name"], p["registers"]) for p in loop["args"]["partitions"]] == [("consumer", 72), ("producer", 40)]
     ops = {(e["name"], e["args"]["partition"]) for e in trace if e.get("cat") == "op"}
     assert ops == {("load_view_tko", "producer"), ("mmaf", "consumer")}
     text = format_report(report)

@@ -79,9 +79,12 @@ class KernelEmitter:
         for spec in tensor_maps.maps if tensor_maps is not None else ():
             params.append((f"ptr byval([{MAP_BYTES} x i8]) align {MAP_ALIGN}", f"%arg{spec.param}"))
         # a warp-specialised kernel adds a producer warpgroup to the threads its layouts spread work over
-        self.cta_threads = self.num_threads * (2 if _warp_specialized(fn) else 1)
+        split = _warp_specialized(fn)
+        self.cta_threads = self.num_threads * (2 if split is not None else 1)
         self.consumer_barrier: tuple[int, int] | None = None  # (id, threads) once the producer has left
         attrs = f'"nvvm.reqntid"="{self.cta_threads}" "nvvm.minctasm"="1"'
+        if split is not None:   # setmaxnreg needs the registers at entry: ptxas would assume 255 (one CTA per SM)
+            attrs += f' "nvvm.maxnreg"="{split.attrs["consumer_regs"]}"'
         group = len(module_ir.functions)  # one attribute group per kernel of this LLVM module
         self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{group}")
         module_ir.add_global(f"attributes #{group} = {{ {attrs} }}")
@@ -408,6 +411,6 @@ def target_has(em, capability: str) -> bool:
     return tgt is not None and getattr(tgt, capability)
 
 
-def _warp_specialized(fn: Function) -> bool:
-    """Whether the kernel splits its CTA into a producer and a consumer warpgroup (`tilegpu.warp_specialize`)."""
-    return any(op.name == "tilegpu.warp_specialize" for op in fn.body.walk())
+def _warp_specialized(fn: Function) -> Operation | None:
+    """The kernel's `tilegpu.warp_specialize` (it splits the CTA into a producer and a consumer warpgroup)."""
+    return next((op for op in fn.body.walk() if op.name == "tilegpu.warp_specialize"), None)

@@ -39,14 +39,18 @@ from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, 
 
 _LOOPS = ("for", "loop")
 # whether schedule-loops splits the eligible Hopper TMA K-loops into a producer and a consumer warpgroup
-# (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls (bench/codegen_quality.py and
-# bench/dynamic_instructions.py, --set public-launch; static SASS, executed thread-instructions), single
-# warpgroup -> split: matmul_f16_f32acc_64x64x32 (1 K chunk per iteration) 295 -> 342 static, 302,592 ->
-# 290,688 executed, its K-loop 64 -> 29 instructions; matmul_bf16_64x64x64 (2 chunks) 501 -> 537, 361,472 ->
-# 361,984; matmul_f16_f16out_128x128x64 (4 chunks) 1014 -> 873, 250,624 -> 275,136.  Executed instructions
-# decide (the producer's code is one warp's): loops of one K chunk per iteration are split.
+# (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls at the default 4 stages
+# (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split
+# forced: static SASS / executed thread-instructions / the K-loop's SASS
+#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)  295 -> 342 / 302,592 -> 290,688 / 64 -> 29
+#   matmul_bf16_64x64x64         (2 chunks)                 501 -> 537 / 361,472 -> 361,984 / 210 -> 148
+#   matmul_f16_f16out_128x128x64 (4 chunks)                1014 -> 873 / 250,624 -> 275,136 / 322 -> 58
+# Executed instructions decide (the producer's code is one warp's; the fixed cost is every thread of both
+# warpgroups running what precedes the loop, the per-chunk cost the consumer's wait and release): loops of
+# one K chunk per iteration are split.
 WARP_SPECIALIZE = True
 PRODUCER_REGISTERS = 40     # the producer's setmaxnreg.dec target: it holds addresses and counters only
+CONSUMER_SPARE_REGISTERS = 40   # the consumer's registers besides the accumulator's (addresses, the epilogue)
 
 
 def run(k: KernelIR) -> None:
@@ -165,11 +169,22 @@ def _partitioned(k: KernelIR, cand: Candidate, geom, report):
     for x in (cand.a, cand.b):
         for o in x.chain:
             o.attrs["partition"] = "consumer"   # fused into the mma
-    parts = [Partition("consumer", 0, 0, [r.index for r in ops if r.partition == "consumer"]),
+    consumer = consumer_registers(cand)
+    parts = [Partition("consumer", 0, consumer, [r.index for r in ops if r.partition == "consumer"]),
              Partition("producer", 1, PRODUCER_REGISTERS, [r.index for r in ops if r.partition == "producer"])]
     rule = (f"{report.rule}; warp-specialised: a producer warpgroup issues the TMA copies {geom.stages} stage "
-            f"buffers ahead (setmaxnreg {PRODUCER_REGISTERS}), the consumer warpgroup runs the wgmma")
+            f"buffers ahead (setmaxnreg {PRODUCER_REGISTERS}), the consumer warpgroup runs the wgmma "
+            f"({consumer} registers)")
     return msgspec.structs.replace(report, ops=ops, partitions=parts, ring_depth=geom.stages, rule=rule)
+
+
+def consumer_registers(cand: Candidate) -> int:
+    """The consumer's registers per thread (the kernel's at entry, .maxnreg): the accumulator's and
+    CONSUMER_SPARE_REGISTERS, a multiple of 8 as setmaxnreg counts are.  Without a bound ptxas gives a kernel
+    that uses setmaxnreg 255 registers, one CTA per SM."""
+    p = cand.wgmma
+    acc = p.B * p.M * p.N // (p.num_warps * 32) // p.instr.acc_per_reg
+    return -(-(acc + CONSUMER_SPARE_REGISTERS) // 8) * 8
 
 
 def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:

@@ -38,7 +38,8 @@ class WarpSpecializedForm:
     def expand(self) -> tuple[list[Operation], list[Value]]:
         report = self.cand.loop.attrs[SCHEDULE_REPORT]
         producer = next((p for p in report.partitions if p.name == "producer"), None)
-        if producer is None or report.ring_depth != self.geom.stages:
+        consumer = next((p for p in report.partitions if p.name == "consumer"), None)
+        if producer is None or consumer is None or report.ring_depth != self.geom.stages:
             raise LoweringError("the K-loop's ops have partitions but its schedule report names no producer "
                                 f"with a ring of {self.geom.stages} stage buffers")
         if len(self.tma) != 2:
@@ -61,7 +62,8 @@ class WarpSpecializedForm:
         region: list[Operation] = []
         self.producer_loop(region, ring, versions[0])
         out.append(Operation(WARP_SPECIALIZE, {}, {"producer_warpgroup": PRODUCER_WARPGROUP,
-                                                   "producer_regs": producer.registers},
+                                                   "producer_regs": producer.registers,
+                                                   "consumer_regs": consumer.registers},
                              [], [Region([Block([], region)])], loc=self.loc))
         results = self.pipelined_loop(out, ring, versions[0])
         for op in out:
