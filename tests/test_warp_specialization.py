@@ -20,6 +20,7 @@ from tileiras_async.tilegpu.decisions import SCHEDULE_REPORT
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import run_pipeline
+from tileiras_tui.loopview import pipelined_loop
 
 SPLIT = "matmul_f16_f32acc_64x64x32"          # one K chunk per iteration: warp-specialised
 KEPT = "matmul_f16_f16out_128x128x64"         # four chunks: the rule keeps one warpgroup
@@ -152,4 +153,8 @@ def test_the_trace_and_the_text_show_the_partitions():
     assert ops == {("load_view_tko", "producer"), ("mmaf", "consumer")}
     text = format_report(report)
     assert "partition producer: warpgroup 1, setmaxnreg 40, ring depth 4, ops 0,1" in text
+    assert "partition consumer: warpgroup 0, 72 registers (.maxnreg), ring depth 4, ops 2" in text
     assert "warp-specialised" in report.rule
+    legend = pipelined_loop(report)[1].plain          # the dashboard's schedules tab
+    assert "#0 load_view_tko [producer]" in legend and "[consumer]" in legend
+    assert "producer  warpgroup 1 (setmaxnreg 40), ring of 4 stage buffers" in legend

@@ -60,7 +60,7 @@ class Partition(msgspec.Struct, frozen=True):
     """A warpgroup of a warp-specialised loop and the body ops it runs (schedule-loops)."""
     name: str                        # producer | consumer
     warpgroup: int
-    registers: int = 0               # its setmaxnreg target (0: the registers ptxas allocates)
+    registers: int = 0               # the producer's setmaxnreg.dec target, the consumer's (the kernel's) .maxnreg
     ops: list[int] = []              # ScheduledOp indices
 
 
@@ -181,7 +181,7 @@ def format_report(report: ScheduleReport) -> str:
     for a in report.attempts:
         lines.append(f"  II {a.ii}: " + (f"ok ({a.arm})" if a.ok else f"failed: {a.reason}"))
     for p in report.partitions:
-        regs = f"setmaxnreg {p.registers}" if p.registers else "registers as allocated"
+        regs = f"setmaxnreg {p.registers}" if p.name == "producer" else f"{p.registers} registers (.maxnreg)"
         lines.append(f"  partition {p.name}: warpgroup {p.warpgroup}, {regs}, ring depth {report.ring_depth}, "
                      f"ops {','.join(map(str, p.ops))}")
     lines.append("  idx op                   class            start stage order lat slots")
