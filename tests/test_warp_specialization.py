@@ -158,3 +158,18 @@ def test_the_trace_and_the_text_show_the_partitions():
     legend = pipelined_loop(report)[1].plain          # the dashboard's schedules tab
     assert "#0 load_view_tko [producer]" in legend and "[consumer]" in legend
     assert "producer  warpgroup 1 (setmaxnreg 40), ring of 4 stage buffers" in legend
+
+
+@requires_corpus
+def test_a_write_before_the_loop_keeps_one_warpgroup():
+    """Both warpgroups run what precedes the loop: a store there would be done twice, so the rule declines."""
+    k = _passes(SPLIT, None, "materialize-shared-memory")
+    top = k.fn.body.ops
+    store = next(o for o in top if o.name == "store_view_tko")
+    top.remove(store)
+    top.insert(next(i for i, o in enumerate(top) if o.name == "for"), store)
+    run_pipeline(k, after="materialize-shared-memory", until="schedule-loops")
+    report = _k_loop_report(k)
+    assert report.partitions == []
+    assert "not warp-specialised: what runs before the loop writes memory, prints or is warp-specialised " \
+           "already" in report.notes

@@ -208,12 +208,13 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
         return "the loop is not at the kernel's top level"
     before = top[:next(i for i, o in enumerate(top) if o is cand.loop)]
     if any(_writes(x) or "partition" in x.attrs for o in before for x in o.walk()):
-        return "what runs before the loop writes memory or is warp-specialised already"
+        return "what runs before the loop writes memory, prints or is warp-specialised already"
     return ""
 
 
 def _writes(op: Operation) -> bool:
-    return any(op.name.startswith(p) for p in _WRITE_PREFIXES)
+    """Whether `op` has an effect the producer threads would repeat (memory writes, prints)."""
+    return op.name == "print_tko" or any(op.name.startswith(p) for p in _WRITE_PREFIXES)
 
 
 def _async_form(cand: Candidate) -> tuple[Operation, list[Operation]]:
