@@ -173,3 +173,16 @@ def test_a_write_before_the_loop_keeps_one_warpgroup():
     assert report.partitions == []
     assert "not warp-specialised: what runs before the loop writes memory, prints or is warp-specialised " \
            "already" in report.notes
+
+
+@requires_corpus
+def test_partitions_without_their_report_are_an_error():
+    """The pipeline builds what the report says: ops with partitions whose report names none are rejected."""
+    import msgspec
+
+    from tileiras_async.tilegpu.errors import LoweringError
+    k = _passes(SPLIT, None, "schedule-loops")
+    loop = next(op for op in walk_ops(k.fn.body) if SCHEDULE_REPORT in op.attrs and "pipeline_plan" in op.attrs)
+    loop.attrs[SCHEDULE_REPORT] = msgspec.structs.replace(loop.attrs[SCHEDULE_REPORT], partitions=[])
+    with pytest.raises(LoweringError, match="names no producer and consumer with a ring of 4 stage buffers"):
+        run_pipeline(k, after="schedule-loops", until="pipeline")

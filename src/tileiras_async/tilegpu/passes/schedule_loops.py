@@ -33,7 +33,8 @@ from ..mma import SHARED_LIMIT, _dims, plan_for
 from ..wgmma import WgmmaPlan
 from ...schedule.report import Partition
 from ..tensor_maps import plan_tensor_copy
-from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN, Candidate, analyze,
+from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
+                                 Candidate, analyze,
                                  body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
                                  wgmma_unpipelinable)
 

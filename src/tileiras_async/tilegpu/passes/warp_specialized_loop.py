@@ -4,10 +4,11 @@ loops whose A and B copies are TMA): the pipeline pass's expansion for such a lo
 The CTA gets a second warpgroup.  Before the split every thread runs what precedes the loop and the ring's
 mbarriers are initialised (`tma_barriers` with `empty`: a "full" ring, one arrival per TMA operand plus the
 bytes, and an "empty" ring, CONSUMER_THREADS arrivals).  `tilegpu.warp_specialize` then sends the producer
-warpgroup's first warp into its region (its other warps exit): a loop over the same iterations that, for each K chunk (unit u, slot u mod S),
-waits until the consumer released the slot's previous unit (`tma_wait` with `empty`), then one thread expects
-the chunk's bytes on full[slot] and issues the boxes (`async_copy` with `tma`); it runs up to the ring depth S
-ahead by itself, so there is no prologue.  The producer exits after its loop.  The consumer warpgroup (threads
+warpgroup's first warp into its region (its other warps exit): a loop over the same iterations that, for each
+K chunk (unit u, slot u mod S), waits until the consumer released the slot's previous unit (`tma_wait` with
+`empty`), then one thread expects the chunk's bytes on full[slot] and issues the boxes (`async_copy` with
+`tma`); it runs up to the ring depth S ahead by itself, so there is no prologue.  The producer exits after its
+loop.  The consumer warpgroup (threads
 0 .. 127: the thread indices its layouts were assigned for) runs the loop as written with, per unit, a wait for
 full[slot] (`tma_wait`), the wgmma (`mma_staged`) and the release of the slot (`tma_arrive`); then the rest of
 the kernel, whose barriers count its threads alone.
@@ -40,8 +41,8 @@ class WarpSpecializedForm:
         producer = next((p for p in report.partitions if p.name == "producer"), None)
         consumer = next((p for p in report.partitions if p.name == "consumer"), None)
         if producer is None or consumer is None or report.ring_depth != self.geom.stages:
-            raise LoweringError("the K-loop's ops have partitions but its schedule report names no producer "
-                                f"with a ring of {self.geom.stages} stage buffers")
+            raise LoweringError("the K-loop's ops have partitions but its schedule report names no producer and "
+                                f"consumer with a ring of {self.geom.stages} stage buffers")
         if len(self.tma) != 2:
             raise LoweringError("a warp-specialised K-loop's A and B copies are TMA copies: select-tensor-copies "
                                 f"made {len(self.tma)} of them TMA")
