@@ -11,6 +11,11 @@ chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module 
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
 
+A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
+ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
+producer's `tma_wait` with `empty` waits for the release of the unit `stages` earlier -- parity
+(unit / stages + 1) & 1, which a fresh mbarrier reports complete, so the first round does not wait.
+
 A map is a kernel parameter: its generic address is `cvta.param` of the parameter's symbol.  The PTX forms
 are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX declares.
 """
@@ -44,11 +49,13 @@ def map_address(em: KernelEmitter, param: int) -> str:
 @lowers("tilegpu.tma_barriers")
 def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     stages, count = op.attrs["stages"], op.attrs["count"]
+    empty = op.attrs.get("empty")
     name = em.unique_global("tma_bars")
-    em.module_ir.add_global(f"{name} = internal addrspace(3) global [{stages} x i64] undef, align 8")
+    em.module_ir.add_global(f"{name} = internal addrspace(3) global [{_rings(op) * stages} x i64] undef, align 8")
     bars = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
     maps = [(("i64", map_address(em, p))) for p in op.attrs["maps"]]
     lines = [f"mbarrier.init.shared.b64 [$1+{MBAR_BYTES * s}], {count}" for s in range(stages)]
+    lines += [f"mbarrier.init.shared.b64 [$1+{MBAR_BYTES * (stages + s)}], {empty}" for s in range(stages) if empty]
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
     _thread0(em, lines, [("i32", bars)] + maps)
@@ -83,19 +90,42 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
     _thread0(em, lines, args, ".reg .b64 st; ")
 
 
-@lowers("tilegpu.tma_wait")
-def _tma_wait(em: KernelEmitter, op: Operation) -> None:
+def _rings(bars_op: Operation) -> int:
+    """How many rings of `stages` mbarriers a tma_barriers op allocates: "full", and "empty" when warp-specialised."""
+    return 2 if bars_op.attrs.get("empty") else 1
+
+
+def _slot_barrier(em: KernelEmitter, op: Operation, ring: int) -> tuple[str, str]:
+    """(the mbarrier of unit `unit`'s slot in ring `ring` (0: full, 1: empty), the unit's round unit / stages)."""
     stages = op.attrs["stages"]
     unit = em.get(op.operands["unit"]).regs[0]
     slot = em.b.value(f"urem i32 {unit}, {stages}")
-    parity = em.b.value(f"and i32 {em.b.value(f'udiv i32 {unit}, {stages}')}, 1")
+    if ring:
+        slot = em.b.value(f"add i32 {slot}, {ring * stages}")
     bar = em.b.value(f"add i32 {_bars(em, op)}, {em.b.value(f'mul i32 {slot}, {MBAR_BYTES}')}")
+    return bar, em.b.value(f"udiv i32 {unit}, {stages}")
+
+
+@lowers("tilegpu.tma_wait")
+def _tma_wait(em: KernelEmitter, op: Operation) -> None:
+    empty = bool(op.attrs.get("empty"))
+    bar, rnd = _slot_barrier(em, op, int(empty))
+    if empty:       # the release of the unit one round earlier
+        rnd = em.b.value(f"add i32 {rnd}, 1")
+    parity = em.b.value(f"and i32 {rnd}, 1")
     em.b.asm("void", "{ .reg .pred w; $$tmw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], $1; "
                      "@!w bra $$tmw${:uid}; }", "r,r,~{memory}", [("i32", bar), ("i32", parity)])
+
+
+@lowers("tilegpu.tma_arrive")
+def _tma_arrive(em: KernelEmitter, op: Operation) -> None:
+    bar, _ = _slot_barrier(em, op, 1)
+    em.b.asm("void", "{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [$0]; }", "r,~{memory}", [("i32", bar)])
 
 
 @lowers("tilegpu.tma_release")
 def _tma_release(em: KernelEmitter, op: Operation) -> None:
     em.barrier()
-    _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(op.attrs["stages"])],
+    count = op.attrs["stages"] * _rings(op.operands["barriers"].owner)
+    _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(count)],
              [("i32", _bars(em, op))])

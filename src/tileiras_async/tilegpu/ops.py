@@ -22,6 +22,8 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
+| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier |
+| `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first warp runs the region, and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
@@ -44,7 +46,7 @@ they write the scratch first and read it last, with their own barrier in between
 """
 from __future__ import annotations
 
-from ..ir.opdef import (Alloc, DefinesMemoryObject, Dialect, MemoryEffects, Pure, Read,
+from ..ir.opdef import (Alloc, DefinesMemoryObject, SizedRegion, Dialect, MemoryEffects, Pure, Read,
                         SameOperandsAndResultElementType, SameOperandsAndResultShape, Trait, TypeConstraint, Write)
 from ..ir.verify_types import ANY_TILE, SCALAR_I1, SCALAR_I32, SCALAR_INT, TILE_VIEW
 from .types import SmemType
@@ -110,14 +112,24 @@ MMA_STAGED = TILEGPU.op(
            "slot?": "int", "ldmatrix?": "fragment_loads"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
 TMA_BARRIERS = TILEGPU.op(
-    "tma_barriers", results={"barriers": SCALAR_I32}, attrs={"stages": "int", "count": "int", "maps": "ints"},
+    "tma_barriers", results={"barriers": SCALAR_I32},
+    attrs={"stages": "int", "count": "int", "maps": "ints", "empty?": "int"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaBarriersOp")
 TMA_WAIT = TILEGPU.op(
-    "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},
+    "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int", "empty!": "unit"},
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaWaitOp")
 TMA_RELEASE = TILEGPU.op(
     "tma_release", operands={"barriers": SCALAR_I32}, attrs={"stages": "int"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaReleaseOp")
+TMA_ARRIVE = TILEGPU.op(
+    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},
+    traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaArriveOp")
+WARP_SPECIALIZE = TILEGPU.op(
+    "warp_specialize", attrs={"producer_warpgroup": "int", "producer_regs": "int", "consumer_regs": "int"},
+    regions={"producer": SizedRegion(1)},
+    traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), Write(resource=ASYNC_GROUPS),
+                          ordered=True)],
+    cls="WarpSpecializeOp")
 STAGE_OPERAND = TILEGPU.op(
     "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM}, attrs={"mma": "op", "role": "str"},
     traits=[MemoryEffects(Write("buffer", SHARED))], cls="StageOperandOp")

@@ -745,7 +745,7 @@ class _Parser:
             raise self.c.error(f"unknown record kind '{syn.value}'", syn.pos)
         fields = _record_fields(cls)
         given = dict(syn.extra)
-        if set(given) != set(fields):
+        if not set(fields) - _defaulted(cls) <= set(given) <= set(fields):
             raise self.c.error(f"#tilegpu.{syn.value} needs the fields {', '.join(fields)}", syn.pos)
         module = sys.modules[cls.__module__]
         values = {name: self.resolve(v, _hint(fields[name][0], module)) for name, v in given.items()}
@@ -769,6 +769,15 @@ def _record_fields(cls: type) -> dict[str, tuple[object, bool]]:
             hints.update(getattr(base, "__annotations__", {}))
         return {name: (hints.get(name, ""), True) for name in cls.__struct_fields__}
     return {f.name: (f.type, f.init) for f in dataclasses.fields(cls)}
+
+
+def _defaulted(cls: type) -> set[str]:
+    """The fields a record's text may leave out: a schedule report's fields with defaults (a dump written
+    before they existed reads back with their defaults)."""
+    if not issubclass(cls, msgspec.Struct):
+        return set()
+    fields = cls.__struct_fields__
+    return set(fields[len(fields) - len(cls.__struct_defaults__):])
 
 
 def _hint(annotation, module):

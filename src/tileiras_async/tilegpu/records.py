@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..schedule.report import (ArmResult, DepEdge, IIAttempt, PoolRequest, RRTCell, RRTRow, ScheduledOp,
-                               ScheduleReport, SlotUse)
+from ..schedule.report import (ArmResult, DepEdge, IIAttempt, Partition, PoolRequest, RRTCell, RRTRow,
+                               ScheduledOp, ScheduleReport, SlotUse)
 from .decisions import PipelinedLoop, PipelinePlan
 from .mma import FmaPlan, Instr, MmaPlan, Staging
 from .passes.select_access_forms import FragmentLoads
@@ -27,6 +27,6 @@ _CLASSES = (
     FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
     Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan,
     PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec,
-    ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow)
+    ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition)
 RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
 assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"

@@ -29,6 +29,10 @@ barriers (thread 0 expects the chunk's bytes on the slot's mbarrier and issues t
 barrier of each unit every thread waits for the unit's phase (`tma_wait`; the loop carries the number of
 units consumed, whose quotient by S is the phase).
 
+A K-loop whose ops the schedule put in partitions (a producer warpgroup for the TMA copies, a consumer one for
+the mma: schedule-loops' warp specialisation) is expanded into the warp-specialised form instead
+(passes/warp_specialized_loop.py).
+
 A prefetched loop (no mma; its loads in a stage D before the rest of the body): the loads of iterations 0 .. D-1
 before the loop, and in the body the loads (with copies of their index arithmetic) for iteration i + D first,
 their tiles carried through D new loop-carried values each (the body reads the oldest), then the rest of the
@@ -48,6 +52,7 @@ from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..errors import LoweringError
 from ..software_pipeline import Candidate, Geometry, copy_versions, index_slice, load_registers
 from ..types import LayoutTile, SmemType
+from .warp_specialized_loop import WarpSpecializedForm
 
 I1 = LayoutTile((), T.I1, None)
 I32 = LayoutTile((), T.I32, None)
@@ -68,18 +73,29 @@ def _expand_k_loops(k: KernelIR, plans: list) -> None:
         report = cand.loop.attrs[SCHEDULE_REPORT]
         block = parent_block[id(cand.loop)]
         i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
-        new_ops, results = _Expander(k, cand, geom).expand()
+        expander = _expander(k, cand, geom)
+        new_ops, results = expander.expand()
         ring = new_ops[0]
         block.ops[i:i + 1] = new_ops
         replace_values(k.fn.body, {id(old): new for old, new in zip(cand.loop.results, results)})
-        k.remark("passed", "pipelining", "LoopPipelined",
-                 f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
-                 f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
-                 f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
+        if isinstance(expander, WarpSpecializedForm):
+            k.remark("passed", "pipelining", "LoopPipelined", expander.remark(), cand.loop)
+        else:
+            k.remark("passed", "pipelining", "LoopPipelined",
+                     f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
+                     f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
+                     f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
         record = PipelinedLoop(cand, report, geom, ring)
         for op in Block(ops=new_ops).walk():
             if op.name == cand.loop.name and op.attrs.get(PIPELINED) is True:
                 op.attrs[PIPELINED] = record
+
+
+def _expander(k: KernelIR, cand: Candidate, geom: Geometry) -> "_Expander":
+    """The expansion the schedule asks for: warp-specialised where it gave the loop's ops partitions."""
+    if any("partition" in o.attrs for o in (cand.a.load, cand.b.load, cand.mma)):
+        return _WarpSpecializedExpander(k, cand, geom)
+    return _Expander(k, cand, geom)
 
 
 def _version_name(vbs: dict) -> str:
@@ -87,6 +103,9 @@ def _version_name(vbs: dict) -> str:
 
 
 class _Expander:
+    # the buffer of an iteration's first unit is carried through the loop where the chunks do not divide the ring
+    carries_first_slot = True
+
     def __init__(self, k: KernelIR, cand: Candidate, geom: Geometry):
         self.k = k
         self.cand = cand
@@ -211,7 +230,7 @@ class _Expander:
         self.prologue(out, ring, vbs)
         loop = self.cand.loop
         old = loop.regions[0].block
-        dynamic = c % s != 0   # the buffer of an iteration's first unit moves: carried as an i32
+        dynamic = self.carries_first_slot and c % s != 0   # the buffer of an iteration's first unit moves
         # carried i32s: the buffer of the iteration's first unit (dynamic), the units consumed before it (TMA)
         extra = [I32] * (int(dynamic) + int(bool(self.tma)))
         body = Block([a.type for a in old.args] + extra)
@@ -247,8 +266,12 @@ class _Expander:
                         [r.type for r in loop.results] + extra, [Region([body])], loop.loc)
         new.attrs["pipelined"] = True
         out.append(new)
-        out.append(Operation(ASYNC_WAIT, {}, {"pending": 0}, loc=self.loc))
+        self.drain(out)
         return list(new.results[:len(loop.results)])
+
+    def drain(self, out: list) -> None:
+        """After the loop: every copy group retired."""
+        out.append(Operation(ASYNC_WAIT, {}, {"pending": 0}, loc=self.loc))
 
     def prologue(self, out: list, ring: Value, vbs: dict) -> None:
         """The copies of the units the schedule runs ahead of the first mma, one commit group each.  Whole
@@ -329,6 +352,10 @@ class _Expander:
             return u % self.geom.stages
         x = bufj if u == 0 else self.add(out, bufj, self.const(out, u, T.I32))
         return self.mod_stages(out, x)
+
+
+class _WarpSpecializedExpander(WarpSpecializedForm, _Expander):
+    """A K-loop whose schedule gives its ops partitions (passes/warp_specialized_loop.py)."""
 
 
 def _k_loop_schedule(cand: Candidate, geom: Geometry) -> tuple[int, list]:
