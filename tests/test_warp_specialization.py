@@ -107,7 +107,12 @@ def test_emulated_at_every_stage_count(refs, stages):
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
     assert ".maxnreg 72" in run.ptx      # the consumer's registers: ptxas would otherwise assume 255
     assert _ptx_ring(run.ptx) == (stages or 4)
-    assert "barrier.sync \t1, 128;" in run.ptx       # the consumer's barriers count its own threads
+    # one CTA barrier, publishing the mbarriers' initialisation; none at the end: the mbarriers have shared
+    # memory of their own, left as they are (no invalidation)
+    assert len(re.findall(r"\bbar(rier)?\.sync", run.ptx)) == 1 and "mbarrier.inval" not in run.ptx
+    # the producer's region is one thread's: its copies are issued without a thread-index predicate
+    assert re.search(r"\{ \.reg \.b64 st; mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], \d+; "
+                     r"cp\.async\.bulk\.tensor", run.ptx)
 
 
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
@@ -128,7 +133,7 @@ def _mutated(ptx: str, pattern: str, which: int) -> str:
 def test_each_arrive_and_wait_is_needed(refs, monkeypatch, pattern, which):
     """Without the consumer's release the producer waits forever for a slot; without the consumer's wait for
     the copies or the producer's wait for a free slot (the PTX's first and last waits) the warpgroups run out
-    of step (an mbarrier used after it is invalidated, or more arrivals than a phase expects): the emulator
+    of step (a race on a stage buffer, or more arrivals than a phase expects): the emulator
     reports each."""
     import tileiras_async.driver as driver
     compile_ptx = driver.module_ptx

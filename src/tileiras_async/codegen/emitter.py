@@ -84,6 +84,7 @@ class KernelEmitter:
         split = _warp_specialized(fn)
         self.cta_threads = self.num_threads * (2 if split is not None else 1)
         self.consumer_barrier: tuple[int, int] | None = None  # (id, threads) once the producer has left
+        self.single_thread = False    # one thread runs the code (the producer's region): no thread-0 tests
         attrs = f'"nvvm.reqntid"="{self.cta_threads}" "nvvm.minctasm"="1"'
         if split is not None:   # setmaxnreg needs the registers at entry: ptxas would assume 255 (one CTA per SM)
             attrs += f' "nvvm.maxnreg"="{split.attrs["consumer_regs"]}"'

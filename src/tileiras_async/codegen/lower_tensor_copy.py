@@ -32,11 +32,21 @@ def _bars(em: KernelEmitter, op: Operation) -> str:
     return em.get(op.operands["barriers"]).regs[0]
 
 
-def _thread0(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], regs: str = "") -> None:
-    """PTX `lines` (operands from $1) executed by thread 0 alone."""
-    body = " ".join(f"@p {line};" for line in lines)
-    em.b.asm("void", f"{{ .reg .pred p; {regs}setp.eq.u32 p, $0, 0; {body} }}",
-             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
+def _thread0(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], regs: str = "",
+             branch: bool = False) -> None:
+    """PTX `lines` (operands from $1) executed by thread 0 alone: each line predicated on it, or (`branch`)
+    the other threads branching around them all, which ptxas turns into one block instead of a block per
+    line.  Where one thread runs the code anyway (the producer's region) the lines run as they are: a
+    thread-index predicate there would make ptxas loop over the lanes for a TMA copy's operands."""
+    if em.single_thread:
+        text = f"{{ {regs}{' '.join(f'{line};' for line in lines)} }}"
+    elif branch:
+        body = " ".join(f"{line};" for line in lines)
+        text = f"{{ .reg .pred p; {regs}setp.ne.u32 p, $0, 0; @p bra $$t0${{:uid}}; {body} $$t0${{:uid}}: }}"
+    else:
+        body = " ".join(f"@p {line};" for line in lines)
+        text = f"{{ .reg .pred p; {regs}setp.eq.u32 p, $0, 0; {body} }}"
+    em.b.asm("void", text, ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
              [("i32", em.tid)] + args)
 
 
@@ -58,7 +68,7 @@ def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     lines += [f"mbarrier.init.shared.b64 [$1+{MBAR_BYTES * (stages + s)}], {empty}" for s in range(stages) if empty]
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
-    _thread0(em, lines, [("i32", bars)] + maps)
+    _thread0(em, lines, [("i32", bars)] + maps, branch=bool(empty))
     em.barrier()
     em.set(op.result, Tile(op.result.type, None, [bars]))
 

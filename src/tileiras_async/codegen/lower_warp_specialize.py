@@ -24,16 +24,16 @@ def _warp_specialize(em: KernelEmitter, op: Operation) -> None:
     em.b.start_block(producer)
     em.b.asm("void", f"setmaxnreg.dec.sync.aligned.u32 {op.attrs['producer_regs']};", "~{memory}", [])
     saved = (em.tid, em.lane, em.warp, em._thread_coords)
-    em.tid = em.b.value(f"sub i32 {em.tid}, {first}", "ptid")
-    em.lane = em.b.value(f"and i32 {em.tid}, {WARP_SIZE - 1}", "lane")
-    em.warp = em.b.value(f"lshr i32 {em.tid}, 5", "warp")
     em._thread_coords = {}
     region, idle = em.b.reserve_block("ws.region"), em.b.reserve_block("ws.idle")
-    em.b.cond_br(em.b.value(f"icmp ult i32 {em.tid}, {WARP_SIZE}"), region, idle)
+    em.b.cond_br(em.b.value(f"icmp eq i32 {em.tid}, {first}"), region, idle)
     em.b.start_block(idle)
     em.b.emit("ret void")
     em.b.start_block(region)
+    em.tid = em.lane = em.warp = "0"
+    em.single_thread = True
     em.emit_block(op.regions[0].block)
+    em.single_thread = False
     em.b.emit("ret void")
     em.tid, em.lane, em.warp, em._thread_coords = saved
     em.b.start_block(consumer)

@@ -20,7 +20,7 @@ from ...ir import types as T
 from ...ir.core import Block, Operation, Region, Value
 from ..decisions import PIPELINED, SCHEDULE_REPORT
 from ..errors import LoweringError
-from ..ops import LOCAL_ALLOC, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, WARP_SPECIALIZE
+from ..ops import LOCAL_ALLOC, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_WAIT, WARP_SPECIALIZE
 from ..software_pipeline import copy_versions
 from ..types import LayoutTile, SmemType
 
@@ -70,7 +70,8 @@ class WarpSpecializedForm:
         for op in out:
             if op.name == self.cand.loop.name:   # the consumer's loop: it waits on the producer, unrolling
                 op.attrs["unroll"] = False       # only repeats the waits and the releases
-        out.append(Operation(TMA_RELEASE, {"barriers": self.barriers}, {"stages": self.geom.stages}, loc=self.loc))
+        # no tma_release: the mbarriers have a shared global of their own that nothing reuses, so they need no
+        # invalidation, nor the consumer the barrier before it
         return out, results
 
     def remark(self) -> str:
