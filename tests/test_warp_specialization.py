@@ -4,7 +4,7 @@ producer's registers, and the pipeline pass builds exactly that (a producer warp
 consumer warpgroup running the wgmma, .reqntid 256).  The emitted code computes the references in the PTX
 emulator with the race detector on at every --num-stages, and it needs each of its mbarrier arrivals and waits:
 a PTX without one of them fails (a hang the emulator reports, a race or a wrong result).  Where the rule
-declines (more than one K chunk per iteration, measured worse), the loop keeps the single-warpgroup form."""
+declines (more than two K chunks per iteration, measured worse), the loop keeps the single-warpgroup form."""
 from __future__ import annotations
 
 import re
@@ -23,6 +23,7 @@ from tileiras_async.tilegpu.passes import run_pipeline
 from tileiras_tui.loopview import pipelined_loop
 
 SPLIT = "matmul_f16_f32acc_64x64x32"          # one K chunk per iteration: warp-specialised
+SPLIT2 = "matmul_bf16_64x64x64"               # two chunks (at 4 stages): warp-specialised too
 KEPT = "matmul_f16_f16out_128x128x64"         # four chunks: the rule keeps one warpgroup
 
 
@@ -85,6 +86,22 @@ def test_num_stages_changes_the_ring_depth():
 
 
 @requires_corpus
+def test_two_chunks_per_iteration_are_split():
+    """Two K chunks per iteration: the consumer waits for, runs and releases each unit in turn, the
+    producer waits for a free slot before each unit's copies."""
+    report = _k_loop_report(_passes(SPLIT2, None, "schedule-loops"))
+    assert {p.name for p in report.partitions} == {"producer", "consumer"} and report.ring_depth == 4
+    k = _passes(SPLIT2, None, "pipeline")
+    ops = list(walk_ops(k.fn.body))
+    ws = next(o for o in ops if o.name == "tilegpu.warp_specialize")
+    inside = {id(o) for o in ws.regions[0].block.walk()}
+    assert [o.attrs.get("empty") for o in ops if id(o) in inside and o.name == "tilegpu.tma_wait"] == [True, True]
+    assert [o.name for o in ops if id(o) not in inside and o.name in ("tilegpu.tma_wait", "tilegpu.mma_staged",
+                                                                      "tilegpu.tma_arrive")] \
+        == ["tilegpu.tma_wait", "tilegpu.mma_staged", "tilegpu.tma_arrive"] * 2
+
+
+@requires_corpus
 def test_the_rule_keeps_one_warpgroup_for_several_chunks():
     report = _k_loop_report(_passes(KEPT, None, "schedule-loops"))
     assert report.partitions == [] and report.ring_depth == 0
@@ -98,12 +115,13 @@ def _ptx_ring(ptx: str) -> int:
 
 
 @requires_corpus
+@pytest.mark.parametrize("cid", [SPLIT, SPLIT2])
 @pytest.mark.parametrize("stages", [2, 3, 4, None])
-def test_emulated_at_every_stage_count(refs, stages):
-    inputs, orig = refs.make_inputs(SPLIT), refs.make_inputs(SPLIT)
-    run = run_compiled(_path(SPLIT), refs.grid(SPLIT, inputs), list(inputs.values()), gpu_name="sm_90",
+def test_emulated_at_every_stage_count(refs, cid, stages):
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    run = run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_90",
                        check_races=True, pipeline_stages=stages)
-    assert not refs.check(SPLIT, orig, inputs)
+    assert not refs.check(cid, orig, inputs)
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
     assert ".maxnreg 72" in run.ptx      # the consumer's registers: ptxas would otherwise assume 255
     assert _ptx_ring(run.ptx) == (stages or 4)
@@ -119,32 +137,41 @@ RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
 WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
 
 
-def _mutated(ptx: str, pattern: str, which: int) -> str:
-    """`ptx` without match `which` (0: the first, -1: the last) of `pattern`, inside its inline-asm braces."""
+def _mutated(ptx: str, pattern: str, which: int | str) -> str:
+    """`ptx` without match `which` (0: the first, -1: the last; "producer": every one in the producer's
+    region, after its setmaxnreg) of `pattern`, inside its inline-asm braces."""
     matches = list(re.finditer(pattern, ptx))
     assert matches, pattern
-    m = matches[which]
-    return ptx[:m.start()] + ptx[m.end():]
+    if which == "producer":
+        start = ptx.index("setmaxnreg.dec")
+        matches = [m for m in matches if m.start() > start]
+        assert matches, "the producer's region has no match"
+    else:
+        matches = [matches[which]]
+    for m in reversed(matches):
+        ptx = ptx[:m.start()] + ptx[m.end():]
+    return ptx
 
 
 @requires_corpus
-@pytest.mark.parametrize("pattern,which", [(RELEASE, 0), (WAIT, 0), (WAIT, -1)],
-                         ids=["release", "first-wait", "last-wait"])
-def test_each_arrive_and_wait_is_needed(refs, monkeypatch, pattern, which):
+@pytest.mark.parametrize("cid,stages", [(SPLIT, 2), (SPLIT2, 3)])   # a ring the K-loop's units wrap around
+@pytest.mark.parametrize("pattern,which", [(RELEASE, 0), (WAIT, 0), (WAIT, "producer")],
+                         ids=["release", "first-wait", "producer-waits"])
+def test_each_arrive_and_wait_is_needed(refs, monkeypatch, cid, stages, pattern, which):
     """Without the consumer's release the producer waits forever for a slot; without the consumer's wait for
-    the copies or the producer's wait for a free slot (the PTX's first and last waits) the warpgroups run out
-    of step (a race on a stage buffer, or more arrivals than a phase expects): the emulator
-    reports each."""
+    the copies or the producer's waits for a free slot (the PTX's first wait, the producer region's) the
+    warpgroups run out of step (a race on a stage buffer, or more arrivals than a phase expects): the
+    emulator reports each."""
     import tileiras_async.driver as driver
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
-    inputs, orig = refs.make_inputs(SPLIT), refs.make_inputs(SPLIT)
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     try:
-        run_compiled(_path(SPLIT), refs.grid(SPLIT, inputs), list(inputs.values()), gpu_name="sm_90",
-                     check_races=True, pipeline_stages=2)
+        run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_90",
+                     check_races=True, pipeline_stages=stages)
     except BarrierError:
         return
-    assert refs.check(SPLIT, orig, inputs), "the mutated PTX still computes the reference"
+    assert refs.check(cid, orig, inputs), "the mutated PTX still computes the reference"
 
 
 @requires_corpus

@@ -3,15 +3,15 @@ and the consumer warpgroup, which goes on with the rest of the kernel (tilegpu/p
 decided the split; this module spells it in PTX).
 
 The producer lowers its registers first (`setmaxnreg.dec`, a warpgroup-wide instruction: every producer thread
-runs it); then its first warp alone runs the region (the others exit: one thread issues the copies, a warp
-waits), seeing thread indices from 0, so "thread 0" of what it lowers (the TMA copies' issuing
-thread) is its first thread.  After the split every barrier is `barrier.sync 1, <consumer threads>`: the
+runs it); then its first thread alone runs the region (the others exit), lowered as one thread's code
+(`single_thread`: its thread index is 0 and what "thread 0" does runs unpredicated, so ptxas issues each TMA
+copy once instead of looping over the lanes that a thread-index predicate might leave active).  After the split every barrier is `barrier.sync 1, <consumer threads>`: the
 producer threads have exited and never arrive at barrier 0.
 """
 from __future__ import annotations
 
 from ..ir.core import Operation
-from .emitter import WARP_SIZE, KernelEmitter, lowers
+from .emitter import KernelEmitter, lowers
 
 
 @lowers("tilegpu.warp_specialize")

@@ -23,7 +23,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier |
-| `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first warp runs the region, and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
+| `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first thread runs the region (one thread's code), and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |

@@ -42,14 +42,19 @@ _LOOPS = ("for", "loop")
 # whether schedule-loops splits the eligible Hopper TMA K-loops into a producer and a consumer warpgroup
 # (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls at the default 4 stages
 # (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split
-# forced: static SASS / executed thread-instructions / the K-loop's SASS
-#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)  295 -> 342 / 302,592 -> 290,688 / 64 -> 29
-#   matmul_bf16_64x64x64         (2 chunks)                 501 -> 537 / 361,472 -> 361,984 / 210 -> 148
-#   matmul_f16_f16out_128x128x64 (4 chunks)                1014 -> 873 / 250,624 -> 275,136 / 322 -> 58
-# Executed instructions decide (the producer's code is one warp's; the fixed cost is every thread of both
-# warpgroups running what precedes the loop, the per-chunk cost the consumer's wait and release): loops of
-# one K chunk per iteration are split.
+# forced: static SASS (NVIDIA's) / executed thread-instructions
+#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)   295 -> 246 (405) / 302,592 -> 253,914
+#   matmul_bf16_64x64x64         (2 chunks)                  501 -> 446 (465) / 361,472 -> 335,228
+#   matmul_f16_f16out_128x128x64 (4 chunks)                 1014 -> 720 (635) / 250,624 -> 260,068
+# and, with --num-stages 2 / 3, f16out (2 / 4 chunks): 716 -> 604 / 225,280 -> 251,016 and 993 -> 787 /
+# 289,792 -> 283,266.  Executed instructions decide: loops of up to MAX_SPLIT_CHUNKS K chunks per iteration
+# whose accumulator takes at most MAX_SPLIT_ACC_REGISTERS registers per thread are split.  The large
+# accumulator's cost is the consumer's entry block: LLVM puts the zero-trip path's values for the epilogue
+# there (128 f16 zeros per thread for f16out, run by every consumer thread) where the single-warpgroup form
+# has a block of their own, which outweighs the cheaper loop on that kernel's one iteration per CTA.
 WARP_SPECIALIZE = True
+MAX_SPLIT_CHUNKS = 2
+MAX_SPLIT_ACC_REGISTERS = 64
 PRODUCER_REGISTERS = 40     # the producer's setmaxnreg.dec target: it holds addresses and counters only
 CONSUMER_SPARE_REGISTERS = 40   # the consumer's registers besides the accumulator's (addresses, the epilogue)
 
@@ -183,16 +188,22 @@ def consumer_registers(cand: Candidate) -> int:
     """The consumer's registers per thread (the kernel's at entry, .maxnreg): the accumulator's and
     CONSUMER_SPARE_REGISTERS, a multiple of 8 as setmaxnreg counts are.  Without a bound ptxas gives a kernel
     that uses setmaxnreg 255 registers, one CTA per SM."""
+    return -(-(accumulator_registers(cand) + CONSUMER_SPARE_REGISTERS) // 8) * 8
+
+
+def accumulator_registers(cand: Candidate) -> int:
+    """The wgmma accumulator's registers per thread of the consumer warpgroup."""
     p = cand.wgmma
-    acc = p.B * p.M * p.N // (p.num_warps * 32) // p.instr.acc_per_reg
-    return -(-(acc + CONSUMER_SPARE_REGISTERS) // 8) * 8
+    return p.B * p.M * p.N // (p.num_warps * 32) // p.instr.acc_per_reg
 
 
 def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
     """Why the K-loop is not split into a producer and a consumer warpgroup ('' where it is): Hopper wgmma
     loops whose A and B select-tensor-copies will copy by TMA, at the kernel's top level (the producer
     warpgroup leaves the kernel after its loop), nothing before them writing memory (every thread of both
-    warpgroups runs it), the first such loop of the kernel, and the policy (WARP_SPECIALIZE) on."""
+    warpgroups runs it), the first such loop of the kernel, at most MAX_SPLIT_CHUNKS K chunks per
+    iteration and MAX_SPLIT_ACC_REGISTERS accumulator registers per thread, and the policy (WARP_SPECIALIZE)
+    on."""
     tgt = k.options.known_target
     if not WARP_SPECIALIZE:
         return "off (WARP_SPECIALIZE)"
@@ -200,10 +211,13 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
         return "not a wgmma loop with tensor copies"
     if any(isinstance(plan_tensor_copy(x, geom.kc, k.fn.body.args, 0), str) for x in (cand.a, cand.b)):
         return "A and B are not both TMA copies"
-    if geom.chunks != 1:
+    if geom.chunks > MAX_SPLIT_CHUNKS:
         return (f"{geom.chunks} K chunks per iteration: the split executes more instructions than the "
-                f"single-warpgroup pipeline there (each chunk's wait and release in the consumer, and every "
-                f"thread of both warpgroups runs what precedes the loop)")
+                f"single-warpgroup pipeline there (each chunk's wait and release in the consumer)")
+    if accumulator_registers(cand) > MAX_SPLIT_ACC_REGISTERS:
+        return (f"an accumulator of {accumulator_registers(cand)} registers per thread: the split executes "
+                f"more instructions than the single-warpgroup pipeline there (the consumer's entry block "
+                f"holds the zero-trip path's epilogue values)")
     top = k.fn.body.ops
     if not any(o is cand.loop for o in top):
         return "the loop is not at the kernel's top level"

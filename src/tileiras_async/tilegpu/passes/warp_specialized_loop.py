@@ -4,14 +4,15 @@ loops whose A and B copies are TMA): the pipeline pass's expansion for such a lo
 The CTA gets a second warpgroup.  Before the split every thread runs what precedes the loop and the ring's
 mbarriers are initialised (`tma_barriers` with `empty`: a "full" ring, one arrival per TMA operand plus the
 bytes, and an "empty" ring, CONSUMER_THREADS arrivals).  `tilegpu.warp_specialize` then sends the producer
-warpgroup's first warp into its region (its other warps exit): a loop over the same iterations that, for each
+warpgroup's first thread into its region (its other threads exit): a loop over the same iterations that, for each
 K chunk (unit u, slot u mod S), waits until the consumer released the slot's previous unit (`tma_wait` with
 `empty`), then one thread expects the chunk's bytes on full[slot] and issues the boxes (`async_copy` with
 `tma`); it runs up to the ring depth S ahead by itself, so there is no prologue.  The producer exits after its
 loop.  The consumer warpgroup (threads
 0 .. 127: the thread indices its layouts were assigned for) runs the loop as written with, per unit, a wait for
 full[slot] (`tma_wait`), the wgmma (`mma_staged`) and the release of the slot (`tma_arrive`); then the rest of
-the kernel, whose barriers count its threads alone.
+the kernel, whose barriers count its threads alone.  No `tma_release` ends it: the mbarriers have a shared
+global of their own that nothing reuses, so they need no invalidation, nor the consumer a barrier for one.
 """
 from __future__ import annotations
 
@@ -70,8 +71,6 @@ class WarpSpecializedForm:
         for op in out:
             if op.name == self.cand.loop.name:   # the consumer's loop: it waits on the producer, unrolling
                 op.attrs["unroll"] = False       # only repeats the waits and the releases
-        # no tma_release: the mbarriers have a shared global of their own that nothing reuses, so they need no
-        # invalidation, nor the consumer the barrier before it
         return out, results
 
     def remark(self) -> str:
