@@ -1,10 +1,11 @@
-"""Warp specialisation of Hopper TMA K-loops (issue 30): schedule-loops puts the loop's TMA loads in a producer
-partition and the mma with the rest in a consumer one, its report gives the partitions, the ring depth and the
-producer's registers, and the pipeline pass builds exactly that (a producer warpgroup issuing the boxes, a
-consumer warpgroup running the wgmma, .reqntid 256).  The emitted code computes the references in the PTX
-emulator with the race detector on at every --num-stages, and it needs each of its mbarrier arrivals and waits:
-a PTX without one of them fails (a hang the emulator reports, a race or a wrong result).  Where the rule
-declines (more than two K chunks per iteration, measured worse), the loop keeps the single-warpgroup form."""
+"""Warp specialisation of TMA K-loops (issue 30; wgmma on sm_90, tcgen05 on sm_100): schedule-loops puts the
+loop's TMA loads in a producer partition and the mma with the rest in a consumer one, its report gives the
+partitions, the ring depth and the producer's registers, and the pipeline pass builds exactly that (a producer
+warpgroup issuing the boxes, a consumer warpgroup running the mma, .reqntid 256).  The emitted code computes
+the references in the PTX emulator with the race detector on at every --num-stages, and it needs each of its
+mbarrier arrivals and waits: a PTX without one of them fails (a hang the emulator reports, a race or a wrong
+result).  Where the rule declines (wgmma loops of more than two K chunks per iteration or a large
+accumulator, measured worse), the loop keeps the single-warpgroup form."""
 from __future__ import annotations
 
 import re
@@ -24,7 +25,7 @@ from tileiras_tui.loopview import pipelined_loop
 
 SPLIT = "matmul_f16_f32acc_64x64x32"          # one K chunk per iteration: warp-specialised
 SPLIT2 = "matmul_bf16_64x64x64"               # two chunks (at 4 stages): warp-specialised too
-KEPT = "matmul_f16_f16out_128x128x64"         # four chunks: the rule keeps one warpgroup
+KEPT = "matmul_f16_f16out_128x128x64"         # four chunks: on sm_90 the rule keeps one warpgroup (split on sm_100)
 
 
 def _path(cid: str):
@@ -115,19 +116,25 @@ def _ptx_ring(ptx: str) -> int:
 
 
 @requires_corpus
-@pytest.mark.parametrize("cid", [SPLIT, SPLIT2])
+@pytest.mark.parametrize("gpu,cid", [("sm_90", SPLIT), ("sm_90", SPLIT2), ("sm_100", SPLIT), ("sm_100", SPLIT2),
+                                     ("sm_100", KEPT)])   # tcgen05 (its plan a wgmma plan's kind): every one split
 @pytest.mark.parametrize("stages", [2, 3, 4, None])
-def test_emulated_at_every_stage_count(refs, cid, stages):
+def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
-    run = run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_90",
+    run = run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name=gpu,
                        check_races=True, pipeline_stages=stages)
     assert not refs.check(cid, orig, inputs)
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
-    assert ".maxnreg 72" in run.ptx      # the consumer's registers: ptxas would otherwise assume 255
+    # the consumer's registers (the accumulator's and 40): ptxas would otherwise assume 255
+    assert f".maxnreg {168 if cid == KEPT else 72}" in run.ptx
     assert _ptx_ring(run.ptx) == (stages or 4)
-    # one CTA barrier, publishing the mbarriers' initialisation; none at the end: the mbarriers have shared
-    # memory of their own, left as they are (no invalidation)
-    assert len(re.findall(r"\bbar(rier)?\.sync", run.ptx)) == 1 and "mbarrier.inval" not in run.ptx
+    # one CTA barrier, publishing the mbarriers' initialisation; after the split only the consumer's (tcgen05's
+    # around its tensor memory), none for the ring at the end: its mbarriers have shared memory of their own,
+    # left as they are (no invalidation)
+    barriers = re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", run.ptx)
+    assert barriers[0] == "0" and set(barriers[1:]) <= {"1, 128"}
+    assert len(barriers) == (1 if gpu == "sm_90" else 4)
+    assert len(re.findall(r"mbarrier\.inval", run.ptx)) == (0 if gpu == "sm_90" else 1)   # tcgen05's own
     # the producer's region is one thread's: its copies are issued without a thread-index predicate
     assert re.search(r"\{ \.reg \.b64 st; mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], \d+; "
                      r"cp\.async\.bulk\.tensor", run.ptx)
@@ -154,10 +161,11 @@ def _mutated(ptx: str, pattern: str, which: int | str) -> str:
 
 
 @requires_corpus
-@pytest.mark.parametrize("cid,stages", [(SPLIT, 2), (SPLIT2, 3)])   # a ring the K-loop's units wrap around
+@pytest.mark.parametrize("gpu,cid,stages", [("sm_90", SPLIT, 2), ("sm_90", SPLIT2, 3), ("sm_100", SPLIT, 2),
+                                            ("sm_100", SPLIT2, 3), ("sm_100", KEPT, 3)])   # rings units wrap
 @pytest.mark.parametrize("pattern,which", [(RELEASE, 0), (WAIT, 0), (WAIT, "producer")],
                          ids=["release", "first-wait", "producer-waits"])
-def test_each_arrive_and_wait_is_needed(refs, monkeypatch, cid, stages, pattern, which):
+def test_each_arrive_and_wait_is_needed(refs, monkeypatch, gpu, cid, stages, pattern, which):
     """Without the consumer's release the producer waits forever for a slot; without the consumer's wait for
     the copies or the producer's waits for a free slot (the PTX's first wait, the producer region's) the
     warpgroups run out of step (a race on a stage buffer, or more arrivals than a phase expects): the
@@ -167,7 +175,7 @@ def test_each_arrive_and_wait_is_needed(refs, monkeypatch, cid, stages, pattern,
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     try:
-        run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_90",
+        run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name=gpu,
                      check_races=True, pipeline_stages=stages)
     except BarrierError:
         return

@@ -31,6 +31,7 @@ from ..ir import KernelIR
 from ..errors import LoweringError
 from ..mma import SHARED_LIMIT, _dims, recorded_plan
 from ..wgmma import WgmmaPlan
+from ..tcgen05 import Tcgen05Plan
 from ...schedule.report import Partition
 from ..tensor_maps import plan_tensor_copy
 from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
@@ -39,7 +40,7 @@ from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, 
                                  wgmma_unpipelinable)
 
 _LOOPS = ("for", "loop")
-# whether schedule-loops splits the eligible Hopper TMA K-loops into a producer and a consumer warpgroup
+# whether schedule-loops splits the eligible TMA K-loops into a producer and a consumer warpgroup
 # (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls at the default 4 stages
 # (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split
 # forced: static SASS (NVIDIA's) / executed thread-instructions
@@ -52,6 +53,9 @@ _LOOPS = ("for", "loop")
 # accumulator's cost is the consumer's entry block: LLVM puts the zero-trip path's values for the epilogue
 # there (128 f16 zeros per thread for f16out, run by every consumer thread) where the single-warpgroup form
 # has a block of their own, which outweighs the cheaper loop on that kernel's one iteration per CTA.
+# On sm_100 (tcgen05: the accumulator stays in tensor memory) the split wins everywhere measured, so neither
+# limit applies there: f32acc 356 -> 305 (497) / 255,744 -> 209,370, bf16 542 -> 501 (913) / 317,952 ->
+# 293,244, f16out 677 -> 559 (644) / 173,568 -> 149,232 (with --num-stages 2: 464 -> 447 / 143,616 -> 136,592).
 WARP_SPECIALIZE = True
 MAX_SPLIT_CHUNKS = 2
 MAX_SPLIT_ACC_REGISTERS = 64
@@ -198,12 +202,12 @@ def accumulator_registers(cand: Candidate) -> int:
 
 
 def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
-    """Why the K-loop is not split into a producer and a consumer warpgroup ('' where it is): Hopper wgmma
-    loops whose A and B select-tensor-copies will copy by TMA, at the kernel's top level (the producer
-    warpgroup leaves the kernel after its loop), nothing before them writing memory (every thread of both
-    warpgroups runs it), the first such loop of the kernel, at most MAX_SPLIT_CHUNKS K chunks per
-    iteration and MAX_SPLIT_ACC_REGISTERS accumulator registers per thread, and the policy (WARP_SPECIALIZE)
-    on."""
+    """Why the K-loop is not split into a producer and a consumer warpgroup ('' where it is): wgmma loops
+    (sm_90) and tcgen05 loops (sm_100: a Tcgen05Plan is a WgmmaPlan) whose A and B select-tensor-copies will
+    copy by TMA, at the kernel's top level (the producer warpgroup leaves the kernel after its loop),
+    nothing before them writing memory (every thread of both warpgroups runs it), the first such loop of the
+    kernel, for wgmma at most MAX_SPLIT_CHUNKS K chunks per iteration and MAX_SPLIT_ACC_REGISTERS
+    accumulator registers per thread, and the policy (WARP_SPECIALIZE) on."""
     tgt = k.options.known_target
     if not WARP_SPECIALIZE:
         return "off (WARP_SPECIALIZE)"
@@ -211,10 +215,11 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
         return "not a wgmma loop with tensor copies"
     if any(isinstance(plan_tensor_copy(x, geom.kc, k.fn.body.args, 0), str) for x in (cand.a, cand.b)):
         return "A and B are not both TMA copies"
-    if geom.chunks > MAX_SPLIT_CHUNKS:
+    in_registers = not isinstance(cand.wgmma, Tcgen05Plan)    # wgmma's accumulator; tcgen05's is in TMEM
+    if in_registers and geom.chunks > MAX_SPLIT_CHUNKS:
         return (f"{geom.chunks} K chunks per iteration: the split executes more instructions than the "
                 f"single-warpgroup pipeline there (each chunk's wait and release in the consumer)")
-    if accumulator_registers(cand) > MAX_SPLIT_ACC_REGISTERS:
+    if in_registers and accumulator_registers(cand) > MAX_SPLIT_ACC_REGISTERS:
         return (f"an accumulator of {accumulator_registers(cand)} registers per thread: the split executes "
                 f"more instructions than the single-warpgroup pipeline there (the consumer's entry block "
                 f"holds the zero-trip path's epilogue values)")

@@ -75,9 +75,11 @@ class WarpSpecializedForm:
 
     def remark(self) -> str:
         g = self.geom
-        return (f"K-loop warp-specialised: a producer warpgroup issues the TMA copies into a ring of {g.stages} "
-                f"stage buffers, the consumer warpgroup runs the mma ({g.chunks} K-chunk(s) of {g.kc} per "
-                f"iteration)")
+        [version] = copy_versions(self.cand, g)     # one: expand() refused any other
+        name = "+".join(f"{role}{vb}" for role, vb in sorted(version.items()))
+        return (f"K-loop software-pipelined and warp-specialised: a producer warpgroup issues the TMA copies "
+                f"into a ring of {g.stages} stage buffers, the consumer warpgroup runs the mma ({g.chunks} "
+                f"K-chunk(s) of {g.kc} per iteration; versions: {name})")
 
     def producer_loop(self, out: list, ring: Value, vbs: dict) -> None:
         """The producer's loop over the K-loop's iterations: per unit, wait for its slot, then issue its copies."""
