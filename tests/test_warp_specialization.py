@@ -32,9 +32,9 @@ def _path(cid: str):
     return LAUNCH / f"{cid}.v13.4.tileirbc"
 
 
-def _passes(cid: str, stages: int | None, until: str) -> KernelIR:
+def _passes(cid: str, stages: int | None, until: str, gpu: str = "sm_90") -> KernelIR:
     m = read_module(_path(cid).read_bytes())
-    opts = CodegenOptions(target="sm_90", opt_level=3)
+    opts = CodegenOptions(target=gpu, opt_level=3)
     if stages is not None:
         opts.pipeline_stages = stages
     k = KernelIR(m, clone_function(m.functions[0]), opts)
@@ -103,6 +103,23 @@ def test_two_chunks_per_iteration_are_split():
 
 
 @requires_corpus
+@pytest.mark.parametrize("cid", [SPLIT, KEPT])
+def test_tcgen05_mmas_release_their_slots(cid):
+    """sm_100: the consumer does not wait for a unit's tcgen05 mmas; their commit releases the slot (an empty
+    ring of one arrival), and the accumulator's release after the loop waits for all of them."""
+    k = _passes(cid, None, "keep-accumulators-in-tensor-memory", "sm_100")
+    ops = list(walk_ops(k.fn.body))
+    bars = next(o for o in ops if o.name == "tilegpu.tma_barriers")
+    assert bars.attrs["empty"] == 1
+    staged = [o for o in ops if o.name == "tilegpu.tmem_mma_staged"]
+    arrives = [o for o in ops if o.name == "tilegpu.tma_arrive"]
+    assert staged and all(o.attrs.get("committed") for o in staged)
+    assert len(arrives) == len(staged) and all(o.attrs.get("commit") for o in arrives)
+    [release] = [o for o in ops if o.name == "tilegpu.tmem_release"]
+    assert release.attrs.get("committed") is True
+
+
+@requires_corpus
 def test_the_rule_keeps_one_warpgroup_for_several_chunks():
     report = _k_loop_report(_passes(KEPT, None, "schedule-loops"))
     assert report.partitions == [] and report.ring_depth == 0
@@ -110,9 +127,10 @@ def test_the_rule_keeps_one_warpgroup_for_several_chunks():
     assert all(r.partition == "" for r in report.ops)
 
 
-def _ptx_ring(ptx: str) -> int:
-    """The empty ring's mbarriers in the PTX: those initialised for the consumer warpgroup's 128 arrivals."""
-    return len(re.findall(r"mbarrier\.init\.shared\.b64 \[[^]]*\], 128;", ptx))
+def _ptx_ring(ptx: str, arrivals: int) -> int:
+    """The empty ring's mbarriers in the PTX: those initialised for `arrivals` a phase (every consumer thread's
+    with wgmma; with tcgen05 the mma's commit, one)."""
+    return len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], {arrivals};", ptx))
 
 
 @requires_corpus
@@ -127,7 +145,10 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
     # the consumer's registers (the accumulator's and 40): ptxas would otherwise assume 255
     assert f".maxnreg {168 if cid == KEPT else 72}" in run.ptx
-    assert _ptx_ring(run.ptx) == (stages or 4)
+    if gpu == "sm_90":
+        assert _ptx_ring(run.ptx, 128) == (stages or 4)
+    else:   # the full ring's mbarriers count 2 (A's and B's expect_tx), the empty ring's 1
+        assert _ptx_ring(run.ptx, 1) == (stages or 4) and "mbarrier.arrive.shared" not in run.ptx
     # one CTA barrier, publishing the mbarriers' initialisation; after the split only the consumer's (tcgen05's
     # around its tensor memory), none for the ring at the end: its mbarriers have shared memory of their own,
     # left as they are (no invalidation)
@@ -141,6 +162,9 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
 
 
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
+# tcgen05's release of a slot: the commit of the unit's mmas to its empty mbarrier (the first commit in the
+# PTX; the last one is the consumer's own, before it loads the accumulator)
+COMMIT = r"@p tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 \[%r\d+\];"
 WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
 
 
@@ -163,7 +187,7 @@ def _mutated(ptx: str, pattern: str, which: int | str) -> str:
 @requires_corpus
 @pytest.mark.parametrize("gpu,cid,stages", [("sm_90", SPLIT, 2), ("sm_90", SPLIT2, 3), ("sm_100", SPLIT, 2),
                                             ("sm_100", SPLIT2, 3), ("sm_100", KEPT, 3)])   # rings units wrap
-@pytest.mark.parametrize("pattern,which", [(RELEASE, 0), (WAIT, 0), (WAIT, "producer")],
+@pytest.mark.parametrize("pattern,which", [("release", 0), (WAIT, 0), (WAIT, "producer")],
                          ids=["release", "first-wait", "producer-waits"])
 def test_each_arrive_and_wait_is_needed(refs, monkeypatch, gpu, cid, stages, pattern, which):
     """Without the consumer's release the producer waits forever for a slot; without the consumer's wait for
@@ -171,6 +195,8 @@ def test_each_arrive_and_wait_is_needed(refs, monkeypatch, gpu, cid, stages, pat
     warpgroups run out of step (a race on a stage buffer, or more arrivals than a phase expects): the
     emulator reports each."""
     import tileiras_async.driver as driver
+    if pattern == "release":
+        pattern = RELEASE if gpu == "sm_90" else COMMIT
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)

@@ -28,6 +28,7 @@ from ..tilegpu.mma import recorded_plan
 from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
+from .lower_tensor_copy import tcgen05_commit
 from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
 from .values import SHARED_PTR, Tile
 
@@ -121,10 +122,11 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
 
 
 def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int | str,
-                   shift: str | int = 0) -> None:
+                   shift: str | int = 0, committed: bool = False) -> None:
     """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
     to the mbarrier; every thread waits for that (phase's) completion.  `phase`: the parity, or an i32
-    register holding it."""
+    register holding it.  `committed`: only the issue (what follows commits them: a tma_arrive with
+    `commit`)."""
     bar, _ = _bars(em)
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
@@ -140,8 +142,15 @@ def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tupl
             em.b.asm("void", f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}",
                      "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
                                               ("i32", str(_i32(idesc)))])
-    _only(em, "thread", "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1];",
-          [("i32", bar)], "r")
+    if committed:
+        return
+    tcgen05_commit(em, bar)
+    _wait(em, bar, phase)
+
+
+def _wait(em: KernelEmitter, bar: str, phase: int | str) -> None:
+    """Every thread waits for the completion of `phase` of mbarrier `bar`, then orders its tensor-memory
+    accesses after it."""
     args = [("i32", bar)] + ([] if isinstance(phase, int) else [("i32", phase)])
     parity = f"{phase & 1}" if isinstance(phase, int) else "$1"
     em.b.asm("void", "{ .reg .pred w; $$tcw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], "
@@ -231,12 +240,18 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
     plan = _loop_plan(em, op)
     descs, shift = _unit_operands(em, plan, unit_offset(em, op))
     phase = em.expect(op.operands["phase"]).regs[0]
+    committed = bool(op.attrs.get("committed"))
     _fence(em, "after")     # the barrier before this unit may be the one that ordered the acquire's stores
-    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift)
-    em.set(op.result, Tile(op.result.type, None, [em.b.value(f"xor i32 {phase}, 1")]))
+    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift, committed)
+    nxt = phase if committed else em.b.value(f"xor i32 {phase}, 1")   # committed: its mbarrier unused
+    em.set(op.result, Tile(op.result.type, None, [nxt]))
 
 
 @lowers("tilegpu.tmem_release")
 def _tmem_release(em: KernelEmitter, op: Operation) -> None:
     plan = _loop_plan(em, op)
+    if op.attrs.get("committed"):   # the mmas went to other mbarriers: one commit here tracks them all
+        bar, _ = _bars(em)
+        tcgen05_commit(em, bar)
+        _wait(em, bar, 0)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, em.expect(op.operands["tmem"]).regs[0])))

@@ -130,7 +130,15 @@ def _tma_wait(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.tma_arrive")
 def _tma_arrive(em: KernelEmitter, op: Operation) -> None:
     bar, _ = _slot_barrier(em, op, 1)
+    if op.attrs.get("commit"):      # the slot is free once thread 0's tcgen05 mmas that read it complete
+        tcgen05_commit(em, bar)
+        return
     em.b.asm("void", "{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [$0]; }", "r,~{memory}", [("i32", bar)])
+
+
+def tcgen05_commit(em: KernelEmitter, bar: str) -> None:
+    """Thread 0 commits its tcgen05 operations so far to mbarrier `bar`: one arrival once they complete."""
+    _thread0(em, ["tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1]"], [("i32", bar)])
 
 
 @lowers("tilegpu.tma_release")

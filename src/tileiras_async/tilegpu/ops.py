@@ -22,7 +22,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
-| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier |
+| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete |
 | `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first thread runs the region (one thread's code), and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
@@ -31,8 +31,8 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
 | `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
-| `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase |
-| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier |
+| `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -109,7 +109,7 @@ VIEWS_ALIGNED = TILEGPU.op(
 MMA_STAGED = TILEGPU.op(
     "mma_staged", operands={"acc": ANY_TILE, "buffer": SMEM, "slot?": SCALAR_I32}, results={"result": ANY_TILE},
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
-           "slot?": "int", "ldmatrix?": "fragment_loads"},
+           "slot?": "int", "ldmatrix?": "fragment_loads", "committed!": "unit"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
 TMA_BARRIERS = TILEGPU.op(
     "tma_barriers", results={"barriers": SCALAR_I32},
@@ -122,7 +122,7 @@ TMA_RELEASE = TILEGPU.op(
     "tma_release", operands={"barriers": SCALAR_I32}, attrs={"stages": "int"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaReleaseOp")
 TMA_ARRIVE = TILEGPU.op(
-    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},
+    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int", "commit!": "unit"},
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaArriveOp")
 WARP_SPECIALIZE = TILEGPU.op(
     "warp_specialize", attrs={"producer_warpgroup": "int", "producer_regs": "int", "consumer_regs": "int"},
@@ -149,11 +149,12 @@ TMEM_MMA_STAGED = TILEGPU.op(
     "tmem_mma_staged", operands={"tmem": SCALAR_I32, "phase": SCALAR_I32, "buffer": SMEM, "slot?": SCALAR_I32},
     results={"next_phase": SCALAR_I32},
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
-           "slot?": "int"},
+           "slot?": "int", "committed!": "unit"},
     traits=[MemoryEffects(Read("buffer", SHARED), Write(resource=TENSOR_MEMORY), ordered=True), RingAccess()],
     cls="TmemMmaStagedOp")
 TMEM_RELEASE = TILEGPU.op(
-    "tmem_release", operands={"tmem": SCALAR_I32}, results={"result": ANY_TILE}, attrs={"mma": "op", "kc": "int"},
+    "tmem_release", operands={"tmem": SCALAR_I32}, results={"result": ANY_TILE},
+    attrs={"mma": "op", "kc": "int", "committed!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemReleaseOp")
 SCAN_TOTAL = TILEGPU.op(
     "scan_total", operands={"scan": ANY_TILE}, results={"result": ANY_TILE}, traits=[Pure()], cls="ScanTotalOp")

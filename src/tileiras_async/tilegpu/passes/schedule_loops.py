@@ -53,9 +53,10 @@ _LOOPS = ("for", "loop")
 # accumulator's cost is the consumer's entry block: LLVM puts the zero-trip path's values for the epilogue
 # there (128 f16 zeros per thread for f16out, run by every consumer thread) where the single-warpgroup form
 # has a block of their own, which outweighs the cheaper loop on that kernel's one iteration per CTA.
-# On sm_100 (tcgen05: the accumulator stays in tensor memory) the split wins everywhere measured, so neither
-# limit applies there: f32acc 356 -> 305 (497) / 255,744 -> 209,370, bf16 542 -> 501 (913) / 317,952 ->
-# 293,244, f16out 677 -> 559 (644) / 173,568 -> 149,232 (with --num-stages 2: 464 -> 447 / 143,616 -> 136,592).
+# On sm_100 (tcgen05: the accumulator stays in tensor memory; each unit's mmas committed to the slot's empty
+# mbarrier) the split executes fewer instructions everywhere measured, so neither limit applies there:
+# f32acc 356 -> 330 (497) / 255,744 -> 200,922, bf16 542 -> 496 (913) / 317,952 -> 289,148, f16out 677 -> 592
+# (644) / 173,568 -> 141,284 (with --num-stages 2: 464 -> 490 / 143,616 -> 133,256).
 WARP_SPECIALIZE = True
 MAX_SPLIT_CHUNKS = 2
 MAX_SPLIT_ACC_REGISTERS = 64

@@ -101,6 +101,12 @@ def _thread_phase(body, chain: list[Operation], tmem, phase):
     return phase
 
 
+def _committed(first: Operation) -> dict:
+    """The release's `committed` where the chain's mmas are committed to other mbarriers (a warp-specialised
+    consumer's: the stage buffers' empty ones), so that the release first waits for them all."""
+    return {"committed": True} if first.attrs.get("committed") else {}
+
+
 def _acquire(acc, attrs: dict, barrier_follows: bool, loc) -> tuple[list[Operation], Operation, object]:
     """([tmem_acquire of `acc`, the phase constant 0], the acquire, the phase)."""
     acquire = Operation(TMEM_ACQUIRE, {"acc": acc}, dict(attrs, **({"barrier_follows": True} if barrier_follows
@@ -129,7 +135,8 @@ def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
     before, acquire, phase0 = _acquire(acc, attrs, body.ops[at].name == "tilegpu.barrier", first.loc)
     body.ops[at:at] = before
     end = _thread_phase(body, chain, acquire.result, phase0)
-    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [last.result.type], loc=last.loc)
+    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs, **_committed(first)),
+                        [last.result.type], loc=last.loc)
     body.ops.insert(body.ops.index(end.owner) + 1, release)
     replace_values(body, {id(last.result): release.result})
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
@@ -150,7 +157,8 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     acc.type = phase0.type
     replace_values(body, {id(last.result): _thread_phase(body, chain, acquire.result, acc)})
     result = loop.results[i]
-    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs), [result.type], loc=loc)
+    release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs, **_committed(first)), [result.type],
+                        loc=loc)
     result.type = phase0.type
     at = outer.ops.index(loop)
     outer.ops[at:at + 1] = [*before, loop, release]

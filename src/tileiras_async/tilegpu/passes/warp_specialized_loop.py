@@ -1,17 +1,21 @@
-"""The warp-specialised form of a K-loop whose schedule gives its ops partitions (schedule-loops, Hopper wgmma
-loops whose A and B copies are TMA): the pipeline pass's expansion for such a loop.
+"""The warp-specialised form of a K-loop whose schedule gives its ops partitions (schedule-loops: wgmma and
+tcgen05 loops whose A and B copies are TMA): the pipeline pass's expansion for such a loop.
 
 The CTA gets a second warpgroup.  Before the split every thread runs what precedes the loop and the ring's
 mbarriers are initialised (`tma_barriers` with `empty`: a "full" ring, one arrival per TMA operand plus the
-bytes, and an "empty" ring, CONSUMER_THREADS arrivals).  `tilegpu.warp_specialize` then sends the producer
+bytes, and an "empty" ring, the consumer's releases).  `tilegpu.warp_specialize` then sends the producer
 warpgroup's first thread into its region (its other threads exit): a loop over the same iterations that, for each
 K chunk (unit u, slot u mod S), waits until the consumer released the slot's previous unit (`tma_wait` with
 `empty`), then one thread expects the chunk's bytes on full[slot] and issues the boxes (`async_copy` with
 `tma`); it runs up to the ring depth S ahead by itself, so there is no prologue.  The producer exits after its
 loop.  The consumer warpgroup (threads
 0 .. 127: the thread indices its layouts were assigned for) runs the loop as written with, per unit, a wait for
-full[slot] (`tma_wait`), the wgmma (`mma_staged`) and the release of the slot (`tma_arrive`); then the rest of
-the kernel, whose barriers count its threads alone.  No `tma_release` ends it: the mbarriers have a shared
+full[slot] (`tma_wait`), the mma (`mma_staged`) and the release of the slot (`tma_arrive`); then the rest of
+the kernel, whose barriers count its threads alone.  A wgmma is waited for by every consumer thread, each of
+which then arrives (an empty ring of CONSUMER_THREADS arrivals); a tcgen05 mma (sm_100) is not waited for:
+the thread that issued it commits it to the slot's empty mbarrier (`committed` on the mma, `commit` on the
+release; a ring of one arrival), so the slot frees itself when the mma has read it, and the accumulator's
+release waits for all of them once, after the loop.  No `tma_release` ends it: the mbarriers have a shared
 global of their own that nothing reuses, so they need no invalidation, nor the consumer a barrier for one.
 """
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..decisions import PIPELINED, SCHEDULE_REPORT
 from ..errors import LoweringError
 from ..ops import LOCAL_ALLOC, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_WAIT, WARP_SPECIALIZE
 from ..software_pipeline import copy_versions
+from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
 
 CONSUMER_THREADS = 128      # one warpgroup: the threads the kernel's layouts spread its work over
@@ -56,8 +61,10 @@ class WarpSpecializedForm:
             ring_op.attrs["align"] = self.geom.align
         out.append(ring_op)
         ring = ring_op.result
+        # the arrivals that release a slot: every consumer thread's, or the tcgen05 mma's completion (one)
+        releases = 1 if self.mma_releases() else CONSUMER_THREADS
         bars = Operation(TMA_BARRIERS, {}, {"stages": self.geom.stages, "count": len(self.tma),
-                                            "maps": [x.tma.map.param for x in self.tma], "empty": CONSUMER_THREADS},
+                                            "maps": [x.tma.map.param for x in self.tma], "empty": releases},
                          [I32], loc=self.loc)
         out.append(bars)
         self.barriers = bars.result
@@ -117,9 +124,17 @@ class WarpSpecializedForm:
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
             operands["slot"] = self.mod_stages(out, unit)
+            release = {"stages": g.stages}
+            if self.mma_releases():
+                attrs["committed"] = release["commit"] = True
             mma = Operation(MMA_STAGED, operands, attrs, [acc.type], loc=self.cand.mma.loc)
             out.append(mma)
             acc = mma.result
-            out.append(Operation(TMA_ARRIVE, {"barriers": self.barriers, "unit": unit}, {"stages": g.stages},
-                                 loc=self.loc))
+            out.append(Operation(TMA_ARRIVE, {"barriers": self.barriers, "unit": unit}, release, loc=self.loc))
         return acc
+
+    def mma_releases(self) -> bool:
+        """Whether the mma itself releases each slot (tcgen05: one thread issues it and commits it to the
+        slot's empty mbarrier, so the consumer neither waits for it nor arrives; wgmma: every consumer thread
+        waits for its wgmma and arrives)."""
+        return isinstance(self.cand.wgmma, Tcgen05Plan)
