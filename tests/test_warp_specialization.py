@@ -117,6 +117,7 @@ def test_tcgen05_mmas_release_their_slots(cid):
     assert len(arrives) == len(staged) and all(o.attrs.get("commit") for o in arrives)
     [release] = [o for o in ops if o.name == "tilegpu.tmem_release"]
     assert release.attrs.get("committed") is True
+    assert "the consumer warpgroup runs the tcgen05 mma" in _k_loop_report(k).rule
 
 
 @requires_corpus

@@ -184,8 +184,8 @@ def _partitioned(k: KernelIR, cand: Candidate, geom, report):
     parts = [Partition("consumer", 0, consumer, [r.index for r in ops if r.partition == "consumer"]),
              Partition("producer", 1, PRODUCER_REGISTERS, [r.index for r in ops if r.partition == "producer"])]
     rule = (f"{report.rule}; warp-specialised: a producer warpgroup issues the TMA copies {geom.stages} stage "
-            f"buffers ahead (setmaxnreg {PRODUCER_REGISTERS}), the consumer warpgroup runs the wgmma "
-            f"({consumer} registers)")
+            f"buffers ahead (setmaxnreg {PRODUCER_REGISTERS}), the consumer warpgroup runs the "
+            f"{'tcgen05 mma' if isinstance(cand.wgmma, Tcgen05Plan) else 'wgmma'} ({consumer} registers)")
     return msgspec.structs.replace(report, ops=ops, partitions=parts, ring_depth=geom.stages, rule=rule)
 
 
