@@ -8,7 +8,7 @@ cuda_tile attributes).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
 
 What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
 them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
-(already folded into the options), and an attribute naming an op that has no results (`#tilegpu.op<"name">`:
+(already folded into the options; an op's own hints are in the text, `#tilegpu.hints<...>`), and an attribute naming an op that has no results (`#tilegpu.op<"name">`:
 no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
 parsed kernel carries it.
 """
@@ -35,7 +35,7 @@ from .ir import KernelIR
 from .layout import LinearLayout
 from .options import CodegenOptions
 from .printer import SEGMENTS
-from .records import RECORDS
+from .records import RECORDS, canonical
 from .types import LayoutTile, SmemType
 
 
@@ -294,6 +294,9 @@ class _Parser:
             name = c.string()
             c.expect(">")
             return _Syn("opname", name, pos=pos)
+        if text.startswith("#tilegpu.hints<", pos):
+            c.expect("#tilegpu.hints<")
+            return _Syn("hints", c.items(">", self.entry), pos=pos)
         if text.startswith("#tilegpu.", pos):
             return self.struct()
         if text.startswith("#", pos):
@@ -730,6 +733,8 @@ class _Parser:
             return self.resolved_aliases[syn.value]
         if k == "struct":
             return self.record(syn)
+        if k == "hints":
+            return A.OptimizationHintsAttr(tuple((_bytes(arch), self.cuda_tile_attr(v)) for arch, v in syn.value))
         if k == "dict":
             return {key: self.resolve(v, None) for key, v in syn.value}
         # a list: the container and its items by the hint
@@ -738,6 +743,24 @@ class _Parser:
         if hint == "array":
             return tuple(A.IntegerAttr(T.I1, int(x)) if isinstance(x, bool) else x for x in items)
         return container(items)
+
+    def cuda_tile_attr(self, syn: _Syn) -> A.Attr:
+        """A hint's value as the cuda_tile attribute it spells (printer.py: `hint`)."""
+        k = syn.kind
+        if k == "dict":
+            return A.DictAttr(tuple((_bytes(key), self.cuda_tile_attr(v)) for key, v in syn.value))
+        if k == "list":
+            return A.ArrayAttr(tuple(self.cuda_tile_attr(v) for v in syn.value))
+        if k == "bool":
+            return A.BoolAttr(syn.value)
+        if k == "str":
+            return A.StringAttr(_bytes(syn.value))
+        if k == "type":
+            return A.TypeAttr(syn.value)
+        if k in ("typed_int", "typed_float", "pred"):
+            return self.resolve(syn, None)
+        raise self.c.error("a hint is a typed number, a boolean, a string, a type, a list or a dictionary",
+                           syn.pos)
 
     def record(self, syn: _Syn):
         cls = RECORDS.get(syn.value)
@@ -757,7 +780,7 @@ class _Parser:
         for n, v in values.items():
             if not fields[n][1]:
                 object.__setattr__(obj, n, v)
-        return obj
+        return canonical(obj)
 
 
 def _record_fields(cls: type) -> dict[str, tuple[object, bool]]:
@@ -799,6 +822,10 @@ def _container(hint):
 
 def _enum_named(hint):
     return _ENUMS.get(hint) if isinstance(hint, str) else None
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _is_int(text: str) -> bool:
