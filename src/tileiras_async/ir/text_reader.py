@@ -29,7 +29,7 @@ from . import enums as E
 from . import types as T
 from .core import Block, Function, Global, Module, Operation, Region, Value
 from .opdef import UNIT, VARIADIC, AllTypesMatch, opdef
-from .printer import FLOAT_FORMATS, _format, _round_to_format
+from .printer import FLOAT_FORMATS, _element_storage, _format, _round_to_format
 from .verify_types import TOKEN
 
 
@@ -371,9 +371,7 @@ def dense_elements(body, t, cursor: Cursor, pos: int) -> A.DenseElements:
         for i, b in enumerate(bits):
             raw[i // 8] |= b << (i % 8)
         return A.DenseElements(bare, bytes(raw))
-    size = 4 if elem == T.TF32 else max(1, (elem.width + 7) // 8)
-    if elem == T.TF32:
-        size = 3 if len(bits) == 1 else 4
+    size = _element_storage(elem)
     return A.DenseElements(bare, b"".join(b.to_bytes(size, "little") for b in bits))
 
 
@@ -557,9 +555,6 @@ class ModuleReader(TypeReader):
     def result_types(self, st: _Op) -> list[T.Type]:
         """The types the format showed, then those the op's traits and result kinds imply."""
         spec, types = st.spec, st.result_types
-        fixed = sum(1 for r in spec.results if r.form == "one")
-        if st.count < fixed or (st.count > fixed and all(r.form == "one" for r in spec.results)):
-            raise self.c.error(f"'{spec.mnemonic}' has {len(spec.results)} results, {st.count} named", st.pos)
         slots = self.result_slots(st)
         for trait in spec.traits:
             if not isinstance(trait, AllTypesMatch):

@@ -46,6 +46,6 @@ def _cuda_tile_kernel(text: str, filename: str, gpu_name: str | None) -> KernelI
         raise OptError(f"{filename}: {len(module.functions)} entries: opt reads one kernel")
     problem = first_error(module)
     if problem is not None:
-        raise OptError(f"{filename}: {problem.render()}")
+        raise OptError(f"{filename}: {problem.render().removeprefix('error: ')}")
     options = CodegenOptions() if gpu_name is None else CodegenOptions(target=gpu_name)
     return KernelIR(module, clone_function(module.functions[0]), options)
