@@ -28,7 +28,7 @@ from . import attrs as A
 from . import enums as E
 from . import types as T
 from .core import Block, Function, Global, Module, Operation, Region, Value
-from .opdef import UNIT, VARIADIC, AllTypesMatch, opdef
+from .opdef import UNIT, VARIADIC, AllTypesMatch
 from .printer import FLOAT_FORMATS, _element_storage, _format, _round_to_format
 from .verify_types import TOKEN
 
