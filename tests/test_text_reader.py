@@ -135,6 +135,7 @@ _K = "entry @k(%arg0: tile<f32>) {\n"
     ("  %0 = negf %arg0 tile<f32>\n", "2:19", "expected ':'"),
     ("  %0 = negf %arg0 : tile<f32>\n", "3:1", "expected '}'"),
     ("  %0 = constant <i32: [1, 2]> : tile<4xi32>\n", "2:17", "2 elements for 4"),
+    ("  %0 = negf %arg0 : tile<f32> loc(#loc1)\n", "2:31", "source locations (tileirdisasm -g) are not read"),
 ])
 def test_bad_text_is_one_positioned_error(body, where, what):
     text = _K + body + ("}\n" if what != "expected '}'" else "")

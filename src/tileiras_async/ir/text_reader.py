@@ -523,6 +523,8 @@ class ModuleReader(TypeReader):
         word = c.match(_WORD, "an op")
         spec = self.ops.get(word)
         if spec is None:
+            if word == "loc" and c.peek("("):
+                raise c.error("source locations (tileirdisasm -g) are not read: print without them", pos)
             raise c.error(f"unknown op '{word}'", pos)
         st = _Op(spec, names, start)
         fmt = _format(spec)
