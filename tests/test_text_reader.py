@@ -135,6 +135,7 @@ _K = "entry @k(%arg0: tile<f32>) {\n"
     ("  %0 = negf %arg0 tile<f32>\n", "2:19", "expected ':'"),
     ("  %0 = negf %arg0 : tile<f32>\n", "3:1", "expected '}'"),
     ("  %0 = constant <i32: [1, 2]> : tile<4xi32>\n", "2:17", "2 elements for 4"),
+    ("  %0 = constant <i32: 1.5> : tile<i32>\n", "2:17", "an element that is not a"),
     ("  %0 = negf %arg0 : tile<f32> loc(#loc1)\n", "2:31", "source locations (tileirdisasm -g) are not read"),
 ])
 def test_bad_text_is_one_positioned_error(body, where, what):
@@ -196,3 +197,22 @@ def test_opt_reads_one_kernel_at_a_time(tmp_path, capsys):
     (tmp_path / "two.ct").write_text(body + body.replace("@elementwise", "@other", 1))
     assert batch_run(["opt", str(tmp_path / "two.ct")]) == 1
     assert "2 entries: opt reads one kernel" in capsys.readouterr().err
+
+
+def test_mangled_text_gets_positioned_errors():
+    """Cut, spliced and mutated copies of op goldens: each reads or fails with one TextError."""
+    import random
+    texts = [p.read_text() for p in _goldens(OPS) if ".v13.4." in p.name]
+    rng = random.Random(7)
+    failures = 0
+    for _ in range(400):
+        text = rng.choice(texts)
+        p, q = rng.randrange(len(text)), rng.randrange(len(text))
+        mangled = [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
+                   text[:p] + rng.choice('%#<>[]{}(),:="0x?-.@') + text[p:]][rng.randrange(4)]
+        try:
+            read_text_module(mangled, "m.ct")
+        except TextError as e:
+            assert re.match(r"m\.ct:\d+:\d+: \S", str(e)), str(e)
+            failures += 1
+    assert failures > 250   # nearly every mangling breaks the text

@@ -354,13 +354,12 @@ def dense_elements(body, t, cursor: Cursor, pos: int) -> A.DenseElements:
     bare = T.TileType(t.shape, t.elem)
     elems = flatten(body)
     elem = t.elem
-    if isinstance(elem, T.FloatType):
-        bits = [float_bits(elem.name, x) for x in elems]
-    elif isinstance(elem, T.IntType):
-        bits = [(1 if x == "true" else 0) if x in ("true", "false") else int(x, 16 if "0x" in x else 10) & ((1 << elem.width) - 1)
-                for x in elems]
-    else:
+    if not isinstance(elem, (T.FloatType, T.IntType)):
         raise cursor.error("a dense constant of numbers", pos)
+    try:
+        bits = [_element_bits(elem, x) for x in elems]
+    except (ValueError, ZeroDivisionError):
+        raise cursor.error(f"an element that is not a {elem}", pos) from None
     n = bare.num_elements()
     if len(bits) not in (1, n):
         raise cursor.error(f"{len(bits)} elements for {n}", pos)
@@ -373,6 +372,16 @@ def dense_elements(body, t, cursor: Cursor, pos: int) -> A.DenseElements:
         return A.DenseElements(bare, bytes(raw))
     size = _element_storage(elem)
     return A.DenseElements(bare, b"".join(b.to_bytes(size, "little") for b in bits))
+
+
+def _element_bits(elem: T.Type, text: str) -> int:
+    if isinstance(elem, T.FloatType):
+        if text in ("true", "false"):
+            raise ValueError(text)
+        return float_bits(elem.name, text)
+    if text in ("true", "false"):
+        return int(text == "true")
+    return int(text, 16 if "0x" in text else 10) & ((1 << elem.width) - 1)
 
 
 def flatten(body) -> list[str]:
