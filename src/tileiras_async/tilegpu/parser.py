@@ -4,7 +4,8 @@ One dump section: an optional `// -----// IR Dump ... //----- //` banner, the `t
 layout and record declarations, the kernel and its detached ops.  Attributes are read in two steps: first as
 syntax (they may name ops further down, or detached ops after the kernel), then, once every value is defined,
 as Python values of the kinds the op's declaration or the record's field annotation asks for (tuples, enums,
-cuda_tile attributes).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
+cuda_tile attributes).  Types, predicates and dense elements are cuda_tile's spellings, read as the cuda_tile
+text reader reads them (ir/text_reader.py).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
 
 What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
 them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
