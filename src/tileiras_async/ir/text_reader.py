@@ -19,6 +19,7 @@ predicates the same way.
 """
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import re
@@ -429,10 +430,11 @@ class _Op:
         self.defaults: dict[str, str] = {}
 
     def copy(self) -> "_Op":
-        other = _Op.__new__(_Op)
-        other.__dict__.update({k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v)
-                               for k, v in self.__dict__.items()})
+        other = copy.copy(self)
         other.operands = {k: (list(v) if isinstance(v, list) else v) for k, v in self.operands.items()}
+        other.attrs, other.defaults = dict(self.attrs), dict(self.defaults)
+        other.result_types, other.regions = list(self.result_types), list(self.regions)
+        other.region_args = {k: list(v) for k, v in self.region_args.items()}
         return other
 
 
@@ -642,12 +644,12 @@ class ModuleReader(TypeReader):
         elif first.kind == "var" and st.spec.operand(first.text) is not None:
             present = c.peek("%")
         else:   # an attribute or a directive: try it
-            save, copy = c.pos, st.copy()
+            save, before = c.pos, st.copy()
             try:
                 self.elems(children, st)
             except TextError:
                 c.pos = save
-                st.__dict__.update(copy.__dict__)
+                st.__dict__.update(before.__dict__)
                 return
             present = None
         if present:
