@@ -22,7 +22,7 @@ from tileiras_async.tilegpu.ir import KernelIR
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.printer import print_kernel
 
-from conftest import PUBLIC, requires_corpus
+from conftest import PUBLIC, positioned_refusals, requires_corpus
 
 OPS = Path(__file__).parent / "data" / "ops"
 
@@ -201,18 +201,6 @@ def test_opt_reads_one_kernel_at_a_time(tmp_path, capsys):
 
 def test_mangled_text_gets_positioned_errors():
     """Cut, spliced and mutated copies of op goldens: each reads or fails with one TextError."""
-    import random
     texts = [p.read_text() for p in _goldens(OPS) if ".v13.4." in p.name]
-    rng = random.Random(7)
-    failures = 0
-    for _ in range(400):
-        text = rng.choice(texts)
-        p, q = rng.randrange(len(text)), rng.randrange(len(text))
-        mangled = [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
-                   text[:p] + rng.choice('%#<>[]{}(),:="0x?-.@') + text[p:]][rng.randrange(4)]
-        try:
-            read_text_module(mangled, "m.ct")
-        except TextError as e:
-            assert re.match(r"m\.ct:\d+:\d+: \S", str(e)), str(e)
-            failures += 1
-    assert failures > 250   # nearly every mangling breaks the text
+    # nearly every mangling breaks the text
+    assert positioned_refusals(read_text_module, texts, 400, TextError, "m.ct", '%#<>[]{}(),:="0x?-.@') > 250

@@ -21,7 +21,7 @@ from tileiras_async.tilegpu.passes import IRPrinting, PASS_NAMES
 from tileiras_async.tilegpu.printer import print_kernel
 from tileiras_async.tilegpu.records import RECORDS
 
-from conftest import LAUNCH, PUBLIC, requires_corpus
+from conftest import LAUNCH, PUBLIC, positioned_refusals, requires_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
@@ -263,20 +263,8 @@ def test_deep_nesting_is_an_error_not_a_crash(tail):
 
 def test_mangled_dumps_get_positioned_errors():
     """Cut, spliced and mutated copies of a real section: each parses or fails with a ParseError."""
-    import random
-    text = _small_kernel_text()
-    rng = random.Random(7)
-    failures = 0
-    for _ in range(300):
-        p, q = rng.randrange(len(text)), rng.randrange(len(text))
-        mangled = [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
-                   text[:p] + rng.choice('%#<>[]{}(),:="0x?-.') + text[p:]][rng.randrange(4)]
-        try:
-            parse_kernel(mangled, "m.tir")
-        except ParseError as e:
-            assert re.match(r"m\.tir:\d+:\d+: \S", str(e)), str(e)
-            failures += 1
-    assert failures > 200   # nearly every mangling breaks the text
+    # nearly every mangling breaks the text
+    assert positioned_refusals(parse_kernel, [_small_kernel_text()], 300, ParseError, "m.tir") > 200
 
 
 def test_opt_reads_standard_input_and_exits_1_on_bad_text(monkeypatch, capsys):
