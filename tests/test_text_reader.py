@@ -119,7 +119,8 @@ def test_hints_and_globals_read_back():
     g = module.globals[0]
     assert (g.name, g.alignment, g.constant, g.visibility) == (b"table", 16, True, 1)
     assert module.functions[0].hints == A.OptimizationHintsAttr((
-        (b"sm_100", A.DictAttr(((b"num_cta_in_cga", A.IntegerAttr(T.I32, 2)), (b"occupancy", A.IntegerAttr(T.I32, 4))))),
+        (b"sm_100", A.DictAttr(((b"num_cta_in_cga", A.IntegerAttr(T.I32, 2)),
+                                 (b"occupancy", A.IntegerAttr(T.I32, 4))))),
         (b"sm_90", A.DictAttr(()))))
 
 

@@ -9,8 +9,8 @@ text reader reads them (ir/text_reader.py).  Errors are `ParseError`s: `<file>:<
 
 What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
 them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
-(already folded into the options; an op's own hints are in the text, `#tilegpu.hints<...>`), and an attribute naming an op that has no results (`#tilegpu.op<"name">`:
-no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
+(already folded into the options; an op's own hints are in the text, `#tilegpu.hints<...>`), and an
+attribute naming an op that has no results (`#tilegpu.op<"name">`: no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
 parsed kernel carries it.
 """
 from __future__ import annotations
