@@ -4,6 +4,7 @@ drift: a record class missing here is printed as `#tilegpu.opaque<...>` and a ro
 from __future__ import annotations
 
 import re
+import sys
 
 from ..schedule.report import (ArmResult, DepEdge, IIAttempt, Partition, PoolRequest, RRTCell, RRTRow,
                                ScheduledOp, ScheduleReport, SlotUse)
@@ -30,3 +31,24 @@ _CLASSES = (
     ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition)
 RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
 assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"
+
+
+_CONSTANTS: dict[type, dict[object, object]] = {}
+
+
+def canonical(record):
+    """The named constant of its module that a frozen record equals (mma.F8_F32, wgmma.WG_I8_I32, ...), else
+    the record itself: code generation tells instructions apart by identity, so one read back from the text
+    must be that very object."""
+    cls = type(record)
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return record
+    table = _CONSTANTS.get(cls)
+    if table is None:
+        module = vars(sys.modules[cls.__module__])
+        table = _CONSTANTS[cls] = {v: v for v in module.values() if type(v) is cls}
+    try:
+        return table.get(record, record)
+    except TypeError:   # a field that cannot be hashed: no constant holds one
+        return record
