@@ -10,14 +10,21 @@ chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module 
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
 
+* `tilegpu.tma_load` (select-tile-tensor-copies): thread 0 orders the CTA's earlier generic reads of the
+  buffer before the async proxy's writes, expects the tile's bytes on its mbarrier and issues one
+  `cp.async.bulk.tensor.{1d,2d}` per box into the buffer (aligned to 128 bytes at run time); every thread
+  arrives and waits for the phase it arrived in (the state its arrival returned, so no phase is tracked
+  across loop iterations), then reads its elements from the buffer, row-major, in the result's layout.
+
 A map is a kernel parameter: its generic address is `cvta.param` of the parameter's symbol.  The PTX forms
 are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX declares.
 """
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
-from .values import SHARED_PTR, Tile
+from .values import SHARED_PTR, Tile, llvm_type
 
 MBAR_BYTES = 8
 
@@ -97,3 +104,74 @@ def _tma_release(em: KernelEmitter, op: Operation) -> None:
     em.barrier()
     _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(op.attrs["stages"])],
              [("i32", _bars(em, op))])
+
+
+TILE_COPY_ALIGN = 128       # a tensor copy's shared-memory destination
+
+
+def _tile_starts(em: KernelEmitter, op: Operation) -> list[str]:
+    """i32 per tile dimension: the element where the tile starts (its index times its extent)."""
+    starts = []
+    for v, extent in zip(op.operands["index"], op.result.type.shape):
+        idx = em.get(v)
+        i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
+        starts.append(em.b.value(f"mul i32 {i32}, {extent}"))
+    return starts
+
+
+def _tile_copy_lines(tc, rank: int, args: list) -> list[str]:
+    """Thread 0's PTX for one execution of a tma_load: operands $1 mbarrier, $2 map, $3 buffer, $4.. the
+    tile's starts, outermost first (appended to `args`: the later boxes' innermost starts)."""
+    lines = [f"mbarrier.arrive.expect_tx.shared.b64 st, [$1], {tc.bytes}"]
+    outer = "".join(f", ${4 + d}" for d in reversed(range(rank - 1)))   # PTX lists the innermost first
+    for j in range(tc.copies):
+        inner = f"${3 + rank}"
+        if j:
+            args.append(("i32", f"add i32 {args[2 + rank][1]}, {j * tc.map.box[-1]}"))
+            inner = f"${len(args)}"
+        lines.append(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     f"[$3+{j * tc.copy_bytes}], [$2, {{{inner}{outer}}}], [$1]")
+    return lines
+
+
+@lowers("tilegpu.tma_load")
+def _tma_load(em: KernelEmitter, op: Operation) -> None:
+    tc = op.attrs["tma"]
+    ty = op.result.type
+    buf = em.unique_global("tma_tile")
+    em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{tc.bytes} x i8] undef, "
+                            f"align {TILE_COPY_ALIGN}")
+    bar = em.b.value(f"add i32 {_bars(em, op)}, {tc.slot * MBAR_BYTES}")
+    dst = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
+    starts = _tile_starts(em, op)
+    rank = len(starts)
+    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst)] + [("i32", s) for s in starts]
+    lines = _tile_copy_lines(tc, rank, args)
+    args = [(t, em.b.value(v) if v.startswith("add ") else v) for t, v in args]
+    if op.attrs.get("after_reads"):
+        # the previous execution's generic-proxy reads of the buffer, before the async proxy writes it
+        em.barrier()
+        lines.insert(0, "fence.proxy.async.shared::cta")
+    body = " ".join(f"@p {line};" for line in lines)
+    em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; setp.eq.u32 p, $0, 0; " + body +
+             " @!p mbarrier.arrive.shared.b64 st, [$1]; $$tml${:uid}: mbarrier.try_wait.shared.b64 w, [$1], st; "
+             "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }",
+             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
+             [("i32", em.tid)] + args)
+    em.set(op.result, _read_tile(em, ty, buf, tc.elem_bytes))
+
+
+def _read_tile(em: KernelEmitter, ty, buf: str, eb: int) -> Tile:
+    """The tile, row-major in shared global `buf`, read into `ty`'s layout (duplicated registers once)."""
+    layout = layout_of(ty)
+    lt = llvm_type(ty.elem)
+    regs: list[str] = []
+    dup = layout.duplicate_register_mask()
+    for r in range(layout.num_registers):
+        if r & dup:
+            regs.append(regs[r & ~dup])
+            continue
+        off = em.b.value(f"mul i32 {em.linear_index(em.coords(layout, r), tuple(ty.shape))}, {eb}")
+        ptr = em.b.value(f"getelementptr inbounds i8, {SHARED_PTR} {buf}, i32 {off}", "tp")
+        regs.append(em.b.value(f"load {lt}, {SHARED_PTR} {ptr}, align {eb}", "ld"))
+    return Tile(ty, layout, regs)

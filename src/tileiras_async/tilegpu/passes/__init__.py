@@ -29,6 +29,7 @@ _ALL = [
     ("prefetch-loads", "prefetch_loads"),
     ("hoist-operand-staging", "hoist_staging"),
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
+    ("select-tile-tensor-copies", "tile_tensor_copies"),
     ("vectorize-view-accesses", "vectorize_accesses"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
