@@ -227,8 +227,9 @@ def _tile_boxes(shape: tuple[int, ...], eb: int) -> tuple[tuple[int, ...], int] 
 def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) -> TileCopy | str:
     """A TileCopy for a `load_view_tko` of a 1-D or 2-D tile through the map in entry parameter `param`
     (completing on mbarrier `slot`), or why the load stays per-thread ld.global.  TMA writes zeros where
-    the box leaves the tensor, so only a view without padding or with zero padding qualifies; the launch
-    hints must promise what the map needs (unit inner stride, 16-byte aligned base and outer strides)."""
+    the box leaves the tensor: the view must pad with zeros, as the views NVIDIA's tool loads by TMA do (a
+    view without padding keeps its bounds-checked, vectorised ld.global, as there); the launch hints must
+    promise what the map needs (unit inner stride, 16-byte aligned base and outer strides)."""
     view = load.operands["view"]
     pv = view.type
     part = view.owner if isinstance(view.owner, Operation) else None
@@ -239,8 +240,8 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
     rank = len(ty.shape)
     if rank not in (1, 2) or len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
         return "not a 1-D or 2-D tensor view in its own dimension order"
-    if pv.padding not in (None, PaddingValue.zero):
-        return "the view pads with a non-zero value"
+    if pv.padding != PaddingValue.zero:
+        return "the view does not pad with zeros"
     element = _ELEMENT_NAMES.get(ty.elem)
     if element is None:
         return f"{ty.elem} elements"

@@ -2,9 +2,11 @@
 
 Contract: in: IR after keep-accumulators-in-tensor-memory (layouts assigned, loops pipelined and prefetched,
 no shared-memory offsets yet). out: a `load_view_tko` that `tilegpu.tensor_maps.plan_tile_copy` accepts --
-a 1-D or 2-D tile of f16/bf16/f32/i32 through a view without padding or with zero padding (TMA writes zeros
-outside the tensor), whose launch hints promise a unit inner stride and 16-byte aligned base and outer
-strides, boxes of at most 256 elements a dimension whose rows are multiples of 16 bytes -- becomes a
+a 1-D or 2-D tile of f16/bf16/f32/i32 through a view with zero padding (TMA writes zeros outside the
+tensor; NVIDIA's tool, too, loads only such views by TMA), whose launch hints promise a unit inner stride and 16-byte aligned base and outer
+strides, boxes of at most 256 elements a dimension whose rows are multiples of 16 bytes -- and that a loop
+loads again each iteration or that is in a kernel with a `reduce` (where NVIDIA's tool uses TMA: a one-shot
+elementwise, scan or gather tile keeps its vectorised ld.global and pays for no mbarrier) becomes a
 `tilegpu.tma_load` of the same tile in the same layout, its map in a hidden entry parameter after the
 kernel's own and the K-loop maps of select-tensor-copies.  Each tma_load has a shared buffer of its own
 (code generation declares it, 128-byte aligned, apart from the buffers allocate-shared-memory places, so
@@ -50,12 +52,14 @@ def run(k: KernelIR) -> None:
     if not loads or any(op.name.startswith(_MMA_PREFIX) for op in ops):
         return
     used = _token_users(k)
+    reducing = any(op.name == "reduce" for op in ops)
+    parent = parents_of(k.fn.body)
     hooks = kernel_hooks(k)
     first_param = len(hooks.params) if hooks is not None else len(param_layout(k.fn.type.inputs))
     plans: list[tuple[Operation, TileCopy]] = []
     budget = _BUDGET
     for op in loads:
-        if not _eligible(op, used):
+        if not _eligible(op, used) or not (reducing or _in_loop(op, parent)):
             continue
         plan = plan_tile_copy(op, k.fn.body.args, first_param + len(plans), len(plans))
         if not isinstance(plan, str) and plan.bytes <= budget:
