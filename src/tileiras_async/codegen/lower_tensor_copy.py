@@ -158,20 +158,56 @@ def _tma_load(em: KernelEmitter, op: Operation) -> None:
              "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }",
              ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
              [("i32", em.tid)] + args)
-    em.set(op.result, _read_tile(em, ty, buf, tc.elem_bytes))
+    em.set(op.result, _read_tile(em, ty, buf, tc.elem_bytes, tc.map.box[-1]))
 
 
-def _read_tile(em: KernelEmitter, ty, buf: str, eb: int) -> Tile:
-    """The tile, row-major in shared global `buf`, read into `ty`'s layout (duplicated registers once)."""
+def _contiguous_run(layout, eb: int) -> int:
+    """How many registers, from each multiple of the count, hold consecutive elements of a row of the
+    buffer at an address aligned to their bytes: the leading register bases step 1, 2, 4, ... along the
+    innermost dimension and every other basis moves along it by multiples of the run (at most 16 bytes)."""
+    regs, rest = layout.bases[0], [b for bases in layout.bases for b in bases]
+    run = 0
+    while (run < len(regs) and (1 << (run + 1)) * eb <= 16
+           and tuple(regs[run]) == (0,) * (len(regs[run]) - 1) + (1 << run,)):
+        run += 1
+    while run and any(b[-1] % (1 << run) for b in rest[run:]):
+        run -= 1
+    return 1 << run
+
+
+def _buffer_index(em: KernelEmitter, coords: list[str], shape: tuple[int, ...], width: int) -> str:
+    """i32: the element of the buffer holding tile element `coords` -- in box coords[-1] // width (the
+    boxes one after another), row-major within it."""
+    if width == shape[-1]:
+        return em.linear_index(coords, shape)
+    log = width.bit_length() - 1
+    box = em.b.value(f"lshr i32 {coords[-1]}, {log}")
+    within = em.linear_index(coords[:-1] + [em.b.value(f"and i32 {coords[-1]}, {width - 1}")],
+                             shape[:-1] + (width,))
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return em.b.value(f"add i32 {em.b.value(f'mul i32 {box}, {rows * width}')}, {within}")
+
+
+def _read_tile(em: KernelEmitter, ty, buf: str, eb: int, width: int) -> Tile:
+    """The tile, in boxes `width` elements wide in shared global `buf`, read into `ty`'s layout
+    (duplicated registers once; runs of consecutive elements as one vector load)."""
     layout = layout_of(ty)
     lt = llvm_type(ty.elem)
     regs: list[str] = []
     dup = layout.duplicate_register_mask()
-    for r in range(layout.num_registers):
+    run = min(_contiguous_run(layout, eb), width)
+    vec = f"<{run} x {lt}>"
+    for r in range(0, layout.num_registers, run):
         if r & dup:
-            regs.append(regs[r & ~dup])
+            regs += regs[r & ~dup:(r & ~dup) + run]
             continue
-        off = em.b.value(f"mul i32 {em.linear_index(em.coords(layout, r), tuple(ty.shape))}, {eb}")
+        off = em.b.value(f"mul i32 {_buffer_index(em, em.coords(layout, r), tuple(ty.shape), width)}, {eb}")
         ptr = em.b.value(f"getelementptr inbounds i8, {SHARED_PTR} {buf}, i32 {off}", "tp")
-        regs.append(em.b.value(f"load {lt}, {SHARED_PTR} {ptr}, align {eb}", "ld"))
+        if run == 1:
+            regs.append(em.b.value(f"load {lt}, {SHARED_PTR} {ptr}, align {eb}", "ld"))
+            continue
+        v = em.b.value(f"load {vec}, {SHARED_PTR} {ptr}, align {run * eb}", "ld")
+        regs += [em.b.value(f"extractelement {vec} {v}, i32 {i}") for i in range(run)]
     return Tile(ty, layout, regs)

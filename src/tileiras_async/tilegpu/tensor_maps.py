@@ -188,14 +188,15 @@ def kernel_hooks(k) -> KernelHooks | None:
 # -- tile loads by TMA (select-tile-tensor-copies) -------------------------------------------------------
 
 _TILE_COPY_BYTES = 16384        # the largest tile one load stages through shared memory
+_ROW_BYTES = 128                # a box row of a several-row box
 
 
 @dataclass(frozen=True)
 class TileCopy:
     """How a tile load lands by TMA: `copies` boxes of the map's `box` side by side along the innermost
-    dimension (box j at byte `j * copy_bytes` of the buffer, `j * box[-1]` elements further along the
-    tensor), which together hold the tile row-major; completion on mbarrier `slot` of the kernel's tile
-    barriers."""
+    dimension (box j, row-major, at byte `j * copy_bytes` of the buffer, `j * box[-1]` elements further
+    along the tensor; one box or a single row: the tile row-major); completion on mbarrier `slot` of the
+    kernel's tile barriers."""
     map: TensorMapSpec
     copies: int
     copy_bytes: int
@@ -209,19 +210,18 @@ class TileCopy:
 
 
 def _tile_boxes(shape: tuple[int, ...], eb: int) -> tuple[tuple[int, ...], int] | str:
-    """(box, copies) for a tile of `shape`: the tile itself, or a 1 x ... x 1 x N row in boxes of 256."""
-    inner = shape[-1]
+    """(box, copies) for a tile of `shape`: boxes side by side along the innermost dimension, each the
+    tile's outer extents by at most 256 elements (a 1 x ... x 1 x N row) or 128 bytes (several rows), as
+    NVIDIA's maps have them."""
+    inner, rows = shape[-1], 1
+    for d in shape[:-1]:
+        rows *= d
     if any(d > _MAX_BOX for d in shape[:-1]):
         return f"a dimension of {max(shape[:-1])} elements exceeds a box ({_MAX_BOX})"
-    if inner <= _MAX_BOX:
-        box, copies = tuple(shape), 1
-    elif all(d == 1 for d in shape[:-1]) and inner % _MAX_BOX == 0:
-        box, copies = tuple(shape[:-1]) + (_MAX_BOX,), inner // _MAX_BOX
-    else:
-        return f"rows of {inner} elements do not split into boxes of {_MAX_BOX}"
-    if box[-1] * eb % 16:
-        return f"a box row of {box[-1] * eb} bytes is not a multiple of 16"
-    return box, copies
+    width = min(inner, _MAX_BOX if rows == 1 else max(1, _ROW_BYTES // eb))
+    if inner % width or width * eb % 16:
+        return f"rows of {inner} elements do not split into boxes of {width} x {eb} bytes, 16-byte multiples"
+    return tuple(shape[:-1]) + (width,), inner // width
 
 
 def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) -> TileCopy | str:
@@ -269,6 +269,7 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
 
 
 def tile_copy_maps(body) -> list[TensorMapSpec]:
-    """The maps of the `tilegpu.tma_load`s under `body`."""
+    """The maps of the `tilegpu.tma_load`s under `body`, once each (loads may share one)."""
     from .ir import walk_ops
-    return [op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_load"]
+    maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_load"}
+    return list(maps.values())

@@ -20,6 +20,10 @@ _BUDGET bytes of buffers, and on targets without TMA or whose hooks' parameter l
 """
 from __future__ import annotations
 
+import dataclasses
+
+import msgspec
+
 from ...ir import types as T
 from ...ir.core import Operation
 from ...ir.enums import MemoryOrderingSemantics as MO
@@ -57,14 +61,18 @@ def run(k: KernelIR) -> None:
     hooks = kernel_hooks(k)
     first_param = len(hooks.params) if hooks is not None else len(param_layout(k.fn.type.inputs))
     plans: list[tuple[Operation, TileCopy]] = []
+    maps: dict = {}       # a map's description with parameter 0 -> the parameter it is in
     budget = _BUDGET
     for op in loads:
         if not _eligible(op, used) or not (reducing or _in_loop(op, parent)):
             continue
-        plan = plan_tile_copy(op, k.fn.body.args, first_param + len(plans), len(plans))
-        if not isinstance(plan, str) and plan.bytes <= budget:
-            plans.append((op, plan))
-            budget -= plan.bytes
+        plan = plan_tile_copy(op, k.fn.body.args, first_param + len(maps), len(plans))
+        if isinstance(plan, str) or plan.bytes > budget:
+            continue
+        # loads of the same array in the same boxes share one map (NVIDIA's hooks write one per array too)
+        param = maps.setdefault(msgspec.structs.replace(plan.map, param=0), plan.map.param)
+        plans.append((op, dataclasses.replace(plan, map=msgspec.structs.replace(plan.map, param=param))))
+        budget -= plan.bytes
     if plans:
         _rewrite(k, plans)
 
