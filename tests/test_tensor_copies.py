@@ -228,3 +228,112 @@ def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub):
             if 0 <= k < 8:
                 ref[rows] += padded_a[rows, 64 * k:64 * k + 64] @ padded_b[64 * k:64 * k + 64]
     np.testing.assert_allclose(C, ref, rtol=2e-3, atol=2e-3)
+
+
+# -- tile loads by TMA (select-tile-tensor-copies) -----------------------------------------------------------
+
+# the launch-set kernels without an mma whose NVIDIA PTX loads tiles by TMA
+TILE_TMA = ("cumsum_carry_f32_t512", "cumsum_carry_i32_t128", "first_exceed_f32_16", "first_exceed_f32_64",
+            "layernorm_f16_128", "layernorm_f32_64", "reduce1d_f16_t1024", "reduce1d_f32_t256",
+            "reduce2d_rows_f16_16x128", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024", "rmsnorm_f32_256")
+# zero-padded, hinted tiles loaded once in kernels without a reduction: NVIDIA keeps ld.global there
+ONE_SHOT = ("cumsum_rows_f32_128", "gather_idx_f32_t128", "math_chain_f32_t256")
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", TILE_TMA)
+def test_tile_loads_use_nvidias_maps(cid, gpu):
+    """Every kernel of the launch set whose NVIDIA PTX loads a tile by TMA does so in ours, through maps that
+    describe the same arrays in the same boxes in the same hidden parameters (the host-object comparison of
+    test_host_object_gen), one mbarrier wait per load."""
+    hooks = _our_maps(cid, gpu)
+    nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))
+    assert hooks is not None and list(hooks.maps) == list(nvidia)
+    assert hooks.params[-len(nvidia):] == ((128, 64),) * len(nvidia)
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    nvidia_ptx = (LAUNCH / f"{cid}.v13.4.{gpu}.ptx").read_text()
+    assert _hidden_params(ptx) == _hidden_params(nvidia_ptx) == [m.param for m in nvidia]
+    body = ptx.split("tileiras-async tensor maps", 1)[0]
+    ranks = {len(m.box) for m in nvidia}
+    assert {int(r) for r in re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", body)} == ranks
+    assert body.count("mbarrier.try_wait.shared.b64") == body.count("mbarrier.arrive.expect_tx")
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", ONE_SHOT)
+def test_one_shot_tiles_keep_ld_global(cid):
+    """A tile loaded once by a kernel that reduces nothing stays ld.global, as in NVIDIA's PTX."""
+    assert "cp.async.bulk.tensor" not in (LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text()
+    assert _our_maps(cid, "sm_90") is None
+    ptx = module_ptx(_module(LAUNCH, cid), target("sm_90"))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_unhinted_tile_loads_keep_ld_global(gpu):
+    """Without launch hints nothing promises the alignment a map needs: no map, no mbarrier."""
+    mod = _module(PUBLIC, "reduce1d_f32_t256")
+    assert emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target=gpu)).tensor_maps is None
+    ptx = module_ptx(mod, target(gpu))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+def test_the_tile_copy_code():
+    """rmsnorm's 1 x 1024 bf16 row and 1024-element weight: four boxes of 256 each, 2048 bytes expected on
+    each of two mbarriers that all 128 threads arrive on; the wait loop ends warp-uniformly; straight-line
+    loads need no barrier before their copies, a load in a loop (first_exceed) waits for the previous
+    iteration's reads and fences them from the async proxy."""
+    ptx = module_ptx(_module(LAUNCH, "rmsnorm_bf16_1024"), target("sm_90"))
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert ptx.count("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", ptx) == ["2048"] * 2
+    assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 128; @p mbarrier\.init\.shared\.b64 "
+                     r"\[%r\d+\+8\], 128;", ptx)
+    assert ptx.count("vote.sync.all.pred") == 2 and "fence.proxy.async" not in ptx
+    assert re.search(r"\.shared \.align 128 \.b8 tma_tile\S*\[2048\]", ptx)
+    loop = module_ptx(_module(LAUNCH, "first_exceed_f32_16"), target("sm_90"))
+    assert loop.count("@p fence.proxy.async.shared::cta;") == 1
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["reduce1d_f32_t256", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024"])
+def test_our_hook_writes_nvidias_tile_maps(cid, gpu):
+    """The hook in our cubin's `.nv.host` writes, for the same arguments, the very bytes NVIDIA's hook
+    writes into each map."""
+    from tileiras_async.emu.host_object import fill_tensor_maps, parse_host_object
+    from tileiras_async.emu.parser import parse_ptx
+    from tileiras_async.toolchain.cubin import host_object
+    mod = _module(LAUNCH, cid)
+    kernel = mod.functions[0].name.decode()
+    hook = parse_host_object(host_object(compile_module(mod, target(gpu))), "ours")
+    our_params = parse_ptx(module_ptx(mod, target(gpu))).functions[kernel].params
+    nvidia_target, _, nvidia_params, nvidia_hook = _entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o")
+    rng = random.Random(cid + gpu)
+    for large in (False, True):
+        values = _random_values(nvidia_params, rng, large)
+        expected = fill_tensor_maps(nvidia_hook, kernel, nvidia_target, nvidia_params, values)
+        got = fill_tensor_maps(hook, kernel, nvidia_target, our_params, values)
+        assert got == expected and expected
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["cumsum_carry_i32_t128", "layernorm_f32_64", "reduce1d_f16_t1024",
+                                 "reduce2d_rows_f16_16x128", "rmsnorm_f32_256"])
+def test_tile_tma_kernels_compute_the_references(refs, cid, gpu):
+    """The emulated kernels (race check on, maps filled by the hook in our cubin) compute the corpus
+    references: straight-line loads, loads in loops (the mbarrier's phase advancing every iteration),
+    several boxes per tile, partial tiles (TMA's zeros)."""
+    from conftest import corpus_case
+    from tileiras_async.emu.runner import run_compiled
+    inputs, orig, grid = corpus_case(refs, cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name=gpu,
+                       check_races=True)
+    assert "cp.async.bulk.tensor" in run.ptx
+    assert not refs.check(cid, orig, inputs)

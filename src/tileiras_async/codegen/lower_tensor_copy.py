@@ -149,8 +149,9 @@ def _tma_load(em: KernelEmitter, op: Operation) -> None:
     lines = _tile_copy_lines(tc, rank, args)
     args = [(t, em.b.value(v) if v.startswith("add ") else v) for t, v in args]
     if op.attrs.get("after_reads"):
-        # the previous execution's generic-proxy reads of the buffer, before the async proxy writes it
-        em.barrier()
+        em.barrier()        # every thread's reads of the buffer in the previous iteration are done
+    if op.attrs.get("fence_reads"):
+        # ... and ordered before the async proxy's writes
         lines.insert(0, "fence.proxy.async.shared::cta")
     body = " ".join(f"@p {line};" for line in lines)
     em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; setp.eq.u32 p, $0, 0; " + body +

@@ -22,7 +22,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
-| `tilegpu.tma_load`         | a tile load by TMA through a shared buffer of its own: thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; `after_reads`: a barrier first, for the reads of the buffer by an earlier execution), every thread arrives and waits for the phase, then reads its elements from the buffer in the result's layout |
+| `tilegpu.tma_load`         | a tile load by TMA through a shared buffer of its own: thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; in a loop, `fence_reads`: the previous iteration's reads of the buffer fenced from the async proxy first, `after_reads`: and waited for at a barrier), every thread arrives and waits for the phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
@@ -115,7 +115,7 @@ TMA_BARRIERS = TILEGPU.op(
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaBarriersOp")
 TMA_LOAD = TILEGPU.op(
     "tma_load", operands={"view": TILE_VIEW, "barriers": SCALAR_I32, "index*": SCALAR_INT},
-    results={"result": ANY_TILE}, attrs={"tma": "tile_copy", "after_reads!": "unit"},
+    results={"result": ANY_TILE}, attrs={"tma": "tile_copy", "fence_reads!": "unit", "after_reads!": "unit"},
     traits=[MemoryEffects(Read("view"))], cls="TmaLoadOp")
 TMA_WAIT = TILEGPU.op(
     "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},

@@ -10,8 +10,9 @@ elementwise, scan or gather tile keeps its vectorised ld.global and pays for no 
 `tilegpu.tma_load` of the same tile in the same layout, its map in a hidden entry parameter after the
 kernel's own and the K-loop maps of select-tensor-copies.  Each tma_load has a shared buffer of its own
 (code generation declares it, 128-byte aligned, apart from the buffers allocate-shared-memory places, so
-no other access ever shares its bytes); inside a loop it carries `after_reads`: its copies wait at a barrier
-for the previous iteration's reads.  One `tilegpu.tma_barriers` at the start of the kernel holds an
+no other access ever shares its bytes); inside a loop it carries `fence_reads` (the previous iteration's
+generic-proxy reads are fenced from the async proxy's writes) and, unless the loop body runs an op with its
+own barrier every iteration, `after_reads`: its copies wait at a barrier for those reads.  One `tilegpu.tma_barriers` at the start of the kernel holds an
 mbarrier per tma_load, which every thread arrives on once per execution.  Loads whose token orders later
 memory operations or that are not weak stay as they are, and so do all loads of a kernel with an mma (its
 shared memory and its loads are the K-loop passes' business), of a kernel without launch hints, beyond
@@ -30,6 +31,7 @@ from ...ir.enums import MemoryOrderingSemantics as MO
 from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_ops
 from ..ops import TMA_BARRIERS, TMA_LOAD
 from ..tensor_maps import TileCopy, kernel_hooks, param_layout, plan_tile_copy
+from ..smem import self_syncing
 from ..types import LayoutTile
 
 _BUDGET = 16384         # bytes of tma_load buffers a kernel may declare
@@ -77,11 +79,22 @@ def run(k: KernelIR) -> None:
         _rewrite(k, plans)
 
 
-def _in_loop(op: Operation, parent: dict[int, Operation]) -> bool:
+def _loop_of(op: Operation, parent: dict[int, Operation]) -> Operation | None:
+    """The innermost loop around `op`."""
     p = parent.get(id(op))
     while p is not None and p.name not in _LOOPS:
         p = parent.get(id(p))
-    return p is not None
+    return p
+
+
+def _in_loop(op: Operation, parent: dict[int, Operation]) -> bool:
+    return _loop_of(op, parent) is not None
+
+
+def _synced_every_iteration(loop: Operation) -> bool:
+    """The loop's body runs an op with its own CTA barrier (a reduce or scan across warps) every iteration:
+    between a tma_load's reads of its buffer in one iteration and its copies in the next."""
+    return any(self_syncing(o) for r in loop.regions for b in r.blocks for o in b.ops)
 
 
 def _rewrite(k: KernelIR, plans: list[tuple[Operation, TileCopy]]) -> None:
@@ -94,8 +107,11 @@ def _rewrite(k: KernelIR, plans: list[tuple[Operation, TileCopy]]) -> None:
     for op, plan in plans:
         ty = op.results[0].type
         attrs = {"tma": plan}
-        if _in_loop(op, parent):
-            attrs["after_reads"] = True
+        loop = _loop_of(op, parent)
+        if loop is not None:
+            attrs["fence_reads"] = True
+            if not _synced_every_iteration(loop):
+                attrs["after_reads"] = True
         load = Operation(TMA_LOAD, {"view": op.operands["view"], "barriers": bars.result,
                                     "index": list(op.operands["index"])}, attrs, [ty], loc=op.loc)
         block = where[id(op)]
