@@ -337,3 +337,88 @@ def test_tile_tma_kernels_compute_the_references(refs, cid, gpu):
                        check_races=True)
     assert "cp.async.bulk.tensor" in run.ptx
     assert not refs.check(cid, orig, inputs)
+
+
+def build_hinted_row_sums(reduce_inside: bool, tile_cols: int = 64):
+    """OUT[b] = sum over t in range(lb, ub) of the (1 x tile_cols) tile (b, t) of X, zero-padded: tile loads
+    in a loop over X's columns (a partial last tile, tiles past the end read as zeros), the sum reduced
+    inside the loop (its own barrier every iteration) or accumulated elementwise and reduced after it.
+    Arguments: X (pointer, rows, columns, row stride, unit stride; cuTile's hints), OUT (pointer, length,
+    unit stride), lb, ub."""
+    from test_interp_helpers import f32attr
+    from tileiras_async.ir.attrs import DivByAttr
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, PaddingValue, RoundingMode as RM
+    from tileiras_async.ir.types import DYNAMIC as DYN
+    from tileiras_async.ir.verifier import verify_module
+    from tileiras_async.ir import types as T
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    row_t, one_t = tile(T.F32, 1, tile_cols), tile(T.F32, 1)
+    args = [tile(T.PointerType(T.F32))] + [i32] * 4 + [tile(T.PointerType(T.F32))] + [i32] * 2 + [i32] * 2
+
+    def sum_region(b):
+        with b.region([tile(T.F32), tile(T.F32)]) as r:
+            r.op("yield", operands=[r.op("addf", [tile(T.F32)], lhs=r.args[0], rhs=r.args[1],
+                                         rounding_mode=RM.nearest_even).result])
+        return r.built_region
+
+    def row_sum(b, v):
+        return b.op("reduce", [one_t], [sum_region(b)], operands=[v], dim=1,
+                    identities=(f32attr(0.0),)).results[0]
+
+    with mb.kernel("row_sums", args) as kb:
+        x, rows, cols, stride, _unit, out, n, _unit2, lb, ub = kb.args
+        x = kb.op("assume", [x.type], value=x, predicate=DivByAttr(16)).result
+        out = kb.op("assume", [out.type], value=out, predicate=DivByAttr(16)).result
+        stride = kb.op("assume", [i32], value=stride, predicate=DivByAttr(4)).result
+        xv_t = T.TensorViewType(T.F32, (DYN, DYN), (DYN, 1))
+        xv = kb.op("make_tensor_view", [xv_t], base=x, dynamicShape=[rows, cols], dynamicStrides=[stride]).result
+        xp = kb.op("make_partition_view", [T.PartitionViewType((1, tile_cols), xv_t, (0, 1), PaddingValue.zero)],
+                   tensor_view=xv).result
+        ov_t = T.TensorViewType(T.F32, (DYN,), (1,))
+        ov = kb.op("make_tensor_view", [ov_t], base=out, dynamicShape=[n], dynamicStrides=[]).result
+        op_ = kb.op("make_partition_view", [T.PartitionViewType((1,), ov_t, (0,), None)], tensor_view=ov).result
+        bid = kb.op("get_tile_block_id", [i32, i32, i32]).results[0]
+        one = kb.constant(np.int32(1), i32)
+        acc_t = one_t if reduce_inside else row_t
+        with kb.region([i32, acc_t]) as body:
+            t, acc = body.block.args
+            v = body.op("load_view_tko", [row_t, T.TOKEN], view=xp, index=[bid, t],
+                        memory_ordering_semantics=MO.weak).results[0]
+            part = row_sum(body, v) if reduce_inside else v
+            body.op("continue", operands=[body.op("addf", [acc_t], lhs=acc, rhs=part,
+                                                  rounding_mode=RM.nearest_even).result])
+        init = kb.constant(np.zeros(acc_t.shape, np.float32), acc_t)
+        acc = kb.op("for", [acc_t], regions=[body.built_region], lowerBound=lb, upperBound=ub, step=one,
+                    initValues=[init]).result
+        total = acc if reduce_inside else row_sum(kb, acc)
+        kb.op("store_view_tko", [T.TOKEN], tile=total, view=op_, index=[bid], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    diags = verify_module(mb.module)
+    assert not diags, [d.render() for d in diags]
+    return mb.module
+
+
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("reduce_inside", [False, True])
+@pytest.mark.parametrize("lb,ub", [(0, 0), (0, 1), (0, 3), (0, 6), (-2, 2), (4, 7)])
+def test_tile_tma_loads_in_a_loop(gpu, reduce_inside, lb, ub):
+    """Trip counts 0, 1 and several, tiles before, across and after X's columns (TMA's zeros), the mbarrier
+    phase advancing every iteration, the buffer reused with and without the loop's own barrier: the emulated
+    kernel (race check on, maps filled by the hook in our cubin) computes the reference."""
+    from tileiras_async.emu.runner import run_compiled
+    module = build_hinted_row_sums(reduce_inside)
+    ops = emit_kernel(module, module.functions[0], CodegenOptions(opt_level=3, target=gpu))
+    assert ops.tensor_maps is not None and [m.box for m in ops.tensor_maps.maps] == [(1, 64)]
+    rows, cols = 5, 64 * 4 + 24                   # a partial last tile
+    X = np.random.default_rng(abs(lb * 10 + ub)).standard_normal((rows, cols + 8)).astype(np.float32)
+    view = X[:, :cols]                            # row stride cols + 8 (a multiple of 16 bytes)
+    OUT = np.full(rows, np.nan, np.float32)
+    run = run_compiled(module, (rows,), [view, OUT, np.int32(lb), np.int32(ub)], gpu_name=gpu, check_races=True)
+    assert "cp.async.bulk.tensor.2d" in run.ptx
+    padded = np.zeros((rows, 64 * 8))
+    padded[:, :cols] = view
+    ref = sum((padded[:, 64 * t:64 * t + 64].sum(axis=1) for t in range(lb, ub) if 0 <= t < 8), np.zeros(rows))
+    np.testing.assert_allclose(OUT, ref, rtol=1e-5, atol=1e-5)
