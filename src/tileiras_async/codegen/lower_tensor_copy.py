@@ -1,20 +1,24 @@
-"""Tensor copies (TMA) of a pipelined loop's stage buffers: the mbarriers and the copies select-tensor-copies
-chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module spells it in PTX.
+"""Tensor copies (TMA): of a pipelined loop's stage buffers, the mbarriers and the copies select-tensor-copies
+chose, and the tile loads select-tile-tensor-copies chose (tilegpu.tensor_maps).  Everything was decided by
+the passes; this module spells it in PTX.
 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
-  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand) and prefetches the
-  maps; a barrier publishes the initialisation before anyone waits.
+  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand; for tile loads, one
+  mbarrier per `tma_load` that every thread arrives on) and prefetches the maps it names; a barrier
+  publishes the initialisation before anyone waits.
 * the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
   slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage buffer (the map's swizzle
   writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
-
-* `tilegpu.tma_load` (select-tile-tensor-copies): thread 0 orders the CTA's earlier generic reads of the
-  buffer before the async proxy's writes, expects the tile's bytes on its mbarrier and issues one
-  `cp.async.bulk.tensor.{1d,2d}` per box into the buffer (aligned to 128 bytes at run time); every thread
-  arrives and waits for the phase it arrived in (the state its arrival returned, so no phase is tracked
-  across loop iterations), then reads its elements from the buffer, row-major, in the result's layout.
+* `tilegpu.tma_load` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
+  buffer; in a loop, a barrier (`after_reads`) and thread 0's proxy fence (`fence_reads`) order the previous
+  iteration's reads before the async proxy's writes; thread 0 expects the tile's bytes on its mbarrier and
+  issues one `cp.async.bulk.tensor.{1d,2d}` per box; every thread arrives and waits for the phase it arrived
+  in (the state its arrival returned, so no phase is tracked across iterations), the loop ending
+  warp-uniformly (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow); each
+  thread then reads its elements from the buffer in the result's layout, runs of consecutive ones as
+  vectors.
 
 A map is a kernel parameter: its generic address is `cvta.param` of the parameter's symbol.  The PTX forms
 are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX declares.

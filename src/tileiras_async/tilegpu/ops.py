@@ -19,7 +19,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`) |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
-| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
+| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer, or the kernel's, one per `tma_load` (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.tma_load`         | a tile load by TMA through a shared buffer of its own: thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; in a loop, `fence_reads`: the previous iteration's reads of the buffer fenced from the async proxy first, `after_reads`: and waited for at a barrier), every thread arrives and waits for the phase, then reads its elements from the buffer in the result's layout |
