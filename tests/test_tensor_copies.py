@@ -143,6 +143,13 @@ def test_targets_whose_hooks_are_not_known_keep_cp_async(gpu):
     assert "cp.async.bulk.tensor" not in ptx and "tileiras-async tensor maps" not in ptx
 
 
+def _verified(module):
+    from tileiras_async.ir.verifier import verify_module
+    diags = verify_module(module)
+    assert not diags, [d.render() for d in diags]
+    return module
+
+
 def build_hinted_kloops(tm=64, tn=64, tk=64):
     """C[t, 0] = sum over k in range(lb, ub) of A[t, k + 1] @ B[k + 1, 0] for t in range(tiles): a K-loop inside a
     loop over output tiles (each tile runs the pipelined loop, its mbarriers initialised and released again),
@@ -153,7 +160,6 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
     from tileiras_async.ir.builder import ModuleBuilder, tile
     from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
     from tileiras_async.ir.types import DYNAMIC as DYN
-    from tileiras_async.ir.verifier import verify_module
     from tileiras_async.ir import types as T
     mb = ModuleBuilder((13, 4, 0))
     i32 = tile(T.I32)
@@ -193,9 +199,7 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
             outer.op("continue", operands=[])
         kb.op("for", [], regions=[outer.built_region], lowerBound=zero, upperBound=tiles, step=one, initValues=[])
         kb.op("return")
-    diags = verify_module(mb.module)
-    assert not diags, [d.render() for d in diags]
-    return mb.module
+    return _verified(mb.module)
 
 
 @x86_only
@@ -350,7 +354,6 @@ def build_hinted_row_sums(reduce_inside: bool, tile_cols: int = 64):
     from tileiras_async.ir.builder import ModuleBuilder, tile
     from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, PaddingValue, RoundingMode as RM
     from tileiras_async.ir.types import DYNAMIC as DYN
-    from tileiras_async.ir.verifier import verify_module
     from tileiras_async.ir import types as T
     mb = ModuleBuilder((13, 4, 0))
     i32 = tile(T.I32)
@@ -395,9 +398,7 @@ def build_hinted_row_sums(reduce_inside: bool, tile_cols: int = 64):
         total = acc if reduce_inside else row_sum(kb, acc)
         kb.op("store_view_tko", [T.TOKEN], tile=total, view=op_, index=[bid], memory_ordering_semantics=MO.weak)
         kb.op("return")
-    diags = verify_module(mb.module)
-    assert not diags, [d.render() for d in diags]
-    return mb.module
+    return _verified(mb.module)
 
 
 @x86_only

@@ -1,23 +1,26 @@
 """select-tile-tensor-copies: which tile loads land by TMA (a tensor map) instead of per-thread ld.global.
 
-Contract: in: IR after keep-accumulators-in-tensor-memory (layouts assigned, loops pipelined and prefetched,
-no shared-memory offsets yet). out: a `load_view_tko` that `tilegpu.tensor_maps.plan_tile_copy` accepts --
-a 1-D or 2-D tile of f16/bf16/f32/i32 through a view with zero padding (TMA writes zeros outside the
-tensor; NVIDIA's tool, too, loads only such views by TMA), whose launch hints promise a unit inner stride and 16-byte aligned base and outer
-strides, boxes of at most 256 elements a dimension whose rows are multiples of 16 bytes -- and that a loop
-loads again each iteration or that is in a kernel with a `reduce` (where NVIDIA's tool uses TMA: a one-shot
-elementwise, scan or gather tile keeps its vectorised ld.global and pays for no mbarrier) becomes a
-`tilegpu.tma_load` of the same tile in the same layout, its map in a hidden entry parameter after the
-kernel's own and the K-loop maps of select-tensor-copies.  Each tma_load has a shared buffer of its own
-(code generation declares it, 128-byte aligned, apart from the buffers allocate-shared-memory places, so
-no other access ever shares its bytes); inside a loop it carries `fence_reads` (the previous iteration's
-generic-proxy reads are fenced from the async proxy's writes) and, unless the loop body runs an op with its
-own barrier every iteration, `after_reads`: its copies wait at a barrier for those reads.  One `tilegpu.tma_barriers` at the start of the kernel holds an
-mbarrier per tma_load, which every thread arrives on once per execution.  Loads whose token orders later
-memory operations or that are not weak stay as they are, and so do all loads of a kernel with an mma (its
-shared memory and its loads are the K-loop passes' business), of a kernel without launch hints, beyond
-_BUDGET bytes of buffers, and on targets without TMA or whose hooks' parameter layout is not known
-(targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100).
+Contract: in: IR after keep-accumulators-in-tensor-memory (layouts assigned, loops pipelined and prefetched, no
+shared-memory offsets yet). out: a `load_view_tko` that `tilegpu.tensor_maps.plan_tile_copy` accepts -- a 1-D
+or 2-D tile of f16/bf16/f32/i32 through a view with zero padding (TMA writes zeros outside the tensor; NVIDIA's
+tool, too, loads only such views by TMA), whose launch hints promise a unit inner stride and 16-byte aligned
+base and outer strides, in boxes of at most 256 elements a dimension whose rows are multiples of 16 bytes --
+and that a loop loads again each iteration or that is in a kernel with a `reduce` (where NVIDIA's tool uses
+TMA: a one-shot elementwise, scan or gather tile keeps its vectorised ld.global and pays for no mbarrier)
+becomes a `tilegpu.tma_load` of the same tile in the same layout, its map in a hidden entry parameter after the
+kernel's own and the K-loop maps of select-tensor-copies (loads of one array in the same boxes share a map).
+
+Each tma_load has a shared buffer of its own (code generation declares it, 128-byte aligned, apart from the
+buffers allocate-shared-memory places, so no other access ever shares its bytes); inside a loop it carries
+`fence_reads` (the previous iteration's generic-proxy reads are fenced from the async proxy's writes) and,
+unless the loop body runs an op with its own barrier every iteration, `after_reads`: its copies wait at a
+barrier for those reads.  One `tilegpu.tma_barriers` at the start of the kernel holds an mbarrier per tma_load,
+which every thread arrives on once per execution.
+
+Loads whose token orders later memory operations or that are not weak stay as they are, and so do all loads of
+a kernel with an mma (its shared memory and its loads are the K-loop passes' business), of a kernel without
+launch hints, beyond _BUDGET bytes of buffers, and on targets without TMA or whose hooks' parameter layout is
+not known (targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100).
 """
 from __future__ import annotations
 
@@ -39,14 +42,14 @@ _MMA_PREFIX = ("mma", "tilegpu.mma", "tilegpu.tmem")
 _LOOPS = ("for", "loop")
 
 
-def _token_users(k: KernelIR) -> set[int]:
+def _used_values(k: KernelIR) -> set[int]:
     """ids of the values some op uses."""
     return {id(v) for op in walk_ops(k.fn.body) for v in op.operand_values()}
 
 
 def _eligible(op: Operation, used: set[int]) -> bool:
     """A weak tile load whose token orders nothing."""
-    return (op.attrs.get("memory_ordering_semantics", MO.weak) == MO.weak and id(op.results[1]) not in used)
+    return op.attrs.get("memory_ordering_semantics", MO.weak) == MO.weak and id(op.results[1]) not in used
 
 
 def run(k: KernelIR) -> None:
@@ -57,7 +60,7 @@ def run(k: KernelIR) -> None:
     loads = [op for op in ops if op.name == "load_view_tko"]
     if not loads or any(op.name.startswith(_MMA_PREFIX) for op in ops):
         return
-    used = _token_users(k)
+    used = _used_values(k)
     reducing = any(op.name == "reduce" for op in ops)
     parent = parents_of(k.fn.body)
     hooks = kernel_hooks(k)
