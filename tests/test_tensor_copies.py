@@ -288,17 +288,21 @@ def test_unhinted_tile_loads_keep_ld_global(gpu):
 @requires_corpus
 def test_the_tile_copy_code():
     """rmsnorm's 1 x 1024 bf16 row and 1024-element weight: four boxes of 256 each, 2048 bytes expected on
-    each of two mbarriers that all 128 threads arrive on; the wait loop ends warp-uniformly; straight-line
-    loads need no barrier before their copies, a load in a loop (first_exceed) waits for the previous
-    iteration's reads and fences them from the async proxy."""
+    each of two mbarriers that all 128 threads arrive on, the weight's copies issued before the row is
+    waited for; each wait loop ends warp-uniformly; straight-line loads need no barrier before their copies,
+    a load in a loop (first_exceed) waits for the previous iteration's reads and fences them from the async
+    proxy."""
     ptx = module_ptx(_module(LAUNCH, "rmsnorm_bf16_1024"), target("sm_90"))
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
     assert ptx.count("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
-    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", ptx) == ["2048"] * 2
+    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 %rd\d+, \[%r\d+\], (\d+);", ptx) == ["2048"] * 2
     assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 128; @p mbarrier\.init\.shared\.b64 "
                      r"\[%r\d+\+8\], 128;", ptx)
-    assert ptx.count("vote.sync.all.pred") == 2 and "fence.proxy.async" not in ptx
-    assert re.search(r"\.shared \.align 128 \.b8 tma_tile\S*\[2048\]", ptx)
+    assert ptx.count("@!p mbarrier.arrive.shared.b64") == 2 and ptx.count("vote.sync.all.pred") == 2
+    assert ptx.rindex("cp.async.bulk.tensor.1d") < ptx.index("mbarrier.try_wait.shared.b64")
+    assert "fence.proxy.async" not in ptx and "bar.sync" not in ptx.split("mbarrier.init", 1)[1].split(
+        "mbarrier.try_wait", 1)[0].split("bar.sync", 1)[1]
+    assert len(re.findall(r"\.shared \.align 128 \.b8 tma_tile\S*\[2048\]", ptx)) == 2
     loop = module_ptx(_module(LAUNCH, "first_exceed_f32_16"), target("sm_90"))
     assert loop.count("@p fence.proxy.async.shared::cta;") == 1
 

@@ -4,21 +4,21 @@ the passes; this module spells it in PTX.
 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
   initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand; for tile loads, one
-  mbarrier per `tma_load` that every thread arrives on) and prefetches the maps it names; a barrier
+  mbarrier per `tma_issue` that every thread arrives on) and prefetches the maps it names; a barrier
   publishes the initialisation before anyone waits.
 * the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
   slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage buffer (the map's swizzle
   writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
-* `tilegpu.tma_load` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
+* `tilegpu.tma_issue` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
   buffer; in a loop, a barrier (`after_reads`) and thread 0's proxy fence (`fence_reads`) order the previous
   iteration's reads before the async proxy's writes; thread 0 expects the tile's bytes on its mbarrier and
-  issues one `cp.async.bulk.tensor.{1d,2d}` per box; every thread arrives and waits for the phase it arrived
-  in (the state its arrival returned, so no phase is tracked across iterations), the loop ending
-  warp-uniformly (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow); each
-  thread then reads its elements from the buffer in the result's layout, runs of consecutive ones as
-  vectors.
+  issues one `cp.async.bulk.tensor.{1d,2d}` per box; every thread arrives, the state its arrival returned
+  being the result (so no phase is tracked across iterations).
+* `tilegpu.tma_read`: every thread waits for that state's phase, the loop ending warp-uniformly
+  (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow), then reads its
+  elements from the buffer in the result's layout, runs of consecutive ones as vectors.
 
 A map is a kernel parameter: its generic address is `cvta.param` of the parameter's symbol.  The PTX forms
 are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX declares.
@@ -113,10 +113,10 @@ def _tma_release(em: KernelEmitter, op: Operation) -> None:
 TILE_COPY_ALIGN = 128       # a tensor copy's shared-memory destination
 
 
-def _tile_starts(em: KernelEmitter, op: Operation) -> list[str]:
+def _tile_starts(em: KernelEmitter, op: Operation, shape: tuple[int, ...]) -> list[str]:
     """i32 per tile dimension: the element where the tile starts (its index times its extent)."""
     starts = []
-    for v, extent in zip(op.operands["index"], op.result.type.shape):
+    for v, extent in zip(op.operands["index"], shape):
         idx = em.get(v)
         i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
         starts.append(em.b.value(f"mul i32 {i32}, {extent}"))
@@ -124,9 +124,9 @@ def _tile_starts(em: KernelEmitter, op: Operation) -> list[str]:
 
 
 def _tile_copy_lines(tc, rank: int, args: list) -> list[str]:
-    """Thread 0's PTX for one execution of a tma_load: operands $1 mbarrier, $2 map, $3 buffer, $4.. the
-    tile's starts, outermost first (appended to `args`: the later boxes' innermost starts)."""
-    lines = [f"mbarrier.arrive.expect_tx.shared.b64 st, [$1], {tc.bytes}"]
+    """Thread 0's PTX for one tma_issue: operands $1 mbarrier, $2 map, $3 buffer, $4.. the tile's starts,
+    outermost first (appended to `args`: the later boxes' innermost starts)."""
+    lines = [f"mbarrier.arrive.expect_tx.shared.b64 $0, [$1], {tc.bytes}"]
     outer = "".join(f", ${4 + d}" for d in reversed(range(rank - 1)))   # PTX lists the innermost first
     for j in range(tc.copies):
         inner = f"${3 + rank}"
@@ -138,18 +138,23 @@ def _tile_copy_lines(tc, rank: int, args: list) -> list[str]:
     return lines
 
 
-@lowers("tilegpu.tma_load")
-def _tma_load(em: KernelEmitter, op: Operation) -> None:
+def _tile_mbarrier(em: KernelEmitter, op: Operation) -> str:
+    return em.b.value(f"add i32 {_bars(em, op)}, {op.attrs['tma'].slot * MBAR_BYTES}")
+
+
+@lowers("tilegpu.tma_issue")
+def _tma_issue(em: KernelEmitter, op: Operation) -> None:
+    """The copies and every thread's arrival; the result carries the arrival's state and, for the
+    tma_read, the buffer's symbol."""
     tc = op.attrs["tma"]
-    ty = op.result.type
     buf = em.unique_global("tma_tile")
     em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{tc.bytes} x i8] undef, "
                             f"align {TILE_COPY_ALIGN}")
-    bar = em.b.value(f"add i32 {_bars(em, op)}, {tc.slot * MBAR_BYTES}")
     dst = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
-    starts = _tile_starts(em, op)
+    starts = _tile_starts(em, op, tc.shape)
     rank = len(starts)
-    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst)] + [("i32", s) for s in starts]
+    args = [("i32", _tile_mbarrier(em, op)), ("i64", map_address(em, tc.map.param)), ("i32", dst)]
+    args += [("i32", s) for s in starts]
     lines = _tile_copy_lines(tc, rank, args)
     args = [(t, em.b.value(v) if v.startswith("add ") else v) for t, v in args]
     if op.attrs.get("after_reads"):
@@ -158,12 +163,23 @@ def _tma_load(em: KernelEmitter, op: Operation) -> None:
         # ... and ordered before the async proxy's writes
         lines.insert(0, "fence.proxy.async.shared::cta")
     body = " ".join(f"@p {line};" for line in lines)
-    em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; setp.eq.u32 p, $0, 0; " + body +
-             " @!p mbarrier.arrive.shared.b64 st, [$1]; $$tml${:uid}: mbarrier.try_wait.shared.b64 w, [$1], st; "
-             "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }",
-             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
-             [("i32", em.tid)] + args)
-    em.set(op.result, _read_tile(em, ty, buf, tc.elem_bytes, tc.map.box[-1]))
+    state = em.b.asm("i64", "{ .reg .pred p; setp.eq.u32 p, $" + str(len(args) + 1) + ", 0; " + body +
+                     " @!p mbarrier.arrive.shared.b64 $0, [$1]; }",
+                     ",".join(["=l"] + [("l" if t == "i64" else "r") for t, _ in args] + ["r", "~{memory}"]),
+                     args + [("i32", em.tid)])
+    em.set(op.result, Tile(op.result.type, None, [state, buf]))
+
+
+@lowers("tilegpu.tma_read")
+def _tma_read(em: KernelEmitter, op: Operation) -> None:
+    """Every thread waits for the phase it arrived in; the loop ends warp-uniformly (`vote.sync.all`), so
+    ptxas needs no divergent path for the shuffles that follow."""
+    tc = op.attrs["tma"]
+    state, buf = em.get(op.operands["state"]).regs
+    em.b.asm("void", "{ .reg .pred w; $$tml${:uid}: mbarrier.try_wait.shared.b64 w, [$0], $1; "
+                     "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }", "r,l,~{memory}",
+             [("i32", _tile_mbarrier(em, op)), ("i64", state)])
+    em.set(op.result, _read_tile(em, op.result.type, buf, tc.elem_bytes, tc.map.box[-1]))
 
 
 def _contiguous_run(layout, eb: int) -> int:

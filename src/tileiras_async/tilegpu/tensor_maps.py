@@ -175,7 +175,7 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
 def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
     then one hidden tensor map per operand select-tensor-copies gave TMA copies and per tile load
-    select-tile-tensor-copies made a `tilegpu.tma_load` (in parameter order); None without maps."""
+    select-tile-tensor-copies made a `tilegpu.tma_issue` (in parameter order); None without maps."""
     from .decisions import pipelined_loops
     maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
                    if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body), key=lambda m: m.param)
@@ -207,6 +207,11 @@ class TileCopy:
     def bytes(self) -> int:
         """The bytes the copies deliver to the mbarrier (out-of-bounds elements count too)."""
         return self.copies * self.copy_bytes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tile's shape."""
+        return tuple(self.map.box[:-1]) + (self.map.box[-1] * self.copies,)
 
 
 def _tile_boxes(shape: tuple[int, ...], eb: int) -> tuple[tuple[int, ...], int] | str:
@@ -269,7 +274,7 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
 
 
 def tile_copy_maps(body) -> list[TensorMapSpec]:
-    """The maps of the `tilegpu.tma_load`s under `body`, once each (loads may share one)."""
+    """The maps of the `tilegpu.tma_issue`s under `body`, once each (loads may share one)."""
     from .ir import walk_ops
-    maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_load"}
+    maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_issue"}
     return list(maps.values())
