@@ -28,6 +28,7 @@ _ALL = [
     ("pipeline", "software_pipeline"),
     ("hoist-operand-staging", "hoist_staging"),
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
+    ("select-tile-tensor-copies", "tile_tensor_copies"),
     ("vectorize-view-accesses", "vectorize_accesses"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
