@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, corpus_case, requires_corpus
+from conftest import LAUNCH, PUBLIC, corpus_case, requires_corpus
 from test_emu_machine import OOB, PRO, kernel, run
 
 from tileiras_async.emu import DeviceMemory, LaunchError, MemoryFault
@@ -107,12 +107,12 @@ def test_an_unknown_mode_is_refused():
 CID = "int_ops_i32_t128"       # NVIDIA's PTX loads `b` (argument 1) with no bounds check
 
 
-def _run_cli(refs, tmp_path, *extra):
+def _run_cli(refs, tmp_path, *extra, folder=PUBLIC):
     from tileiras_async.cli import batch
     inputs, orig, grid = corpus_case(refs, CID)
     np.savez(tmp_path / "in.npz", **{str(i): np.asarray(v) for i, v in enumerate(inputs.values())})
     out = tmp_path / "out.npz"
-    rc = batch.main(["run", str(PUBLIC / f"{CID}.v13.4.tileirbc"), "--grid", ",".join(map(str, grid)),
+    rc = batch.main(["run", str(folder / f"{CID}.v13.4.tileirbc"), "--grid", ",".join(map(str, grid)),
                      "--args", str(tmp_path / "in.npz"), "--out", str(out), *extra])
     if rc == 0:
         with np.load(out) as z:
@@ -121,12 +121,18 @@ def _run_cli(refs, tmp_path, *extra):
 
 
 @requires_corpus
-def test_run_memcheck_modes_on_nvidia_ptx(refs, tmp_path, capsys):
-    ptx = ["--engine", "emulate", "--ptx", str(PUBLIC / f"{CID}.v13.4.sm_90.ptx")]
-    rc, _got, _orig = _run_cli(refs, tmp_path, *ptx)
+@pytest.mark.parametrize("folder", [PUBLIC, LAUNCH], ids=["unhinted", "launch"])
+def test_run_memcheck_modes_on_nvidia_ptx(refs, tmp_path, capsys, folder):
+    """Issue 29's command: `run --ptx NVIDIA.ptx --host-object NVIDIA.o --engine emulate` (the launch set's host
+    object beside the PTX) computes the references with `--memcheck device` and faults under the default."""
+    nv = folder / f"{CID}.v13.4.sm_90.ptx"
+    host = nv.with_suffix(".host.o")
+    ptx = ["--engine", "emulate", "--ptx", str(nv), *(["--host-object", str(host)] if host.is_file() else [])]
+    assert host.is_file() == (folder == LAUNCH)
+    rc, _got, _orig = _run_cli(refs, tmp_path, *ptx, folder=folder)
     err = capsys.readouterr().err
     assert rc == 6 and err.startswith("error: Invalid __global__ read") and "'argument 1'" in err
-    rc, got, orig = _run_cli(refs, tmp_path, *ptx, "--memcheck", "device")
+    rc, got, orig = _run_cli(refs, tmp_path, *ptx, "--memcheck", "device", folder=folder)
     err = capsys.readouterr().err.splitlines()
     assert rc == 0 and refs.check(CID, orig, got) == []
     assert len(err) == 1 and err[0].startswith("warning: kernel int_ops_")
