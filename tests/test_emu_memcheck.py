@@ -27,6 +27,9 @@ SKEWED = PRO + """
     ret;
 """
 
+# the same addresses written: thread gid stores gid to inp[gid + skew]
+SKEWED_STORE = SKEWED.replace("ld.global.u32 %r5, [%rd7];\n    st.global.u32 [%rd3], %r5;", "st.global.u32 [%rd7], %r4;")
+
 
 def _oob(mode: str, n: int = 100, threads: int = 128):
     """OOB (thread gid reads inp[gid]) over `threads` threads with `n` input elements; (report, out values)."""
@@ -38,11 +41,11 @@ def _oob(mode: str, n: int = 100, threads: int = 128):
     return rep, mem.read_array(out, np.uint32, threads)
 
 
-def _skewed(mode: str, skew: int, n: int = 100):
+def _skewed(mode: str, skew: int, n: int = 100, body: str = SKEWED):
     mem = DeviceMemory()
     out = mem.alloc(4 * 32, "out")
     inp = mem.alloc_array(np.arange(n, dtype=np.uint32), "inp")
-    ptx = kernel(SKEWED, params=PARAMS + ", .param .u64 skew")
+    ptx = kernel(body, params=PARAMS + ", .param .u64 skew")
     return run(ptx, (1, 1, 1), (32, 1, 1), [out, inp, skew], mem, memcheck=mode)
 
 
@@ -83,15 +86,10 @@ def test_an_allocation_that_fills_its_pages_has_no_tail():
 
 
 def test_writes_and_strided_gaps_still_fault_in_device_mode():
-    body = PRO + """
-    add.s64 %rd4, %rd3, 256;
-    st.global.u32 [%rd4], %r1;
-    ret;
-"""
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 64, "out")
-    with pytest.raises(MemoryFault, match="write of size 4"):
-        run(kernel(body), (1, 1, 1), (64, 1, 1), [out], mem, memcheck="device")
+    assert "st.global.u32 [%rd7]" in SKEWED_STORE and "ld.global" not in SKEWED_STORE
+    _skewed("device", 100 - 32, body=SKEWED_STORE)           # the array's last 32 words: in bounds
+    with pytest.raises(MemoryFault, match="write of size 4 .* 0 bytes after the end of allocation 'inp'"):
+        _skewed("device", 100 - 31, body=SKEWED_STORE)       # where a read would be served
     mem = DeviceMemory()
     inp = mem.alloc_array(np.arange(20, dtype=np.uint32)[::2], "strided")
     out = mem.alloc(4 * 32)
@@ -143,3 +141,23 @@ def test_run_memcheck_modes_on_nvidia_ptx(refs, tmp_path, capsys, folder):
 def test_run_memcheck_needs_the_emulator(refs, tmp_path, capsys):
     rc, _got, _orig = _run_cli(refs, tmp_path, "--memcheck", "device")
     assert rc == 1 and capsys.readouterr().err == "error: --memcheck needs the emulator: --engine emulate or both\n"
+
+
+def test_a_vector_read_straddling_the_end_keeps_the_bytes_before_it():
+    body = PRO + """
+    ld.param.u64 %rd5, [inp];
+    mul.wide.u32 %rd6, %r4, 16;
+    add.s64 %rd7, %rd5, %rd6;
+    ld.global.v4.u32 {%r5, %r6, %r7, %r8}, [%rd7];
+    mul.wide.u32 %rd8, %r4, 16;
+    add.s64 %rd9, %rd1, %rd8;
+    st.global.v4.u32 [%rd9], {%r5, %r6, %r7, %r8};
+    ret;
+"""
+    mem = DeviceMemory()
+    out = mem.alloc(16 * 32, "out")
+    inp = mem.alloc_array(np.arange(102, dtype=np.uint32), "inp")     # words 100, 101 share the last vector
+    rep, _ = run(kernel(body, params=PARAMS), (1, 1, 1), (26, 1, 1), [out, inp], mem, memcheck="device")
+    got = mem.read_array(out, np.uint32, 4 * 26)
+    assert got[:102].tolist() == list(range(102)) and got[102:].tolist() == [0xFFFFFFFF] * 2
+    assert "reads up to 8 bytes past the end of 'inp' (408 bytes)" in rep.warnings[0]
