@@ -28,7 +28,8 @@ SKEWED = PRO + """
 """
 
 # the same addresses written: thread gid stores gid to inp[gid + skew]
-SKEWED_STORE = SKEWED.replace("ld.global.u32 %r5, [%rd7];\n    st.global.u32 [%rd3], %r5;", "st.global.u32 [%rd7], %r4;")
+SKEWED_STORE = SKEWED.replace("ld.global.u32 %r5, [%rd7];\n    st.global.u32 [%rd3], %r5;",
+                              "st.global.u32 [%rd7], %r4;")
 
 
 def _oob(mode: str, n: int = 100, threads: int = 128):

@@ -25,7 +25,7 @@ class EmuReport:
     block_steps: int              # basic blocks executed by lane groups
     wall_s: float
     instruction_classes: dict = field(default_factory=dict)   # thread-instructions per class (emu/stats.py)
-    warnings: tuple = ()          # memcheck="device": the reads past an allocation it served (Machine.memcheck_warnings)
+    warnings: tuple = ()          # memcheck="device": reads past an allocation it served (Machine.memcheck_warnings)
 
     @property
     def thread_instructions_per_s(self) -> float:

@@ -18,8 +18,9 @@ points (`mbarrier.try_wait`, `nanosleep`) let other groups run first, so
 producer/consumer code on mbarriers makes progress.
 
 Memory: global accesses go to `DeviceMemory` allocations and are bounds- and
-alignment-checked (`memcheck="device"`: reads just past an allocation are served, see memory.py); shared memory is one buffer per CTA of the batch, local
-memory one buffer per thread; generic addresses are routed by window.
+alignment-checked (`memcheck="device"`: reads just past an allocation are served,
+see memory.py); shared memory is one buffer per CTA of the batch, local memory one
+buffer per thread; generic addresses are routed by window.
 """
 from __future__ import annotations
 
