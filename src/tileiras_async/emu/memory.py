@@ -16,9 +16,11 @@ Memory-check modes (``MEMCHECK_MODES``; the machine applies them to global reads
 - ``device``: as a GPU without a sanitizer.  CUDA guarantees only that ``cudaMalloc`` returns addresses
   aligned to at least 256 bytes (CUDA C++ Programming Guide, "Device Memory Accesses"); the driver maps
   device memory in pages of the allocation granularity (``cuMemGetAllocationGranularity``: 2 MiB on
-  current GPUs) and sub-allocates small requests from them, so a read just past an allocation's end lands
-  in mapped memory (padding or a neighbouring allocation) and does not fault.  The model: every
-  allocation starts a ``DEVICE_PAGE``-aligned page (bases here are 1 TiB aligned), and a global READ in
+  current GPUs) and sub-allocates small requests from them (observed behaviour, not documented), so a read
+  just past an allocation's end lands in the mapped page holding its last byte (padding or a neighbouring
+  allocation) and does not fault.  The model: every allocation starts a ``DEVICE_PAGE``-aligned page (bases
+  here are 1 TiB aligned; on a GPU an allocation placed later in its page has less of it left, and a read
+  beyond the page may or may not fault, depending on its neighbours), and a global READ in
   ``[end, base + nbytes rounded up to DEVICE_PAGE)`` -- the rest of the page holding the allocation's last
   byte, `mapped_tail` bytes -- returns unspecified data, modelled as ``UNSPECIFIED_BYTE`` (0xff) bytes so a
   kernel that uses it computes a wrong answer instead of passing silently.  The machine reports such reads
