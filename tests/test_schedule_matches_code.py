@@ -141,3 +141,15 @@ def test_a_forged_tile_tma_report_is_caught(booked):
     ops = [msgspec.structs.replace(o, rclass=booked) if o.rclass == "tma_load" else o for o in report.ops]
     forged = msgspec.structs.replace(result, schedules=[msgspec.structs.replace(report, ops=ops)])
     assert any(f"classed {booked}" in line for line in _unbacked(forged))
+
+
+@pytest.mark.parametrize("path", [TILE_TMA[1], TILE_TMA[5]], ids=lambda p: p.name.split(".")[0])
+def test_a_tma_load_is_not_also_prefetched(path):
+    """A load is TMA or prefetched through registers, never both: the loops sm_80 prefetches (no TMA there)
+    are kept serial on sm_90, their loads TMA copies, the PTX carrying no tile in registers across iterations."""
+    ampere, hopper = _compile(path, "sm_80"), _compile(path, "sm_90")
+    assert all(r.rule.startswith("prefetched") for r in ampere.schedules)
+    assert set(_loop_loads(ampere)) == {"global_load"}
+    for report in hopper.schedules:
+        assert report.rule.startswith("kept serial") and report.stage_count == 1
+        assert {o.rclass for o in report.ops if o.name == "load_view_tko"} == {"tma_load"}

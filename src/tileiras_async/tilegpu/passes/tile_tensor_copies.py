@@ -13,6 +13,20 @@ mbarrier slot, one a load.  schedule-loops books such a load in the machine mode
 never prefetches it through registers (software_pipeline.movable_loads); issue-tile-tensor-copies, after the
 K-loop passes, turns it into the copies the attribute describes.
 
+A load is TMA or prefetched through registers, never both, and TMA wins: a loop whose movable loads are all TMA
+is kept serial (the copies fly from the hoisted issue to the first use), the others of its loads may still be
+prefetched.  Measured on the launch set (bench/dynamic_instructions.py, bench/codegen_quality.py; sm_90, sm_100
+alike) for the three kernels where the rules differ: executed thread-instructions / static SASS / registers for
+(a) register prefetch of TMA copies (the former mixed form), (b) TMA, loop serial (this rule), (c) register
+prefetch with ld.global instead of TMA:
+  cumsum_carry_i32_t128   (a)    71,808 / 130 / 25   (b)    65,664 / 122 / 24   (c)    64,512 / 111 / 26
+  layernorm_f16_128       (a)   864,256 / 612 / 28   (b)   765,952 / 449 / 29   (c)   753,664 / 673 / 40
+  layernorm_f32_64        (a) 1,462,272 / 667 / 28   (b) 1,191,936 / 392 / 27   (c) 1,155,072 / 626 / 39
+(c) executes 1.6-3.2% fewer instructions than (b) but is up to 60% more code and 11-12 more registers, and
+NVIDIA's tool loads these tiles by TMA too (the maps are NVIDIA's).  A ring of `DISTANCE + 1` buffers issued
+iterations ahead would add its slot and phase arithmetic to (b)'s count; what it would hide of the latency
+wants a timing on the device.
+
 Loads whose token orders later memory operations or that are not weak stay as they are, and so do all loads of
 a kernel with an mma (its shared memory and its loads are the K-loop passes' business), of a kernel without
 launch hints, beyond _BUDGET bytes of buffers, and on targets without TMA or whose hooks' parameter layout is
