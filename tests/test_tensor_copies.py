@@ -492,3 +492,16 @@ def test_tile_tma_loads_in_a_loop(gpu, reduce_inside, lb, ub):
     padded[:, :cols] = view
     ref = sum((padded[:, 64 * t:64 * t + 64].sum(axis=1) for t in range(lb, ub) if 0 <= t < 8), np.zeros(rows))
     np.testing.assert_allclose(OUT, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_two_loads_with_one_tile_copy_slot_are_an_error():
+    """issue-tile-tensor-copies gives each decided load its own mbarrier and buffer: a load copied after the
+    decision (two loads naming one slot) is a clear error, not two copies racing on one buffer."""
+    from pathlib import Path
+
+    from tileiras_async.tilegpu.opt import OptError, opt_text
+    case = Path(__file__).parent / "passes" / "issue-tile-tensor-copies" / "loops_not_prefetched.tir"
+    text = case.read_text()
+    assert "tilegpu.tma_issue" in opt_text(text, str(case), ["issue-tile-tensor-copies"], None)
+    with pytest.raises(OptError, match="two tile loads share TMA slot 0"):
+        opt_text(text.replace("slot = 1>", "slot = 0>"), str(case), ["issue-tile-tensor-copies"], None)

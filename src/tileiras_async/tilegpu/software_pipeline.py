@@ -24,7 +24,8 @@ cannot convert what it reads: a converted operand (tf32) is copied as it is and 
 has landed (`tilegpu.convert_stage`, by the threads that copied it), before the barrier that publishes it.
 
 Prefetched loops (`movable_loads`): in a loop without an mma, each load that may move -- a weak
-`load_view_tko` at the top level of the body, through a view made outside the loop, whose token comes from
+`load_view_tko` at the top level of the body (not one select-tile-tensor-copies made a TMA copy: that one lands in
+shared memory, its issue hoisted, and is not carried in registers too), through a view made outside the loop, whose token comes from
 outside the loop and whose result token is unused, at tile indices computed from the induction variable and loop
 invariants alone (`index_slice`) -- may be issued DISTANCE iterations ahead, into registers the loop carries.  Its
 token says no in-loop memory operation is ordered before it, so moving it earlier keeps the program's meaning; a
@@ -452,6 +453,8 @@ def movable_loads(loop: Operation) -> list[Operation]:
         if layout_of(op.results[0].type) is None:
             continue
         if any(op.attrs.get("inbounds") or ()):   # promised in bounds: a prefetch past the end must stay masked
+            continue
+        if "tma" in op.attrs:   # select-tile-tensor-copies made it a TMA copy: it flies in shared memory already
             continue
         if all(index_slice(i, body, top, {}) for i in op.operands["index"]):
             loads.append(op)
