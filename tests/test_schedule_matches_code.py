@@ -70,8 +70,10 @@ def _unbacked(result) -> list[str]:
 def test_every_class_of_the_schedule_is_in_the_ptx(path, gpu):
     result = _compile(path, gpu)
     assert _unbacked(result) == []
-    notes = " ".join(n for r in result.schedules for n in r.notes)
-    assert "TMA" not in notes.replace("no TMA", "")
+    # the report of code without TMA claims none ("not warp-specialised: ..." says why a choice was not made)
+    if "cp.async.bulk.tensor" not in result.ptx:
+        claims = " ".join(n for r in result.schedules for n in r.notes if not n.startswith("not "))
+        assert "TMA" not in claims.replace("no TMA", "")
 
 
 @pytest.mark.parametrize("gpu", TARGETS)

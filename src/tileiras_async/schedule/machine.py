@@ -27,7 +27,9 @@ What the generated code does
 ----------------------------
 A schedule is only worth showing when it describes the code: every class an op is given names the
 instruction the tile-GPU lowering emits for it on that target.  Tile loads of a software-pipelined
-K-loop are ``cp.async`` copies on every family (the lowering has no TMA path yet), loads of a loop that
+K-loop are booked as ``cp.async`` copies on every family -- also where select-tensor-copies, after the
+schedule, maps an operand to a tensor map (the copies keep the stages and order the schedule gave; their class
+stays cp.async: a known gap of the report) --, loads of a loop that
 runs in program order are ``ld.global`` into registers (``machine_model(..., copies="ld.global")``) but for
 a load select-tile-tensor-copies made a TMA copy (its ``tma`` attribute): ``tma_load`` on any model, and
 an mma is classed by the instruction select-mma recorded on it (its ``instruction`` attribute):
@@ -307,9 +309,9 @@ _NOTES = {
     "sm_80": ("Ampere: mma.sync + ldmatrix, synchronous", "SMEM budget 166912"),
 }
 _COPY_NOTES = {
-    "cp.async": "tile loads: cp.async copies into shared memory (the code uses no TMA)",
+    "cp.async": "tile loads: cp.async copies into shared memory",
     "ld.global": "tile loads: ld.global into registers (the loop runs in program order)",
-    "tma": "tile loads/stores: TMA (the seeds' model; the generated code uses no TMA yet), "
+    "tma": "tile loads/stores: TMA (the seeds' model), "
            "read as (tma,0,8)+(tp_smem_wr,7,1)",
 }
 
