@@ -490,14 +490,12 @@ def refs_for(module: Path, corpus: Path = DEFAULT_CORPUS):
 
 @functools.lru_cache(maxsize=1)
 def _export_all():
-    import importlib.util
-    name = "tileiras_async_examples_export_all"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "examples" / "export_all.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    """examples/export_all.py, which knows where each set's refs.py is (it exports from their arrays)."""
+    folder = str(REPO / "examples")
+    if folder not in sys.path:
+        sys.path.append(folder)
+    import export_all
+    return export_all
 
 
 def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS,

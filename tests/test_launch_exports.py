@@ -10,10 +10,8 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +21,10 @@ from tileiras_async import run_kernel
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.ir.printer import print_module
 
+from test_examples import _load_export_all
+
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ("sm_90", "sm_100")
-
-
-def _load_export_all():
-    name = "tileiras_async_examples_export_all"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "examples" / "export_all.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 ea = _load_export_all()
