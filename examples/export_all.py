@@ -20,6 +20,7 @@ difference or an export failed for a reason other than a refusal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import linecache
 import sys
@@ -167,13 +168,53 @@ def launch_case(example, inputs: dict):
     return dataclasses.replace(example, params=params)
 
 
+# where the frontend's own Python-bodied helpers (Tile methods such as reshape, in cuda/tile/_stub.py) are
+# said to live in the debug info: a name relative to site-packages, not this machine's virtual environment
+FRONTEND_STUB = "cuda/tile/_stub.py"
+
+
+def _stub_functions(stub) -> list:
+    """The functions of the frontend's _stub module (module level and class members) defined in its file."""
+    found = []
+    for obj in vars(stub).values():
+        members = vars(obj).values() if isinstance(obj, type) else [obj]
+        for m in members:
+            fn = getattr(m, "__func__", None) or getattr(m, "fget", None) or m
+            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == stub.__file__:
+                found.append(fn)
+    return found
+
+
+@contextlib.contextmanager
+def frontend_paths_relative():
+    """While exporting, the frontend's helpers carry the file name FRONTEND_STUB (the frontend writes a
+    helper's file into the debug info when it inlines one), so the bytes do not depend on where the
+    frontend is installed.  Restored afterwards; the frontend's per-function cache is cleared both ways."""
+    from cuda.tile import _stub
+    from cuda.tile._passes import ast2hir
+
+    src = Path(_stub.__file__).read_text()
+    linecache.cache[FRONTEND_STUB] = (len(src), None, src.splitlines(True), FRONTEND_STUB)
+    originals = {fn: fn.__code__ for fn in _stub_functions(_stub)}
+    for fn, code in originals.items():
+        fn.__code__ = code.replace(co_filename=FRONTEND_STUB)
+    ast2hir.get_function_hir.cache_clear()
+    try:
+        yield
+    finally:
+        for fn, code in originals.items():
+            fn.__code__ = code
+        ast2hir.get_function_hir.cache_clear()
+
+
 def export_bytes(example, version: str) -> bytes:
     """The bytecode of one example at one version (raises what the frontend raises)."""
     from cuda.tile.compilation import export_kernel
 
     buf = io.BytesIO()
-    export_kernel(example.kernel, [example.signature()], buf, gpu_code=example.gpu_code,
-                  output_format="tileir_bytecode", bytecode_version=version)
+    with frontend_paths_relative():
+        export_kernel(example.kernel, [example.signature()], buf, gpu_code=example.gpu_code,
+                      output_format="tileir_bytecode", bytecode_version=version)
     return buf.getvalue()
 
 
