@@ -6,7 +6,8 @@
   16-byte multiple stride or an extent of a multiple of 16 is `assume div_by`, a 16-byte aligned base is
   `div_by<16>` on the pointer, an unaligned view gets none);
 * they compile and compute their references on the interpreter and the emulator (--engine both) at sm_90
-  and sm_100: a sample here, attention included; every kernel under --run-all.
+  and sm_100: a sample here, attention included (one through `tileiras-async run --engine both`); every
+  kernel under --run-all.
 """
 from __future__ import annotations
 
@@ -207,3 +208,21 @@ def test_examples_refs_catch_a_wrong_answer():
     out["Y"] = out["Y"].copy()
     out["Y"][1, 2, 3] += np.float32(1e-3)
     assert refs.check("batched_transpose_f32", inputs, {**inputs, **out})
+
+
+def test_the_command_line_runs_a_launch_form(tmp_path, capsys):
+    """`tileiras-async run --engine both` on cuTile's FMHA sample as launched: the engines agree and the
+    output written is numpy's attention."""
+    from tileiras_async.cli import batch
+    refs = ea.load_refs("suite")
+    cid = "fmha_causal_f16"
+    inputs = refs.make_inputs(cid)
+    np.savez(tmp_path / "in.npz", **{str(i): np.asarray(v) for i, v in enumerate(inputs.values())})
+    argv = ["run", str(_file("suite", cid)), "--grid", ",".join(map(str, refs.grid(cid, inputs))),
+            "--args", str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz"), "--engine", "both",
+            "--gpu-name", "sm_90"]
+    assert batch.main(argv) == 0
+    assert "engines agree" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as z:
+        outputs = {name: z[str(i)] for i, name in enumerate(inputs) if str(i) in z.files}
+    assert refs.check(cid, refs.make_inputs(cid), outputs) == []
