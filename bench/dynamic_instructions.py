@@ -1,7 +1,8 @@
 """Executed instructions, ours next to NVIDIA's: our PTX and the real tileiras's PTX run in our PTX emulator.
 
     python bench/dynamic_instructions.py [--gpu-name sm_90,sm_100] [--kernels ID,ID... | --all] [-j N]
-                                         [--save FILE.json] [--corpus DIR] [--set public|public-launch|both]
+                                         [--save FILE.json] [--corpus DIR] [--set public|public-launch|both|
+                                                                            suite|suite-launch|examples|examples-launch]
 
 Per corpus kernel with a reduction or a scan (default; --kernels picks any, --all takes every kernel) and per
 target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the same target (the corpus's
@@ -15,7 +16,9 @@ the same status and error (NVIDIA's as the set's manifest.json records it) is li
 
 Both exports of the corpus, one table each (--set picks one): "unhinted bytecode" (out/public) and "as cuTile
 launches" (out/public-launch: the same kernels with cuTile's launch-time facts, NVIDIA's PTX for those, run
-with the host object beside it that fills its tensor maps).
+with the host object beside it that fills its tensor maps).  --set suite / suite-launch / examples /
+examples-launch runs this project's kernels on their own references (examples/refs.py, examples/suite/refs.py);
+NVIDIA's PTX for them is what the real tileiras hands ptxas, kept under build/bench-cache/real (_build.real_ptx).
 
 Issue 13's goal, over the reduction/scan kernels: ratio ours/NVIDIA median <= 1.0 and none above 1.5.
 Always exits 0.
@@ -52,14 +55,15 @@ def dynamic_row(path: Path, gpu: str, corpus: Path = DEFAULT_CORPUS) -> dict:
             ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus, host)
     else:
         ours = {"ok": False, "error": f"does not compile: {built['error']}"}
-    nv = _build.nvidia_ptx(path.parent, cid, gpu)
+    nv = _build.real_ptx(path, gpu)
     rejected = _build.nvidia_rejection(path.parent, cid, gpu) if nv is None else None
     if rejected is not None:
         nvidia = {"ok": False, "error": f"NVIDIA's tileiras rejects it: {rejected}", "rejected": rejected}
     elif nv is None:
-        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} (not in the corpus; for this project's sets: "
+                                        "NVIDIA's tileiras absent or failing)"}
     else:
-        host = nv.with_suffix(".host.o")        # the launch set's: fills the PTX's tensor maps
+        host = nv.with_suffix(".host.o")        # the launch sets': fills the PTX's tensor maps
         nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus, host if host.is_file() else None,
                                           memcheck="device")   # as on a GPU: int_ops reads past `b` (a warning)
     return {"kernel": cid, "target": gpu, "ours": ours, "nvidia": nvidia}
@@ -166,7 +170,8 @@ def main(argv=None) -> int:
     if not rows:
         print(f"error: no matching 13.4 corpus kernels in {args.corpus / 'out'} ({args.corpus_set})")
         return 0
-    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
+    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX "
+          "(the corpus's, or the real tool's for our sets), "
           f"{len({_build.row_key(r)[:2] for r in rows})} kernels x {', '.join(gpus)}; "
           f"{time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
     _build.print_report(HEADER, rows, row_line, lambda part: summary_lines(part, goal=default_set), args.save,
