@@ -70,3 +70,21 @@ def test_codegen_quality_names_the_set(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "== examples as cuTile launches (examples/launch): 1 kernels ==" in text
     assert "both compiled: 1" in text
+
+
+FMHA = REPO / "examples" / "suite" / "launch" / "fmha_f16.v13.4.tileirbc"
+
+
+def test_nvidia_rank_4_attention_ptx_computes_the_reference(tmp_path):
+    """NVIDIA's PTX for fmha as cuTile launches it loads Q, K, V and stores O through rank-4 tensor maps
+    (cp.async.bulk.tensor.4d) its host object's hook fills; emulated, it matches the reference."""
+    _needs_real_tool()
+    ptx = _build.real_ptx(FMHA, "sm_90", tmp_path)
+    assert ptx is not None
+    text = ptx.read_text()
+    assert "cp.async.bulk.tensor.4d.shared::cta.global.tile" in text
+    assert "cp.async.bulk.tensor.4d.global.shared::cta.tile" in text
+    res = _build.emulate_on_corpus(text, "fmha_f16", FMHA, host_object=ptx.with_suffix(".host.o"))
+    assert res["ok"], res
+    assert res["correct"], res["problems"]
+    assert res["classes"]["tensor_core"] > 0
