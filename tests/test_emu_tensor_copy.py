@@ -1,6 +1,6 @@
-"""TMA through tensor maps (emu/isa/tensor_copy.py): decoding NVIDIA's map words, a box load with zero fill
-outside the tensor, a clipped box store, the 128-byte swizzle in shared memory, and the host object's
-launch hook filling maps (emu/host_object.py)."""
+"""TMA through tensor maps (emu/isa/tensor_copy.py): decoding NVIDIA's map words (ranks 2 and 4), box loads
+with zero fill outside the tensor and clipped box stores of each rank 1 to 5 against a numpy model, the
+128-byte swizzle in shared memory, and the host object's launch hook filling maps (emu/host_object.py)."""
 from __future__ import annotations
 
 import platform
@@ -52,95 +52,6 @@ def test_decode_the_words_of_nvidia_hooks():
     words[1] = 0x40002                           # element-type code 0: not seen, not guessed
     with pytest.raises(ValueError, match="element-type code 0"):
         decode_tensor_map(struct.pack("<16Q", *words))
-
-
-PTX = """.version 8.6
-.target sm_90a
-.address_size 64
-.visible .entry k(.param .u64 out, .param .align 64 .b8 src_map[128], .param .align 64 .b8 dst_map[128],
-                  .param .u32 c0, .param .u32 c1, .param .u32 d0, .param .u32 d1)
-{
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<6>;
-    .reg .pred %p<2>;
-    .shared .align 1024 .b8 buf[1024];
-    .shared .align 8 .b64 bar;
-    ld.param.u64 %rd4, [out];
-    ld.param.u32 %r3, [c0];
-    ld.param.u32 %r4, [c1];
-    ld.param.u32 %r5, [d0];
-    ld.param.u32 %r6, [d1];
-    mov.b64 %rd1, src_map;
-    mov.b64 %rd2, dst_map;
-    mov.u32 %r1, buf;
-    mov.u32 %r2, bar;
-    mbarrier.init.shared::cta.b64 [%r2], 1;
-    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r2], BYTES;
-    cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r3, %r4}], [%r2];
-WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
-    @!%p1 bra WAIT;
-    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd2, {%r5, %r6}], [%r1];
-    cp.async.bulk.global.shared::cta.bulk_group [%rd4], [%r1], BYTES;
-    cp.async.bulk.commit_group;
-    cp.async.bulk.wait_group 0;
-    ret;
-}
-"""
-
-
-def _run(src, dst, src_box, swizzle, at, to):
-    """One thread loads the box at `at` of `src` and stores it at `to` of `dst`; returns the shared box's
-    bytes as laid out in shared memory (copied out verbatim)."""
-    mem = DeviceMemory()
-    nbytes = int(np.prod(src_box)) * 4
-    out = np.zeros(nbytes // 4, np.float32)
-    a_src, a_dst, a_out = mem.alloc_array(src), mem.alloc_array(dst), mem.alloc_array(out)
-    ptx = PTX.replace("BYTES", str(nbytes))
-    emulate_ptx(ptx, "k", (1, 1, 1), (1, 1, 1),
-                [a_out, encode(a_src, src.shape, src_box, swizzle), encode(a_dst, dst.shape, src_box, swizzle),
-                 *at, *to], mem, check_races=True)
-    mem.copy_back(a_dst, dst)
-    mem.copy_back(a_out, out)
-    return out
-
-
-def test_box_load_fills_zeros_outside_and_store_clips():
-    src = np.arange(72, dtype=np.float32).reshape(6, 12) + 1     # rows of 48 bytes (TMA: multiples of 16)
-    dst = np.full((5, 8), -1, np.float32)
-    shared = _run(src, dst, (8, 4), 0, at=(8, 4), to=(3, 2))
-    box = np.zeros((4, 8), np.float32)
-    box[:2, :4] = src[4:6, 8:12]                  # rows 4..7 x cols 8..15 of a 6 x 12 tensor
-    assert np.array_equal(shared.reshape(4, 8), box)
-    want = np.full((5, 8), -1, np.float32)
-    want[2:5, 3:8] = box[:3, :5]                  # rows 2..5 x cols 3..10 of a 5 x 8 tensor, clipped
-    assert np.array_equal(dst, want)
-
-
-def test_128_byte_swizzle_in_shared_memory():
-    src = np.arange(256, dtype=np.float32).reshape(8, 32)
-    dst = np.zeros((8, 32), np.float32)
-    shared = _run(src, dst, (32, 8), 3, at=(0, 0), to=(0, 0))
-    chunks = src.reshape(8, 8, 4)                 # row r, 16-byte chunk j
-    want = np.empty_like(chunks)
-    for r in range(8):
-        for j in range(8):
-            want[r, j ^ r] = chunks[r, j]         # the buffer is 1024-aligned: chunk j of row r at j ^ (r % 8)
-    assert np.array_equal(shared.reshape(8, 8, 4), want)
-    assert np.array_equal(dst, src)               # the store unswizzles
-
-
-def test_decode_a_rank_4_map_of_nvidia_hooks():
-    # fmha_f16's Q as its sm_90 hook writes it for a (5, 7, 300, 64) f16 array with rows padded to 80
-    # elements: the map's dimensions are (64, 300, batch 5, heads 7) -- batch and heads trade places
-    words = [0x10000000000, 0xa00246332, 0xbb800005208, 0, 0x12b0000003f, 0x600000004, 0x3f00000000000000, 0x7f]
-    tm = decode_tensor_map(struct.pack("<16Q", *words, *[0] * 8))
-    assert tm == TensorMap(0x10000000000, 2, "128B", (64, 300, 5, 7), (2, 160, 7 * 48000, 48000), (64, 128, 1, 1))
-    again = encode_nd(0x10000000000, (7, 5, 300, 64), (48000, 7 * 48000, 160, 2), (64, 128, 1, 1), 3, code=6)
-    assert struct.unpack("<16Q", again)[:8] == tuple(words[:1]) + (words[1] & ~(1 << 21),) + tuple(words[2:])
-    words[1] = (words[1] & ~0x70) | (5 << 4)     # rank 6: no such map
-    with pytest.raises(ValueError, match="rank 6"):
-        decode_tensor_map(struct.pack("<16Q", *words, *[0] * 8))
 
 
 def rank_ptx(rank: int, nbytes: int) -> str:
@@ -224,6 +135,44 @@ def _run_nd(src, src_view, dst, box, at, to, swizzle=0):
     mem.copy_back(a_dst, dst)
     mem.copy_back(a_out, out)
     return out
+
+
+def test_box_load_fills_zeros_outside_and_store_clips():
+    src = np.arange(72, dtype=np.float32).reshape(6, 12) + 1     # rows of 48 bytes (TMA: multiples of 16)
+    dst = np.full((5, 8), -1, np.float32)
+    shared = _run_nd(src, src, dst, (8, 4), at=(8, 4), to=(3, 2))
+    box = np.zeros((4, 8), np.float32)
+    box[:2, :4] = src[4:6, 8:12]                  # rows 4..7 x cols 8..15 of a 6 x 12 tensor
+    assert np.array_equal(shared.reshape(4, 8), box)
+    want = np.full((5, 8), -1, np.float32)
+    want[2:5, 3:8] = box[:3, :5]                  # rows 2..5 x cols 3..10 of a 5 x 8 tensor, clipped
+    assert np.array_equal(dst, want)
+
+
+def test_128_byte_swizzle_in_shared_memory():
+    src = np.arange(256, dtype=np.float32).reshape(8, 32)
+    dst = np.zeros((8, 32), np.float32)
+    shared = _run_nd(src, src, dst, (32, 8), (0, 0), (0, 0), swizzle=3)
+    chunks = src.reshape(8, 8, 4)                 # row r, 16-byte chunk j
+    want = np.empty_like(chunks)
+    for r in range(8):
+        for j in range(8):
+            want[r, j ^ r] = chunks[r, j]         # the buffer is 1024-aligned: chunk j of row r at j ^ (r % 8)
+    assert np.array_equal(shared.reshape(8, 8, 4), want)
+    assert np.array_equal(dst, src)               # the store unswizzles
+
+
+def test_decode_a_rank_4_map_of_nvidia_hooks():
+    # fmha_f16's Q as its sm_90 hook writes it for a (5, 7, 300, 64) f16 array with rows padded to 80
+    # elements: the map's dimensions are (64, 300, batch 5, heads 7) -- batch and heads trade places
+    words = [0x10000000000, 0xa00246332, 0xbb800005208, 0, 0x12b0000003f, 0x600000004, 0x3f00000000000000, 0x7f]
+    tm = decode_tensor_map(struct.pack("<16Q", *words, *[0] * 8))
+    assert tm == TensorMap(0x10000000000, 2, "128B", (64, 300, 5, 7), (2, 160, 7 * 48000, 48000), (64, 128, 1, 1))
+    again = encode_nd(0x10000000000, (7, 5, 300, 64), (48000, 7 * 48000, 160, 2), (64, 128, 1, 1), 3, code=6)
+    assert struct.unpack("<16Q", again)[:8] == tuple(words[:1]) + (words[1] & ~(1 << 21),) + tuple(words[2:])
+    words[1] = (words[1] & ~0x70) | (5 << 4)     # rank 6: no such map
+    with pytest.raises(ValueError, match="rank 6"):
+        decode_tensor_map(struct.pack("<16Q", *words, *[0] * 8))
 
 
 # per rank: the tensor's shape (numpy order), the box and the coordinates of the load and of the store
