@@ -17,6 +17,7 @@ _ALL = [
     ("convert-to-tilegpu", "to_tilegpu"),
     ("dce", "dce"),
     ("split-arg-reductions", "split_arg_reductions"),
+    ("choose-warps", "choose_warps"),
     ("select-mma", "select_mma"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
