@@ -58,6 +58,28 @@ def test_the_maps_are_nvidias(cid, kc, gpu):
     assert b.box == (kc, n) and b.swizzle == "128B"
     assert (list(hooks.maps) == nvidia) == (k == kc)
 
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_tf32_operands_land_unrounded_by_tma(gpu):
+    """tf32 operands are copied as the f32 they are (the tensor core reads the bits as tf32; no rounding
+    pass), by TMA through maps that say "tf32" as NVIDIA's do: A on both targets, and on sm_100 B too, N-major
+    in 32-byte-atom swizzle as NVIDIA's sm_100 map has it (wgmma's tf32 B must be K-major: a transposing copy,
+    so it stays cp.async on sm_90)."""
+    cid = "matmul_tf32_64x64x32"
+    hooks = _our_maps(cid, gpu)
+    nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))}
+    assert [m.param for m in hooks.maps] == ([15] if gpu == "sm_90" else [15, 16])
+    same = ("param", "base", "shape", "strides", "element")
+    for m in hooks.maps:
+        assert [getattr(m, f) for f in same] == [getattr(nvidia[m.param], f) for f in same]
+        assert m.element == "tf32"
+    if gpu == "sm_100":
+        assert hooks.maps[1].swizzle == nvidia[16].swizzle == "128B_base32B"
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    assert "cvt.rna.tf32" not in ptx and "cp.async.bulk.tensor" in ptx
+
+
 
 @requires_corpus
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])

@@ -18,7 +18,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`) |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
-| `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
+| `tilegpu.convert_stage`    | a landed K chunk of a converted operand (a conversion the tensor core does not do) converted in place, by the threads that copied it |
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |

@@ -31,7 +31,7 @@ from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE,
                    TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
 from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
-from ..software_pipeline import Candidate, Geometry, copy_versions
+from ..software_pipeline import Candidate, Geometry, copy_versions, staged_conversions
 from ..types import LayoutTile, SmemType
 
 I1 = LayoutTile((), T.I1, None)
@@ -316,10 +316,10 @@ def _place_slot(slot, attrs: dict, operands: dict) -> None:
 
 
 def converted_in_place(x) -> bool:
-    """A wgmma operand with a conversion (tf32 rounding) between its load and the mma: wgmma reads shared
-    memory as it is, so the landed chunk is converted in place before the barrier that publishes it (the
-    copies stay asynchronous)."""
-    return x.smem is not None and any(o.name == "ftof" for o in x.chain)
+    """A wgmma operand with a conversion between its load and the mma that the tensor core does not do itself
+    (tilegpu.software_pipeline.staged_conversions): wgmma reads shared memory as it is, so the landed chunk is
+    converted in place before the barrier that publishes it (the copies stay asynchronous)."""
+    return x.smem is not None and bool(staged_conversions(x))
 
 
 def _mapped(v, vmap: dict):
