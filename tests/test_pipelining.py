@@ -670,3 +670,23 @@ def test_remark_names_the_kernel():
     _, remarks = _remarks(build_kloop(store_in_body=True))
     assert remarks[0].startswith("kloop: remark: Failed to pipeline loop: ")
     assert "writes memory" in remarks[0]
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_tma_only_rings_have_no_cp_async_groups(refs, gpu):
+    """Every operand by TMA: no cp.async group is committed or waited for, the copies are issued by one
+    elected lane, and on sm_100 no CTA barrier orders the K-loop's units (every thread waits for each unit's
+    tcgen05.mma to complete, the issuing one too, before the buffer is refilled); on sm_90 one per unit stays
+    (cheaper than mbarrier releases within one warpgroup).  The results are the reference's."""
+    from tileiras_async.emu.runner import run_compiled
+    cid = "matmul_f16_f16out_128x128x64"
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
+                       gpu_name=gpu, check_races=True)
+    assert not refs.check(cid, orig, inputs)
+    ptx = run.ptx
+    assert "cp.async.commit_group" not in ptx and "cp.async.wait_group" not in ptx and "elect.sync" in ptx
+    first, last = (ptx.index(mma), ptx.rindex(mma)) if (mma := "tcgen05.mma.cta_group") in ptx else \
+        (ptx.index("wgmma.fence"), ptx.rindex("wgmma.fence"))
+    assert (ptx[first:last].count("bar.sync") == 0) == (gpu == "sm_100")

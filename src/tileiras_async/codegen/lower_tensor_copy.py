@@ -4,9 +4,10 @@ chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
   initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand) and prefetches the
   maps; a barrier publishes the initialisation before anyone waits.
-* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
-  slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage buffer (the map's swizzle
-  writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count as bytes.
+* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`) expects
+  the chunk's bytes on the slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage
+  buffer (the map's swizzle writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count
+  as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
 
@@ -30,6 +31,17 @@ def _thread0(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], r
     """PTX `lines` (operands from $1) executed by thread 0 alone."""
     body = " ".join(f"@p {line};" for line in lines)
     em.b.asm("void", f"{{ .reg .pred p; {regs}setp.eq.u32 p, $0, 0; {body} }}",
+             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
+             [("i32", em.tid)] + args)
+
+
+def _elected(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], regs: str = "") -> None:
+    """PTX `lines` (operands from $1) executed by one lane of warp 0, chosen by `elect.sync`: ptxas then knows a
+    single thread issues them and moves their operands to uniform registers once, where a per-thread test
+    (`_thread0`) makes it loop over the warp's lanes around every tensor copy in case several issue."""
+    body = " ".join(f"@p {line};" for line in lines)
+    em.b.asm("void", f"{{ .reg .pred p; .reg .b32 e; {regs}setp.lt.u32 p, $0, 32; @!p bra $$tce${{:uid}}; "
+                     f"elect.sync e|p, -1; {body} $$tce${{:uid}}: }}",
              ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
              [("i32", em.tid)] + args)
 
@@ -78,7 +90,7 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
         args.append(("i32", inner))
         lines.append(f"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                      f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, $4}}], [$1]")
-    _thread0(em, lines, args, ".reg .b64 st; ")
+    _elected(em, lines, args, ".reg .b64 st; ")
 
 
 @lowers("tilegpu.tma_wait")
