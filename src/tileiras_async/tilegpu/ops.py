@@ -21,7 +21,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (a conversion the tensor core does not do) converted in place, by the threads that copied it |
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
-| `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
+| `tilegpu.tma_release`      | after a loop that runs again (inside another loop): a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |

@@ -159,7 +159,7 @@ class _Expander:
             self.barriers = bars.result
         versions = copy_versions(self.cand, self.geom)
         results = self.versions(out, ring, versions)
-        if self.tma:
+        if self.tma and _runs_again(self.k, self.cand.loop):
             out.append(Operation(TMA_RELEASE, {"barriers": self.barriers}, {"stages": self.geom.stages},
                                  loc=self.loc))
         return out, results
@@ -331,6 +331,14 @@ class _Expander:
             return u % self.geom.stages
         x = bufj if u == 0 else self.add(out, bufj, self.const(out, u, T.I32))
         return self.mod_stages(out, x)
+
+
+def _runs_again(k: KernelIR, loop: Operation) -> bool:
+    """Whether a loop sits in another loop, so that its TMA mbarriers are initialised again: only then are they
+    invalidated after it (and a barrier waits for every thread's last wait first).  At the kernel's end valid
+    mbarriers are no harm (NVIDIA's TMA kernels never invalidate theirs)."""
+    return any(o is not loop and o.name in ("for", "loop") and any(x is loop for x in walk_ops(o.regions[0].block))
+               for o in walk_ops(k.fn.body))
 
 
 def _place_slot(slot, attrs: dict, operands: dict) -> None:
