@@ -690,3 +690,5 @@ def test_tma_only_rings_have_no_cp_async_groups(refs, gpu):
     first, last = (ptx.index(mma), ptx.rindex(mma)) if (mma := "tcgen05.mma.cta_group") in ptx else \
         (ptx.index("wgmma.fence"), ptx.rindex("wgmma.fence"))
     assert (ptx[first:last].count("bar.sync") == 0) == (gpu == "sm_100")
+    # the epilogue's bounds-checked stores take the predicate itself (no selp / setp.ne pair per store)
+    assert re.search(r"@%p\d+ st\.global", ptx) and "setp.ne.b32 p," not in ptx
