@@ -690,5 +690,8 @@ def test_tma_only_rings_have_no_cp_async_groups(refs, gpu):
     first, last = (ptx.index(mma), ptx.rindex(mma)) if (mma := "tcgen05.mma.cta_group") in ptx else \
         (ptx.index("wgmma.fence"), ptx.rindex("wgmma.fence"))
     assert (ptx[first:last].count("bar.sync") == 0) == (gpu == "sm_100")
+    # sm_100: the mbarriers' initialisation is published by the accumulator's acquire (its barrier comes before
+    # any other warp waits on them): warp 0 only syncs its own lanes for the first copies
+    assert ("bar.warp.sync" in ptx) == (gpu == "sm_100") and ptx.count("bar.sync") == (3 if gpu == "sm_100" else 5)
     # the epilogue's bounds-checked stores take the predicate itself (no selp / setp.ne pair per store)
     assert re.search(r"@%p\d+ st\.global", ptx) and "setp.ne.b32 p," not in ptx

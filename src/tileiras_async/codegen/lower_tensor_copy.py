@@ -63,7 +63,10 @@ def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
     _thread0(em, lines, [("i32", bars)] + maps)
-    em.barrier()
+    if op.attrs.get("barrier_follows"):     # the elected lane issuing the first copies is one of warp 0's
+        em.b.asm("void", "bar.warp.sync -1;", "~{memory}", [])
+    else:
+        em.barrier()
     em.set(op.result, Tile(op.result.type, None, [bars]))
 
 

@@ -19,7 +19,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`) |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (a conversion the tensor core does not do) converted in place, by the threads that copied it |
-| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
+| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched (`barrier_follows`: a CTA barrier comes before any other warp's wait, so warp 0 only syncs its lanes) |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after a loop that runs again (inside another loop): a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
@@ -110,7 +110,8 @@ MMA_STAGED = TILEGPU.op(
            "slot?": "int", "ldmatrix?": "fragment_loads"},
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
 TMA_BARRIERS = TILEGPU.op(
-    "tma_barriers", results={"barriers": SCALAR_I32}, attrs={"stages": "int", "count": "int", "maps": "ints"},
+    "tma_barriers", results={"barriers": SCALAR_I32},
+    attrs={"stages": "int", "count": "int", "maps": "ints", "barrier_follows!": "unit"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaBarriersOp")
 TMA_WAIT = TILEGPU.op(
     "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int"},
