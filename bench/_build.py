@@ -73,6 +73,27 @@ def nvidia_ptx(public: Path, cid: str, gpu: str) -> Path | None:
     return p if p.is_file() else None
 
 
+@functools.lru_cache(maxsize=4)
+def _manifest_runs(folder: Path) -> dict:
+    """(kernel id, target) -> NVIDIA's tileiras run on the 13.4 file, as the folder's manifest.json records it."""
+    try:
+        entries = json.loads((folder / "manifest.json").read_text()).get("entries", [])
+    except (OSError, ValueError):
+        return {}
+    return {(e["id"], gpu): run for e in entries if e.get("bytecode_version") == "13.4"
+            for gpu, run in (e.get("tileiras") or {}).items()}
+
+
+def nvidia_rejection(folder: Path, cid: str, gpu: str) -> str | None:
+    """"exit N: <first error>" when NVIDIA's tileiras refused this kernel for `gpu` (so the corpus has no PTX for
+    it), in the form `compile_ours` reports ours; None when it compiled or the manifest does not say."""
+    run = _manifest_runs(folder).get((cid, gpu))
+    if not run or not run.get("rc"):
+        return None
+    first = next((ln for ln in run.get("stderr", "").splitlines() if ln.strip()), "")
+    return f"exit {run['rc']}: {first.removeprefix('error: ')}"
+
+
 # ---------------------------------------------------------------- the corpus's two exports
 
 # out/public: plain signatures; out/public-launch: the same kernels with the facts cuTile adds at launch
@@ -390,11 +411,11 @@ def load_refs(corpus: Path = DEFAULT_CORPUS):
 
 
 def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS,
-                      host_object: Path | None = None) -> dict:
+                      host_object: Path | None = None, memcheck: str = "strict") -> dict:
     """Run PTX on the kernel's corpus inputs, with the parameters of the bytecode `module` and the tensor maps
-    `host_object` fills (emu.runner.run_ptx): {"ok", "thread_instructions", "classes", "correct", "problems"}
-    or {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks, or
-    "tensor maps" for a TMA launch it cannot set up)."""
+    `host_object` fills (emu.runner.run_ptx, in memory-check mode `memcheck`): {"ok", "thread_instructions",
+    "classes", "correct", "problems", "warnings"} or {"ok": False, "error", "unsupported"} (unsupported: the
+    instruction family the emulator lacks, or "tensor maps" for a TMA launch it cannot set up)."""
     from tileiras_async.emu import EmuError, UnsupportedInstruction
     from tileiras_async.emu.errors import UnsupportedLaunch
     from tileiras_async.emu.runner import run_ptx
@@ -402,7 +423,7 @@ def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_C
     try:
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
         rep = run_ptx(module, ptx, refs.grid(cid, inputs), list(inputs.values()),
-                      host_object=str(host_object) if host_object else None).report
+                      host_object=str(host_object) if host_object else None, memcheck=memcheck).report
     except UnsupportedLaunch as e:
         return {"ok": False, "error": f"not emulated: {str(e)[:120]}", "unsupported": "tensor maps"}
     except UnsupportedInstruction as e:
@@ -415,7 +436,7 @@ def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_C
         return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:140]}"}
     problems = refs.check(cid, orig, inputs)
     return {"ok": True, "thread_instructions": rep.thread_instructions, "classes": rep.instruction_classes,
-            "correct": not problems, "problems": problems[:3]}
+            "correct": not problems, "problems": problems[:3], "warnings": list(rep.warnings)}
 
 
 # ---------------------------------------------------------------- small shared printing helpers

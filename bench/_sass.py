@@ -337,8 +337,6 @@ def main_loop(loops: list[Loop]) -> Loop | None:
 
 # ---------------------------------------------------------------- cubin ELF
 
-SMEM_RESERVED_SM90 = cubin.SMEM_RESERVED_SM90
-
 
 @dataclass(frozen=True)
 class Resources:
@@ -352,13 +350,4 @@ cubin_arch = cubin.cubin_arch
 
 def cubin_resources(data: bytes) -> dict[str, Resources]:
     """Per kernel (by name): registers, stack frame bytes and static shared memory as `ptxas -v` states it."""
-    secs = cubin.sections(data)
-    attrs = cubin.kernel_attributes(data, secs)
-    regs, frame = attrs[cubin.EIATTR_REGCOUNT], attrs[cubin.EIATTR_FRAME_SIZE]
-    reserved = SMEM_RESERVED_SM90 if cubin_arch(data) >= 90 else 0
-    shared = {}
-    for s in secs:
-        if s.name.startswith(".nv.shared.") and not s.name.startswith(".nv.shared.reserved"):
-            shared[s.name[len(".nv.shared."):]] = max(0, s.size - reserved)
-    kernels = [s.name[len(".text."):] for s in secs if s.name.startswith(".text.")]
-    return {k: Resources(regs.get(k, 0), frame.get(k, 0), shared.get(k, 0)) for k in kernels}
+    return {k: Resources(c.registers, c.frame_bytes, c.shared_bytes) for k, c in cubin.kernel_code(data).items()}

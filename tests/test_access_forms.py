@@ -14,10 +14,13 @@ from tileiras_async.bytecode.reader import read_module
 from tileiras_async.codegen.emitter import LoweringError
 from tileiras_async.codegen.translate import translate_kernel
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+from tileiras_async.tilegpu import mma as mma_module
 from tileiras_async.tilegpu.mma import FmaPlan, MmaPlan
 from tileiras_async.tilegpu.options import CodegenOptions
+from tileiras_async.tilegpu.parser import parse_kernel
 from tileiras_async.tilegpu.passes import run_pipeline
 from tileiras_async.tilegpu.passes.select_access_forms import FragmentLoads
+from tileiras_async.tilegpu.printer import print_kernel
 from tileiras_async.tilegpu.wgmma import WgmmaPlan
 
 MATMUL = "matmul_f16_f32acc_64x64x32"
@@ -113,6 +116,20 @@ def test_select_mma_records_the_plan_codegen_follows(gpu, stages, kind):
         del o.attrs["mma_plan"]
     with pytest.raises(LoweringError, match="select-mma recorded no mma_plan"):
         _llvm(k)   # code generation reads the plan; it does not make one
+
+
+@requires_corpus
+def test_a_plan_select_mma_cannot_make_is_reported_by_the_first_pass_that_reads_it(monkeypatch):
+    """select-mma records why (`mma_plan_error`); assign-layouts, the first reader, raises it for the mmaf."""
+    monkeypatch.setattr(mma_module, "STAGE_BUDGET", 1024)
+    k = _kernel(MATMUL, "sm_80", 1, until="select-mma")
+    (mma,) = _ops(k, "mmaf")
+    assert "mma_plan" not in mma.attrs and mma.attrs["mma_plan_error"].endswith("per K chunk (limit 1024)")
+    (read_back,) = _ops(parse_kernel(print_kernel(k)), "mmaf")     # the IR text carries it
+    assert read_back.attrs["mma_plan_error"] == mma.attrs["mma_plan_error"]
+    with pytest.raises(LoweringError, match=r"per K chunk \(limit 1024\)$") as failure:
+        run_pipeline(k, after="select-mma")
+    assert failure.value.op is mma
 
 
 @requires_corpus

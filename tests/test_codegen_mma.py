@@ -695,7 +695,10 @@ def test_carried_layouts_finds_the_accumulator():
     mma = next(op for op in fn.walk() if op.name == "mmaf")
 
     options = CodegenOptions()
-    assert P.carried_layouts(options, loop) == [P.plan_for(options, mma).c]
+    with pytest.raises(L.LoweringError, match="select-mma recorded no mma_plan"):
+        P.carried_layouts(options, loop)    # the layout comes from the plan select-mma records
+    mma.attrs[P.MMA_PLAN] = P.plan_for(options, mma)
+    assert P.carried_layouts(options, loop) == [mma.attrs[P.MMA_PLAN].c]
 
 
 def test_huge_mma_is_refused_quickly():

@@ -138,3 +138,53 @@ def test_the_host_object_hook_fills_maps():
     assert got[15] == TensorMap(0x10000000000, 2, "128B", (128, 256), (2, 256), (64, 128))
     assert got[16] == TensorMap(0x20000000000, 2, "128B", (128, 128), (2, 256), (64, 64))
     assert got[17] == TensorMap(0x30000000000, 2, "128B", (128, 256), (2, 256), (64, 64))
+
+
+RACE_PTX = """.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 src_map[128])
+{
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    .reg .pred %p<4>;
+    .shared .align 1024 .b8 buf[1024];
+    .shared .align 8 .b64 bar;
+    mov.b64 %rd1, src_map;
+    mov.u32 %r1, buf;
+    mov.u32 %r2, bar;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r8, 0;
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+    bar.sync 0;
+    shl.b32 %r4, %r3, 2;
+    add.u32 %r5, %r1, %r4;
+    ld.shared.b32 %r7, [%r5];
+    SYNC
+    @!%p1 bra DONE;
+    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r2], 1024;
+    cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r8, %r8}], [%r2];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2], 0;
+    @!%p3 bra WAIT;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_tensor_copy_over_bytes_other_threads_read_needs_a_barrier(sync):
+    """The box lands as a write by the thread that issued the copy: into bytes that other threads read with
+    no barrier since, it is a race (the copy may overwrite them before they are read)."""
+    from tileiras_async.emu.races import RaceError
+    mem = DeviceMemory()
+    src = np.arange(256, dtype=np.float32).reshape(8, 32)
+    params = [encode(mem.alloc_array(src), src.shape, (32, 8))]
+    ptx = RACE_PTX.replace("SYNC", "bar.sync 0;" if sync else "")
+    if sync:
+        emulate_ptx(ptx, "k", (1, 1, 1), (64, 1, 1), params, mem, check_races=True)
+        return
+    with pytest.raises(RaceError, match="write after a read"):
+        emulate_ptx(ptx, "k", (1, 1, 1), (64, 1, 1), params, mem, check_races=True)

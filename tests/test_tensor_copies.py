@@ -14,6 +14,7 @@ import random
 import re
 import subprocess
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import LAUNCH, PUBLIC, nvidia_bin, nvidia_env, requires_corpus
@@ -167,6 +168,13 @@ def test_targets_whose_hooks_are_not_known_keep_cp_async(gpu):
     assert "cp.async.bulk.tensor" not in ptx and "tileiras-async tensor maps" not in ptx
 
 
+def _verified(module):
+    from tileiras_async.ir.verifier import verify_module
+    diags = verify_module(module)
+    assert not diags, [d.render() for d in diags]
+    return module
+
+
 def build_hinted_kloops(tm=64, tn=64, tk=64):
     """C[t, 0] = sum over k in range(lb, ub) of A[t, k + 1] @ B[k + 1, 0] for t in range(tiles): a K-loop inside a
     loop over output tiles (each tile runs the pipelined loop, its mbarriers initialised and released again),
@@ -177,7 +185,6 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
     from tileiras_async.ir.builder import ModuleBuilder, tile
     from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
     from tileiras_async.ir.types import DYNAMIC as DYN
-    from tileiras_async.ir.verifier import verify_module
     from tileiras_async.ir import types as T
     mb = ModuleBuilder((13, 4, 0))
     i32 = tile(T.I32)
@@ -217,38 +224,309 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
             outer.op("continue", operands=[])
         kb.op("for", [], regions=[outer.built_region], lowerBound=zero, upperBound=tiles, step=one, initValues=[])
         kb.op("return")
-    diags = verify_module(mb.module)
-    assert not diags, [d.render() for d in diags]
-    return mb.module
+    return _verified(mb.module)
 
 
 @x86_only
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("lb,ub", [(0, 0), (0, 1), (0, 2), (0, 5), (-3, 2), (2, 4)])
-def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub):
+@pytest.mark.parametrize("t", [64, 32], ids=["wgmma", "mma_sync"])
+def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub, t):
     """Trip counts 0, 1, fewer and more than the stages, tiles partly or wholly outside A and B (TMA reads
-    zeros there), the pipelined loop run once per output tile: the emulated kernel (race check on, maps
-    filled by the hook in our cubin) computes the reference."""
+    zeros there), the pipelined loop run once per output tile, its mma on wgmma / tcgen05 (64 x 64 tiles) or
+    mma.sync (32 x 32: unpadded stage rows read by ldmatrix): the emulated kernel (race check on, maps filled
+    by the hook in our cubin) computes the reference."""
     from tileiras_async.emu.runner import run_compiled
-    module = build_hinted_kloops()
+    module = build_hinted_kloops(t, t, t)
     hooks = emit_kernel(module, module.functions[0], CodegenOptions(opt_level=3, target=gpu)).tensor_maps
     assert hooks is not None and len(hooks.maps) == 2
     rng = np.random.default_rng(abs(lb * 10 + ub))
-    tiles, K = 3, 64 * 4 + 16                       # K: a partial last tile
-    A = rng.standard_normal((64 * tiles, K)).astype(np.float16)
-    B = rng.standard_normal((K, 64)).astype(np.float16)
-    C = np.full((64 * tiles, 64), np.nan, np.float32)
+    tiles, K = 3, t * 4 + 16                        # K: a partial last tile
+    A = rng.standard_normal((t * tiles, K)).astype(np.float16)
+    B = rng.standard_normal((K, t)).astype(np.float16)
+    C = np.full((t * tiles, t), np.nan, np.float32)
     run = run_compiled(module, (1,), [A, B, C, np.int32(tiles), np.int32(lb), np.int32(ub)], gpu_name=gpu,
                        check_races=True)
-    assert "cp.async.bulk.tensor" in run.ptx and "mbarrier.inval" in run.ptx   # initialised again per tile
-    padded_a = np.zeros((64 * tiles, 64 * 8))       # zeros where the tiles leave A and B
+    assert "cp.async.bulk.tensor" in run.ptx and ("mma.sync" in run.ptx) == (t == 32)
+    assert "mbarrier.inval" in run.ptx              # initialised again per tile
+    padded_a = np.zeros((t * tiles, t * 8))         # zeros where the tiles leave A and B
     padded_a[:, :K] = A
-    padded_b = np.zeros((64 * 8, 64))
+    padded_b = np.zeros((t * 8, t))
     padded_b[:K] = B
     ref = np.zeros(C.shape)
-    for t in range(tiles):
-        rows = slice(64 * t, 64 * t + 64)
+    for i in range(tiles):
+        rows = slice(t * i, t * i + t)
         for k in range(lb + 1, ub + 1):
             if 0 <= k < 8:
-                ref[rows] += padded_a[rows, 64 * k:64 * k + 64] @ padded_b[64 * k:64 * k + 64]
+                ref[rows] += padded_a[rows, t * k:t * k + t] @ padded_b[t * k:t * k + t]
     np.testing.assert_allclose(C, ref, rtol=2e-3, atol=2e-3)
+
+
+# the launch set's K-loops on mma.sync (the FMA chain for bmm_f32) whose NVIDIA PTX copies operands by TMA:
+# kernel -> the hidden parameters of the maps of ours (NVIDIA's first ones; it maps its TMA store's C too)
+MMA_SYNC_TMA = {"matmul_bf16_f32out_32x64x32": [15, 16], "matmul_ragged_f16_32x32x32": [15],
+                "matmul_tf32_32x32x16": [15], "bmm_f16_32x32x32": [21, 22], "bmm_f32_16x32x16": [21]}
+
+# -- tile loads by TMA (select-tile-tensor-copies) -----------------------------------------------------------
+
+# the launch-set kernels without an mma whose NVIDIA PTX loads tiles by TMA
+TILE_TMA = ("cumsum_carry_f32_t512", "cumsum_carry_i32_t128", "first_exceed_f32_16", "first_exceed_f32_64",
+            "layernorm_f16_128", "layernorm_f32_64", "reduce1d_f16_t1024", "reduce1d_f32_t256",
+            "reduce2d_rows_f16_16x128", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024", "rmsnorm_f32_256")
+# zero-padded, hinted tiles loaded once in kernels without a reduction: NVIDIA keeps ld.global there
+ONE_SHOT = ("cumsum_rows_f32_128", "gather_idx_f32_t128", "math_chain_f32_t256")
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", sorted(MMA_SYNC_TMA))
+def test_mma_sync_maps_are_nvidias(cid, gpu):
+    """Where NVIDIA copies an mma.sync / FMA operand by TMA, so do we, with NVIDIA's map: the same array
+    (parameters, element type; 3-D for the batched kernels), box (one per K chunk) and swizzle (over the
+    unpadded stage rows that ldmatrix or A's word reads address through it).  But for the tf32 operand's
+    element type: ours rounds where the fragments are read (an f32 map)."""
+    hooks = _our_maps(cid, gpu)
+    assert hooks is not None and [m.param for m in hooks.maps] == MMA_SYNC_TMA[cid]
+    nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))[:len(hooks.maps)]
+    if cid == "matmul_tf32_32x32x16":
+        nvidia = [msgspec.structs.replace(m, element="f32") for m in nvidia]
+    assert list(hooks.maps) == list(nvidia)
+    assert {len(m.box) for m in hooks.maps} == {3 if cid.startswith("bmm") else 2}
+
+
+@requires_corpus
+def test_the_mma_sync_tensor_copy_code():
+    """bmm f16: both operands by 3-D tensor copies of 1 x 32 x 32 f16 (2048 bytes a chunk, 64-byte swizzle),
+    read by ldmatrix at row addresses XOR-ed as the swizzle moves them; each thread fences its reads for the
+    async proxy before the barrier after which a copy may overwrite them.  The ragged matmul's A, whose rows
+    nothing promises aligned, stays cp.async."""
+    ptx = module_ptx(_module(LAUNCH, "bmm_f16_32x32x32"), target("sm_90"))
+    body = ptx.split("tileiras-async tensor maps", 1)[0]
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in body
+    assert "cp.async.cg" not in body and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in body
+    assert re.search(r"and\.b32 \t%r\d+, %r\d+, 48;", body) and "xor.b32" in body     # 64B: bits 7-8 into 4-5
+    assert set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", body)) == {"2048"}
+    unit = body[body.index("cp.async.wait_group 2;"):]
+    assert unit.index("fence.proxy.async.shared::cta") < unit.index("mbarrier.try_wait.parity") < unit.index("bar.sync")
+    ragged = module_ptx(_module(LAUNCH, "matmul_ragged_f16_32x32x32"), target("sm_90"))
+    assert "cp.async.bulk.tensor.2d" in ragged and "cp.async.cg" in ragged
+
+
+def test_unpadded_rows_must_fit_the_planned_ring():
+    """The bmm's mma.sync loop (tests/passes/select-tensor-copies/mma_sync_bmm.tir): TMA unpads its stage rows
+    and aligns the ring to the swizzle; a ring planned too small for that (here: no room for the alignment)
+    keeps both operands' cp.async copies in the padded layout."""
+    from pathlib import Path
+    from tileiras_async.tilegpu.decisions import PIPELINE_PLAN
+    from tileiras_async.tilegpu.ir import walk_ops
+    from tileiras_async.tilegpu.parser import parse_kernel
+    from tileiras_async.tilegpu.passes import tensor_copies
+    text = (Path(__file__).parent / "passes" / "select-tensor-copies" / "mma_sync_bmm.tir").read_text()
+    for unit_bytes, fits in ((5120, True), (4096, False)):
+        k = parse_kernel(text)
+        plan = next(op.attrs[PIPELINE_PLAN] for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs)
+        plan.geom.unit_bytes = unit_bytes          # as planned: 4 x 5120 with the padding
+        tensor_copies.run(k)
+        xs = (plan.cand.a, plan.cand.b)
+        assert [x.tma is not None for x in xs] == [fits] * 2
+        assert [(x.row, x.base) for x in xs] == ([(64, 0), (64, 2048)] if fits else [(80, 0), (80, 2560)])
+        assert (plan.geom.unit_bytes, plan.geom.align) == ((4096, 512) if fits else (4096, 0))
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", TILE_TMA)
+def test_tile_loads_use_nvidias_maps(cid, gpu):
+    """Every kernel of the launch set whose NVIDIA PTX loads a tile by TMA does so in ours, through maps that
+    describe the same arrays in the same boxes in the same hidden parameters (the host-object comparison of
+    test_host_object_gen), one mbarrier wait per load."""
+    hooks = _our_maps(cid, gpu)
+    nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))
+    assert hooks is not None and list(hooks.maps) == list(nvidia)
+    assert hooks.params[-len(nvidia):] == ((128, 64),) * len(nvidia)
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    nvidia_ptx = (LAUNCH / f"{cid}.v13.4.{gpu}.ptx").read_text()
+    assert _hidden_params(ptx) == _hidden_params(nvidia_ptx) == [m.param for m in nvidia]
+    body = ptx.split("tileiras-async tensor maps", 1)[0]
+    ranks = {len(m.box) for m in nvidia}
+    assert {int(r) for r in re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", body)} == ranks
+    assert body.count("mbarrier.try_wait.shared.b64") == body.count("mbarrier.arrive.expect_tx")
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", ONE_SHOT)
+def test_one_shot_tiles_keep_ld_global(cid):
+    """A tile loaded once by a kernel that reduces nothing stays ld.global, as in NVIDIA's PTX."""
+    assert "cp.async.bulk.tensor" not in (LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text()
+    assert _our_maps(cid, "sm_90") is None
+    ptx = module_ptx(_module(LAUNCH, cid), target("sm_90"))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_unhinted_tile_loads_keep_ld_global(gpu):
+    """Without launch hints nothing promises the alignment a map needs: no map, no mbarrier."""
+    mod = _module(PUBLIC, "reduce1d_f32_t256")
+    assert emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target=gpu)).tensor_maps is None
+    ptx = module_ptx(mod, target(gpu))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+def test_the_tile_copy_code():
+    """rmsnorm's 1 x 1024 bf16 row and 1024-element weight: four boxes of 256 each, 2048 bytes expected on
+    each of two mbarriers that all 128 threads arrive on, the weight's copies issued before the row is
+    waited for; each wait loop ends warp-uniformly; straight-line loads need no barrier before their copies,
+    a load in a loop (first_exceed) waits for the previous iteration's reads and fences them from the async
+    proxy."""
+    ptx = module_ptx(_module(LAUNCH, "rmsnorm_bf16_1024"), target("sm_90"))
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert ptx.count("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 %rd\d+, \[%r\d+\], (\d+);", ptx) == ["2048"] * 2
+    assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 128; @p mbarrier\.init\.shared\.b64 "
+                     r"\[%r\d+\+8\], 128;", ptx)
+    assert ptx.count("@!p mbarrier.arrive.shared.b64") == 2 and ptx.count("vote.sync.all.pred") == 2
+    assert ptx.rindex("cp.async.bulk.tensor.1d") < ptx.index("mbarrier.try_wait.shared.b64")
+    assert "fence.proxy.async" not in ptx and "bar.sync" not in ptx.split("mbarrier.init", 1)[1].split(
+        "mbarrier.try_wait", 1)[0].split("bar.sync", 1)[1]
+    assert len(re.findall(r"\.shared \.align 128 \.b8 tma_tile\S*\[2048\]", ptx)) == 2
+    loop = module_ptx(_module(LAUNCH, "first_exceed_f32_16"), target("sm_90"))
+    assert loop.count("@p fence.proxy.async.shared::cta;") == 1
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["reduce1d_f32_t256", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024"])
+def test_our_hook_writes_nvidias_tile_maps(cid, gpu):
+    """The hook in our cubin's `.nv.host` writes, for the same arguments, the very bytes NVIDIA's hook
+    writes into each map."""
+    from tileiras_async.emu.host_object import fill_tensor_maps, parse_host_object
+    from tileiras_async.emu.parser import parse_ptx
+    from tileiras_async.toolchain.cubin import host_object
+    mod = _module(LAUNCH, cid)
+    kernel = mod.functions[0].name.decode()
+    hook = parse_host_object(host_object(compile_module(mod, target(gpu))), "ours")
+    our_params = parse_ptx(module_ptx(mod, target(gpu))).functions[kernel].params
+    nvidia_target, _, nvidia_params, nvidia_hook = _entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o")
+    rng = random.Random(cid + gpu)
+    for large in (False, True):
+        values = _random_values(nvidia_params, rng, large)
+        expected = fill_tensor_maps(nvidia_hook, kernel, nvidia_target, nvidia_params, values)
+        got = fill_tensor_maps(hook, kernel, nvidia_target, our_params, values)
+        assert got == expected and expected
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["cumsum_carry_i32_t128", "layernorm_f32_64", "reduce1d_f16_t1024",
+                                 "reduce2d_rows_f16_16x128", "rmsnorm_f32_256"])
+def test_tile_tma_kernels_compute_the_references(refs, cid, gpu):
+    """The emulated kernels (race check on, maps filled by the hook in our cubin) compute the corpus
+    references: straight-line loads, loads in loops (the mbarrier's phase advancing every iteration),
+    several boxes per tile, partial tiles (TMA's zeros)."""
+    from conftest import corpus_case
+    from tileiras_async.emu.runner import run_compiled
+    inputs, orig, grid = corpus_case(refs, cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name=gpu,
+                       check_races=True)
+    assert "cp.async.bulk.tensor" in run.ptx
+    assert not refs.check(cid, orig, inputs)
+
+
+def build_hinted_row_sums(reduce_inside: bool, tile_cols: int = 64):
+    """OUT[b] = sum over t in range(lb, ub) of the (1 x tile_cols) tile (b, t) of X, zero-padded: tile loads
+    in a loop over X's columns (a partial last tile, tiles past the end read as zeros), the sum reduced
+    inside the loop (its own barrier every iteration) or accumulated elementwise and reduced after it.
+    Arguments: X (pointer, rows, columns, row stride, unit stride; cuTile's hints), OUT (pointer, length,
+    unit stride), lb, ub."""
+    from test_interp_helpers import f32attr
+    from tileiras_async.ir.attrs import DivByAttr
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, PaddingValue, RoundingMode as RM
+    from tileiras_async.ir.types import DYNAMIC as DYN
+    from tileiras_async.ir import types as T
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    row_t, one_t = tile(T.F32, 1, tile_cols), tile(T.F32, 1)
+    args = [tile(T.PointerType(T.F32))] + [i32] * 4 + [tile(T.PointerType(T.F32))] + [i32] * 2 + [i32] * 2
+
+    def sum_region(b):
+        with b.region([tile(T.F32), tile(T.F32)]) as r:
+            r.op("yield", operands=[r.op("addf", [tile(T.F32)], lhs=r.args[0], rhs=r.args[1],
+                                         rounding_mode=RM.nearest_even).result])
+        return r.built_region
+
+    def row_sum(b, v):
+        return b.op("reduce", [one_t], [sum_region(b)], operands=[v], dim=1,
+                    identities=(f32attr(0.0),)).results[0]
+
+    with mb.kernel("row_sums", args) as kb:
+        x, rows, cols, stride, _unit, out, n, _unit2, lb, ub = kb.args
+        x = kb.op("assume", [x.type], value=x, predicate=DivByAttr(16)).result
+        out = kb.op("assume", [out.type], value=out, predicate=DivByAttr(16)).result
+        stride = kb.op("assume", [i32], value=stride, predicate=DivByAttr(4)).result
+        xv_t = T.TensorViewType(T.F32, (DYN, DYN), (DYN, 1))
+        xv = kb.op("make_tensor_view", [xv_t], base=x, dynamicShape=[rows, cols], dynamicStrides=[stride]).result
+        xp = kb.op("make_partition_view", [T.PartitionViewType((1, tile_cols), xv_t, (0, 1), PaddingValue.zero)],
+                   tensor_view=xv).result
+        ov_t = T.TensorViewType(T.F32, (DYN,), (1,))
+        ov = kb.op("make_tensor_view", [ov_t], base=out, dynamicShape=[n], dynamicStrides=[]).result
+        op_ = kb.op("make_partition_view", [T.PartitionViewType((1,), ov_t, (0,), None)], tensor_view=ov).result
+        bid = kb.op("get_tile_block_id", [i32, i32, i32]).results[0]
+        one = kb.constant(np.int32(1), i32)
+        acc_t = one_t if reduce_inside else row_t
+        with kb.region([i32, acc_t]) as body:
+            t, acc = body.block.args
+            v = body.op("load_view_tko", [row_t, T.TOKEN], view=xp, index=[bid, t],
+                        memory_ordering_semantics=MO.weak).results[0]
+            part = row_sum(body, v) if reduce_inside else v
+            body.op("continue", operands=[body.op("addf", [acc_t], lhs=acc, rhs=part,
+                                                  rounding_mode=RM.nearest_even).result])
+        init = kb.constant(np.zeros(acc_t.shape, np.float32), acc_t)
+        acc = kb.op("for", [acc_t], regions=[body.built_region], lowerBound=lb, upperBound=ub, step=one,
+                    initValues=[init]).result
+        total = acc if reduce_inside else row_sum(kb, acc)
+        kb.op("store_view_tko", [T.TOKEN], tile=total, view=op_, index=[bid], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    return _verified(mb.module)
+
+
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("reduce_inside", [False, True])
+@pytest.mark.parametrize("lb,ub", [(0, 0), (0, 1), (0, 3), (0, 6), (-2, 2), (4, 7)])
+def test_tile_tma_loads_in_a_loop(gpu, reduce_inside, lb, ub):
+    """Trip counts 0, 1 and several, tiles before, across and after X's columns (TMA's zeros), the mbarrier
+    phase advancing every iteration, the buffer reused with and without the loop's own barrier: the emulated
+    kernel (race check on, maps filled by the hook in our cubin) computes the reference."""
+    from tileiras_async.emu.runner import run_compiled
+    module = build_hinted_row_sums(reduce_inside)
+    ops = emit_kernel(module, module.functions[0], CodegenOptions(opt_level=3, target=gpu))
+    assert ops.tensor_maps is not None and [m.box for m in ops.tensor_maps.maps] == [(1, 64)]
+    rows, cols = 5, 64 * 4 + 24                   # a partial last tile
+    X = np.random.default_rng(abs(lb * 10 + ub)).standard_normal((rows, cols + 8)).astype(np.float32)
+    view = X[:, :cols]                            # row stride cols + 8 (a multiple of 16 bytes)
+    OUT = np.full(rows, np.nan, np.float32)
+    run = run_compiled(module, (rows,), [view, OUT, np.int32(lb), np.int32(ub)], gpu_name=gpu, check_races=True)
+    assert "cp.async.bulk.tensor.2d" in run.ptx
+    padded = np.zeros((rows, 64 * 8))
+    padded[:, :cols] = view
+    ref = sum((padded[:, 64 * t:64 * t + 64].sum(axis=1) for t in range(lb, ub) if 0 <= t < 8), np.zeros(rows))
+    np.testing.assert_allclose(OUT, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_two_loads_with_one_tile_copy_slot_are_an_error():
+    """issue-tile-tensor-copies gives each decided load its own mbarrier and buffer: a load copied after the
+    decision (two loads naming one slot) is a clear error, not two copies racing on one buffer."""
+    from pathlib import Path
+
+    from tileiras_async.tilegpu.opt import OptError, opt_text
+    case = Path(__file__).parent / "passes" / "issue-tile-tensor-copies" / "loops_not_prefetched.tir"
+    text = case.read_text()
+    assert "tilegpu.tma_issue" in opt_text(text, str(case), ["issue-tile-tensor-copies"], None)
+    with pytest.raises(OptError, match="two tile loads share TMA slot 0"):
+        opt_text(text.replace("slot = 1>", "slot = 0>"), str(case), ["issue-tile-tensor-copies"], None)

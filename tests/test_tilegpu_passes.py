@@ -232,7 +232,7 @@ def test_loop_loads_are_prefetched_unless_their_token_orders_them(ordered):
     loads before the loop, the body's for iteration i + 2, its tile carried twice; a load whose token comes
     from a store in the iteration stays where it is."""
     k = _kernel(_copy_loop(ordered), target="sm_90")
-    _passes(k, "prefetch-loads")
+    _passes(k, "pipeline")
     loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
     body_loads = [o for o in loop.regions[0].block.ops if o.name == "load_view_tko"]
     before = [o for o in k.fn.body.ops if o.name == "load_view_tko"]
@@ -250,7 +250,7 @@ def test_a_loop_whose_loads_hold_many_registers_is_not_prefetched():
     """512-element f32 tiles over 128 threads are four registers per thread per iteration: two iterations in
     flight would hold eight, past PREFETCH_REGS, so the loop keeps its load in place (no prologue copies)."""
     k = _kernel(_copy_loop(False, n=512), target="sm_90")
-    _passes(k, "prefetch-loads")
+    _passes(k, "pipeline")
     loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
     assert not loop.operands["initValues"]
     assert not [o for o in k.fn.body.ops if o.name == "load_view_tko"]

@@ -71,8 +71,13 @@ def pipelined_loop(report, iterations: int | None = None) -> list:
     by_stage = stage_ops(report)
     for k in range(s):
         legend.append(f"s{k}", style=f"bold {_stage_style(k)}")
-        names = ", ".join(f"#{o.index} {o.name}" for o in by_stage.get(k, [])) or "(no ops)"
+        names = ", ".join(f"#{o.index} {o.name}" + (f" [{o.partition}]" if o.partition else "")
+                          for o in by_stage.get(k, [])) or "(no ops)"
         legend.append(f"  {names}\n")
+    for p in report.partitions:     # a warp-specialised loop: which warpgroup runs which ops
+        regs = f"setmaxnreg {p.registers}" if p.name == "producer" else f"{p.registers} registers"
+        legend.append(f"{p.name}", style="bold")
+        legend.append(f"  warpgroup {p.warpgroup} ({regs}), ring of {report.ring_depth} stage buffers\n")
     return [grid, legend]
 
 

@@ -69,16 +69,24 @@ class KernelEmitter:
         self.tcgen05_bars: tuple[str, str] | None = None   # (mbarrier, TMEM address slot), entry-block values
         self.ring_offsets: dict[int, str] = {}             # id(ring local_alloc) -> its run-time aligned offset
         self.scan_totals: dict[int, tuple] = {}            # id(scan result) -> (its totals, folded register bits)
+        self.print_mutex: str | None = None                # the kernel's print_tko lock, a global
+        self.declared_globals: set[str] = set()             # the external globals get_global declared
         self.scratch = f"@scratch.{len(module_ir.functions)}"
         params = []
         for i, t in enumerate(fn.type.inputs):
             params.append((llvm_type(t), f"%arg{i}"))
-        # the tensor maps select-tensor-copies chose: 128-byte parameters after the kernel's own, which the
-        # host object's launch hook fills (tilegpu.tensor_maps)
+        # the tensor maps select-tensor-copies and select-tile-tensor-copies chose: 128-byte parameters after
+        # the kernel's own, which the host object's launch hook fills (tilegpu.tensor_maps)
         self.tensor_maps = tensor_maps
         for spec in tensor_maps.maps if tensor_maps is not None else ():
             params.append((f"ptr byval([{MAP_BYTES} x i8]) align {MAP_ALIGN}", f"%arg{spec.param}"))
-        attrs = f'"nvvm.reqntid"="{self.num_threads}" "nvvm.minctasm"="1"'
+        # a warp-specialised kernel adds a producer warpgroup to the threads its layouts spread work over
+        split = _warp_specialized(fn)
+        self.cta_threads = self.num_threads * (2 if split is not None else 1)
+        self.consumer_barrier: tuple[int, int] | None = None  # (id, threads) once the producer has left
+        attrs = f'"nvvm.reqntid"="{self.cta_threads}" "nvvm.minctasm"="1"'
+        if split is not None:   # setmaxnreg needs the registers at entry: ptxas would assume 255 (one CTA per SM)
+            attrs += f' "nvvm.maxnreg"="{split.attrs["consumer_regs"]}"'
         group = len(module_ir.functions)  # one attribute group per kernel of this LLVM module
         self.b: IRBuilder = module_ir.function(fn.name.decode(), params, attrs=f"#{group}")
         module_ir.add_global(f"attributes #{group} = {{ {attrs} }}")
@@ -177,7 +185,7 @@ class KernelEmitter:
     def _run_term(self, run: list[tuple[int, int]], top: int) -> str:
         b0, v0 = run[0]
         x = self.tid if b0 == 0 else self.thread_value(f"lshr i32 {self.tid}, {b0}")
-        if run[-1][0] + 1 < top or 1 << top != self.options.num_warps * WARP_SIZE:
+        if run[-1][0] + 1 < top or 1 << top != self.cta_threads:
             x = self.thread_value(f"and i32 {x}, {(1 << len(run)) - 1}")
         return x if v0 == 1 else self.thread_value(f"shl i32 {x}, {v0.bit_length() - 1}")
 
@@ -224,6 +232,10 @@ class KernelEmitter:
 
     # -- shared memory --------------------------------------------------------
     def barrier(self) -> None:
+        if self.consumer_barrier is not None:     # the producer warpgroup has exited: count the consumers
+            self.b.call("void", "llvm.nvvm.barrier.sync.cnt", [("i32", str(n)) for n in self.consumer_barrier],
+                        attrs="convergent")
+            return
         self.b.call("void", "llvm.nvvm.barrier0", [])
 
     def shared_slot(self, index: str, elem: T.Type, byte_base: int = 0) -> str:
@@ -399,3 +411,8 @@ def target_has(em, capability: str) -> bool:
     has none.  A function of `em.options.target` so that helpers run on a bare emitter (tests) too."""
     tgt = known_target(em.options.target)
     return tgt is not None and getattr(tgt, capability)
+
+
+def _warp_specialized(fn: Function) -> Operation | None:
+    """The kernel's `tilegpu.warp_specialize` (it splits the CTA into a producer and a consumer warpgroup)."""
+    return next((op for op in fn.body.walk() if op.name == "tilegpu.warp_specialize"), None)

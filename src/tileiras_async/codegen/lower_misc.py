@@ -145,12 +145,10 @@ def _nested(shape: tuple[int, ...], leaf) -> list:
 
 def print_lock(em: KernelEmitter) -> str:
     """The kernel module's print mutex (an i32 in global memory, 0 = free)."""
-    name = getattr(em, "_print_mutex", None)
-    if name is None:
-        name = em.unique_global("printf.mutex")
-        em.module_ir.add_global(f"{name} = internal addrspace(1) global i32 0, align 4")
-        em._print_mutex = name
-    return name
+    if em.print_mutex is None:
+        em.print_mutex = em.unique_global("printf.mutex")
+        em.module_ir.add_global(f"{em.print_mutex} = internal addrspace(1) global i32 0, align 4")
+    return em.print_mutex
 
 
 @lowers("print_tko")
@@ -316,11 +314,8 @@ def _storage_literal(elem: T.Type, raw: bytes) -> str:
 @lowers("get_global")
 def _get_global(em: KernelEmitter, op: Operation) -> None:
     sym = _symbol(op.attrs["name"])
-    declared = getattr(em, "_declared_globals", None)
-    if declared is None:
-        declared = em._declared_globals = set()
-    if sym not in declared:
-        declared.add(sym)
+    if sym not in em.declared_globals:
+        em.declared_globals.add(sym)
         em.module_ir.add_global(f"{sym} = external addrspace(1) global i8")
     em.set(op.result, Tile(op.result.type, None, [sym]))
 

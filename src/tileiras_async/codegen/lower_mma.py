@@ -26,6 +26,7 @@ from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64
                            FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, recorded_plan)
 from ..tilegpu.types import layout_of
 from ..tilegpu.tcgen05 import Tcgen05Plan
+from ..tilegpu.tensor_maps import SWIZZLE_BYTES
 from ..tilegpu.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_software_pipeline import unit_offset
@@ -552,6 +553,33 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
     return words
 
 
+def _swizzle_mask(x) -> int:
+    """The address bits that move the 16-byte pieces of operand x's stage buffer: those of the swizzle its
+    tensor copies wrote it with (0: none; tilegpu.tensor_maps.plan_staged_tensor_copy)."""
+    return SWIZZLE_BYTES[x.tma.map.swizzle] - 16 if x.tma is not None else 0
+
+
+def _fragment_rows(em: KernelEmitter, unit_off: str, thread: str, x, ptr: str):
+    """A function of a constant byte offset within operand x's unswizzled layout (None: K padding): (pointer,
+    offset) of what a read at the thread's address (`thread`: an ldmatrix row's, or an A word's, either
+    within one 16-byte piece) plus that offset reads.  In a buffer a tensor copy swizzled, the 16-byte piece
+    of an address is XOR-ed by its bits 7 and up, as TMA does on the absolute address; the buffer starts on
+    the swizzle's repeat (tensor_maps.TensorCopy.repeat), so the address within it decides, and with the
+    thread's part loop-invariant only the add of the buffer's start is left in the loop."""
+    mask = _swizzle_mask(x)
+    if not mask:
+        return lambda off: (ptr, off)
+    start = _add(em, unit_off, x.base)
+
+    def at(off: int | None) -> tuple[str, int | None]:
+        if off is None:
+            return ptr, None
+        row = em.b.value(f"add i32 {thread}, {off}") if off else thread
+        moved = em.b.value(f"and i32 {em.b.value(f'lshr i32 {row}, 3')}, {mask}")
+        return _smem_ptr(em, em.b.value(f"add i32 {start}, {em.b.value(f'xor i32 {row}, {moved}')}")), 0
+    return at
+
+
 @lowers("tilegpu.mma_staged")
 def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
     """One K chunk (`unit`) of a pipelined loop's mma, its A and B read from the stage buffer the copies
@@ -592,26 +620,30 @@ def _mma_staged(em: KernelEmitter, staged: Operation) -> None:
                                     8 * plan.wn * b.eb if b_pairs else 0)
     else:
         b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
+    if _swizzle_mask(b) and not ldm_b:     # B's words gather elements of several rows
+        raise LoweringError("a tensor copy swizzled B's stage buffer, whose fragments are not read by ldmatrix")
     c_regs = list(acc.regs)
     for ksteps in plan.chunks()[staged.attrs["unit"]:staged.attrs["unit"] + 1]:
         a_ptr = _unit_ptr(em, unit_off, a_thread, a.base)
         b_ptr = _unit_ptr(em, unit_off, b_thread, b.base)
+        a_rows = _fragment_rows(em, unit_off, a_thread, a, a_ptr)
+        b_rows = _fragment_rows(em, unit_off, b_thread, b, b_ptr)
         for ks in ksteps:
             a_keys, b_keys, mmas = plan.kstep(ks)
             if ldm_a:
                 a_words = {}
                 for bt in range(plan.rb):
                     for mt in range(plan.rm):
-                        ws = _ldmatrix(em, instr, a_ptr, plan.word_offset("a", plan.a_reg(0, ks, mt, bt)), 4, False)
+                        ws = _ldmatrix(em, instr, *a_rows(plan.word_offset("a", plan.a_reg(0, ks, mt, bt))), 4, False)
                         a_words.update({(bt, mt, w): ws[w] for w in range(4)})
             else:
-                a_words = {key: _staged_word(em, instr, a_ptr, plan.word_offset("a", r), a.eb, a, fa, lta)
+                a_words = {key: _staged_word(em, instr, *a_rows(plan.word_offset("a", r)), a.eb, a, fa, lta)
                            for key, r in a_keys.items()}
             if ldm_b:
                 b_words = {}
                 for bt in range(plan.rb):
                     for nt in range(0, plan.rn, 2 if b_pairs else 1):
-                        ws = _ldmatrix(em, instr, b_ptr, plan.word_offset("b", plan.b_reg(0, ks, nt, bt)),
+                        ws = _ldmatrix(em, instr, *b_rows(plan.word_offset("b", plan.b_reg(0, ks, nt, bt))),
                                        4 if b_pairs else 2, True)
                         for j, w in enumerate(ws):
                             b_words[(bt, nt + j // 2, j % 2)] = w

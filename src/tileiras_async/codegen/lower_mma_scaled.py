@@ -88,13 +88,13 @@ def _product(em: KernelEmitter, a: Tile, b: Tile, op: Operation, scratch: int) -
     """a @ b on the tensor cores with a zero f32 accumulator: the ordinary mmaf lowering on the block's
     operands, staging through the start of this op's scratch."""
     mma = scaled_mma.block_product(op)
-    layout = result_layout(em.options, mma)
-    acc_type = with_layout(mma.result.type, layout)
-    mma.operands["acc"].type = mma.result.type = acc_type
-    mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op, em.options))
     for decided in (MMA_PLAN, FMA_PLAN, "fma_unrolled"):   # select-mma, select-access-forms: the block products
         if decided in op.attrs:
             mma.attrs[decided] = op.attrs[decided]
+    layout = result_layout(em.options, mma)
+    acc_type = with_layout(mma.result.type, layout)
+    mma.operands["acc"].type = mma.result.type = acc_type
+    mma.attrs.update(scratch_offset=scratch, scratch_bytes=scaled_mma.scale_offset(op))
     zero = Tile(acc_type, layout, [float_literal(0.0, "float")] * layout.num_registers)
     for name, t in (("lhs", a), ("rhs", b), ("acc", zero)):
         em.set(mma.operands[name], t)
@@ -111,7 +111,7 @@ def _mmaf_scaled(em: KernelEmitter, op: Operation) -> None:
     size = lhs.type.shape[-1] // nblocks
     base = em.scratch_base(op)      # insert-barriers separated it from the ops before
     rhs_at = scaled_mma.staged_operand_bytes(op)[1]
-    scales = base + scaled_mma.scale_offset(op, em.options)
+    scales = base + scaled_mma.scale_offset(op)
     rs_at = scaled_mma.staged_scale_bytes(op)[1]
     em.store_to_shared(lhs, base)
     em.store_to_shared(rhs, base + rhs_at)

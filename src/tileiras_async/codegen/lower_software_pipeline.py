@@ -14,6 +14,7 @@ before the publishing barrier (f32 read as tf32 needs none: tilegpu.software_pip
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from math import prod
 
 from ..ir.core import Operation
@@ -143,6 +144,40 @@ def _operand_coord(x: Operand, coord: list[str]) -> tuple[str, str, str]:
     return (b, c[-2], c[-1]) if x.role == "a" else (b, c[-1], c[-2])
 
 
+@dataclass
+class _Chunk:
+    """One chunk's copies while they are emitted: where they go (`buf_off`, vb bytes each), how they are spread
+    over the threads, and what the copies of the chunk share (the padding constant, the synchronous copies'
+    pending stores, the chunk's opaque base pointer)."""
+    em: KernelEmitter
+    x: Operand
+    pv: PartitionView | None
+    buf_off: str
+    vb: int
+    convert_in_place: bool
+    v: int                  # elements per copy
+    sub_v: list[int]        # copies per dimension
+    shifts: list[int]       # per dimension: where its field starts in a copy's number (row-major)
+    starts: list[str]       # per dimension: the chunk's first element (i64)
+    per: int                # copies per thread
+    looped: bool            # the thread's copies are a loop of synchronous copies or a long one
+    fill: str | None = None
+    stores: list[str] = field(default_factory=list)     # synchronous copies' shared stores, after all their loads
+    based: str | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.x.tile_shape)
+
+    @property
+    def view(self):
+        return self.pv.view
+
+    @property
+    def dims(self):
+        return self.pv.type.dim_map
+
+
 def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: list[Tile], chunk: int, kc: int,
                buf_off: str, vb: int, convert_in_place: bool = False) -> None:
     """Copy chunk `chunk` of operand x's tile (tile indices `index`) into the buffer at `buf_off`, vb
@@ -152,187 +187,105 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
     are few, else a loop (so their addresses are not all kept live across the K-loop).
     `convert_in_place`: instead, each thread converts (x's ftof chain) the elements its copies of the
     chunk wrote, in the buffer (no view: nothing is read from global memory)."""
-    view = pv.view if pv is not None else None
-    dims = pv.type.dim_map if pv is not None else None
-    ts = x.tile_shape
-    rank = len(ts)
-    v = vb // x.eb                      # elements per copy
-    sub = list(ts)
+    c = _new_chunk(em, x, pv, index, chunk, kc, buf_off, vb, convert_in_place)
+    nv = prod(c.sub_v)
+    if nv <= em.num_threads:
+        _one_copy_per_thread(c, nv)
+    elif c.per <= UNROLLED_COPIES:
+        _unrolled_copies(c)
+    else:
+        _copy_loop(c)
+
+
+def _new_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: list[Tile], chunk: int, kc: int,
+                   buf_off: str, vb: int, convert_in_place: bool) -> _Chunk:
+    v = vb // x.eb
+    sub = list(x.tile_shape)
     sub[x.kdim] = kc
-    sub_v = sub[:-1] + [sub[-1] // v]   # copies per dimension
-    nv = prod(sub_v)
-    T_ = em.num_threads
+    sub_v = sub[:-1] + [sub[-1] // v]
+    per = prod(sub_v) // em.num_threads
+    looped = not convert_in_place and (per >= LONG_COPY_LOOP or (vb < 4 and per > UNROLLED_COPIES))
+    starts = [] if convert_in_place else _chunk_starts(em, x, index, chunk, kc)
+    return _Chunk(em, x, pv, buf_off, vb, convert_in_place, v, sub_v, _field_shifts(sub_v), starts, per, looped)
+
+
+def _field_shifts(sub_v: list[int]) -> list[int]:
+    """Per dimension: the lowest bit of its coordinate in a copy's number (counts are powers of two)."""
     shifts, acc = [], 0
     for n in reversed(sub_v):
         shifts.append(acc)
         acc += n.bit_length() - 1
     shifts.reverse()
-    starts = []                         # per dimension: the chunk's first element (i64)
-    for d in range(rank if not convert_in_place else 0):
+    return shifts
+
+
+def _chunk_starts(em: KernelEmitter, x: Operand, index: list[Tile], chunk: int, kc: int) -> list[str]:
+    starts = []
+    for d, n in enumerate(x.tile_shape):
         idx = index[d]
         i64 = idx.regs[0] if idx.llvm == "i64" else em.b.value(f"sext {idx.llvm} {idx.regs[0]} to i64")
-        st = em.b.value(f"mul i64 {i64}, {ts[d]}")
+        st = em.b.value(f"mul i64 {i64}, {n}")
         if d == x.kdim and chunk:
             st = em.b.value(f"add i64 {st}, {chunk * kc}")
         starts.append(st)
-    fill = [None]
-    stores: list[str] = []      # synchronous copies' shared stores, emitted after all their loads
+    return starts
 
-    def flush() -> None:
-        for st in stores:
-            em.b.emit(st)
-        stores.clear()
 
-    def coords_of(q: str, entry: bool) -> list[str]:
-        val = em.thread_value if entry else em.b.value
-        out = []
-        for d in range(rank):
-            if sub_v[d] == 1:
-                out.append("0")
-                continue
-            c = val(f"lshr i32 {q}, {shifts[d]}") if shifts[d] else q
-            c = val(f"and i32 {c}, {sub_v[d] - 1}")
-            if d == rank - 1 and v > 1:
-                c = val(f"mul i32 {c}, {v}")
-            out.append(c)
-        return out
+def _flush(c: _Chunk) -> None:
+    for st in c.stores:
+        c.em.b.emit(st)
+    c.stores.clear()
 
-    def convert(coord: list[str]) -> None:
-        dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
-        p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
-        lt = llvm_type(x.elem)
-        for j in range(v):      # a copy's elements are consecutive in the buffer (swizzling moves 16 bytes)
-            pj = p if j == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {p}, i32 {j * x.eb}", "sp")
-            val = em.b.value(f"load {lt}, {SHARED_PTR} {pj}, align {x.eb}")
-            val, elem = convert_elements(em, x, val)
-            em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {pj}, align {x.eb}")
 
-    based: dict = {}
-    per = nv // T_
-    # the thread's copies are a loop (see below) of synchronous copies or a long one
-    looped = not convert_in_place and (per >= LONG_COPY_LOOP or (vb < 4 and per > UNROLLED_COPIES))
+def _coords_of(c: _Chunk, q: str, entry: bool) -> list[str]:
+    """The tile coordinate (i32 per dimension) of copy number q, in the entry block or where the builder is."""
+    val = c.em.thread_value if entry else c.em.b.value
+    out = []
+    for d in range(c.rank):
+        if c.sub_v[d] == 1:
+            out.append("0")
+            continue
+        k = val(f"lshr i32 {q}, {c.shifts[d]}") if c.shifts[d] else q
+        k = val(f"and i32 {k}, {c.sub_v[d] - 1}")
+        if d == c.rank - 1 and c.v > 1:
+            k = val(f"mul i32 {k}, {c.v}")
+        out.append(k)
+    return out
 
-    def chunk_base(lt: str) -> str:
-        """For a long loop of copies, or a loop of synchronous ones: the view's base advanced to the chunk's
-        first K element, through an opaque move, so that LLVM sees each copy's address as this pointer plus
-        the thread's offset instead of making every address of the copy loop an induction variable of the
-        K-loop (matmul_bf16_64x64x64's synchronous-copy version carried 11 such 64-bit pointers through its
-        K-loop). A short loop of cp.async copies keeps them: its few induction pointers save the address
-        arithmetic of every copy."""
-        if "p" not in based:
-            k = starts[x.kdim]
-            moved = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 "
-                               f"{em.b.value(f'mul i64 {k}, {view.strides[dims[x.kdim]]}')}", "ga")
-            based["p"] = em.b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, moved)], sideeffect=False,
-                                  hint="kb")
-        return based["p"]
 
-    def placed(dst: str, coord: list[str], d: int) -> str:
-        """The shared-memory destination `dst` advanced by dimension d of `coord` (buffers with strides)."""
-        if coord[d] == "0" or not x.strides[d]:
-            return dst
-        return em.b.value(f"add i32 {dst}, {em.b.value(f'mul i32 {coord[d]}, {x.strides[d]}')}")
+def _field_steps(c: _Chunk, n: int) -> list[int]:
+    """Per dimension: what copy number n adds to a coordinate (n's bits are disjoint from the copy's own)."""
+    return [((n >> c.shifts[d]) & (c.sub_v[d] - 1)) * (c.v if d == c.rank - 1 else 1) for d in range(c.rank)]
 
-    def stepped(prev: dict, ks: list[int], lt: str) -> dict:
-        """The positions ("pos"), bounds ("ok") and address of the copy `ks` (per-dimension constants) past
-        `prev`'s: additions of loop-invariant stride products instead of 64-bit products per copy."""
-        poss, oks, addr = list(prev["pos"]), list(prev["ok"]), prev["addr"]
-        for d in range(rank):
-            if ks[d]:
-                poss[d] = em.b.value(f"add i64 {poss[d]}, {ks[d]}")
-                oks[d] = em.b.value(f"icmp ult i64 {poss[d]}, {view.shape[dims[d]]}")
-                step = em.b.value(f"mul i64 {view.strides[dims[d]]}, {ks[d]}")
-                addr = em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {addr}, i64 {step}", "ga")
-        return {"pos": poss, "ok": oks, "addr": addr}
 
-    def copy(coord: list[str], near: tuple | None = None) -> dict:
-        """One copy at tile coordinate `coord`; returns its positions, bounds and address.  `near`: (the result
-        of a copy of this chunk, the per-dimension constants coord adds to that copy's): they follow from that
-        copy's (`stepped`)."""
-        if convert_in_place:
-            convert(coord)
-            return {}
-        dst = em.b.value(f"add i32 {buf_off}, {x.base}") if x.base else buf_off
-        lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
-        if near is not None:
-            for d in range(rank):
-                dst = placed(dst, coord, d)
-            state = stepped(*near, lt)
-            inb = state["ok"][0]
-            for ok in state["ok"][1:]:
-                inb = em.b.value(f"and i1 {inb}, {ok}")
-        else:   # the destination's, bounds' and address's instructions interleaved per dimension
-            offset, inb, poss, oks = "0", None, [], []
-            for d in range(rank):
-                pos = starts[d]
-                within = "0"
-                if coord[d] != "0":
-                    within = em.b.value(f"zext i32 {coord[d]} to i64")
-                    pos = em.b.value(f"add i64 {pos}, {within}")
-                    dst = placed(dst, coord, d)
-                ok = em.b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
-                poss.append(pos)
-                oks.append(ok)
-                inb = ok if inb is None else em.b.value(f"and i1 {inb}, {ok}")
-                if d == x.kdim and looped:  # the chunk's K start is in `chunk_base`: add the thread's part
-                    pos = within
-                    if pos == "0":
-                        continue
-                term = em.b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
-                offset = term if offset == "0" else em.b.value(f"add i64 {offset}, {term}")
-            base = chunk_base(lt) if looped else view.base
-            state = {"pos": poss, "ok": oks,
-                     "addr": em.b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")}
-        addr, last = state["addr"], state["pos"][-1]
-        if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
-            dst = em.b.value(f"add i32 {buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
-        p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
-        if vb < 4:   # an 8/16-bit element: a synchronous predicated load and a shared store
-            from .lower_memory import padding_constant, predicated_load
-            if fill[0] is None:
-                fill[0] = padding_constant(x.elem, pv.type.padding)
-            val = predicated_load(em, x.load, addr, inb, x.elem, fill[0])
-            stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
-            return state
-        if v > 1:   # the vector may cross the end of the row: copy what is left of it
-            left = em.b.value(f"sub i64 {view.shape[dims[rank - 1]]}, {last}")
-            short = em.b.value(f"icmp slt i64 {left}, {v}")
-            cnt = em.b.value(f"trunc i64 {em.b.value(f'select i1 {short}, i64 {left}, i64 {v}')} to i32")
-            nbytes = em.b.value(f"mul i32 {cnt}, {x.eb}") if x.eb > 1 else cnt
-            nbytes = em.b.value(f"select i1 {inb}, i32 {nbytes}, i32 0")
-        else:
-            nbytes = em.b.value(f"select i1 {inb}, i32 {vb}, i32 0")
-        safe = em.b.value(f"select i1 {inb}, {GLOBAL_PTR} {addr}, {GLOBAL_PTR} {view.base}")
-        p32 = em.b.value(f"ptrtoint {SHARED_PTR} {p} to i32")
-        kind = "cg" if vb == 16 else "ca"
-        em.b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
-                 [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
-        return state
+def _one_copy_per_thread(c: _Chunk, nv: int) -> None:
+    """Threads past nv repeat copies: same data, same place."""
+    em = c.em
+    q = em.tid if nv == em.num_threads else em.thread_value(f"and i32 {em.tid}, {nv - 1}")
+    _copy(c, _coords_of(c, q, True))
+    _flush(c)
 
-    if nv <= T_:        # one copy per thread (threads past nv repeat copies: same data, same place)
-        q = em.tid if nv == T_ else em.thread_value(f"and i32 {em.tid}, {nv - 1}")
-        copy(coords_of(q, True))
-        flush()
-        return
-    if per <= UNROLLED_COPIES:
-        base = coords_of(em.tid, True)
-        tbits = T_.bit_length() - 1
-        for it in range(per):
-            rem = it * T_
-            coord = []
-            for d in range(rank):
-                k = ((rem >> shifts[d]) & (sub_v[d] - 1)) * (v if d == rank - 1 else 1)
-                c = base[d] if shifts[d] < tbits else "0"
-                if k:
-                    c = str(k) if c == "0" else em.b.value(f"add i32 {c}, {k}")
-                coord.append(c)
-            copy(coord)
-        flush()
-        return
 
-    # for (i = 0; i < per; i += batch): a loop LLVM must not unroll (ptxas is told so too); synchronous copies
-    # go SYNCHRONOUS_BATCH at a time, their loads before their stores
-    batch = SYNCHRONOUS_BATCH if vb < 4 else 1
+def _unrolled_copies(c: _Chunk) -> None:
+    em = c.em
+    base = _coords_of(c, em.tid, True)
+    tbits = em.num_threads.bit_length() - 1
+    for it in range(c.per):
+        coord = []
+        for d, k in enumerate(_field_steps(c, it * em.num_threads)):
+            co = base[d] if c.shifts[d] < tbits else "0"
+            if k:
+                co = str(k) if co == "0" else em.b.value(f"add i32 {co}, {k}")
+            coord.append(co)
+        _copy(c, coord)
+    _flush(c)
+
+
+def _copy_loop(c: _Chunk) -> None:
+    """for (i = 0; i < per; i += batch): a loop LLVM must not unroll (ptxas is told so too); synchronous copies
+    go SYNCHRONOUS_BATCH at a time, their loads before their stores."""
+    em, T_ = c.em, c.em.num_threads
+    batch = SYNCHRONOUS_BATCH if c.vb < 4 else 1
     pre = em.b.block_label
     loop, done = em.b.reserve_block("pl.cp.loop"), em.b.reserve_block("pl.cp.done")
     em.b.br(loop)
@@ -340,26 +293,174 @@ def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: l
     i = em.b.phi("i32", "cpi")
     i.add("0", pre)
     it = em.b.value(f"mul i32 {i.name}, {T_}")
-    base = coords_of(em.b.value(f"add i32 {em.tid}, {it}"), False)
-    state, prev_k = copy(base), [0] * rank
-    moves = {d for j in range(1, batch) for d in range(rank) if (j * T_ >> shifts[d]) & (sub_v[d] - 1)}
-    if moves:   # the other copies add to copy i's address and positions through an opaque move, so that
-        # LLVM does not make each of their addresses an induction variable of its own (registers)
-        state = dict(state, addr=em.b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, state["addr"])],
-                                          sideeffect=False, hint="cpa"),
-                     pos=[em.b.asm("i64", "mov.b64 $0, $1;", "=l,l", [("i64", p)], sideeffect=False, hint="cpp")
-                          if d in moves else p for d, p in enumerate(state["pos"])])
+    base = _coords_of(c, em.b.value(f"add i32 {em.tid}, {it}"), False)
+    state = _batch_anchor(c, _copy(c, base), batch)
+    prev_k = [0] * c.rank
     for j in range(1, batch):
         # copy i + j's coordinates are copy i's plus j*T's: tid, i*T (i a multiple of batch) and j*T have
         # disjoint bits, so every coordinate's bit field adds up
-        ks = [((j * T_ >> shifts[d]) & (sub_v[d] - 1)) * (v if d == rank - 1 else 1) for d in range(rank)]
+        ks = _field_steps(c, j * T_)
         coord = [base[d] if not ks[d] else str(ks[d]) if base[d] == "0"
-                 else em.b.value(f"add i32 {base[d]}, {ks[d]}") for d in range(rank)]
-        state = copy(coord, (state, [k - pk for k, pk in zip(ks, prev_k)]))
+                 else em.b.value(f"add i32 {base[d]}, {ks[d]}") for d in range(c.rank)]
+        state = _copy(c, coord, (state, [k - pk for k, pk in zip(ks, prev_k)]))
         prev_k = ks
-    flush()
+    _flush(c)
     nxt = em.b.value(f"add i32 {i.name}, {batch}")
     i.add(nxt, em.b.block_label)
-    more = em.b.value(f"icmp ult i32 {nxt}, {per}")
+    more = em.b.value(f"icmp ult i32 {nxt}, {c.per}")
     em.b.emit(f"br i1 {more}, label %{loop}, label %{done}, !llvm.loop {em.module_ir.no_unroll_loop()}")
     em.b.start_block(done)
+
+
+def _batch_anchor(c: _Chunk, state: dict, batch: int) -> dict:
+    """Copy i's state as the batch's other copies add to it: through an opaque move of its address and of the
+    positions they move, so that LLVM does not make each of their addresses an induction variable of its own
+    (registers)."""
+    moves = {d for j in range(1, batch) for d in range(c.rank) if _field_steps(c, j * c.em.num_threads)[d]}
+    if not moves:
+        return state
+    b = c.em.b
+    return dict(state, addr=b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, state["addr"])],
+                                  sideeffect=False, hint="cpa"),
+                pos=[b.asm("i64", "mov.b64 $0, $1;", "=l,l", [("i64", p)], sideeffect=False, hint="cpp")
+                     if d in moves else p for d, p in enumerate(state["pos"])])
+
+
+def _convert(c: _Chunk, coord: list[str]) -> None:
+    em, x = c.em, c.x
+    dst = em.b.value(f"add i32 {c.buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
+    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
+    lt = llvm_type(x.elem)
+    for j in range(c.v):    # a copy's elements are consecutive in the buffer (swizzling moves 16 bytes)
+        pj = p if j == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {p}, i32 {j * x.eb}", "sp")
+        val = em.b.value(f"load {lt}, {SHARED_PTR} {pj}, align {x.eb}")
+        val, elem = convert_elements(em, x, val)
+        em.b.emit(f"store {llvm_type(elem)} {val}, {SHARED_PTR} {pj}, align {x.eb}")
+
+
+def _chunk_base(c: _Chunk, lt: str) -> str:
+    """For a long loop of copies, or a loop of synchronous ones: the view's base advanced to the chunk's
+    first K element, through an opaque move, so that LLVM sees each copy's address as this pointer plus
+    the thread's offset instead of making every address of the copy loop an induction variable of the
+    K-loop (matmul_bf16_64x64x64's synchronous-copy version carried 11 such 64-bit pointers through its
+    K-loop). A short loop of cp.async copies keeps them: its few induction pointers save the address
+    arithmetic of every copy."""
+    if c.based is None:
+        b, view, kdim = c.em.b, c.view, c.x.kdim
+        k = c.starts[kdim]
+        moved = b.value(f"getelementptr {lt}, {GLOBAL_PTR} {view.base}, i64 "
+                        f"{b.value(f'mul i64 {k}, {view.strides[c.dims[kdim]]}')}", "ga")
+        c.based = b.asm(GLOBAL_PTR, "mov.b64 $0, $1;", "=l,l", [(GLOBAL_PTR, moved)], sideeffect=False, hint="kb")
+    return c.based
+
+
+def _placed(c: _Chunk, dst: str, coord: list[str], d: int) -> str:
+    """The shared-memory destination `dst` advanced by dimension d of `coord` (buffers with strides)."""
+    if coord[d] == "0" or not c.x.strides[d]:
+        return dst
+    return c.em.b.value(f"add i32 {dst}, {c.em.b.value(f'mul i32 {coord[d]}, {c.x.strides[d]}')}")
+
+
+def _stepped(c: _Chunk, prev: dict, ks: list[int], lt: str) -> dict:
+    """The positions ("pos"), bounds ("ok") and address of the copy `ks` (per-dimension constants) past
+    `prev`'s: additions of loop-invariant stride products instead of 64-bit products per copy."""
+    b, view, dims = c.em.b, c.view, c.dims
+    poss, oks, addr = list(prev["pos"]), list(prev["ok"]), prev["addr"]
+    for d in range(c.rank):
+        if ks[d]:
+            poss[d] = b.value(f"add i64 {poss[d]}, {ks[d]}")
+            oks[d] = b.value(f"icmp ult i64 {poss[d]}, {view.shape[dims[d]]}")
+            step = b.value(f"mul i64 {view.strides[dims[d]]}, {ks[d]}")
+            addr = b.value(f"getelementptr {lt}, {GLOBAL_PTR} {addr}, i64 {step}", "ga")
+    return {"pos": poss, "ok": oks, "addr": addr}
+
+
+def _copy(c: _Chunk, coord: list[str], near: tuple | None = None) -> dict:
+    """One copy at tile coordinate `coord`; returns its positions, bounds and address.  `near`: (the result
+    of a copy of this chunk, the per-dimension constants coord adds to that copy's): they follow from that
+    copy's (`_stepped`)."""
+    if c.convert_in_place:
+        _convert(c, coord)
+        return {}
+    em, x = c.em, c.x
+    dst = em.b.value(f"add i32 {c.buf_off}, {x.base}") if x.base else c.buf_off
+    lt = llvm_type(x.elem) if llvm_type(x.elem) != "i1" else "i8"
+    if near is not None:
+        dst, inb, state = _stepped_copy(c, dst, coord, near, lt)
+    else:
+        dst, inb, state = _addressed_copy(c, dst, coord, lt)
+    if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
+        dst = em.b.value(f"add i32 {c.buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
+    p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
+    if c.vb < 4:
+        _synchronous_copy(c, state["addr"], inb, p)
+    else:
+        _cp_async(c, state, inb, p)
+    return state
+
+
+def _stepped_copy(c: _Chunk, dst: str, coord: list[str], near: tuple, lt: str) -> tuple[str, str, dict]:
+    """(destination, in bounds, state) of a copy that follows from a nearby copy's (`_stepped`)."""
+    for d in range(c.rank):
+        dst = _placed(c, dst, coord, d)
+    state = _stepped(c, *near, lt)
+    inb = state["ok"][0]
+    for ok in state["ok"][1:]:
+        inb = c.em.b.value(f"and i1 {inb}, {ok}")
+    return dst, inb, state
+
+
+def _addressed_copy(c: _Chunk, dst: str, coord: list[str], lt: str) -> tuple[str, str, dict]:
+    """(destination, in bounds, state) of a copy addressed from the chunk's start: the destination's, bounds'
+    and address's instructions interleaved per dimension."""
+    b, view, dims, x = c.em.b, c.view, c.dims, c.x
+    offset, inb, poss, oks = "0", None, [], []
+    for d in range(c.rank):
+        pos = c.starts[d]
+        within = "0"
+        if coord[d] != "0":
+            within = b.value(f"zext i32 {coord[d]} to i64")
+            pos = b.value(f"add i64 {pos}, {within}")
+            dst = _placed(c, dst, coord, d)
+        ok = b.value(f"icmp ult i64 {pos}, {view.shape[dims[d]]}")
+        poss.append(pos)
+        oks.append(ok)
+        inb = ok if inb is None else b.value(f"and i1 {inb}, {ok}")
+        if d == x.kdim and c.looped:    # the chunk's K start is in `_chunk_base`: add the thread's part
+            pos = within
+            if pos == "0":
+                continue
+        term = b.value(f"mul i64 {pos}, {view.strides[dims[d]]}")
+        offset = term if offset == "0" else b.value(f"add i64 {offset}, {term}")
+    base = _chunk_base(c, lt) if c.looped else view.base
+    addr = b.value(f"getelementptr {lt}, {GLOBAL_PTR} {base}, i64 {offset}", "ga")
+    return dst, inb, {"pos": poss, "ok": oks, "addr": addr}
+
+
+def _synchronous_copy(c: _Chunk, addr: str, inb: str, p: str) -> None:
+    """An 8/16-bit element: a predicated load now, its shared store when the batch's loads are all out."""
+    from .lower_memory import padding_constant, predicated_load
+    x = c.x
+    if c.fill is None:
+        c.fill = padding_constant(x.elem, c.pv.type.padding)
+    val = predicated_load(c.em, x.load, addr, inb, x.elem, c.fill)
+    c.stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+
+
+def _cp_async(c: _Chunk, state: dict, inb: str, p: str) -> None:
+    """A cp.async of vb bytes, fewer (zero-filled) for a vector crossing the end of a row, none out of bounds
+    (the source then the view's base, a valid address)."""
+    b, view, x, v, vb = c.em.b, c.view, c.x, c.v, c.vb
+    if v > 1:   # the vector may cross the end of the row: copy what is left of it
+        left = b.value(f"sub i64 {view.shape[c.dims[c.rank - 1]]}, {state['pos'][-1]}")
+        short = b.value(f"icmp slt i64 {left}, {v}")
+        cnt = b.value(f"trunc i64 {b.value(f'select i1 {short}, i64 {left}, i64 {v}')} to i32")
+        nbytes = b.value(f"mul i32 {cnt}, {x.eb}") if x.eb > 1 else cnt
+        nbytes = b.value(f"select i1 {inb}, i32 {nbytes}, i32 0")
+    else:
+        nbytes = b.value(f"select i1 {inb}, i32 {vb}, i32 0")
+    safe = b.value(f"select i1 {inb}, {GLOBAL_PTR} {state['addr']}, {GLOBAL_PTR} {view.base}")
+    p32 = b.value(f"ptrtoint {SHARED_PTR} {p} to i32")
+    kind = "cg" if vb == 16 else "ca"
+    b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
+          [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])

@@ -1,15 +1,32 @@
-"""Tensor copies (TMA) of a pipelined loop's stage buffers: the mbarriers and the copies select-tensor-copies
-chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module spells it in PTX.
+"""Tensor copies (TMA): of a pipelined loop's stage buffers, the mbarriers and the copies select-tensor-copies
+chose, and the tile loads select-tile-tensor-copies chose (tilegpu.tensor_maps).  Everything was decided by
+the passes; this module spells it in PTX.
 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
-  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand) and prefetches the
-  maps; a barrier publishes the initialisation before anyone waits.
-* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`) expects
-  the chunk's bytes on the slot's mbarrier, then issues one `cp.async.bulk.tensor.2d` per box into the stage
-  buffer (the map's swizzle writes the layout wgmma reads); out-of-bounds elements arrive as zeros and count
-  as bytes.
+  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand; for tile loads, one
+  mbarrier per `tma_issue` that every thread arrives on) and prefetches the maps it names; a barrier
+  publishes the initialisation before anyone waits (with `barrier_follows` one that comes later does, before
+  any other warp's wait: warp 0, whose elected lane issues the first copies, only syncs its lanes).
+* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`; in a
+  warp-specialised loop the producer's first warp) expects the chunk's bytes on the slot's mbarrier, then
+  issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's swizzle writes the layout
+  wgmma reads; an mma.sync / FMA operand's one box its unpadded rows); out-of-bounds elements arrive as zeros
+  and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
+* `tilegpu.tma_issue` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
+  buffer; in a loop, a barrier (`after_reads`) and thread 0's proxy fence (`fence_reads`) order the previous
+  iteration's reads before the async proxy's writes; thread 0 expects the tile's bytes on its mbarrier and
+  issues one `cp.async.bulk.tensor.{1d,2d}` per box; every thread arrives, the state its arrival returned
+  being the result (so no phase is tracked across iterations).
+* `tilegpu.tma_read`: every thread waits for that state's phase, the loop ending warp-uniformly
+  (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow), then reads its
+  elements from the buffer in the result's layout, runs of consecutive ones as vectors.
+
+A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
+ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
+producer's `tma_wait` with `empty` waits for the release of the unit `stages` earlier -- parity
+(unit / stages + 1) & 1, which a fresh mbarrier reports complete, so the first round does not wait.
 
 A map is a kernel parameter: its generic address is `cvta.param` of the parameter's symbol.  The PTX forms
 are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX declares.
@@ -17,8 +34,9 @@ are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX dec
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
-from .values import SHARED_PTR, Tile
+from .values import SHARED_PTR, Tile, llvm_type
 
 MBAR_BYTES = 8
 
@@ -55,11 +73,13 @@ def map_address(em: KernelEmitter, param: int) -> str:
 @lowers("tilegpu.tma_barriers")
 def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     stages, count = op.attrs["stages"], op.attrs["count"]
+    empty = op.attrs.get("empty")
     name = em.unique_global("tma_bars")
-    em.module_ir.add_global(f"{name} = internal addrspace(3) global [{stages} x i64] undef, align 8")
+    em.module_ir.add_global(f"{name} = internal addrspace(3) global [{_rings(op) * stages} x i64] undef, align 8")
     bars = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
     maps = [(("i64", map_address(em, p))) for p in op.attrs["maps"]]
     lines = [f"mbarrier.init.shared.b64 [$1+{MBAR_BYTES * s}], {count}" for s in range(stages)]
+    lines += [f"mbarrier.init.shared.b64 [$1+{MBAR_BYTES * (stages + s)}], {empty}" for s in range(stages) if empty]
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
     _thread0(em, lines, [("i32", bars)] + maps)
@@ -85,30 +105,178 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
             start = em.b.value(f"add i32 {start}, {op.attrs['chunk'] * op.attrs['kc']}")
         starts.append(start)
     scratch = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    dst = em.b.value(f"add i32 {em.b.value(f'add i32 {scratch}, {buf_off}')}, {x.smem.base}")
+    dst = em.b.value(f"add i32 {em.b.value(f'add i32 {scratch}, {buf_off}')}, {x.base}")
     lines = [f"mbarrier.arrive.expect_tx.shared.b64 st, [$1], {tc.chunk_bytes}"]
-    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst), ("i32", starts[0])]
+    args = [("i32", bar), ("i64", map_address(em, tc.map.param)), ("i32", dst)] + [("i32", s) for s in starts[:-1]]
+    outer = ", ".join(f"${4 + d}" for d in reversed(range(len(starts) - 1)))   # PTX lists the innermost first
     for j in range(tc.columns):
-        inner = starts[1] if j == 0 else em.b.value(f"add i32 {starts[1]}, {j * tc.box[1]}")
+        inner = starts[-1] if j == 0 else em.b.value(f"add i32 {starts[-1]}, {j * tc.box[-1]}")
         args.append(("i32", inner))
-        lines.append(f"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                     f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, $4}}], [$1]")
+        lines.append(f"cp.async.bulk.tensor.{len(starts)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, {outer}}}], [$1]")
     _elected(em, lines, args, ".reg .b64 st; ")
+
+
+def _rings(bars_op: Operation) -> int:
+    """How many rings of `stages` mbarriers a tma_barriers op allocates: "full", and "empty" when warp-specialised."""
+    return 2 if bars_op.attrs.get("empty") else 1
+
+
+def _slot_barrier(em: KernelEmitter, op: Operation, ring: int) -> tuple[str, str]:
+    """(the mbarrier of unit `unit`'s slot in ring `ring` (0: full, 1: empty), the unit's round unit / stages)."""
+    stages = op.attrs["stages"]
+    unit = em.get(op.operands["unit"]).regs[0]
+    slot = em.b.value(f"urem i32 {unit}, {stages}")
+    if ring:
+        slot = em.b.value(f"add i32 {slot}, {ring * stages}")
+    bar = em.b.value(f"add i32 {_bars(em, op)}, {em.b.value(f'mul i32 {slot}, {MBAR_BYTES}')}")
+    return bar, em.b.value(f"udiv i32 {unit}, {stages}")
 
 
 @lowers("tilegpu.tma_wait")
 def _tma_wait(em: KernelEmitter, op: Operation) -> None:
-    stages = op.attrs["stages"]
-    unit = em.get(op.operands["unit"]).regs[0]
-    slot = em.b.value(f"urem i32 {unit}, {stages}")
-    parity = em.b.value(f"and i32 {em.b.value(f'udiv i32 {unit}, {stages}')}, 1")
-    bar = em.b.value(f"add i32 {_bars(em, op)}, {em.b.value(f'mul i32 {slot}, {MBAR_BYTES}')}")
+    empty = bool(op.attrs.get("empty"))
+    bar, rnd = _slot_barrier(em, op, int(empty))
+    if empty:       # the release of the unit one round earlier
+        rnd = em.b.value(f"add i32 {rnd}, 1")
+    parity = em.b.value(f"and i32 {rnd}, 1")
     em.b.asm("void", "{ .reg .pred w; $$tmw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], $1; "
                      "@!w bra $$tmw${:uid}; }", "r,r,~{memory}", [("i32", bar), ("i32", parity)])
+
+
+@lowers("tilegpu.tma_arrive")
+def _tma_arrive(em: KernelEmitter, op: Operation) -> None:
+    bar, _ = _slot_barrier(em, op, 1)
+    em.b.asm("void", "{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [$0]; }", "r,~{memory}", [("i32", bar)])
 
 
 @lowers("tilegpu.tma_release")
 def _tma_release(em: KernelEmitter, op: Operation) -> None:
     em.barrier()
-    _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(op.attrs["stages"])],
+    count = op.attrs["stages"] * _rings(op.operands["barriers"].owner)
+    _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(count)],
              [("i32", _bars(em, op))])
+
+
+TILE_COPY_ALIGN = 128       # a tensor copy's shared-memory destination
+
+
+def _tile_starts(em: KernelEmitter, op: Operation, shape: tuple[int, ...]) -> list[str]:
+    """i32 per tile dimension: the element where the tile starts (its index times its extent)."""
+    starts = []
+    for v, extent in zip(op.operands["index"], shape):
+        idx = em.get(v)
+        i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
+        starts.append(em.b.value(f"mul i32 {i32}, {extent}"))
+    return starts
+
+
+def _tile_copy_lines(tc, rank: int, args: list) -> list[str]:
+    """Thread 0's PTX for one tma_issue: operands $1 mbarrier, $2 map, $3 buffer, $4.. the tile's starts,
+    outermost first (appended to `args`: the later boxes' innermost starts)."""
+    lines = [f"mbarrier.arrive.expect_tx.shared.b64 $0, [$1], {tc.bytes}"]
+    outer = "".join(f", ${4 + d}" for d in reversed(range(rank - 1)))   # PTX lists the innermost first
+    for j in range(tc.copies):
+        inner = f"${3 + rank}"
+        if j:
+            args.append(("i32", f"add i32 {args[2 + rank][1]}, {j * tc.map.box[-1]}"))
+            inner = f"${len(args)}"
+        lines.append(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     f"[$3+{j * tc.copy_bytes}], [$2, {{{inner}{outer}}}], [$1]")
+    return lines
+
+
+def _tile_mbarrier(em: KernelEmitter, op: Operation) -> str:
+    return em.b.value(f"add i32 {_bars(em, op)}, {op.attrs['tma'].slot * MBAR_BYTES}")
+
+
+@lowers("tilegpu.tma_issue")
+def _tma_issue(em: KernelEmitter, op: Operation) -> None:
+    """The copies and every thread's arrival; the result carries the arrival's state and, for the
+    tma_read, the buffer's symbol."""
+    tc = op.attrs["tma"]
+    buf = em.unique_global("tma_tile")
+    em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{tc.bytes} x i8] undef, "
+                            f"align {TILE_COPY_ALIGN}")
+    dst = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
+    starts = _tile_starts(em, op, tc.shape)
+    rank = len(starts)
+    args = [("i32", _tile_mbarrier(em, op)), ("i64", map_address(em, tc.map.param)), ("i32", dst)]
+    args += [("i32", s) for s in starts]
+    lines = _tile_copy_lines(tc, rank, args)
+    args = [(t, em.b.value(v) if v.startswith("add ") else v) for t, v in args]
+    if op.attrs.get("after_reads"):
+        em.barrier()        # every thread's reads of the buffer in the previous iteration are done
+    if op.attrs.get("fence_reads"):
+        # ... and ordered before the async proxy's writes
+        lines.insert(0, "fence.proxy.async.shared::cta")
+    body = " ".join(f"@p {line};" for line in lines)
+    state = em.b.asm("i64", "{ .reg .pred p; setp.eq.u32 p, $" + str(len(args) + 1) + ", 0; " + body +
+                     " @!p mbarrier.arrive.shared.b64 $0, [$1]; }",
+                     ",".join(["=l"] + [("l" if t == "i64" else "r") for t, _ in args] + ["r", "~{memory}"]),
+                     args + [("i32", em.tid)])
+    em.set(op.result, Tile(op.result.type, None, [state, buf]))
+
+
+@lowers("tilegpu.tma_read")
+def _tma_read(em: KernelEmitter, op: Operation) -> None:
+    """Every thread waits for the phase it arrived in; the loop ends warp-uniformly (`vote.sync.all`), so
+    ptxas needs no divergent path for the shuffles that follow."""
+    tc = op.attrs["tma"]
+    state, buf = em.get(op.operands["state"]).regs
+    em.b.asm("void", "{ .reg .pred w; $$tml${:uid}: mbarrier.try_wait.shared.b64 w, [$0], $1; "
+                     "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }", "r,l,~{memory}",
+             [("i32", _tile_mbarrier(em, op)), ("i64", state)])
+    em.set(op.result, _read_tile(em, op.result.type, buf, tc.elem_bytes, tc.map.box[-1]))
+
+
+def _contiguous_run(layout, eb: int) -> int:
+    """How many registers, from each multiple of the count, hold consecutive elements of a row of the
+    buffer at an address aligned to their bytes: the leading register bases step 1, 2, 4, ... along the
+    innermost dimension and every other basis moves along it by multiples of the run (at most 16 bytes)."""
+    regs, rest = layout.bases[0], [b for bases in layout.bases for b in bases]
+    run = 0
+    while (run < len(regs) and (1 << (run + 1)) * eb <= 16
+           and tuple(regs[run]) == (0,) * (len(regs[run]) - 1) + (1 << run,)):
+        run += 1
+    while run and any(b[-1] % (1 << run) for b in rest[run:]):
+        run -= 1
+    return 1 << run
+
+
+def _buffer_index(em: KernelEmitter, coords: list[str], shape: tuple[int, ...], width: int) -> str:
+    """i32: the element of the buffer holding tile element `coords` -- in box coords[-1] // width (the
+    boxes one after another), row-major within it."""
+    if width == shape[-1]:
+        return em.linear_index(coords, shape)
+    log = width.bit_length() - 1
+    box = em.b.value(f"lshr i32 {coords[-1]}, {log}")
+    within = em.linear_index(coords[:-1] + [em.b.value(f"and i32 {coords[-1]}, {width - 1}")],
+                             shape[:-1] + (width,))
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return em.b.value(f"add i32 {em.b.value(f'mul i32 {box}, {rows * width}')}, {within}")
+
+
+def _read_tile(em: KernelEmitter, ty, buf: str, eb: int, width: int) -> Tile:
+    """The tile, in boxes `width` elements wide in shared global `buf`, read into `ty`'s layout
+    (duplicated registers once; runs of consecutive elements as one vector load)."""
+    layout = layout_of(ty)
+    lt = llvm_type(ty.elem)
+    regs: list[str] = []
+    dup = layout.duplicate_register_mask()
+    run = min(_contiguous_run(layout, eb), width)
+    vec = f"<{run} x {lt}>"
+    for r in range(0, layout.num_registers, run):
+        if r & dup:
+            regs += regs[r & ~dup:(r & ~dup) + run]
+            continue
+        off = em.b.value(f"mul i32 {_buffer_index(em, em.coords(layout, r), tuple(ty.shape), width)}, {eb}")
+        ptr = em.b.value(f"getelementptr inbounds i8, {SHARED_PTR} {buf}, i32 {off}", "tp")
+        if run == 1:
+            regs.append(em.b.value(f"load {lt}, {SHARED_PTR} {ptr}, align {eb}", "ld"))
+            continue
+        v = em.b.value(f"load {vec}, {SHARED_PTR} {ptr}, align {run * eb}", "ld")
+        regs += [em.b.value(f"extractelement {vec} {v}, i32 {i}") for i in range(run)]
+    return Tile(ty, layout, regs)

@@ -12,7 +12,8 @@ from ..tilegpu.software_pipeline import pipeline_info
 from ..tilegpu.tensor_maps import kernel_hooks, tensor_maps_comment, tensor_maps_in
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
                lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_software_pipeline,
-               lower_reduce, lower_shape, lower_subbyte, lower_tensor_copy)  # (importing registers the lowerings)
+               lower_reduce, lower_shape, lower_subbyte, lower_tensor_copy,
+               lower_warp_specialize)  # (importing registers the lowerings)
 from .emitter import KernelEmitter
 from .llvmir import ModuleIR
 from .nvptx import llvm_to_ptx

@@ -53,6 +53,15 @@ class ScheduledOp(msgspec.Struct, frozen=True):
     max_depth: int = 0
     force_serial: bool = False
     note: str = ""
+    partition: str = ""              # a warp-specialised loop's: producer | consumer
+
+
+class Partition(msgspec.Struct, frozen=True):
+    """A warpgroup of a warp-specialised loop and the body ops it runs (schedule-loops)."""
+    name: str                        # producer | consumer
+    warpgroup: int
+    registers: int = 0               # the producer's setmaxnreg.dec target, the consumer's (the kernel's) .maxnreg
+    ops: list[int] = []              # ScheduledOp indices
 
 
 class DepEdge(msgspec.Struct, frozen=True):
@@ -133,6 +142,8 @@ class ScheduleReport(msgspec.Struct, frozen=True):
     truncated: bool = False
     message: str = ""
     notes: list[str] = []
+    partitions: list[Partition] = []  # warp-specialised: the producer and the consumer warpgroup
+    ring_depth: int = 0              # warp-specialised: stage buffers between them
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +180,10 @@ def format_report(report: ScheduleReport) -> str:
         lines.append(f"  FAILED: {report.message}")
     for a in report.attempts:
         lines.append(f"  II {a.ii}: " + (f"ok ({a.arm})" if a.ok else f"failed: {a.reason}"))
+    for p in report.partitions:
+        regs = f"setmaxnreg {p.registers}" if p.name == "producer" else f"{p.registers} registers (.maxnreg)"
+        lines.append(f"  partition {p.name}: warpgroup {p.warpgroup}, {regs}, ring depth {report.ring_depth}, "
+                     f"ops {','.join(map(str, p.ops))}")
     lines.append("  idx op                   class            start stage order lat slots")
     for o in sorted(report.ops, key=lambda o: (o.stage, o.order)):
         slots = ",".join(f"{s.name}@{s.offset}+{s.duration}" for s in o.slots) or "-"
@@ -209,7 +224,7 @@ def chrome_trace(reports: Iterable[ScheduleReport]) -> dict:
             "family": r.family, "strategy": r.strategy, "rule": r.rule, "ok": r.ok, "mii": r.mii,
             "res_mii": r.res_mii, "rec_mii": r.rec_mii, "fine_mii": r.fine_mii, "dep_mii": r.dep_mii,
             "span_stages": r.span_stages, "prologue_copies": r.prologue_copies, "num_ops": r.num_ops,
-            "ii_tried": [a.ii for a in r.attempts], "message": r.message}, cat="loop"))
+            "ii_tried": [a.ii for a in r.attempts], "message": r.message, **_partition_args(r)}, cat="loop"))
         if not r.ok:
             continue
         ops = sorted(r.ops, key=lambda o: (o.stage, o.order))
@@ -218,8 +233,16 @@ def chrome_trace(reports: Iterable[ScheduleReport]) -> dict:
                 events.append(_event(o.name, "X", pid, i + 1, i * r.ii + o.start, max(1, o.duration), {
                     **base, "op": o.index, "iteration": i, "stage": o.stage, "order": o.order,
                     "cycle": o.cycle, "start": o.start, "latency": o.latency, "rclass": o.rclass,
-                    "slots": ",".join(f"{s.name}@{s.offset}+{s.duration}" for s in o.slots)}, cat="op"))
+                    "slots": ",".join(f"{s.name}@{s.offset}+{s.duration}" for s in o.slots),
+                    **({"partition": o.partition} if o.partition else {})}, cat="op"))
     return {"traceEvents": events, "otherData": {"producer": "tileiras_async.schedule", "time_unit": "1 cycle = 1 us"}}
+
+
+def _partition_args(r: ScheduleReport) -> dict:
+    """A warp-specialised loop's partitions and ring depth for its trace event (nothing for other loops)."""
+    if not r.partitions:
+        return {}
+    return {"ring_depth": r.ring_depth, "partitions": [msgspec.to_builtins(p) for p in r.partitions]}
 
 
 def schedule_trace_json(reports: Iterable[ScheduleReport]) -> str:

@@ -469,13 +469,19 @@ def plan_for(options: CodegenOptions, op: Operation) -> MmaPlan | WgmmaPlan | Tc
 
 MMA_PLAN = "mma_plan"   # select-mma: the plan of an mmaf/mmai (of an mmaf_scaled: of its block products)
 FMA_PLAN = "fma_plan"   # select-mma, where mma_plan is None: the FMA chain's staging
+MMA_PLAN_ERROR = "mma_plan_error"   # select-mma, where no plan can be made: why (raised where a plan is read)
 
 
 def recorded_plan(op: Operation, attr: str = MMA_PLAN):
     """The plan select-mma recorded on `op` (`attr`: its mma_plan, None for the FMA chain, or its fma_plan):
-    a private copy, which code generation may move to the op's scratch or K chunk."""
+    a private copy, which code generation may move to the op's scratch or K chunk.  The passes after
+    select-mma read plans only through here; where select-mma could make none, the first of them to need it
+    reports why."""
     if attr not in op.attrs:
-        raise LoweringError(f"internal: select-mma recorded no {attr} for this {op.name}", op)
+        if MMA_PLAN_ERROR in op.attrs:
+            raise LoweringError(op.attrs[MMA_PLAN_ERROR], op)
+        raise LoweringError(f"select-mma recorded no {attr} for this {op.name} (select-mma must run before the "
+                            f"passes that read it)", op)
     return copy.copy(op.attrs[attr])
 
 
@@ -489,7 +495,8 @@ def check_size(plan: MmaPlan, op: Operation) -> None:
 
 
 def result_layout(options: CodegenOptions, op: Operation) -> LinearLayout:
-    plan = plan_for(options, op)
+    """The layout of an mma's result (of an mmaf_scaled's: of its block products'), from its recorded plan."""
+    plan = recorded_plan(op)
     return plan.c if plan is not None else options.default_layout(op.result.type.shape)
 
 

@@ -12,7 +12,7 @@ from ..bytecode.opspec import OPS_BY_NAME
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from .layout import LinearLayout
-from .mma import fma_plan_for, plan_for, result_layout as mma_result_layout
+from .mma import FMA_PLAN, recorded_plan, result_layout as mma_result_layout
 from .options import CodegenOptions
 from .types import align, elem_bytes
 
@@ -45,8 +45,9 @@ def block_product(op: Operation, acc_type: T.Type | None = None) -> Operation:
 
 
 def result_layout(options: CodegenOptions, op: Operation) -> LinearLayout:
-    """The layout of the block products, hence of the op's accumulator and result."""
-    return mma_result_layout(options, block_product(op))
+    """The layout of the block products (whose plan select-mma recorded on the op), hence of the op's
+    accumulator and result."""
+    return mma_result_layout(options, op)
 
 
 def staged_operand_bytes(op: Operation) -> tuple[int, int]:
@@ -62,17 +63,16 @@ def staged_scale_bytes(op: Operation) -> tuple[int, int]:
     return at + rs.num_elements() * elem_bytes(rs.elem), at
 
 
-def _product_bytes(op: Operation, options: CodegenOptions) -> int:
-    product = block_product(op)
-    plan = plan_for(options, product)
-    return plan.smem_bytes if plan is not None else fma_plan_for(product, T.F16, T.F16).smem_bytes
+def _product_bytes(op: Operation) -> int:
+    plan = recorded_plan(op)     # the block products' (select-mma), fp8 widened to f16 on the FMA chain
+    return (plan if plan is not None else recorded_plan(op, FMA_PLAN)).smem_bytes
 
 
-def scale_offset(op: Operation, options: CodegenOptions) -> int:
+def scale_offset(op: Operation) -> int:
     """Where the scales sit in the op's scratch: after the operands' staging and the block products' own,
     which reuse the same bytes one after the other."""
-    return align(max(staged_operand_bytes(op)[0], _product_bytes(op, options)))
+    return align(max(staged_operand_bytes(op)[0], _product_bytes(op)))
 
 
-def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
-    return scale_offset(op, options) + staged_scale_bytes(op)[0]
+def scratch_bytes(op: Operation) -> int:
+    return scale_offset(op) + staged_scale_bytes(op)[0]

@@ -15,8 +15,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from .layout import LinearLayout
 from .errors import LoweringError
-from .mma import fma_plan_for, plan_for
-from .options import CodegenOptions
+from .mma import FMA_PLAN, recorded_plan
 from .types import align, elem_bytes, is_splat, layout_of
 
 
@@ -133,7 +132,7 @@ def _staged_tiles_bytes(tiles, per_tile) -> int:
     return offset
 
 
-def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
+def scratch_bytes(op: Operation) -> int:
     """Bytes of shared memory `op`'s lowering stages through (0: none)."""
     name = op.name
     if name in ("reduce", "scan"):
@@ -148,11 +147,8 @@ def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
             return _staged_tiles_bytes(operands, lambda v: count * nw * elem_bytes(v.type.elem))
         return _staged_tiles_bytes(operands, lambda v: layout.num_elements * elem_bytes(v.type.elem))
     if name in ("mmaf", "mmai"):
-        plan = plan_for(options, op)
-        if plan is not None:
-            return plan.smem_bytes
-        lhs, rhs = op.operands["lhs"].type.elem, op.operands["rhs"].type.elem
-        return fma_plan_for(op, _staged_elem(lhs), _staged_elem(rhs)).smem_bytes
+        plan = recorded_plan(op)     # select-mma's, fp8 widened to f16 on the FMA chain
+        return (plan if plan is not None else recorded_plan(op, FMA_PLAN)).smem_bytes
     if name in ("atomic_rmw_tko", "atomic_cas_tko"):
         ptrs = layout_of(op.operands["pointers"].type)
         if ptrs is not None and not ptrs.replicated():
@@ -166,7 +162,7 @@ def scratch_bytes(op: Operation, options: CodegenOptions) -> int:
         return 8
     if name == "mmaf_scaled":
         from .scaled_mma import scratch_bytes as scaled_scratch
-        return scaled_scratch(op, options)
+        return scaled_scratch(op)
     if name in ("load_view_tko", "store_view_tko") and isinstance(op.operands["view"].type, T.GatherScatterViewType):
         rows = op.operands["index"][op.operands["view"].type.sparse_dim].type   # the sparse index tile
         return rows.num_elements() * elem_bytes(rows.elem)
@@ -179,9 +175,3 @@ def sub_byte_bytes_view(op: Operation) -> bool:
     """pack/unpack of 4-bit elements (two to a byte): staged by their own lowering, not by local_* ops."""
     return any(isinstance(e, (T.IntType, T.FloatType)) and e.width == 4
                for e in (op.operands["source"].type.elem, op.result.type.elem))
-
-
-def _staged_elem(e: T.Type) -> T.Type:
-    """fp8 operands of the FMA chain are widened to f16 before they are staged."""
-    return T.F16 if getattr(e, "name", "") in ("f8E4M3FN", "f8E5M2") else e
-

@@ -5,7 +5,8 @@ parameters and the launch hook of the host object fills from them (codegen/host_
 hook; emu/README.md "NVIDIA's launch-time hook" has the map's words).  This module holds the description of
 a map (which parameters hold the array's base, extents and strides; box; swizzle) and decides, for one
 operand of a K-loop the pipeliner stages for wgmma, whether its per-thread cp.async copies can be one elected
-thread's tensor copies: `plan_tensor_copy`.
+thread's tensor copies: `plan_tensor_copy` (for mma.sync and FMA K-loops: `plan_staged_tensor_copy`, whose
+stage rows are one box, 2-D or 3-D, without their padding).
 
 What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.wgmma.SmemOperand): per
 column of `width` bytes of the operand's contiguous dimension, the chunk's rows one after another, 16-byte
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 
 import msgspec
 
@@ -31,6 +33,7 @@ from .software_pipeline import read_as_tf32, staged_conversions
 MAP_BYTES, MAP_ALIGN = 128, 64
 _MAX_BOX = 256
 _SWIZZLE_NAMES = {16: "none", 32: "32B", 64: "64B", 128: "128B"}
+SWIZZLE_BYTES = {name: n for n, name in _SWIZZLE_NAMES.items()}   # the span whose 16-byte chunks a swizzle permutes
 _ELEMENT_NAMES = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32", T.I32: "i32"}
 
 
@@ -78,19 +81,26 @@ def tensor_maps_in(text: str) -> list[KernelHooks]:
 
 @dataclass(frozen=True)
 class TensorCopy:
-    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (outer rows, inner elements),
-    box j at byte `j * column_bytes` of the operand's buffer and `j * box[1]` elements along the tensor's
-    inner dimension; `map` is the map's spec (its `param` the hidden entry parameter)."""
+    """How one K chunk of an operand lands by TMA: `columns` boxes of `box` (elements per tile dimension,
+    outermost first; the wgmma layouts' are 2-D: rows, inner elements), box j at byte `j * column_bytes` of
+    the operand's buffer and `j * box[-1]` elements along the tensor's inner dimension; `map` is the map's
+    spec (its `param` the hidden entry parameter)."""
     map: TensorMapSpec
     columns: int
     column_bytes: int
-    box: tuple[int, int]
+    box: tuple[int, ...]
     elem_bytes: int
 
     @property
     def chunk_bytes(self) -> int:
         """The bytes one chunk's boxes deliver to the mbarrier (out-of-bounds elements count too)."""
-        return self.columns * self.box[0] * self.box[1] * self.elem_bytes
+        return self.columns * prod(self.box) * self.elem_bytes
+
+    @property
+    def repeat(self) -> int:
+        """What the copies' shared destination must be a multiple of: the map's swizzle pattern (eight of its
+        spans; 128 bytes, TMA's own alignment, for none) -- so that the pattern starts with the buffer."""
+        return 8 * SWIZZLE_BYTES[self.map.swizzle]
 
 
 def param_layout(types) -> tuple[tuple[int, int], ...]:
@@ -111,7 +121,7 @@ def _argument(v: Value, args: list[Value]) -> int | None:
 
 
 def _view_operands(tview: Operation, args: list[Value]):
-    """(base argument, [shape HookValue], [stride HookValue]) of a 2-D tensor view made from kernel arguments."""
+    """(base argument, [shape HookValue], [stride HookValue]) of a tensor view made from kernel arguments."""
     vt = tview.result.type
     base = _argument(tview.operands["base"], args)
     values = {"dynamicShape": iter(tview.operands["dynamicShape"]),
@@ -131,6 +141,29 @@ def _view_operands(tview: Operation, args: list[Value]):
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
 
+def _mapped_view(x, args: list[Value]):
+    """(base argument, [shape HookValue], [stride HookValue]) of the tensor view operand `x` loads from, when a
+    map can describe it: made from kernel arguments, of the tile's rank in its own dimension order, zero
+    padded, its rows promised 16-byte aligned with a unit inner stride; else why not."""
+    rank = len(x.tile_shape)
+    view = x.load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    if len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+        return f"not a {rank}-D tensor view in its own dimension order"
+    if pv.padding not in (None, PaddingValue.zero):
+        return "the view pads with a non-zero value"
+    if not view_rows_aligned(view, rank, x.eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    return operands
+
+
 def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
     """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
@@ -145,21 +178,9 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner_is_k = x.kdim == 1
     if (staged.major == "k") != inner_is_k:
         return "the stage buffer is contiguous along another dimension than the tensor"
-    view = x.load.operands["view"]
-    pv = view.type
-    part = view.owner if isinstance(view.owner, Operation) else None
-    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
-    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
-        return "the view's tensor view is not in sight"
-    if len(tview.result.type.shape) != 2 or tuple(pv.dim_map) != (0, 1):
-        return "not a 2-D tensor view in its own dimension order"
-    if pv.padding not in (None, PaddingValue.zero):
-        return "the view pads with a non-zero value"
-    if not view_rows_aligned(view, 2, x.eb, 16):
-        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
-    operands = _view_operands(tview, args)
-    if operands is None:
-        return "the tensor view's base, extents or strides are not kernel arguments"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
     base, shape, strides = operands
     if (staged.rows, staged.kc) != ((x.tile_shape[0], kc) if inner_is_k else (x.tile_shape[1], kc)):
         return "the stage buffer's rows are not the tile's"
@@ -180,14 +201,138 @@ def _map_element(x, element: str) -> str:
     return "tf32" if element == "f32" and any(read_as_tf32(o) for o in x.chain) else element
 
 
+def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
+    """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.software_pipeline.Operand, staged in
+    K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
+    buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
+    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
+    reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (each
+    fragment read within one 16-byte piece, its address XOR-ed as the map's swizzle does:
+    codegen/lower_mma.py): rows of 32, 64 or 128 bytes are swizzled over their span, so that the rows a
+    warp reads at once fall in distinct banks as the padding made them; otherwise, and for other rows, no
+    swizzle."""
+    if x.smem is not None:
+        return "a wgmma operand"
+    rank = len(x.tile_shape)
+    if rank not in (2, 3):
+        return f"a {rank}-D tile"
+    element = _ELEMENT_NAMES.get(x.elem)
+    if element is None:
+        return f"{x.elem} elements"
+    operands = _mapped_view(x, args)
+    if isinstance(operands, str):
+        return operands
+    box = tuple(kc if d == x.kdim else n for d, n in enumerate(x.tile_shape))
+    if (box[-1] * x.eb) % 16 or max(box) > _MAX_BOX:
+        return f"a box of {' x '.join(map(str, box))} is not a tensor map's"
+    base, shape, strides = operands
+    swizzle = _SWIZZLE_NAMES.get(box[-1] * x.eb, "none") if swizzled else "none"
+    return TensorCopy(TensorMapSpec(param, base, shape, strides, element, box, swizzle), 1, 0, box, x.eb)
+
+
 def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
-    then one hidden tensor map per operand select-tensor-copies gave TMA copies (in parameter order); None
-    without maps."""
+    then one hidden tensor map per operand select-tensor-copies gave TMA copies and per tile load
+    select-tile-tensor-copies made a `tilegpu.tma_issue` (in parameter order); None without maps."""
     from .decisions import pipelined_loops
-    maps = sorted((x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
-                   if getattr(x, "tma", None) is not None), key=lambda m: m.param)
+    maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
+                   if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body), key=lambda m: m.param)
     if not maps:
         return None
     layout = param_layout(k.fn.type.inputs)
     return KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))
+
+
+# -- tile loads by TMA (select-tile-tensor-copies) -------------------------------------------------------
+
+_TILE_COPY_BYTES = 16384        # the largest tile one load stages through shared memory
+_ROW_BYTES = 128                # a box row of a several-row box
+
+
+@dataclass(frozen=True)
+class TileCopy:
+    """How a tile load lands by TMA: `copies` boxes of the map's `box` side by side along the innermost
+    dimension (box j, row-major, at byte `j * copy_bytes` of the buffer, `j * box[-1]` elements further
+    along the tensor; one box or a single row: the tile row-major); completion on mbarrier `slot` of the
+    kernel's tile barriers."""
+    map: TensorMapSpec
+    copies: int
+    copy_bytes: int
+    elem_bytes: int
+    slot: int
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the copies deliver to the mbarrier (out-of-bounds elements count too)."""
+        return self.copies * self.copy_bytes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tile's shape."""
+        return tuple(self.map.box[:-1]) + (self.map.box[-1] * self.copies,)
+
+
+def _tile_boxes(shape: tuple[int, ...], eb: int) -> tuple[tuple[int, ...], int] | str:
+    """(box, copies) for a tile of `shape`: boxes side by side along the innermost dimension, each the
+    tile's outer extents by at most 256 elements (a 1 x ... x 1 x N row) or 128 bytes (several rows), as
+    NVIDIA's maps have them."""
+    inner, rows = shape[-1], 1
+    for d in shape[:-1]:
+        rows *= d
+    if any(d > _MAX_BOX for d in shape[:-1]):
+        return f"a dimension of {max(shape[:-1])} elements exceeds a box ({_MAX_BOX})"
+    width = min(inner, _MAX_BOX if rows == 1 else max(1, _ROW_BYTES // eb))
+    if inner % width or width * eb % 16:
+        return f"rows of {inner} elements do not split into boxes of {width} x {eb} bytes, 16-byte multiples"
+    return tuple(shape[:-1]) + (width,), inner // width
+
+
+def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) -> TileCopy | str:
+    """A TileCopy for a `load_view_tko` of a 1-D or 2-D tile through the map in entry parameter `param`
+    (completing on mbarrier `slot`), or why the load stays per-thread ld.global.  TMA writes zeros where
+    the box leaves the tensor: the view must pad with zeros, as the views NVIDIA's tool loads by TMA do (a
+    view without padding keeps its bounds-checked, vectorised ld.global, as there); the launch hints must
+    promise what the map needs (unit inner stride, 16-byte aligned base and outer strides)."""
+    view = load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    ty = load.results[0].type
+    rank = len(ty.shape)
+    if rank not in (1, 2) or len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+        return "not a 1-D or 2-D tensor view in its own dimension order"
+    if pv.padding != PaddingValue.zero:
+        return "the view does not pad with zeros"
+    element = _ELEMENT_NAMES.get(ty.elem)
+    if element is None:
+        return f"{ty.elem} elements"
+    eb = ty.elem.width // 8
+    if not view_rows_aligned(view, rank, eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    nbytes = eb
+    for d in ty.shape:
+        nbytes *= d
+    if nbytes > _TILE_COPY_BYTES:
+        return f"a tile of {nbytes} bytes"
+    boxes = _tile_boxes(tuple(ty.shape), eb)
+    if isinstance(boxes, str):
+        return boxes
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    base, shape, strides = operands
+    box, copies = boxes
+    spec = TensorMapSpec(param, base, shape, strides, element, box)
+    per = eb
+    for d in box:
+        per *= d
+    return TileCopy(spec, copies, per, eb, slot)
+
+
+def tile_copy_maps(body) -> list[TensorMapSpec]:
+    """The maps of the `tilegpu.tma_issue`s under `body`, once each (loads may share one)."""
+    from .ir import walk_ops
+    maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_issue"}
+    return list(maps.values())

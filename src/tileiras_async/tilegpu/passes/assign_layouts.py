@@ -46,7 +46,7 @@ from ..layout import LinearLayout
 from ..errors import LoweringError
 from ..ir import KernelIR, clone_function, walk_ops
 from .. import scaled_mma
-from ..mma import SHARED_LIMIT, carried_layouts, check_size, plan_for, result_layout
+from ..mma import SHARED_LIMIT, carried_layouts, check_size, recorded_plan, result_layout
 from ..ops import CONVERT_LAYOUT
 from ..smem import register_extract
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
@@ -296,7 +296,7 @@ class _Assign:
             self.atomic(op, new)
             return
         if name in ("mmaf", "mmai"):
-            plan = plan_for(self.options, op)
+            plan = recorded_plan(op)
             if plan is not None:
                 check_size(plan, op)
             layout = result_layout(self.options, op)

@@ -1,6 +1,6 @@
 """hoist-operand-staging: an mma operand that a loop does not change is staged once, before the loop.
 
-Contract: in: IR after prefetch-loads (scratch sizes known, no offsets yet). out: an `mmaf`/`mmai` lowered to
+Contract: in: IR after pipeline (scratch sizes known, no offsets yet). out: an `mmaf`/`mmai` lowered to
 mma.sync in one K chunk, inside a loop, whose A (else B) operand is defined outside its innermost loop,
 becomes `tilegpu.mma_prestaged` reading that operand from a buffer that one `tilegpu.stage_operand` right
 after the operand's definition filled, laid out as the mma's own staging would. Several mmas staging the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
 from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_blocks, walk_ops
-from ..mma import MmaPlan, plan_for
+from ..mma import MmaPlan, recorded_plan
 from ..ops import LOCAL_ALLOC, MMA_PRESTAGED, STAGE_OPERAND
 from ..types import SmemType
 
@@ -45,7 +45,7 @@ def run(k: KernelIR) -> None:
         loop = _innermost_loop(op, parent)
         if op.name not in _MMA or "scratch_bytes" not in op.attrs or loop is None:
             continue
-        plan = plan_for(k.options, op)
+        plan = recorded_plan(op)
         if type(plan) is not MmaPlan or len(plan.chunks()) != 1:
             continue
         inside = loop_blocks.get(id(loop))

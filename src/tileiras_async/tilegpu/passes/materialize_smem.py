@@ -36,7 +36,7 @@ def run(k: KernelIR) -> None:
                     and selected_registers(op) is None:
                 out += _shape_op(op, mapping, staged)
             else:
-                n = scratch_bytes(op, k.options)
+                n = scratch_bytes(op)
                 if n:
                     op.attrs["scratch_bytes"] = n
                 out.append(op)

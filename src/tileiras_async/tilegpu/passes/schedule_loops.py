@@ -11,9 +11,18 @@ scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is low
 most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and the
 loop a `pipeline_plan` (`tilegpu.decisions.PipelinePlan`: candidate and geometry) for the pipeline pass.  Every other loop
 runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
-does them), its rule says "kept serial: <why>".  The machine model's classes name what the lowering emits:
-cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05 loop's copies TMA ones
-without changing the schedule), and the mma instruction select-mma recorded.
+does them, but for those select-tile-tensor-copies, before this pass, gave `tma`: TMA copies, `tma_load`).  A
+`for` loop without an mma whose loads may move (`software_pipeline.movable_loads`: never a TMA one) and hold at most
+PREFETCH_REGS registers per thread for DISTANCE iterations is scheduled prefetched: those loads in stage 0, every
+other op of the body in stage DISTANCE (the loads of iteration i + DISTANCE run beside the rest of iteration i),
+each stage in program order; every op of the body gets its `stage`/`order`, the report says "prefetched DISTANCE
+iterations ahead", and the pipeline pass expands the loop as they say.  Any other loop's rule says
+"kept serial: <why>".  Prefetching and tile TMA are one or the other: a load select-tile-tensor-copies made a
+TMA copy already lands in shared memory while the iteration runs up to its first use (its issue is hoisted), and
+carrying it in registers too would pay the mbarrier and the registers both.  The machine model's classes name
+what the lowering emits: cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05
+loop's copies TMA ones without changing the schedule), TMA copies for the tile loads given `tma`, and the mma
+instruction select-mma recorded.
 """
 from __future__ import annotations
 
@@ -24,12 +33,29 @@ from ...schedule.machine import machine_model
 from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, PipelinePlan
 from ..ir import KernelIR
 from ..errors import LoweringError
-from ..mma import SHARED_LIMIT, _dims, plan_for
+from ..mma import SHARED_LIMIT, _dims, recorded_plan
 from ..wgmma import WgmmaPlan
-from ..software_pipeline import (FAILED, MIN_STAGES, UNIT_ALIGN, Candidate, analyze, body_scratch_bytes,
-                        copy_versions, plan_geometry, wgmma_unpipelinable)
+from ...schedule.report import Partition
+from ..tensor_maps import plan_tensor_copy
+from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
+                                 Candidate, analyze,
+                                 body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
+                                 wgmma_unpipelinable)
 
 _LOOPS = ("for", "loop")
+# whether schedule-loops splits the eligible Hopper TMA K-loops into a producer and a consumer warpgroup
+# (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls at the default 4 stages
+# (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split
+# forced: static SASS / executed thread-instructions / the K-loop's SASS
+#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)  295 -> 342 / 302,592 -> 290,688 / 64 -> 29
+#   matmul_bf16_64x64x64         (2 chunks)                 501 -> 537 / 361,472 -> 361,984 / 210 -> 148
+#   matmul_f16_f16out_128x128x64 (4 chunks)                1014 -> 873 / 250,624 -> 275,136 / 322 -> 58
+# Executed instructions decide (the producer's code is one warp's; the fixed cost is every thread of both
+# warpgroups running what precedes the loop, the per-chunk cost the consumer's wait and release): loops of
+# one K chunk per iteration are split.
+WARP_SPECIALIZE = True
+PRODUCER_REGISTERS = 40     # the producer's setmaxnreg.dec target: it holds addresses and counters only
+CONSUMER_SPARE_REGISTERS = 40   # the consumer's registers besides the accumulator's (addresses, the epilogue)
 
 
 def run(k: KernelIR) -> None:
@@ -45,6 +71,7 @@ def run(k: KernelIR) -> None:
             report, why, geom = _pipelined(k, model, cand, ordinal, depth, parent)
             if report is not None:
                 op.attrs[PIPELINE_PLAN] = PipelinePlan(cand, geom)
+                report = _partitioned(k, cand, geom, report)
         elif isinstance(cand, str):
             why = cand
         if why is not None:
@@ -56,8 +83,30 @@ def run(k: KernelIR) -> None:
                 why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
             report = schedule_loop(op, serial_model, ScheduleOptions(strategy="serial"), kernel=k.name,
                                    loop=ordinal, depth=depth, parent=parent, module=k.source)
-            report = msgspec.structs.replace(report, rule=f"kept serial: {why}")
+            report = _prefetched(op, report) or msgspec.structs.replace(report, rule=f"kept serial: {why}")
         op.attrs[SCHEDULE_REPORT] = report
+
+
+def _prefetched(loop: Operation, serial):
+    """The serial schedule `serial` of `loop` with its movable loads DISTANCE iterations ahead, its body's ops
+    given their `stage`/`order`; None where the loop is not prefetched."""
+    loads = movable_loads(loop) if loop.name == "for" and serial.ok else []
+    regs = sum(load_registers(ld) for ld in loads)
+    if not loads or DISTANCE * regs > PREFETCH_REGS:
+        return None
+    body = [o for o in loop.regions[0].block.ops if not o.spec.is_terminator]
+    moved = {id(ld) for ld in loads}
+    stage = {r.index: 0 if id(body[r.index]) in moved else DISTANCE for r in serial.ops}
+    order, placed = {}, {0: 0, DISTANCE: 0}    # each stage in the serial order
+    for r in sorted(serial.ops, key=lambda r: r.order):
+        order[r.index] = placed[stage[r.index]]
+        placed[stage[r.index]] += 1
+    ops = [msgspec.structs.replace(r, stage=stage[r.index], order=order[r.index]) for r in serial.ops]
+    for r in ops:
+        body[r.index].attrs["stage"], body[r.index].attrs["order"] = r.stage, r.order
+    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
+            f"per thread in flight")
+    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=DISTANCE + 1, prologue_copies=DISTANCE)
 
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):
@@ -66,7 +115,7 @@ def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, pa
     from ...schedule.modulo import ScheduleOptions
     limit = int(k.options.pipeline_stages)
     try:
-        mplan = plan_for(k.options, cand.mma)
+        mplan = recorded_plan(cand.mma)
     except LoweringError as e:
         return None, str(e), None
     if isinstance(mplan, WgmmaPlan):
@@ -107,6 +156,70 @@ def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, pa
         for o in x.chain:
             o.attrs["stage"] = mma.stage   # fused: they run where the mma reads its fragments
     return report, None, geom
+
+
+def _partitioned(k: KernelIR, cand: Candidate, geom, report):
+    """`report` with the loop's ops in a producer and a consumer warpgroup (their `partition`s written on the
+    ops) where `warp_specialization` chooses it; else `report` as it is, the reason in its notes."""
+    why = warp_specialization(k, cand, geom)
+    if why:
+        return msgspec.structs.replace(report, notes=[*report.notes, f"not warp-specialised: {why}"])
+    body = [o for o in cand.loop.regions[0].block.ops if not o.spec.is_terminator]
+    producer = {id(x.load) for x in (cand.a, cand.b)}
+    ops = []
+    for r in report.ops:
+        part = "producer" if id(body[r.index]) in producer else "consumer"
+        body[r.index].attrs["partition"] = part
+        ops.append(msgspec.structs.replace(r, partition=part))
+    for x in (cand.a, cand.b):
+        for o in x.chain:
+            o.attrs["partition"] = "consumer"   # fused into the mma
+    consumer = consumer_registers(cand)
+    parts = [Partition("consumer", 0, consumer, [r.index for r in ops if r.partition == "consumer"]),
+             Partition("producer", 1, PRODUCER_REGISTERS, [r.index for r in ops if r.partition == "producer"])]
+    rule = (f"{report.rule}; warp-specialised: a producer warpgroup issues the TMA copies {geom.stages} stage "
+            f"buffers ahead (setmaxnreg {PRODUCER_REGISTERS}), the consumer warpgroup runs the wgmma "
+            f"({consumer} registers)")
+    return msgspec.structs.replace(report, ops=ops, partitions=parts, ring_depth=geom.stages, rule=rule)
+
+
+def consumer_registers(cand: Candidate) -> int:
+    """The consumer's registers per thread (the kernel's at entry, .maxnreg): the accumulator's and
+    CONSUMER_SPARE_REGISTERS, a multiple of 8 as setmaxnreg counts are.  Without a bound ptxas gives a kernel
+    that uses setmaxnreg 255 registers, one CTA per SM."""
+    p = cand.wgmma
+    acc = p.B * p.M * p.N // (p.num_warps * 32) // p.instr.acc_per_reg
+    return -(-(acc + CONSUMER_SPARE_REGISTERS) // 8) * 8
+
+
+def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
+    """Why the K-loop is not split into a producer and a consumer warpgroup ('' where it is): Hopper wgmma
+    loops whose A and B select-tensor-copies will copy by TMA, at the kernel's top level (the producer
+    warpgroup leaves the kernel after its loop), nothing before them writing memory (every thread of both
+    warpgroups runs it), the first such loop of the kernel, and the policy (WARP_SPECIALIZE) on."""
+    tgt = k.options.known_target
+    if not WARP_SPECIALIZE:
+        return "off (WARP_SPECIALIZE)"
+    if cand.wgmma is None or tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks):
+        return "not a wgmma loop with tensor copies"
+    if any(isinstance(plan_tensor_copy(x, geom.kc, k.fn.body.args, 0), str) for x in (cand.a, cand.b)):
+        return "A and B are not both TMA copies"
+    if geom.chunks != 1:
+        return (f"{geom.chunks} K chunks per iteration: the split executes more instructions than the "
+                f"single-warpgroup pipeline there (each chunk's wait and release in the consumer, and every "
+                f"thread of both warpgroups runs what precedes the loop)")
+    top = k.fn.body.ops
+    if not any(o is cand.loop for o in top):
+        return "the loop is not at the kernel's top level"
+    before = top[:next(i for i, o in enumerate(top) if o is cand.loop)]
+    if any(_writes(x) or "partition" in x.attrs for o in before for x in o.walk()):
+        return "what runs before the loop writes memory, prints or is warp-specialised already"
+    return ""
+
+
+def _writes(op: Operation) -> bool:
+    """Whether `op` has an effect the producer threads would repeat (memory writes, prints)."""
+    return op.name == "print_tko" or any(op.name.startswith(p) for p in _WRITE_PREFIXES)
 
 
 def _async_form(cand: Candidate) -> tuple[Operation, list[Operation]]:

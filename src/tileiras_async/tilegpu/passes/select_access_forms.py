@@ -32,9 +32,8 @@ from dataclasses import dataclass
 from ...ir.core import Block, Operation
 from ..ir import KernelIR
 from ..layout import LinearLayout
-from ...ir import types as T
-from ..scaled_mma import block_product, result_layout as scaled_result_layout
-from ..mma import _FP8, F16_F16, F16_F32, MmaPlan, _name, fma_plan_for, plan_for
+from ..scaled_mma import result_layout as scaled_result_layout
+from ..mma import _FP8, F16_F16, F16_F32, FMA_PLAN, MmaPlan, _name, recorded_plan
 from ..tcgen05 import Tcgen05Plan
 from ..smem import dim_bits
 from ..types import layout_of
@@ -61,12 +60,12 @@ def run(k: KernelIR) -> None:
 def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
     for op in block.ops:
         if op.name == "tilegpu.mma_staged":
-            _staged_mma(k, op)
+            _staged_mma(op)
         elif op.name in ("mmaf", "mmai"):
-            _store_vectors(k, op)
-            _fma_unrolled(k, op, op, layout_of(op.result.type))
+            _store_vectors(op)
+            _fma_unrolled(op, layout_of(op.result.type))
         elif op.name == "mmaf_scaled":
-            _fma_unrolled(k, op, block_product(op), scaled_result_layout(k.options, op))
+            _fma_unrolled(op, scaled_result_layout(k.options, op))
         elif op.name == "scan":
             _lane_scan(op)
         if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
@@ -80,8 +79,8 @@ def _holds_mma_registers(op: Operation) -> bool:
     return any(o.name in _REGISTER_MMAS for o in op.regions[0].block.walk())
 
 
-def _staged_mma(k: KernelIR, staged: Operation) -> None:
-    plan = plan_for(k.options, staged.attrs["mma"])
+def _staged_mma(staged: Operation) -> None:
+    plan = recorded_plan(staged.attrs["mma"])
     if plan is None:
         staged.attrs["fma_unrolled"] = _unrolled(layout_of(staged.result.type), staged.attrs["kc"])
     elif isinstance(plan, MmaPlan):
@@ -89,10 +88,15 @@ def _staged_mma(k: KernelIR, staged: Operation) -> None:
 
 
 def _fragment_loads(staged: Operation, plan: MmaPlan) -> FragmentLoads:
+    return fragment_loads(plan, staged.attrs["a"], staged.attrs["b"], staged.attrs["kc"])
+
+
+def fragment_loads(plan: MmaPlan, a, b, kc: int) -> FragmentLoads:
+    """Which operands of a pipelined mma.sync loop (tilegpu.software_pipeline.Operand, K chunks of kc) read
+    their fragments by ldmatrix (select-tensor-copies asks too: it swizzles only what ldmatrix reads)."""
     instr = plan.instr
-    a, b = staged.attrs["a"], staged.attrs["b"]
     to_half = instr in (F16_F32, F16_F16)
-    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and staged.attrs["kc"] >= 16
+    m16 = instr.m == 16 and instr.k == 16 and instr.elem_bits == 16 and kc >= 16
     ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
     ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
     return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
@@ -108,14 +112,12 @@ def _converted(operand, to_half: bool) -> bool:
     return to_half and _name(elem) in _FP8
 
 
-def _fma_unrolled(k: KernelIR, op: Operation, mma: Operation, layout: LinearLayout) -> None:
-    """`fma_unrolled` on `op` for `mma` (the op itself, or an mmaf_scaled's block product) with its result in
-    `layout`, when it runs on the FMA chain."""
-    if plan_for(k.options, mma) is not None:
+def _fma_unrolled(op: Operation, layout: LinearLayout) -> None:
+    """`fma_unrolled` on an mma (an mmaf_scaled: for its block products) with its result in `layout`, when it
+    runs on the FMA chain (select-mma's `fma_plan`)."""
+    if recorded_plan(op) is not None:
         return
-    lhs, rhs = (mma.operands[n].type.elem for n in ("lhs", "rhs"))
-    plan = fma_plan_for(mma, *(T.F16 if _name(e) in _FP8 else e for e in (lhs, rhs)))   # fp8 is widened first
-    op.attrs["fma_unrolled"] = _unrolled(layout, plan.kc)
+    op.attrs["fma_unrolled"] = _unrolled(layout, recorded_plan(op, FMA_PLAN).kc)
 
 
 def _unrolled(layout: LinearLayout, kc: int) -> bool:
@@ -131,8 +133,8 @@ def _lane_scan(op: Operation) -> None:
         op.attrs["lane_scan"] = "kogge_stone" if consecutive else "hypercube"
 
 
-def _store_vectors(k: KernelIR, op: Operation) -> None:
-    plan = plan_for(k.options, op)
+def _store_vectors(op: Operation) -> None:
+    plan = recorded_plan(op)
     if not isinstance(plan, (WgmmaPlan, Tcgen05Plan)):
         return
     op.attrs["store_vectors"] = tuple(

@@ -14,8 +14,8 @@ from __future__ import annotations
 from ..ir import KernelIR, walk_ops
 from ..errors import LoweringError
 from ...ir import types as T
-from ..mma import (_FP8, FMA_PLAN, INSTRS_BY_KEY, MMA_PLAN, TCGEN05_PREFIX, WGMMA_PREFIX, _name, choose_instruction,
-                   fma_plan_for, plan_for)
+from ..mma import (_FP8, FMA_PLAN, INSTRS_BY_KEY, MMA_PLAN, MMA_PLAN_ERROR, TCGEN05_PREFIX, WGMMA_PREFIX, _name,
+                   choose_instruction, fma_plan_for, plan_for, recorded_plan)
 from ..scaled_mma import block_product
 from ..tcgen05 import tcgen05_choice
 from ..wgmma import wgmma_choice
@@ -40,7 +40,7 @@ def run(k: KernelIR) -> None:
         elif key.startswith(TCGEN05_PREFIX):
             _remark_tcgen05(k, op, what)
         elif key.startswith(WGMMA_PREFIX):
-            plan = plan_for(k.options, op)
+            plan = recorded_plan(op)
             k.remark("passed", "tensorcore", "MmaInstruction",
                      f"{what} lowered to wgmma.mma_async {plan.shape_name} ({plan.instr.key}, "
                      f"{plan.wm * plan.wb * plan.wn} warpgroup(s), {plan.rb * plan.rm * plan.rn} instruction(s) per "
@@ -54,11 +54,13 @@ def run(k: KernelIR) -> None:
 
 def _record_plan(k: KernelIR, op, mma) -> None:
     """`mma_plan`: how `mma` (the op itself, or an mmaf_scaled's block product) maps onto the instruction;
-    code generation follows it. A plan that cannot be made is left unrecorded: the passes that need it
-    report why (assign-layouts, with the layouts), as they do without select-mma."""
+    the later passes and code generation follow it. A plan that cannot be made is recorded as why
+    (`mma_plan_error`): the first pass that needs the plan reports it (assign-layouts, in the order of the
+    kernel's ops), so a kernel failing for another reason first still says that."""
     try:
         op.attrs[MMA_PLAN] = plan = plan_for(k.options, mma)
-    except LoweringError:
+    except LoweringError as e:
+        op.attrs[MMA_PLAN_ERROR] = str(e)
         return
     if plan is None:   # the FMA chain stages its operands as the loads give them, fp8 widened to f16
         lhs, rhs = (mma.operands[n].type.elem for n in ("lhs", "rhs"))
@@ -66,7 +68,7 @@ def _record_plan(k: KernelIR, op, mma) -> None:
 
 
 def _remark_tcgen05(k: KernelIR, op, what: str) -> None:
-    plan = plan_for(k.options, op)
+    plan = recorded_plan(op)
     k.remark("passed", "tensorcore", "MmaInstruction",
              f"{what} lowered to {plan.ptx} {plan.shape_name} ({plan.instr.key}, {plan.rb * plan.rm * plan.rn} "
              f"instruction(s) per K step, {plan.tmem_cols} tensor-memory columns)", op)

@@ -1,24 +1,44 @@
-"""pipeline: expand every K-loop schedule-loops scheduled into its prologue, steady state and drain.
+"""pipeline: expand every loop schedule-loops scheduled in stages: a K-loop into its prologue, steady state and drain
+through a ring of shared-memory stage buffers, a prefetched loop through a ring of loop-carried registers.
 
-Contract: in: IR after schedule-loops (a loop to pipeline carries `pipeline_plan`: candidate and geometry).
-out: each such loop is replaced by explicit IR that follows its schedule: a ring of S = (mma stage - load stage + 1)
-shared-memory stage buffers (`local_alloc`), split into units of one K chunk of A and B each; the copies of
-the first S-1 units before the loop (`tilegpu.async_copy` + `async_commit`, guarded by whether their
-iteration runs); in the loop, for each unit t of the iteration: `async_wait` S-2, a barrier, the copies of the
-unit S-1 ahead, `async_commit`, and `tilegpu.mma_staged` reading unit t from its buffer (the loads and the
-reshape/ftof chains between them and the mma are gone: the mma reads what the copies staged); after the loop,
-`async_wait` 0. The ring's accesses are ordered among themselves by those waits and barriers; insert-barriers
-separates them from other accesses to the same bytes before and after the loop. The load indices of a future iteration are computed by copies of the body's
-index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is emitted
-once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
-vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the
-group arithmetic holds for trip counts 0, 1 and fewer than S.
+Contract: in: IR after schedule-loops (a K-loop to pipeline carries `pipeline_plan`: candidate and geometry; the
+ops of every loop it scheduled in stages carry `stage`/`order`).  out: each such loop replaced by explicit IR that
+follows its schedule.  What the expansion takes from the schedule: how far ahead a load's copies run (the stage
+distance from the load to its users: the mma, or the rest of a prefetched body), hence which copies the
+prologue issues and which unit (iteration) each copy in the steady state serves, and the order of the new
+body (by stage, then order: the copies of the earlier stage before the mma or the users of the later one,
+among themselves in their order).  What it takes from the plan: the buffers and the chunks.
+
+A K-loop: a ring of S shared-memory stage buffers (`local_alloc`; S from the plan), split into units of one K
+chunk of A and B each; a schedule stage is one unit, so with the mma D = (mma stage - load stage) stages after
+the loads, 1 <= D <= S-1 (schedule-loops schedules D = S-1): the copies of the first D units before the loop
+(`tilegpu.async_copy` + `async_commit`, guarded by whether their iteration runs); in the loop, for each unit t of
+the iteration: `async_wait` D-1, a barrier, the copies of the unit D ahead, `async_commit`, and
+`tilegpu.mma_staged` reading unit t from its buffer (the loads and the reshape/ftof chains between them and the
+mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. The ring's accesses are
+ordered among themselves by those waits and barriers; insert-barriers separates them from other accesses to the
+same bytes before and after the loop. The load indices of a future iteration are computed by copies of the
+body's index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is
+emitted once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
+vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the group
+arithmetic holds for trip counts 0, 1 and fewer than S.
 
 Operands select-tensor-copies gave `tma` are copied by TMA instead: one mbarrier per stage buffer
-(`tilegpu.tma_barriers` before the prologue, `tma_release` after the loop), their copies carry `tma` and the
-barriers (thread 0 expects the chunk's bytes on the slot's mbarrier and issues the boxes), and before the
-barrier of each unit every thread waits for the unit's phase (`tma_wait`; the loop carries the number of
-units consumed, whose quotient by S is the phase).
+(`tilegpu.tma_barriers` before the prologue, `tma_release` after the loop where it runs again inside another
+loop), their copies carry `tma` and the barriers (one elected thread expects the chunk's bytes on the slot's
+mbarrier and issues the boxes), and before the barrier of each unit every thread waits for the unit's phase
+(`tma_wait`; the loop carries the number of units consumed, whose quotient by S is the phase).  Where every
+operand is a tensor copy that wgmma or tcgen05 reads (`tma_only`) there are no cp.async groups to commit or
+wait for, and on tcgen05 no barrier per unit either (`unit_barrier`).
+
+A K-loop whose ops the schedule put in partitions (a producer warpgroup for the TMA copies, a consumer one for
+the mma: schedule-loops' warp specialisation) is expanded into the warp-specialised form instead
+(passes/warp_specialized_loop.py).
+
+A prefetched loop (no mma; its loads in a stage D before the rest of the body): the loads of iterations 0 .. D-1
+before the loop, and in the body the loads (with copies of their index arithmetic) for iteration i + D first,
+their tiles carried through D new loop-carried values each (the body reads the oldest), then the rest of the
+body.  A remark says which loops were changed.
 """
 from __future__ import annotations
 
@@ -31,9 +51,12 @@ from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE,
                    TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
 from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
-from ..software_pipeline import Candidate, Geometry, copy_versions, staged_conversions
+from ..errors import LoweringError
+from ..software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers,
+                                 staged_conversions)
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
+from .warp_specialized_loop import WarpSpecializedForm
 
 I1 = LayoutTile((), T.I1, None)
 I32 = LayoutTile((), T.I32, None)
@@ -41,25 +64,42 @@ I32 = LayoutTile((), T.I32, None)
 
 def run(k: KernelIR) -> None:
     plans = [op.attrs.pop(PIPELINE_PLAN) for op in list(walk_ops(k.fn.body)) if PIPELINE_PLAN in op.attrs]
-    if not plans:
-        return
+    if plans:
+        _expand_k_loops(k, plans)
+    loops = [op for op in walk_ops(k.fn.body) if op.name == "for" and not op.attrs.get(PIPELINED) and _staged(op)]
+    for loop in reversed(loops):          # inner loops first: an outer loop's body is final when it is done
+        _prefetch(k, loop)
+
+
+def _expand_k_loops(k: KernelIR, plans: list) -> None:
     parent_block = parent_blocks(k.fn.body)
     for cand, geom in ((p.cand, p.geom) for p in plans):
         report = cand.loop.attrs[SCHEDULE_REPORT]
         block = parent_block[id(cand.loop)]
         i = next(j for j, o in enumerate(block.ops) if o is cand.loop)
-        new_ops, results = _Expander(k, cand, geom).expand()
+        expander = _expander(k, cand, geom)
+        new_ops, results = expander.expand()
         ring = new_ops[0]
         block.ops[i:i + 1] = new_ops
         replace_values(k.fn.body, {id(old): new for old, new in zip(cand.loop.results, results)})
-        k.remark("passed", "pipelining", "LoopPipelined",
-                 f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
-                 f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
-                 f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
+        if isinstance(expander, WarpSpecializedForm):
+            k.remark("passed", "pipelining", "LoopPipelined", expander.remark(), cand.loop)
+        else:
+            k.remark("passed", "pipelining", "LoopPipelined",
+                     f"K-loop software-pipelined: {geom.stages} stages of cp.async copies into shared memory "
+                     f"({geom.chunks} K-chunk(s) of {geom.kc} per iteration; versions: "
+                     f"{', '.join(_version_name(v) for v in copy_versions(cand, geom))})", cand.loop)
         record = PipelinedLoop(cand, report, geom, ring)
         for op in Block(ops=new_ops).walk():
             if op.name == cand.loop.name and op.attrs.get(PIPELINED) is True:
                 op.attrs[PIPELINED] = record
+
+
+def _expander(k: KernelIR, cand: Candidate, geom: Geometry) -> "_Expander":
+    """The expansion the schedule asks for: warp-specialised where it gave the loop's ops partitions."""
+    if any("partition" in o.attrs for o in (cand.a.load, cand.b.load, cand.mma)):
+        return _WarpSpecializedExpander(k, cand, geom)
+    return _Expander(k, cand, geom)
 
 
 def _version_name(vbs: dict) -> str:
@@ -67,6 +107,9 @@ def _version_name(vbs: dict) -> str:
 
 
 class _Expander:
+    # the buffer of an iteration's first unit is carried through the loop where the chunks do not divide the ring
+    carries_first_slot = True
+
     def __init__(self, k: KernelIR, cand: Candidate, geom: Geometry):
         self.k = k
         self.cand = cand
@@ -78,6 +121,7 @@ class _Expander:
         self.loc = loop.loc
         self.tma = [x for x in (cand.a, cand.b) if x.tma is not None]
         self.barriers: Value | None = None      # the tma_barriers result
+        self.ahead, self.copy_order = _k_loop_schedule(cand, geom)
 
     # -- scalar arithmetic on uniform values ------------------------------------------------------------
     def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
@@ -114,7 +158,7 @@ class _Expander:
         target = self.iteration(out, iv, d)
         body: list[Operation] = []
         indices = self.indices(body, target)
-        for x in (self.cand.a, self.cand.b):
+        for x in self.copy_order:
             operands = {"view": x.load.operands["view"], "buffer": ring, "indices": indices[x.role]}
             attrs = {"role": x.role, "operand": x, "chunk": chunk, "kc": self.geom.kc, "vb": vbs[x.role],
                      "unit_bytes": self.geom.unit_bytes, "stages": self.geom.stages}
@@ -190,7 +234,7 @@ class _Expander:
         self.prologue(out, ring, vbs)
         loop = self.cand.loop
         old = loop.regions[0].block
-        dynamic = c % s != 0   # the buffer of an iteration's first unit moves: carried as an i32
+        dynamic = self.carries_first_slot and c % s != 0   # the buffer of an iteration's first unit moves
         # carried i32s: the buffer of the iteration's first unit (dynamic), the units consumed before it (TMA)
         extra = [I32] * (int(dynamic) + int(bool(self.tma)))
         body = Block([a.type for a in old.args] + extra)
@@ -226,17 +270,21 @@ class _Expander:
                         [r.type for r in loop.results] + extra, [Region([body])], loop.loc)
         new.attrs["pipelined"] = True
         out.append(new)
-        if not self.tma_only:
-            out.append(Operation(ASYNC_WAIT, {}, {"pending": 0}, loc=self.loc))
+        self.drain(out)
         return list(new.results[:len(loop.results)])
 
+    def drain(self, out: list) -> None:
+        """After the loop: every copy group retired (none without cp.async copies)."""
+        if not self.tma_only:
+            out.append(Operation(ASYNC_WAIT, {}, {"pending": 0}, loc=self.loc))
+
     def prologue(self, out: list, ring: Value, vbs: dict) -> None:
-        """The copies of the first stages - 1 units, one commit group each.  Whole iterations ahead are a
-        loop LLVM may not unroll when there are two or more (each unrolled copy block is a full set of
-        address computations, per loop version); the units past them are unrolled."""
+        """The copies of the units the schedule runs ahead of the first mma, one commit group each.  Whole
+        iterations ahead are a loop LLVM may not unroll when there are two or more (each unrolled copy block is
+        a full set of address computations, per loop version); the units past them are unrolled."""
         g = self.geom
         s, c = g.stages, g.chunks
-        full = (s - 1) // c if (s - 1) // c >= 2 else 0
+        full = self.ahead // c if self.ahead // c >= 2 else 0
         if full:
             ity = self.lb.type
             body = Block([ity])
@@ -252,7 +300,7 @@ class _Expander:
             bounds = {"lowerBound": self.const(out, 0), "upperBound": self.const(out, full),
                       "step": self.const(out, 1), "initValues": []}
             out.append(Operation(self.cand.loop.spec, bounds, {"unroll": False}, [], [Region([body])], self.loc))
-        for u in range(full * c, s - 1):
+        for u in range(full * c, self.ahead):
             d, chunk = divmod(u, c)
             self.copies(out, self.lb, d, chunk, ring, u % s, vbs, guard=True)
             self.commit(out)
@@ -269,7 +317,8 @@ class _Expander:
         converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
         for u in range(c):
             if not self.tma_only:
-                out.append(Operation(ASYNC_WAIT, {}, {"pending": s - 2, **({} if converted else self.wait_attrs())},
+                out.append(Operation(ASYNC_WAIT, {}, {"pending": self.ahead - 1,
+                                                      **({} if converted else self.wait_attrs())},
                                      loc=self.loc))
             if self.tma:        # the unit's tensor copies landed (their mbarrier phase completed)
                 unit = self.consumed if u == 0 else self.add(out, self.consumed, self.const(out, u, T.I32))
@@ -285,7 +334,7 @@ class _Expander:
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
             if self.unit_barrier:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
-            ahead = u + s - 1
+            ahead = u + self.ahead     # the copies (earlier stage) before the mma (later stage)
             d, chunk = divmod(ahead, c)
             self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
             self.commit(out)
@@ -301,9 +350,11 @@ class _Expander:
     # -- the ring's order when every operand lands by TMA ---------------------------------------------------
     @property
     def tma_only(self) -> bool:
-        """Every operand lands by TMA: no cp.async groups to commit or wait for (the copies' mbarrier orders
-        their landing before the reads)."""
-        return len(self.tma) == 2
+        """Every operand lands by TMA and a tensor core reads it through the async proxy (wgmma, tcgen05): no
+        cp.async groups to commit or wait for (the copies' mbarrier orders their landing before the reads).
+        An mma.sync / FMA loop's fragment reads are the generic proxy's: its unit's `async_wait` keeps the
+        fence.proxy.async that orders them before the tensor copies that overwrite the buffer."""
+        return len(self.tma) == 2 and self.cand.wgmma is not None
 
     @property
     def unit_barrier(self) -> bool:
@@ -322,8 +373,9 @@ class _Expander:
 
     def wait_attrs(self) -> dict:
         """A wgmma reads the stage buffers through the async proxy: each thread's landed copies are fenced
-        for it before the barrier that publishes them."""
-        return {"fence_proxy_async": True} if self.cand.wgmma is not None else {}
+        for it before the barrier that publishes them.  Tensor copies write them through it: each thread's
+        reads of the buffer a copy after the barrier overwrites are fenced before it too."""
+        return {"fence_proxy_async": True} if self.cand.wgmma is not None or self.tma else {}
 
     def slot(self, out: list, bufj: Value | None, u: int):
         """The buffer of unit u of this iteration (past the iteration's end for copies ahead)."""
@@ -339,6 +391,108 @@ def _runs_again(k: KernelIR, loop: Operation) -> bool:
     mbarriers are no harm (NVIDIA's TMA kernels never invalidate theirs)."""
     return any(o is not loop and o.name in ("for", "loop") and any(x is loop for x in walk_ops(o.regions[0].block))
                for o in walk_ops(k.fn.body))
+
+
+class _WarpSpecializedExpander(WarpSpecializedForm, _Expander):
+    """A K-loop whose schedule gives its ops partitions (passes/warp_specialized_loop.py)."""
+
+
+def _k_loop_schedule(cand: Candidate, geom: Geometry) -> tuple[int, list]:
+    """(units the copies run ahead of the mma, the operands in the order their copies are issued), from the
+    `stage`/`order` schedule-loops gave the loads and the mma."""
+    loads = [x.load for x in (cand.a, cand.b)]
+    if any("stage" not in o.attrs for o in (*loads, cand.mma)):
+        raise LoweringError("the K-loop's loads and mma have no stage: schedule-loops places them")
+    stage_a, stage_b = (o.attrs["stage"] for o in loads)
+    if stage_a != stage_b:
+        raise LoweringError(f"the schedule puts the A and B loads in stages {stage_a} and {stage_b}: a unit's "
+                            f"copies are one commit group")
+    ahead = cand.mma.attrs["stage"] - stage_a
+    if not 1 <= ahead < geom.stages:
+        raise LoweringError(f"the schedule runs the mma {ahead} stage(s) after its loads: a ring of "
+                            f"{geom.stages} buffers serves 1 to {geom.stages - 1}")
+    return ahead, sorted((cand.a, cand.b), key=lambda x: x.load.attrs.get("order", 0))
+
+
+def _staged(loop: Operation) -> bool:
+    """Whether schedule-loops put the loop's body in more than one stage."""
+    stages = {o.attrs["stage"] for o in loop.regions[0].block.ops if "stage" in o.attrs}
+    return len(stages) > 1
+
+
+def _prefetch(k: KernelIR, loop: Operation) -> None:
+    """Expand a prefetched loop (module docstring): the loads of its earlier stage run ahead of the rest."""
+    body = loop.regions[0].block
+    ops = _in_schedule_order(body.ops[:-1])
+    last = max(o.attrs["stage"] for o in ops if "stage" in o.attrs)
+    loads = [o for o in ops if o.attrs.get("stage", last) < last]
+    if any(o.name != "load_view_tko" for o in loads):
+        raise LoweringError(f"the schedule runs '{next(o.name for o in loads if o.name != 'load_view_tko')}' "
+                            f"ahead of the loop body: only tile loads are prefetched")
+    distances = {last - o.attrs["stage"] for o in loads}
+    if len(distances) != 1:
+        raise LoweringError(f"the schedule puts the prefetched loads {sorted(distances)} stages ahead: one "
+                            f"distance per loop")
+    distance = distances.pop()
+    top = {id(o) for o in body.ops}
+    slices: dict[int, Operation] = {}
+    if not all(index_slice(i, body, top, slices) for ld in loads for i in ld.operands["index"]):
+        raise LoweringError("a prefetched load's tile index depends on values the loop computes")
+    slice_ops = [o for o in body.ops if id(o) in slices]
+    lb, step = loop.operands["lowerBound"], loop.operands["step"]
+    iv = body.args[0]
+    parent = parent_blocks(k.fn.body)[id(loop)]
+    at = next(i for i, o in enumerate(parent.ops) if o is loop)
+    before: list[Operation] = []
+    ahead = [_issue(before, loads, slice_ops, iv, lb, step, d, loop.loc) for d in range(distance)]
+    parent.ops[at:at] = before
+    # the body: the loads for iteration i + distance first, the carried tiles in place of the loads
+    top_ops: list[Operation] = []
+    nxt = _issue(top_ops, loads, slice_ops, iv, iv, step, distance, loop.loc)
+    carried = []
+    for j, ld in enumerate(loads):
+        ty = ld.results[0].type
+        args = []
+        for d in range(distance):
+            a = Value(ty, body, len(body.args))
+            body.args.append(a)
+            args.append(a)
+            loop.operands["initValues"] = list(loop.operands["initValues"]) + [ahead[d][j]]
+            loop.results.append(Value(ty, loop, len(loop.results)))
+        carried.append(args)
+    gone = {id(ld) for ld in loads}
+    term = body.ops[-1]
+    body.ops = top_ops + [o for o in ops if id(o) not in gone] + [term]
+    replace_values(body, {id(ld.results[0]): args[0] for ld, args in zip(loads, carried)})
+    term.operands["operands"] = list(term.operands["operands"]) + [
+        v for args, new in zip(carried, nxt) for v in args[1:] + [new]]
+    regs = sum(load_registers(ld) for ld in loads)
+    k.remark("passed", "pipelining", "LoadsPrefetched",
+             f"loop loads issued {distance} iterations ahead ({len(loads)} tile load(s), "
+             f"{regs * distance} register(s) per thread in flight)", loop)
+
+
+def _in_schedule_order(ops: list[Operation]) -> list[Operation]:
+    """`ops` by (stage, order); an op the schedule does not place stays right after the op before it."""
+    keys, key = [], (-1, -1)
+    for o in ops:
+        if "stage" in o.attrs:
+            key = (o.attrs["stage"], o.attrs.get("order", 0))
+        keys.append(key)
+    return [o for _, _, o in sorted(zip(keys, range(len(ops)), ops), key=lambda t: t[:2])]
+
+
+def _issue(out: list, loads: list[Operation], slices: list[Operation], iv: Value, base: Value, step: Value,
+           d: int, loc) -> list[Value]:
+    """Copies of the index ops and the loads for iteration base + d * step (appended to `out`); the tiles."""
+    vmap = {id(iv): scalars.iteration(out, base, step, d, loc)}
+    out += [clone_op(o, vmap) for o in slices]
+    copies = [clone_op(ld, vmap) for ld in loads]
+    for c in copies:        # the schedule is spent: a copy is where it runs
+        c.attrs.pop("stage", None)
+        c.attrs.pop("order", None)
+    out += copies
+    return [c.results[0] for c in copies]
 
 
 def _place_slot(slot, attrs: dict, operands: dict) -> None:

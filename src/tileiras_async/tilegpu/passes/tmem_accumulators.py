@@ -18,7 +18,7 @@ from ...ir import types as T
 from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
-from ..mma import plan_for
+from ..mma import recorded_plan
 from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
@@ -28,28 +28,27 @@ def run(k: KernelIR) -> None:
     where = parent_blocks(k.fn.body)
     for loop in [op for op in walk_ops(k.fn.body) if op.name == "for" and op.attrs.get("pipelined")]:
         body = loop.regions[0].blocks[0]
-        chains = [(acc, chain) for acc in body.args[1:] if (chain := _tcgen05_chain(k, loop, acc))]
+        chains = [(acc, chain) for acc in body.args[1:] if (chain := _tcgen05_chain(loop, acc))]
         # the kernel's tcgen05 ops share one mbarrier and one column-address slot: an accumulator may stay in
         # tensor memory through the loop only when no other tcgen05 op runs in it
-        if len(chains) == 1 and _tcgen05_ops(k, body) == len(chains[0][1]):
+        if len(chains) == 1 and _tcgen05_ops(body) == len(chains[0][1]):
             _keep_in_tmem(k, loop, *chains[0], where[id(loop)])
         elif not chains:
-            chain = _iteration_chain(k, body)
-            if len(chain) > 1 and _tcgen05_ops(k, body) == len(chain):
+            chain = _iteration_chain(body)
+            if len(chain) > 1 and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
 
 
-def _tcgen05_ops(k: KernelIR, body) -> int:
+def _tcgen05_ops(body) -> int:
     return sum(1 for o in walk_ops(body) if o.name in ("mmaf", "mmai", "tilegpu.mma_staged")
-               and isinstance(plan_for(k.options, o.attrs["mma"] if o.name == "tilegpu.mma_staged" else o),
-                              Tcgen05Plan))
+               and isinstance(recorded_plan(o.attrs["mma"] if o.name == "tilegpu.mma_staged" else o), Tcgen05Plan))
 
 
 def _uses(ops, value) -> list[Operation]:
     return [o for o in ops if any(v is value for v in o.operand_values())]
 
 
-def _tcgen05_chain(k: KernelIR, loop: Operation, acc) -> list[Operation]:
+def _tcgen05_chain(loop: Operation, acc) -> list[Operation]:
     """The `mma_staged` ops (one per K unit of an iteration, on tcgen05) that the loop-carried `acc` flows
     through, each using the previous one's result and nothing else using any of them, the last one's result
     carried on at acc's position; [] when acc is anything else."""
@@ -66,19 +65,19 @@ def _tcgen05_chain(k: KernelIR, loop: Operation, acc) -> list[Operation]:
             carried = term.operand_values()
             return chain if chain and carried.index(value) == acc.index - 1 and carried.count(value) == 1 else []
         if (user.name != "tilegpu.mma_staged" or user.operands["acc"] is not value
-                or not isinstance(plan_for(k.options, user.attrs["mma"]), Tcgen05Plan)):
+                or not isinstance(recorded_plan(user.attrs["mma"]), Tcgen05Plan)):
             return []
         chain.append(user)
         value = user.result
 
 
-def _iteration_chain(k: KernelIR, body) -> list[Operation]:
+def _iteration_chain(body) -> list[Operation]:
     """The tcgen05 `mma_staged` ops of one iteration that start from a value the iteration does not make by
     mma and pass the accumulator on from one to the next (cuTile's bf16 K-loops: zero, unit 0, unit 1, then
     round and add), all in the loop body itself; [] when there is no single such chain."""
     inside = list(walk_ops(body))
     staged = [o for o in body.ops if o.name == "tilegpu.mma_staged"
-              and isinstance(plan_for(k.options, o.attrs["mma"]), Tcgen05Plan)]
+              and isinstance(recorded_plan(o.attrs["mma"]), Tcgen05Plan)]
     starts = [o for o in staged if o.operands["acc"].owner not in staged]
     if len(starts) != 1:
         return []
