@@ -7,8 +7,8 @@ the passes; this module spells it in PTX.
   mbarrier per `tma_issue` that every thread arrives on) and prefetches the maps it names; a barrier
   publishes the initialisation before anyone waits (with `barrier_follows` one that comes later does, before
   any other warp's wait: warp 0, whose elected lane issues the first copies, only syncs its lanes).
-* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`; in a
-  warp-specialised loop the producer's first warp) expects the chunk's bytes on the slot's mbarrier, then
+* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`; thread 0
+  with `first_thread`: a warp-specialised loop's producer) expects the chunk's bytes on the slot's mbarrier, then
   issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's swizzle writes the layout
   wgmma reads; an mma.sync / FMA operand's one box its unpadded rows); out-of-bounds elements arrive as zeros
   and count as bytes.
@@ -114,7 +114,7 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
         args.append(("i32", inner))
         lines.append(f"cp.async.bulk.tensor.{len(starts)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                      f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, {outer}}}], [$1]")
-    _elected(em, lines, args, ".reg .b64 st; ")
+    (_thread0 if op.attrs.get("first_thread") else _elected)(em, lines, args, ".reg .b64 st; ")
 
 
 def _rings(bars_op: Operation) -> int:

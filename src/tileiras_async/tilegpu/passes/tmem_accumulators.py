@@ -19,7 +19,7 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..mma import recorded_plan
-from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE
+from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE, WARP_SPECIALIZE
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
 
@@ -140,10 +140,12 @@ def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
 def _publish_tma_barriers_with(block, acquire: Operation) -> None:
     """The loop's TMA mbarriers (a `tilegpu.tma_barriers` before the acquire in its block) need no CTA barrier of
     their own: the acquire's barrier comes before any other warp waits on them (their waits are in the
-    loop), and warp 0, whose elected lane issues the prologue's copies, only needs its own lanes ordered."""
-    at = block.ops.index(acquire)
-    for op in block.ops[:at]:
-        if op.name == TMA_BARRIERS.name:
+    loop), and warp 0, whose elected lane issues the prologue's copies, only needs its own lanes ordered.
+    Not where a `tilegpu.warp_specialize` comes between: its producer warpgroup waits on them and issues
+    copies without ever reaching the acquire (whose barrier then counts the consumer's threads alone)."""
+    ops = block.ops[:block.ops.index(acquire)]
+    for i, op in enumerate(ops):
+        if op.name == TMA_BARRIERS.name and not any(o.name == WARP_SPECIALIZE.name for o in ops[i + 1:]):
             op.attrs["barrier_follows"] = True
 
 
