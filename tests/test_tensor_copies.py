@@ -59,6 +59,28 @@ def test_the_maps_are_nvidias(cid, kc, gpu):
     assert b.box == (kc, n) and b.swizzle == "128B"
     assert (list(hooks.maps) == nvidia) == (k == kc)
 
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_tf32_operands_land_unrounded_by_tma(gpu):
+    """tf32 operands are copied as the f32 they are (the tensor core reads the bits as tf32; no rounding
+    pass), by TMA through maps that say "tf32" as NVIDIA's do: A on both targets, and on sm_100 B too, N-major
+    in 32-byte-atom swizzle as NVIDIA's sm_100 map has it (wgmma's tf32 B must be K-major: a transposing copy,
+    so it stays cp.async on sm_90)."""
+    cid = "matmul_tf32_64x64x32"
+    hooks = _our_maps(cid, gpu)
+    nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))}
+    assert [m.param for m in hooks.maps] == ([15] if gpu == "sm_90" else [15, 16])
+    same = ("param", "base", "shape", "strides", "element")
+    for m in hooks.maps:
+        assert [getattr(m, f) for f in same] == [getattr(nvidia[m.param], f) for f in same]
+        assert m.element == "tf32"
+    if gpu == "sm_100":
+        assert hooks.maps[1].swizzle == nvidia[16].swizzle == "128B_base32B"
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    assert "cvt.rna.tf32" not in ptx and "cp.async.bulk.tensor" in ptx
+
+
 
 @requires_corpus
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
@@ -72,14 +94,16 @@ def test_unhinted_matmul_keeps_cp_async(gpu):
 
 @requires_corpus
 def test_the_tensor_copy_code():
-    """One thread expects the bytes and issues the boxes; every thread waits for the phase; the maps are
-    prefetched, the mbarriers initialised and invalidated once per execution of the loop."""
+    """One elected thread expects the bytes and issues the boxes; every thread waits for the phase; the maps
+    are prefetched, the mbarriers initialised (invalidated only after loops that run again: not this one, as
+    in NVIDIA's code; test_tensor_copies_in_a_loop_over_tiles has those)."""
     ptx = module_ptx(_module(LAUNCH, BIG), target("sm_90"))
     body = ptx.split("tileiras-async tensor maps", 1)[0]
     assert body.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") > 0
     assert "cp.async.cg" not in body                    # both operands by TMA
     assert body.count("prefetch.tensormap") == 2 and "fence.mbarrier_init.release.cluster" in body
-    assert "mbarrier.try_wait.parity.shared.b64" in body and "mbarrier.inval.shared.b64" in body
+    assert "mbarrier.try_wait.parity.shared.b64" in body and "mbarrier.inval.shared.b64" not in body
+    assert "elect.sync" in body
     # A chunk 128 x 16 f16, B chunk 16 x 128 f16 (two boxes of 16 x 64): 4096 bytes each, one arrival each
     assert set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", body)) == {"4096"}
     assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 2;", body)
@@ -224,6 +248,7 @@ def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub, t):
     run = run_compiled(module, (1,), [A, B, C, np.int32(tiles), np.int32(lb), np.int32(ub)], gpu_name=gpu,
                        check_races=True)
     assert "cp.async.bulk.tensor" in run.ptx and ("mma.sync" in run.ptx) == (t == 32)
+    assert "mbarrier.inval" in run.ptx              # initialised again per tile
     padded_a = np.zeros((t * tiles, t * 8))         # zeros where the tiles leave A and B
     padded_a[:, :K] = A
     padded_b = np.zeros((t * 8, t))

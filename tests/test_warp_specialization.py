@@ -110,6 +110,23 @@ def test_emulated_at_every_stage_count(refs, stages):
     assert "barrier.sync \t1, 128;" in run.ptx       # the consumer's barriers count its own threads
 
 
+@requires_corpus
+def test_on_sm100_the_producer_sees_the_initialised_mbarriers(refs):
+    """sm_100 splits the loop too, its accumulator kept in tensor memory.  The accumulator's acquire (after the
+    split) synchronises the consumer warpgroup alone, so the mbarriers' initialisation keeps a CTA barrier of
+    its own before the split, where a one-warpgroup tcgen05 loop needs only warp 0's lanes synchronised; and
+    the producer's first thread issues the copies (no elect.sync, whose warp ptxas cannot see converged
+    there).  The emulated kernel computes the reference."""
+    inputs, orig = refs.make_inputs(SPLIT), refs.make_inputs(SPLIT)
+    run = run_compiled(_path(SPLIT), refs.grid(SPLIT, inputs), list(inputs.values()), gpu_name="sm_100",
+                       check_races=True)
+    assert not refs.check(SPLIT, orig, inputs)
+    ptx = run.ptx
+    assert ".reqntid 256" in ptx and "tcgen05.mma" in ptx and "elect.sync" not in ptx
+    before_split = ptx[ptx.index("fence.mbarrier_init"):ptx.index("barrier.sync \t1, 128;")]
+    assert "bar.sync \t0;" in before_split and "bar.warp.sync" not in ptx
+
+
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
 WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
 

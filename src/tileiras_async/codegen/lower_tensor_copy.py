@@ -5,11 +5,13 @@ the passes; this module spells it in PTX.
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
   initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand; for tile loads, one
   mbarrier per `tma_issue` that every thread arrives on) and prefetches the maps it names; a barrier
-  publishes the initialisation before anyone waits.
-* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
-  slot's mbarrier, then issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's
-  swizzle writes the layout wgmma reads; an mma.sync / FMA operand's one box its unpadded rows);
-  out-of-bounds elements arrive as zeros and count as bytes.
+  publishes the initialisation before anyone waits (with `barrier_follows` one that comes later does, before
+  any other warp's wait: warp 0, whose elected lane issues the first copies, only syncs its lanes).
+* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`; thread 0
+  with `first_thread`: a warp-specialised loop's producer) expects the chunk's bytes on the slot's mbarrier, then
+  issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's swizzle writes the layout
+  wgmma reads; an mma.sync / FMA operand's one box its unpadded rows); out-of-bounds elements arrive as zeros
+  and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
 * `tilegpu.tma_issue` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
@@ -51,6 +53,17 @@ def _thread0(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], r
              [("i32", em.tid)] + args)
 
 
+def _elected(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], regs: str = "") -> None:
+    """PTX `lines` (operands from $1) executed by one lane of warp 0, chosen by `elect.sync`: ptxas then knows a
+    single thread issues them and moves their operands to uniform registers once, where a per-thread test
+    (`_thread0`) makes it loop over the warp's lanes around every tensor copy in case several issue."""
+    body = " ".join(f"@p {line};" for line in lines)
+    em.b.asm("void", f"{{ .reg .pred p; .reg .b32 e; {regs}setp.lt.u32 p, $0, 32; @!p bra $$tce${{:uid}}; "
+                     f"elect.sync e|p, -1; {body} $$tce${{:uid}}: }}",
+             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
+             [("i32", em.tid)] + args)
+
+
 def map_address(em: KernelEmitter, param: int) -> str:
     """i64: the generic address of the tensor map in entry parameter `param`."""
     return em.b.asm("i64", f"mov.b64 $0, {em.b.fn.name}_param_{param}; cvta.param.u64 $0, $0;", "=l", [],
@@ -70,7 +83,10 @@ def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
     _thread0(em, lines, [("i32", bars)] + maps)
-    em.barrier()
+    if op.attrs.get("barrier_follows"):     # the elected lane issuing the first copies is one of warp 0's
+        em.b.asm("void", "bar.warp.sync -1;", "~{memory}", [])
+    else:
+        em.barrier()
     em.set(op.result, Tile(op.result.type, None, [bars]))
 
 
@@ -98,7 +114,7 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
         args.append(("i32", inner))
         lines.append(f"cp.async.bulk.tensor.{len(starts)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                      f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, {outer}}}], [$1]")
-    _thread0(em, lines, args, ".reg .b64 st; ")
+    (_thread0 if op.attrs.get("first_thread") else _elected)(em, lines, args, ".reg .b64 st; ")
 
 
 def _rings(bars_op: Operation) -> int:

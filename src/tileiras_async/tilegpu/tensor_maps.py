@@ -28,6 +28,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.enums import PaddingValue
 from .facts import view_rows_aligned
+from .software_pipeline import read_as_tf32, staged_conversions
 
 MAP_BYTES, MAP_ALIGN = 128, 64
 _MAX_BOX = 256
@@ -167,7 +168,7 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
     staged = x.smem
-    if staged is None or any(o.name == "ftof" for o in x.chain):
+    if staged is None or staged_conversions(x):
         return "not a wgmma operand copied as it is"
     if len(x.tile_shape) != 2 or x.lead or staged.batches != 1:
         return "not a 2-D tile"
@@ -189,8 +190,15 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner = kc if inner_is_k else x.tile_shape[1]
     if width not in _SWIZZLE_NAMES or inner % per or outer > _MAX_BOX or per > _MAX_BOX:
         return f"a box of {outer} x {per} does not fit the stage layout"
-    spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
+    swizzle = "128B_base32B" if staged.atom == 32 else _SWIZZLE_NAMES[width]
+    spec = TensorMapSpec(param, base, shape, strides, _map_element(x, element), (outer, per), swizzle)
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
+
+
+def _map_element(x, element: str) -> str:
+    """The map's element type: "tf32" for an f32 array the tensor core reads as tf32 (what NVIDIA's maps say of
+    such operands; the copy moves the 32 bits as they are), else the array's own."""
+    return "tf32" if element == "f32" and any(read_as_tf32(o) for o in x.chain) else element
 
 
 def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
