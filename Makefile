@@ -64,7 +64,9 @@ bench: setup
 	$(PY) bench/bench_pipelining.py
 	$(PY) bench/bench_tui.py
 	$(PY) bench/codegen_quality.py
+	$(PY) bench/codegen_quality.py --set suite-launch --gpu-name sm_90,sm_100
 	$(PY) bench/dynamic_instructions.py
+	$(PY) bench/dynamic_instructions.py --set suite-launch --all
 	$(PY) bench/tensor_cores.py
 
 # The GPU timing job (bench/gpu/): both compilers' cubins, inputs and expected outputs in build/gpu_job (checked on

@@ -73,24 +73,69 @@ def nvidia_ptx(public: Path, cid: str, gpu: str) -> Path | None:
     return p if p.is_file() else None
 
 
-# ---------------------------------------------------------------- the corpus's two exports
+@functools.lru_cache(maxsize=4)
+def _manifest_runs(folder: Path) -> dict:
+    """(kernel id, target) -> NVIDIA's tileiras run on the 13.4 file, as the folder's manifest.json records it."""
+    try:
+        entries = json.loads((folder / "manifest.json").read_text()).get("entries", [])
+    except (OSError, ValueError):
+        return {}
+    return {(e["id"], gpu): run for e in entries if e.get("bytecode_version") == "13.4"
+            for gpu, run in (e.get("tileiras") or {}).items()}
 
-# out/public: plain signatures; out/public-launch: the same kernels with the facts cuTile adds at launch
-# (unit strides, divisibility, alignment: corpus README, "The launch set"), which NVIDIA's tool turns into
-# vector loads, TMA and warp specialisation.
-SETS = {"public": "unhinted bytecode", "public-launch": "as cuTile launches"}
+
+def nvidia_rejection(folder: Path, cid: str, gpu: str) -> str | None:
+    """"exit N: <first error>" when NVIDIA's tileiras refused this kernel for `gpu` (so the corpus has no PTX for
+    it), in the form `compile_ours` reports ours; None when it compiled or the manifest does not say."""
+    run = _manifest_runs(folder).get((cid, gpu))
+    if not run or not run.get("rc"):
+        return None
+    first = next((ln for ln in run.get("stderr", "").splitlines() if ln.strip()), "")
+    return f"exit {run['rc']}: {first.removeprefix('error: ')}"
+
+
+# ---------------------------------------------------------------- the input sets
+
+# The corpus's two exports: out/public, plain signatures; out/public-launch, the same kernels with the facts
+# cuTile adds at launch (unit strides, divisibility, alignment: corpus README, "The launch set"), which
+# NVIDIA's tool turns into vector loads, TMA and warp specialisation.  Then this project's own kernels
+# (examples/export_all.py), unhinted and as cuTile launches them on their references' arrays.
+CORPUS_SETS = {"public": "unhinted bytecode", "public-launch": "as cuTile launches"}
+OWN_SETS = {"suite": "suite, unhinted", "suite-launch": "suite as cuTile launches",
+            "examples": "examples, unhinted", "examples-launch": "examples as cuTile launches"}
+SETS = {**CORPUS_SETS, **OWN_SETS}
+# where an own set's bytecode lies, and the export set (examples/export_all.py) whose refs.py checks it
+OWN_FOLDERS = {"suite": ("examples/suite", "suite"), "suite-launch": ("examples/suite/launch", "suite"),
+               "examples": ("examples", "examples"), "examples-launch": ("examples/launch", "examples")}
 
 
 def add_set_option(ap) -> None:
     ap.add_argument("--set", dest="corpus_set", default="both", choices=[*SETS, "both"],
-                    help="the corpus export: public (unhinted bytecode), public-launch (as cuTile launches "
-                         "it) or both, one table each (default)")
+                    help="the input set: public (the corpus, unhinted bytecode), public-launch (the corpus as "
+                         "cuTile launches it), both (those two, one table each: default), or this project's "
+                         "suite / suite-launch / examples / examples-launch (examples/, examples/suite/)")
+
+
+def set_folder(corpus: Path, name: str) -> Path:
+    return REPO / OWN_FOLDERS[name][0] if name in OWN_SETS else corpus / "out" / name
+
+
+def set_place(name: str) -> str:
+    """Where a set's files are, as the reports name it."""
+    return OWN_FOLDERS[name][0] if name in OWN_SETS else f"out/{name}"
+
+
+def own_set_of(path: Path) -> str | None:
+    """The own set whose folder holds the bytecode `path` (None for the corpus and anything else)."""
+    folder = path.resolve().parent
+    return next((name for name, (rel, _) in OWN_FOLDERS.items() if (REPO / rel).resolve() == folder), None)
 
 
 def corpus_sets(corpus: Path, choice: str) -> list[tuple[str, Path]]:
-    """(set name, folder) of the sets --set names that the corpus has, the unhinted export first."""
-    return [(name, corpus / "out" / name) for name in SETS
-            if choice in (name, "both") and (corpus / "out" / name).is_dir()]
+    """(set name, folder) of the sets --set names that exist, the unhinted export first ("both": the
+    corpus's two)."""
+    names = list(CORPUS_SETS) if choice == "both" else [choice]
+    return [(name, set_folder(corpus, name)) for name in names if set_folder(corpus, name).is_dir()]
 
 
 def set_of(row: dict) -> str:
@@ -201,8 +246,53 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# ptxas as the real tileiras finds it ($CUDA_HOME/bin/ptxas), in front of the real one: it keeps a copy of
+# the PTX and host object the tool hands it (the corpus kept NVIDIA's PTX the same way; the tool keeps none)
+_KEEPING_PTXAS = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    *.ptx) cp "$a" "$TILEIRAS_BENCH_KEEP/nvidia.ptx" ;;
+    --nv-host=*) cp "${a#--nv-host=}" "$TILEIRAS_BENCH_KEEP/nvidia.host.o" ;;
+  esac
+done
+exec "$TILEIRAS_BENCH_PTXAS" "$@"
+"""
+
+
+def _keeping_home(home: Path, real_home: Path) -> None:
+    """A CUDA_HOME at `home` that is the wheel's (`real_home`) but for bin/ptxas, which keeps its inputs."""
+    (home / "bin").mkdir(parents=True)
+    for entry in real_home.iterdir():
+        if entry.name != "bin":
+            (home / entry.name).symlink_to(entry)
+    for tool in (real_home / "bin").iterdir():
+        if tool.name != "ptxas":
+            (home / "bin" / tool.name).symlink_to(tool)
+    wrapper = home / "bin" / "ptxas"
+    wrapper.write_text(_KEEPING_PTXAS)
+    wrapper.chmod(0o755)
+
+
+def _compile_real_keeping(exe: str, env: dict, path: Path, gpu: str) -> dict:
+    """The real tool on `path`: {"ok", "cubin", "ptx", "host"} (host: bytes or None) or {"ok": False, ...}."""
+    real_home = Path(env["CUDA_HOME"])
+    with tempfile.TemporaryDirectory() as tmp:
+        home, keep = Path(tmp) / "cuda", Path(tmp) / "keep"
+        keep.mkdir()
+        _keeping_home(home, real_home)
+        keeping = dict(env, CUDA_HOME=str(home), TILEIRAS_BENCH_KEEP=str(keep),
+                       TILEIRAS_BENCH_PTXAS=str(real_home / "bin" / "ptxas"))
+        res = _run_compiler([exe], path, gpu, keeping)
+        if res["ok"]:
+            ptx, host = keep / "nvidia.ptx", keep / "nvidia.host.o"
+            res["ptx"] = ptx.read_text() if ptx.is_file() else None
+            res["host"] = host.read_bytes() if host.is_file() else None
+    return res
+
+
 def compile_real(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -> dict:
-    """{"ok", "cubin", "cached"} or {"ok": False, "error"}; failures are cached too (they never change)."""
+    """{"ok", "cubin", "cached"} or {"ok": False, "error"}; failures are cached too (they never change).
+    The PTX the tool handed ptxas (and its host object, for TMA) is cached beside the cubin: real_ptx."""
     tool = real_tool()
     if tool is None:
         return {"ok": False, "error": "NVIDIA's tileiras not installed (wheel nvidia-cuda-tileiras)"}
@@ -215,7 +305,7 @@ def compile_real(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -
             return {"ok": True, "cubin": hit.read_bytes(), "cached": True}
         if err.is_file():
             return {"ok": False, "error": err.read_text(), "cached": True}
-    res = _run_compiler([exe], path, gpu, env)
+    res = _compile_real_keeping(exe, env, path, gpu)
     if res.pop("timeout", False):
         return res
     if not res["ok"]:
@@ -224,8 +314,28 @@ def compile_real(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -
         return dict(res, cached=False)
     cubin = res["cubin"]
     if cache_dir is not None:
+        if res["ptx"] is not None:
+            _write_atomic(cache_dir / f"{key}.ptx", res["ptx"].encode())
+        if res["host"] is not None:
+            _write_atomic(cache_dir / f"{key}.host.o", res["host"])
         _write_atomic(cache_dir / f"{key}.cubin", cubin)
     return {"ok": True, "cubin": cubin, "cached": False}
+
+
+def real_ptx(path: Path, gpu: str, cache_dir: Path | None = DEFAULT_CACHE) -> Path | None:
+    """NVIDIA's PTX for this kernel and target: the corpus's beside the bytecode, else what the real tool
+    handed ptxas for this project's sets (compiled once, cached under `cache_dir`); its host object, when it
+    has one, is the file beside it with the suffix .host.o.  None without the tool, or when it fails."""
+    kept = nvidia_ptx(path.parent, kernel_id(path), gpu)
+    tool = real_tool()
+    if kept is not None or tool is None or cache_dir is None or own_set_of(path) is None:
+        return kept
+    key = real_cache_key(path.read_bytes(), gpu, tool[2])
+    ptx = cache_dir / f"{key}.ptx"
+    if not ptx.is_file():
+        (cache_dir / f"{key}.cubin").unlink(missing_ok=True)   # a cubin cached before PTX was kept
+        compile_real(path, gpu, cache_dir)
+    return ptx if ptx.is_file() else None
 
 
 # ---------------------------------------------------------------- measuring a cubin
@@ -323,8 +433,9 @@ def _measure_code_hash() -> str:
 
 def measure_real(path: Path, gpu: str, cache_dir: Path | None, public: Path = PUBLIC) -> dict:
     """The real tool's figures for one kernel and target (cached with its cubin: disassembling a big cubin
-    costs seconds).  Tensor memory comes from the corpus PTX (the wheel's tileiras keeps none)."""
-    nv = nvidia_ptx(public, kernel_id(path), gpu)
+    costs seconds).  Tensor memory comes from NVIDIA's PTX (the corpus's, or what the tool handed ptxas for
+    this project's sets: real_ptx)."""
+    nv = nvidia_ptx(public, kernel_id(path), gpu) or real_ptx(path, gpu, cache_dir)
     figures = None
     tool = real_tool()
     if cache_dir is not None and tool is not None:
@@ -389,20 +500,39 @@ def load_refs(corpus: Path = DEFAULT_CORPUS):
     return refs
 
 
+def refs_for(module: Path, corpus: Path = DEFAULT_CORPUS):
+    """The numpy references of the set the bytecode `module` belongs to: its export set's refs.py for this
+    project's sets (examples/export_all.py), else the corpus's."""
+    own = own_set_of(module)
+    if own is None:
+        return load_refs(corpus)
+    return _export_all().load_refs(OWN_FOLDERS[own][1])
+
+
+@functools.lru_cache(maxsize=1)
+def _export_all():
+    """examples/export_all.py, which knows where each set's refs.py is (it exports from their arrays)."""
+    folder = str(REPO / "examples")
+    if folder not in sys.path:
+        sys.path.append(folder)
+    import export_all
+    return export_all
+
+
 def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_CORPUS,
-                      host_object: Path | None = None) -> dict:
+                      host_object: Path | None = None, memcheck: str = "strict") -> dict:
     """Run PTX on the kernel's corpus inputs, with the parameters of the bytecode `module` and the tensor maps
-    `host_object` fills (emu.runner.run_ptx): {"ok", "thread_instructions", "classes", "correct", "problems"}
-    or {"ok": False, "error", "unsupported"} (unsupported: the instruction family the emulator lacks, or
-    "tensor maps" for a TMA launch it cannot set up)."""
+    `host_object` fills (emu.runner.run_ptx, in memory-check mode `memcheck`): {"ok", "thread_instructions",
+    "classes", "correct", "problems", "warnings"} or {"ok": False, "error", "unsupported"} (unsupported: the
+    instruction family the emulator lacks, or "tensor maps" for a TMA launch it cannot set up)."""
     from tileiras_async.emu import EmuError, UnsupportedInstruction
     from tileiras_async.emu.errors import UnsupportedLaunch
     from tileiras_async.emu.runner import run_ptx
-    refs = load_refs(corpus)
+    refs = refs_for(module, corpus)
     try:
         inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
         rep = run_ptx(module, ptx, refs.grid(cid, inputs), list(inputs.values()),
-                      host_object=str(host_object) if host_object else None).report
+                      host_object=str(host_object) if host_object else None, memcheck=memcheck).report
     except UnsupportedLaunch as e:
         return {"ok": False, "error": f"not emulated: {str(e)[:120]}", "unsupported": "tensor maps"}
     except UnsupportedInstruction as e:
@@ -415,7 +545,7 @@ def emulate_on_corpus(ptx: str, cid: str, module: Path, corpus: Path = DEFAULT_C
         return {"ok": False, "error": f"crash: {type(e).__name__}: {str(e)[:140]}"}
     problems = refs.check(cid, orig, inputs)
     return {"ok": True, "thread_instructions": rep.thread_instructions, "classes": rep.instruction_classes,
-            "correct": not problems, "problems": problems[:3]}
+            "correct": not problems, "problems": problems[:3], "warnings": list(rep.warnings)}
 
 
 # ---------------------------------------------------------------- small shared printing helpers
@@ -474,7 +604,7 @@ def print_report(header: str, rows: list[dict], row_line, summary_of, save: Path
         part = [r for r in rows if set_of(r) == name]
         if not part:
             continue
-        print(f"== {label} (out/{name}): {len({r['kernel'] for r in part})} kernels ==")
+        print(f"== {label} ({set_place(name)}): {len({r['kernel'] for r in part})} kernels ==")
         print(header)
         for row in part:
             print(row_line(row))

@@ -2,7 +2,8 @@
 
     python bench/codegen_quality.py [--gpu-name sm_80,sm_90] [--kernels ID,ID...] [--sample N] [-j N]
                                     [--save FILE.json] [--baseline FILE.json] [--loops] [--cache-dir DIR]
-                                    [--corpus DIR] [--set public|public-launch|both]
+                                    [--corpus DIR] [--set public|public-launch|both|suite|suite-launch|
+                                                          examples|examples-launch]
 
 Each 13.4 corpus kernel is compiled for each target by ours (in-process, through tileiras_async.stages) and by
 the real tileiras (cached on disk: build/bench-cache/real), and both cubins are measured the same way
@@ -20,7 +21,10 @@ innermost loop of both sides under its row (static instructions and classes per 
 Both exports of the corpus are measured, one table and summary each (--set picks one): "unhinted bytecode"
 (out/public, plain signatures) and "as cuTile launches" (out/public-launch: the same kernels with the unit
 strides, divisibility and alignment cuTile states at launch, which NVIDIA's tool turns into vector loads and
-TMA); a last line puts the two medians side by side.
+TMA); a last line puts the two medians side by side.  --set suite / suite-launch / examples / examples-launch
+measures this project's kernels instead (examples/suite, examples/suite/launch, examples, examples/launch: see
+examples/export_all.py), where the corpus has nothing: attention (cuTile's FMHA sample, flash attention),
+persistent matmul.
 
 --save writes every figure as JSON; --baseline compares ours now with ours in a saved run: per kernel
 before/after/delta, and a `WORSE:` line for every kernel x target whose static instructions, BAR or registers
@@ -190,11 +194,11 @@ def sets_lines(rows: list[dict]) -> list[str]:
     """The two sets side by side, on the kernel x targets both compiled in both: the median ours/real of
     static instructions and registers, unhinted vs as cuTile launches (nothing when one set is measured)."""
     both = {name: {(x["kernel"], x["target"]): x for x in _both(rows) if _build.set_of(x) == name}
-            for name in _build.SETS}
+            for name in _build.CORPUS_SETS}
     common = sorted(set.intersection(*(set(b) for b in both.values())))
     if not common:
         return []
-    labels = list(_build.SETS.values())
+    labels = list(_build.CORPUS_SETS.values())
 
     def medians(field) -> str:
         return ", ".join(f"{label} {fmt_ratio(median(ratio(field(b[k]['ours']), field(b[k]['real'])) for k in common))}"
@@ -240,7 +244,7 @@ def compare_lines(before: list[dict], after: list[dict]) -> list[str]:
     for i, x in enumerate(after):
         key = _build.row_key(x)
         if several_sets and (i == 0 or _build.set_of(after[i - 1]) != key[0]):
-            out.append(f"-- {_build.SETS[key[0]]} (out/{key[0]})")
+            out.append(f"-- {_build.SETS[key[0]]} ({_build.set_place(key[0])})")
         a, b = x["ours"], old.get(key)
         head = _build.row_head(x)
         if b is None:
@@ -306,7 +310,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     sets = _build.corpus_sets(args.corpus, args.corpus_set)
-    files = {name: _build.corpus_kernels(folder, args.kernels, args.sample) for name, folder in sets}
+    files = {folder: _build.corpus_kernels(folder, args.kernels, args.sample) for _name, folder in sets}
     if not any(files.values()):
         print(f"error: no 13.4 corpus kernels in {args.corpus / 'out'} ({args.corpus_set})"
               + (f" matching {args.kernels!r}" if args.kernels else ""))
@@ -319,7 +323,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"error: cannot read the baseline {args.baseline}: {e}")
     t0 = time.perf_counter()
-    rows = _build.measure_sets(sets, lambda folder: files[folder.name],
+    rows = _build.measure_sets(sets, lambda folder: files[folder],
                                lambda fs, folder: _build.measure_all(fs, gpus, args.cache_dir, args.jobs, folder))
     wall = time.perf_counter() - t0
     features = {_build.kernel_id(p): ({"reduction"} if _build.has_reduction(p) else set()) |

@@ -1,7 +1,8 @@
 """Executed instructions, ours next to NVIDIA's: our PTX and the real tileiras's PTX run in our PTX emulator.
 
     python bench/dynamic_instructions.py [--gpu-name sm_90,sm_100] [--kernels ID,ID... | --all] [-j N]
-                                         [--save FILE.json] [--corpus DIR] [--set public|public-launch|both]
+                                         [--save FILE.json] [--corpus DIR] [--set public|public-launch|both|
+                                                                            suite|suite-launch|examples|examples-launch]
 
 Per corpus kernel with a reduction or a scan (default; --kernels picks any, --all takes every kernel) and per
 target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the same target (the corpus's
@@ -9,10 +10,15 @@ target: our PTX (compiled in-process, ptxas included) and NVIDIA's PTX for the s
 (`refs.make_inputs`) and are checked with `refs.check`: a wrong answer does not count.  The figure is the
 emulator's thread-instructions (PTX instructions executed, summed over the threads that executed them).
 Kernels whose NVIDIA PTX the emulator cannot run (an instruction it lacks) are listed as such, never dropped.
+NVIDIA's PTX runs with `memcheck="device"`, as on a GPU (emu/memory.py): its `int_ops` kernels read just past
+an array without using the bytes, which the row notes; ours runs `strict`.  A kernel both tools refuse with
+the same status and error (NVIDIA's as the set's manifest.json records it) is listed as such, not as a failure.
 
 Both exports of the corpus, one table each (--set picks one): "unhinted bytecode" (out/public) and "as cuTile
 launches" (out/public-launch: the same kernels with cuTile's launch-time facts, NVIDIA's PTX for those, run
-with the host object beside it that fills its tensor maps).
+with the host object beside it that fills its tensor maps).  --set suite / suite-launch / examples /
+examples-launch runs this project's kernels on their own references (examples/refs.py, examples/suite/refs.py);
+NVIDIA's PTX for them is what the real tileiras hands ptxas, kept under build/bench-cache/real (_build.real_ptx).
 
 Issue 13's goal, over the reduction/scan kernels: ratio ours/NVIDIA median <= 1.0 and none above 1.5.
 Always exits 0.
@@ -49,17 +55,29 @@ def dynamic_row(path: Path, gpu: str, corpus: Path = DEFAULT_CORPUS) -> dict:
             ours = _build.emulate_on_corpus(built["ptx"], cid, path, corpus, host)
     else:
         ours = {"ok": False, "error": f"does not compile: {built['error']}"}
-    nv = _build.nvidia_ptx(path.parent, cid, gpu)
-    if nv is None:
-        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} in the corpus"}
+    nv = _build.real_ptx(path, gpu)
+    rejected = _build.nvidia_rejection(path.parent, cid, gpu) if nv is None else None
+    if rejected is not None:
+        nvidia = {"ok": False, "error": f"NVIDIA's tileiras rejects it: {rejected}", "rejected": rejected}
+    elif nv is None:
+        nvidia = {"ok": False, "error": f"no NVIDIA PTX for {gpu} (not in the corpus; for this project's sets: "
+                                        "NVIDIA's tileiras absent or failing)"}
     else:
-        host = nv.with_suffix(".host.o")        # the launch set's: fills the PTX's tensor maps
-        nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus, host if host.is_file() else None)
+        host = nv.with_suffix(".host.o")        # the launch sets': fills the PTX's tensor maps
+        nvidia = _build.emulate_on_corpus(nv.read_text(), cid, path, corpus, host if host.is_file() else None,
+                                          memcheck="device")   # as on a GPU: int_ops reads past `b` (a warning)
     return {"kernel": cid, "target": gpu, "ours": ours, "nvidia": nvidia}
 
 
 def counted(side: dict) -> bool:
     return bool(side.get("ok") and side.get("correct"))
+
+
+def both_reject(row: dict) -> bool:
+    """NVIDIA's tileiras and ours refuse the kernel with the same status and error (invalid input, not a failure
+    of either)."""
+    rejected = row["nvidia"].get("rejected")
+    return rejected is not None and row["ours"].get("error") == f"does not compile: {rejected}"
 
 
 def row_ratio(row: dict) -> float | None:
@@ -78,12 +96,16 @@ HEADER = f"{'kernel':<30} {'target':<6} {'ours':>18} {'NVIDIA':>18} {'ratio':>6}
 
 
 def row_line(row: dict) -> str:
-    notes = []
+    notes = [f"both reject it: {row['nvidia']['rejected'][:80]}"] if both_reject(row) else []
     for label, side in (("ours", row["ours"]), ("NVIDIA", row["nvidia"])):
+        if notes:
+            break
         if not side.get("ok"):
             notes.append(f"{label}: {side['error'][:70]}")
         elif not side["correct"]:
             notes.append(f"{label} wrong: {'; '.join(side['problems'])[:70]}")
+        elif side.get("warnings"):   # memcheck="device": NVIDIA's unguarded read past an array
+            notes.append(f"{label} reads {side['warnings'][0].split(' reads ', 1)[-1].split(' at PTX')[0][:70]}")
     return (f"{_build.row_head(row)} {_cell(row['ours']):>18} {_cell(row['nvidia']):>18} "
             f"{fmt_ratio(row_ratio(row)):>6}  {' | '.join(notes)}")
 
@@ -109,8 +131,12 @@ def summary_lines(rows: list[dict], goal: bool = True) -> list[str]:
     if unsupported:
         out.append(f"NVIDIA PTX the emulator cannot run yet: {len(unsupported)}: " +
                    ", ".join(f"{r['kernel']} {r['target']} ({r['nvidia']['unsupported']})" for r in unsupported))
+    agreed = [r for r in rows if both_reject(r)]
+    if agreed:
+        out.append(f"rejected by NVIDIA's tileiras and ours alike (same status and error; not failures): "
+                   f"{len(agreed)}: " + ", ".join(f"{r['kernel']} {r['target']}" for r in agreed))
     for label in ("ours", "nvidia"):
-        bad = [r for r in rows if not counted(r[label]) and not r[label].get("unsupported")]
+        bad = [r for r in rows if not counted(r[label]) and not r[label].get("unsupported") and not both_reject(r)]
         if bad:
             out.append(f"{'ours' if label == 'ours' else 'NVIDIA'} failed or wrong: {len(bad)}: " +
                        ", ".join(f"{r['kernel']} {r['target']}" for r in bad))
@@ -144,7 +170,8 @@ def main(argv=None) -> int:
     if not rows:
         print(f"error: no matching 13.4 corpus kernels in {args.corpus / 'out'} ({args.corpus_set})")
         return 0
-    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX from the corpus, "
+    print(f"dynamic instructions in the PTX emulator: ours ({_build.git_head()}) vs NVIDIA's PTX "
+          "(the corpus's, or the real tool's for our sets), "
           f"{len({_build.row_key(r)[:2] for r in rows})} kernels x {', '.join(gpus)}; "
           f"{time.perf_counter() - t0:.1f} s on {args.jobs} workers\n")
     _build.print_report(HEADER, rows, row_line, lambda part: summary_lines(part, goal=default_set), args.save,

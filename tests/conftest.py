@@ -109,3 +109,29 @@ def stable_seed(*parts) -> int:
     process, so a seed from it drew different cases on every run)."""
     import zlib
     return zlib.crc32(repr(parts).encode())
+
+
+def mangled_copies(texts: list[str], count: int, seed: int = 7, marks: str = '%#<>[]{}(),:="0x?-.'):
+    """`count` cut, shortened, spliced or mutated copies of the texts (for readers' error paths)."""
+    import random
+    rng = random.Random(seed)
+    for _ in range(count):
+        text = rng.choice(texts)
+        p, q = rng.randrange(len(text)), rng.randrange(len(text))
+        yield [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
+               text[:p] + rng.choice(marks) + text[p:]][rng.randrange(4)]
+
+
+def positioned_refusals(read, texts: list[str], count: int, error: type[Exception], name: str,
+                        marks: str = '%#<>[]{}(),:="0x?-.') -> int:
+    """How many of `count` mangled copies of the texts `read(text, name)` refuses; each refusal must be an
+    `error` that starts `name:line:col: ` (anything else raised fails the test)."""
+    import re
+    refused = 0
+    for mangled in mangled_copies(texts, count, marks=marks):
+        try:
+            read(mangled, name)
+        except error as e:
+            assert re.match(re.escape(name) + r":\d+:\d+: \S", str(e)), str(e)
+            refused += 1
+    return refused

@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import _sass  # noqa: E402
+from conftest import LAUNCH, PUBLIC, requires_corpus  # noqa: E402
 import codegen_quality as cq  # noqa: E402
 import dynamic_instructions as dyn  # noqa: E402
 import tensor_cores as tc  # noqa: E402
@@ -114,6 +115,35 @@ def test_dynamic_summary_counts_only_correct_runs():
     assert "cannot run yet: 1: mm sm_100 (tcgen05)" in text
     assert "ours failed or wrong: 1: w sm_90" in text
     assert "WRONG" in dyn.row_line(rows[3]) and "not emulated" in dyn.row_line(rows[4])
+
+
+def test_dynamic_rows_of_kernels_a_tool_rejects_and_of_reads_past_an_array():
+    """A kernel NVIDIA's tileiras and ours refuse alike is listed as such, not as a failure of either; ours
+    refusing with another error is ours failing; a memcheck warning shows in its row."""
+    msg = "exit 3: 'cuda_tile.divi' op rounding mode 'negative_inf' is not allowed with 'unsigned' flag"
+    nv = {"ok": False, "error": f"NVIDIA's tileiras rejects it: {msg}", "rejected": msg}
+    ok = {"ok": True, "thread_instructions": 10, "correct": True, "problems": []}
+    warned = dict(ok, warnings=["kernel k reads up to 96 bytes past the end of 'argument 1' (4000 bytes) at PTX "
+                                "line 93 (ld.global.b32 %r21, [%rd30]): ..."])
+    rows = [{"kernel": "u32", "target": "sm_90", "ours": fail(f"does not compile: {msg}"), "nvidia": nv},
+            {"kernel": "u32", "target": "sm_100", "ours": fail("does not compile: exit 4: crash"), "nvidia": nv},
+            {"kernel": "i32", "target": "sm_90", "ours": ok, "nvidia": warned}]
+    assert dyn.both_reject(rows[0]) and not dyn.both_reject(rows[1]) and not dyn.both_reject(rows[2])
+    text = "\n".join(dyn.summary_lines(rows))
+    assert "rejected by NVIDIA's tileiras and ours alike (same status and error; not failures): 1: u32 sm_90" in text
+    assert "ours failed or wrong: 1: u32 sm_100" in text and "NVIDIA failed or wrong: 1: u32 sm_100" in text
+    assert "compared (both ran and matched the reference): 1" in text
+    assert "both reject it: exit 3: 'cuda_tile.divi'" in dyn.row_line(rows[0])
+    assert "NVIDIA reads up to 96 bytes past the end of 'argument 1' (4000 bytes)" in dyn.row_line(rows[2])
+
+
+@requires_corpus
+def test_the_manifest_says_which_kernels_nvidia_rejects():
+    import _build
+    for folder in (PUBLIC, LAUNCH):
+        assert _build.nvidia_rejection(folder, "int_ops_u32_t256", "sm_90") == (
+            "exit 3: 'cuda_tile.divi' op rounding mode 'negative_inf' is not allowed with 'unsigned' flag")
+        assert _build.nvidia_rejection(folder, "int_ops_i32_t128", "sm_90") is None
 
 
 def test_tensor_core_summary_and_kloop():

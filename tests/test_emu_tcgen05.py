@@ -442,6 +442,26 @@ def test_tf32_mma_with_a_in_tensor_memory():
     np.testing.assert_array_equal(res.view(np.float32)[d_lanes(m)], A.astype(np.float64) @ B.T.astype(np.float64))
 
 
+def test_tf32_mma_reads_the_top_19_bits_of_f32_operands():
+    """.kind::tf32 takes f32 bits from shared memory and uses sign, exponent and the top 10 mantissa bits (the
+    13 below are dropped, not rounded): what lets a compiler stage f32 operands unconverted, as NVIDIA's PTX
+    does (test_emu_wgmma checks the same of wgmma)."""
+    rng = np.random.default_rng(11)
+    n, m = 16, 64
+    A = rng.standard_normal((m, 8)).astype(np.float32)
+    B = rng.standard_normal((n, 8)).astype(np.float32)
+    img = np.zeros(SMEM, np.uint8)
+    la, sa = place_k(img, 0, A.view(np.uint8).reshape(m, 32), "32B")
+    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "32B")
+    res = run_mma(mma_kernel("tf32", n), img, umma_desc(0, la, sa, "32B"), umma_desc(16384, lb, sb, "32B"),
+                  umma_idesc(m, n, atype=2, btype=2), 0, np.zeros((128, n), np.uint32))
+    trunc = lambda x: (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    nearest = lambda x: ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    expect = (trunc(A) @ trunc(B).T).astype(np.float32)
+    assert not np.array_equal(expect, (nearest(A).astype(np.float64) @ nearest(B).T).astype(np.float32))
+    np.testing.assert_array_equal(res.view(np.float32)[d_lanes(m)], expect)
+
+
 def test_mma_runs_only_when_committed():
     # without tcgen05.commit the MMA never completes: TMEM still holds C
     n, m = 16, 128

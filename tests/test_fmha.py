@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import struct
 import subprocess
 
 import pytest
@@ -186,8 +187,19 @@ def test_shared_memory_is_declared_as_nvidia_declares_it(case, gpu, cubin_dir):
     # above 48 KiB where ours is (NVIDIA's is on every target), so the opt-in path is the one compared
     if ours["shared"][".nv.shared"][1] - reserve > STATIC_LIMIT:
         assert theirs["shared"][".nv.shared"][1] - reserve > STATIC_LIMIT
-    if gpu != "sm_100":   # NVIDIA's sm_100 kernel is warp-specialised (256 threads, 128 registers): ours is not
-        assert ours["attributes"] == theirs["attributes"]
+    if gpu == "sm_100":   # NVIDIA's sm_100 kernel is warp-specialised (256 threads, 128 registers): ours is not
+        return
+    if gpu == "sm_90":
+        # choose-warps runs S and O on two warpgroups (256 threads, as NVIDIA's launch export of this kernel,
+        # warp-specialised); this unhinted export NVIDIA keeps at 128 threads, spilling
+        assert _threads(ours) == 256 and _threads(theirs) == 128
+        ours["attributes"].pop(C.EIATTR_REQNTID), theirs["attributes"].pop(C.EIATTR_REQNTID)
+    assert ours["attributes"] == theirs["attributes"]
+
+
+def _threads(found: dict) -> int:
+    x, y, z = struct.unpack("<3I", found["attributes"][C.EIATTR_REQNTID])
+    return x * y * z
 
 
 # ----------------------------------------------------------------------------- the per-target limit is ptxas's

@@ -149,11 +149,11 @@ def test_corpus_compiles_pipelined(path, gpu):
     assert len(ems[0].pipelines) == 1
     info = ems[0].pipelines[0]
     assert info.stages == 4 and info.stages * info.unit_bytes + info.offset <= 48 * 1024
-    # every copy is a cp.async; tf32 on wgmma/tcgen05 (which read shared memory as it is) rounds each landed
-    # chunk in place before the barrier that publishes it
+    # every copy is a cp.async; tf32 on wgmma/tcgen05 stays as copied: the tensor core reads the f32 bits as
+    # tf32 (no rounding pass over the stage buffers, as in NVIDIA's code)
     assert re.search(r"cp\.async\.c[ag]\.shared\.global", ptx)
     if (_kid(path), gpu) in WGMMA_TF32:
-        assert "ld.global" not in ptx
+        assert "ld.global" not in ptx and "cvt.rna.tf32" not in ptx
     assert "cp.async.commit_group" in ptx and "cp.async.wait_group 2" in ptx and "cp.async.wait_group 0" in ptx
     assert assemble(ptx, PtxasOptions(arch=target(gpu).ptx_target, opt_level=3)).startswith(b"\x7fELF")
 
@@ -670,3 +670,32 @@ def test_remark_names_the_kernel():
     _, remarks = _remarks(build_kloop(store_in_body=True))
     assert remarks[0].startswith("kloop: remark: Failed to pipeline loop: ")
     assert "writes memory" in remarks[0]
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_tma_only_rings_have_no_cp_async_groups(refs, monkeypatch, gpu):
+    """Every operand by TMA: no cp.async group is committed or waited for, the copies are issued by one
+    elected lane, and on sm_100 no CTA barrier orders the K-loop's units (every thread waits for each unit's
+    tcgen05.mma to complete, the issuing one too, before the buffer is refilled); on sm_90 one per unit stays
+    (cheaper than mbarrier releases within one warpgroup).  The results are the reference's.  On sm_100 this
+    kernel's loop is warp-specialised (tests/test_warp_specialization.py); the one-warpgroup form it is
+    checked in here stays for the loops the split refuses (one inside another loop), so the policy is off."""
+    from tileiras_async.emu.runner import run_compiled
+    from tileiras_async.tilegpu.passes import schedule_loops
+    monkeypatch.setattr(schedule_loops, "WARP_SPECIALIZE", False)
+    cid = "matmul_f16_f16out_128x128x64"
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
+                       gpu_name=gpu, check_races=True)
+    assert not refs.check(cid, orig, inputs)
+    ptx = run.ptx
+    assert "cp.async.commit_group" not in ptx and "cp.async.wait_group" not in ptx and "elect.sync" in ptx
+    first, last = (ptx.index(mma), ptx.rindex(mma)) if (mma := "tcgen05.mma.cta_group") in ptx else \
+        (ptx.index("wgmma.fence"), ptx.rindex("wgmma.fence"))
+    assert (ptx[first:last].count("bar.sync") == 0) == (gpu == "sm_100")
+    # sm_100: the mbarriers' initialisation is published by the accumulator's acquire (its barrier comes before
+    # any other warp waits on them): warp 0 only syncs its own lanes for the first copies
+    assert ("bar.warp.sync" in ptx) == (gpu == "sm_100") and ptx.count("bar.sync") == (3 if gpu == "sm_100" else 5)
+    # the epilogue's bounds-checked stores take the predicate itself (no selp / setp.ne pair per store)
+    assert re.search(r"@%p\d+ st\.global", ptx) and "setp.ne.b32 p," not in ptx

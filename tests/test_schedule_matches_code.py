@@ -1,7 +1,8 @@
 """The loop schedules (--schedules, --schedule-trace-file, the dashboard's kernel view) describe the code the
 compiler emits for that target: every resource class, and every instruction-specific slot, in a kernel's
 schedule reports names an instruction its PTX contains.  A pipelined matmul on each family: its tile loads
-are cp.async copies (the code has no TMA), its mma the instruction select-mma chose."""
+are cp.async copies (the code has no TMA), its mma the instruction select-mma chose.  The launch set's reductions,
+norms and scans on sm_90/sm_100: the loop loads select-tile-tensor-copies made TMA copies are booked as such."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PUBLIC
+from conftest import LAUNCH, PUBLIC
 from tileiras_async.stages import CompileOptions, compile_in_process
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,6 +18,10 @@ MATMUL = REPO / "examples" / "matmul_bias_relu_f16.v13.4.tileirbc"   # 64+ row t
 SMALL_MATMUL = PUBLIC / "matmul_ragged_f16_32x32x32.v13.4.tileirbc"  # 32 rows: mma.sync on every family
 SERIAL = REPO / "examples" / "online_softmax_f16.v13.4.tileirbc"      # loops kept serial: loads to registers
 TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
+# launch-set kernels whose loops load tiles by TMA on sm_90/sm_100 (select-tile-tensor-copies)
+TILE_TMA = [LAUNCH / f"{name}.v13.4.tileirbc" for name in (
+    "cumsum_carry_f32_t512", "cumsum_carry_i32_t128", "first_exceed_f32_16", "first_exceed_f32_64",
+    "layernorm_f16_128", "layernorm_f32_64", "reduce2d_rows_f16_16x128", "reduce2d_rows_f32_8x64")]
 
 # a class (or slot) -> the PTX it stands for
 CLASS_PTX = {
@@ -65,8 +70,10 @@ def _unbacked(result) -> list[str]:
 def test_every_class_of_the_schedule_is_in_the_ptx(path, gpu):
     result = _compile(path, gpu)
     assert _unbacked(result) == []
-    notes = " ".join(n for r in result.schedules for n in r.notes)
-    assert "TMA" not in notes.replace("no TMA", "")
+    # the report of code without TMA claims none ("not warp-specialised: ..." says why a choice was not made)
+    if "cp.async.bulk.tensor" not in result.ptx:
+        claims = " ".join(n for r in result.schedules for n in r.notes if not n.startswith("not "))
+        assert "TMA" not in claims.replace("no TMA", "")
 
 
 @pytest.mark.parametrize("gpu", TARGETS)
@@ -96,3 +103,55 @@ def test_the_check_sees_a_class_the_code_lacks():
     ops = [msgspec.structs.replace(o, rclass="tma_load") if o.name == "load_view_tko" else o for o in report.ops]
     forged = msgspec.structs.replace(result, schedules=[msgspec.structs.replace(report, ops=ops)])
     assert any("classed tma_load" in line for line in _unbacked(forged))
+
+
+def _loop_loads(result) -> list[str]:
+    return [o.rclass for r in result.schedules for o in r.ops if o.name == "load_view_tko"]
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("path", TILE_TMA, ids=lambda p: p.name.split(".")[0])
+def test_tile_tma_loads_are_booked_as_tma(path, gpu):
+    """Every load the decision made TMA is `tma_load` in its loop's report, as many as the loops' issues in the
+    PTX (one cp.async.bulk.tensor a box), and no TMA load is also prefetched through registers."""
+    result = _compile(path, gpu)
+    assert _unbacked(result) == []
+    classes = _loop_loads(result)
+    assert "tma_load" in classes
+    assert "global_load" not in classes or re.search(CLASS_PTX["global_load"], result.ptx)
+    for report in result.schedules:   # a TMA load runs with the body it feeds, never stages ahead of it
+        assert all(o.stage == report.stage_count - 1 for o in report.ops if o.rclass == "tma_load")
+        assert all(any(s.name == "tma" for s in o.slots) for o in report.ops if o.rclass == "tma_load")
+
+
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_120"])
+def test_no_tile_tma_where_the_target_has_none_known(gpu):
+    """sm_80 has no TMA, sm_120's hook layout is not known: the same kernels' loops load with ld.global."""
+    result = _compile(TILE_TMA[0], gpu)
+    assert set(_loop_loads(result)) == {"global_load"}
+    assert not re.search(CLASS_PTX["tma_load"], result.ptx)
+
+
+@pytest.mark.parametrize("booked", ["global_load", "cp_async_load"])
+def test_a_forged_tile_tma_report_is_caught(booked):
+    """A report of a tile-TMA loop that books its loads as ld.global (what the reports said while the decision
+    came after the schedule) or as cp.async copies, neither of which its PTX has, is reported."""
+    import msgspec
+
+    result = _compile(TILE_TMA[2], "sm_90")
+    report = result.schedules[0]
+    ops = [msgspec.structs.replace(o, rclass=booked) if o.rclass == "tma_load" else o for o in report.ops]
+    forged = msgspec.structs.replace(result, schedules=[msgspec.structs.replace(report, ops=ops)])
+    assert any(f"classed {booked}" in line for line in _unbacked(forged))
+
+
+@pytest.mark.parametrize("path", [TILE_TMA[1], TILE_TMA[5]], ids=lambda p: p.name.split(".")[0])
+def test_a_tma_load_is_not_also_prefetched(path):
+    """A load is TMA or prefetched through registers, never both: the loops sm_80 prefetches (no TMA there)
+    are kept serial on sm_90, their loads TMA copies, the PTX carrying no tile in registers across iterations."""
+    ampere, hopper = _compile(path, "sm_80"), _compile(path, "sm_90")
+    assert all(r.rule.startswith("prefetched") for r in ampere.schedules)
+    assert set(_loop_loads(ampere)) == {"global_load"}
+    for report in hopper.schedules:
+        assert report.rule.startswith("kept serial") and report.stage_count == 1
+        assert {o.rclass for o in report.ops if o.name == "load_view_tko"} == {"tma_load"}

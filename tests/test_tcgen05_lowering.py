@@ -77,7 +77,8 @@ def test_accumulator_is_what_tcgen05_ld_reads(bsz, m, n, k, nw):
 
 
 @pytest.mark.parametrize("instr,at,bt,b_major", [(W.WG_F16_F32, "f16", "f16", "mn"), (W.WG_BF16_F32, "bf16", "bf16", "k"),
-                                                 (W.WG_TF32_F32, "tf32", "tf32", "k"), (W.WG_I8_I32, "s8", "u8", "k"),
+                                                 (W.WG_TF32_F32, "tf32", "tf32", "k"), (W.WG_TF32_F32, "tf32", "tf32", "mn"),
+                                                 (W.WG_I8_I32, "s8", "u8", "k"),
                                                  (W.WG_F8_F32, "e5m2", "e4m3", "k")])
 @pytest.mark.parametrize("m,n", [(64, 64), (128, 32), (128, 256), (64, 8)])
 def test_descriptors_decode_as_planned(instr, at, bt, b_major, m, n):
@@ -100,6 +101,9 @@ def test_descriptors_decode_as_planned(instr, at, bt, b_major, m, n):
             for r in range(rows):
                 for kk in range(instr.k):
                     assert addr[r, kk] == base + sm.offset(0, r, instr.k + kk), (role, r, kk)
+            # an N-major tf32 B is swizzled in 32-byte atoms, as NVIDIA's sm_100 code lays it out
+            want = "128B_base32B" if (role, sm.major, instr.ebytes) == ("b", "mn", 4) and sm.width == 128 else None
+            assert want is None or EMU_DESC.decode_tcgen05_desc(value).swizzle == want
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -109,7 +113,7 @@ def test_descriptors_decode_as_planned(instr, at, bt, b_major, m, n):
 @pytest.mark.parametrize("elems,shape,sg,expect", [
     ((T.F16, T.F32), (None, 64, 64, 32), None, "f16.f32 f16 f16 mn m64n64k16"),
     ((T.BF16, T.F32), (None, 128, 128, 64), None, "bf16.f32 bf16 bf16 mn m128n128k16"),
-    ((T.TF32, T.F32), (None, 64, 64, 32), None, "tf32.f32 tf32 tf32 k m64n64k8"),
+    ((T.TF32, T.F32), (None, 64, 64, 32), None, "tf32.f32 tf32 tf32 mn m64n64k8"),
     ((T.I8, T.I32), (None, 64, 64, 32), (U, S), "i8.i32 u8 s8 k m64n64k32"),
     ((F8A, T.F32), (None, 128, 32, 32), None, "f8.f32 e4m3 e4m3 k m128n32k32"),
     ((T.F16, T.F16), (None, 64, 64, 32), None, "f16 accumulators"),
@@ -281,7 +285,7 @@ def test_corpus_matmul_with_tcgen05_matches_the_reference(cid, stages):
     module = read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes())
     ptx, ems = compile_sm100(module, **({"pipeline_stages": stages} if stages else {}))
     assert "tcgen05.mma.cta_group::1.kind::" in ptx and "mma.sync" not in ptx
-    assert len(ems[0].pipelines) == 1      # tf32 too: its copies round on the way to the stage buffers
+    assert len(ems[0].pipelines) == 1      # tf32 too: tcgen05 reads its copies' f32 bits as tf32
     assert re.search(r"\b0 bytes spill stores", ptxas_report(ptx))
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))

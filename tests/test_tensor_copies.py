@@ -59,6 +59,28 @@ def test_the_maps_are_nvidias(cid, kc, gpu):
     assert b.box == (kc, n) and b.swizzle == "128B"
     assert (list(hooks.maps) == nvidia) == (k == kc)
 
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_tf32_operands_land_unrounded_by_tma(gpu):
+    """tf32 operands are copied as the f32 they are (the tensor core reads the bits as tf32; no rounding
+    pass), by TMA through maps that say "tf32" as NVIDIA's do: A on both targets, and on sm_100 B too, N-major
+    in 32-byte-atom swizzle as NVIDIA's sm_100 map has it (wgmma's tf32 B must be K-major: a transposing copy,
+    so it stays cp.async on sm_90)."""
+    cid = "matmul_tf32_64x64x32"
+    hooks = _our_maps(cid, gpu)
+    nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))}
+    assert [m.param for m in hooks.maps] == ([15] if gpu == "sm_90" else [15, 16])
+    same = ("param", "base", "shape", "strides", "element")
+    for m in hooks.maps:
+        assert [getattr(m, f) for f in same] == [getattr(nvidia[m.param], f) for f in same]
+        assert m.element == "tf32"
+    if gpu == "sm_100":
+        assert hooks.maps[1].swizzle == nvidia[16].swizzle == "128B_base32B"
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    assert "cvt.rna.tf32" not in ptx and "cp.async.bulk.tensor" in ptx
+
+
 
 @requires_corpus
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
@@ -72,14 +94,16 @@ def test_unhinted_matmul_keeps_cp_async(gpu):
 
 @requires_corpus
 def test_the_tensor_copy_code():
-    """One thread expects the bytes and issues the boxes; every thread waits for the phase; the maps are
-    prefetched, the mbarriers initialised and invalidated once per execution of the loop."""
+    """One elected thread expects the bytes and issues the boxes; every thread waits for the phase; the maps
+    are prefetched, the mbarriers initialised (invalidated only after loops that run again: not this one, as
+    in NVIDIA's code; test_tensor_copies_in_a_loop_over_tiles has those)."""
     ptx = module_ptx(_module(LAUNCH, BIG), target("sm_90"))
     body = ptx.split("tileiras-async tensor maps", 1)[0]
     assert body.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") > 0
     assert "cp.async.cg" not in body                    # both operands by TMA
     assert body.count("prefetch.tensormap") == 2 and "fence.mbarrier_init.release.cluster" in body
-    assert "mbarrier.try_wait.parity.shared.b64" in body and "mbarrier.inval.shared.b64" in body
+    assert "mbarrier.try_wait.parity.shared.b64" in body and "mbarrier.inval.shared.b64" not in body
+    assert "elect.sync" in body
     # A chunk 128 x 16 f16, B chunk 16 x 128 f16 (two boxes of 16 x 64): 4096 bytes each, one arrival each
     assert set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", body)) == {"4096"}
     assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 2;", body)
@@ -144,6 +168,13 @@ def test_targets_whose_hooks_are_not_known_keep_cp_async(gpu):
     assert "cp.async.bulk.tensor" not in ptx and "tileiras-async tensor maps" not in ptx
 
 
+def _verified(module):
+    from tileiras_async.ir.verifier import verify_module
+    diags = verify_module(module)
+    assert not diags, [d.render() for d in diags]
+    return module
+
+
 def build_hinted_kloops(tm=64, tn=64, tk=64):
     """C[t, 0] = sum over k in range(lb, ub) of A[t, k + 1] @ B[k + 1, 0] for t in range(tiles): a K-loop inside a
     loop over output tiles (each tile runs the pipelined loop, its mbarriers initialised and released again),
@@ -154,7 +185,6 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
     from tileiras_async.ir.builder import ModuleBuilder, tile
     from tileiras_async.ir.enums import MemoryOrderingSemantics as MO
     from tileiras_async.ir.types import DYNAMIC as DYN
-    from tileiras_async.ir.verifier import verify_module
     from tileiras_async.ir import types as T
     mb = ModuleBuilder((13, 4, 0))
     i32 = tile(T.I32)
@@ -194,9 +224,7 @@ def build_hinted_kloops(tm=64, tn=64, tk=64):
             outer.op("continue", operands=[])
         kb.op("for", [], regions=[outer.built_region], lowerBound=zero, upperBound=tiles, step=one, initValues=[])
         kb.op("return")
-    diags = verify_module(mb.module)
-    assert not diags, [d.render() for d in diags]
-    return mb.module
+    return _verified(mb.module)
 
 
 @x86_only
@@ -220,6 +248,7 @@ def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub, t):
     run = run_compiled(module, (1,), [A, B, C, np.int32(tiles), np.int32(lb), np.int32(ub)], gpu_name=gpu,
                        check_races=True)
     assert "cp.async.bulk.tensor" in run.ptx and ("mma.sync" in run.ptx) == (t == 32)
+    assert "mbarrier.inval" in run.ptx              # initialised again per tile
     padded_a = np.zeros((t * tiles, t * 8))         # zeros where the tiles leave A and B
     padded_a[:, :K] = A
     padded_b = np.zeros((t * 8, t))
@@ -237,6 +266,15 @@ def test_tensor_copies_in_a_loop_over_tiles(gpu, lb, ub, t):
 # kernel -> the hidden parameters of the maps of ours (NVIDIA's first ones; it maps its TMA store's C too)
 MMA_SYNC_TMA = {"matmul_bf16_f32out_32x64x32": [15, 16], "matmul_ragged_f16_32x32x32": [15],
                 "matmul_tf32_32x32x16": [15], "bmm_f16_32x32x32": [21, 22], "bmm_f32_16x32x16": [21]}
+
+# -- tile loads by TMA (select-tile-tensor-copies) -----------------------------------------------------------
+
+# the launch-set kernels without an mma whose NVIDIA PTX loads tiles by TMA
+TILE_TMA = ("cumsum_carry_f32_t512", "cumsum_carry_i32_t128", "first_exceed_f32_16", "first_exceed_f32_64",
+            "layernorm_f16_128", "layernorm_f32_64", "reduce1d_f16_t1024", "reduce1d_f32_t256",
+            "reduce2d_rows_f16_16x128", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024", "rmsnorm_f32_256")
+# zero-padded, hinted tiles loaded once in kernels without a reduction: NVIDIA keeps ld.global there
+ONE_SHOT = ("cumsum_rows_f32_128", "gather_idx_f32_t128", "math_chain_f32_t256")
 
 
 @requires_corpus
@@ -294,3 +332,201 @@ def test_unpadded_rows_must_fit_the_planned_ring():
         assert [x.tma is not None for x in xs] == [fits] * 2
         assert [(x.row, x.base) for x in xs] == ([(64, 0), (64, 2048)] if fits else [(80, 0), (80, 2560)])
         assert (plan.geom.unit_bytes, plan.geom.align) == ((4096, 512) if fits else (4096, 0))
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", TILE_TMA)
+def test_tile_loads_use_nvidias_maps(cid, gpu):
+    """Every kernel of the launch set whose NVIDIA PTX loads a tile by TMA does so in ours, through maps that
+    describe the same arrays in the same boxes in the same hidden parameters (the host-object comparison of
+    test_host_object_gen), one mbarrier wait per load."""
+    hooks = _our_maps(cid, gpu)
+    nvidia = _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))
+    assert hooks is not None and list(hooks.maps) == list(nvidia)
+    assert hooks.params[-len(nvidia):] == ((128, 64),) * len(nvidia)
+    ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
+    nvidia_ptx = (LAUNCH / f"{cid}.v13.4.{gpu}.ptx").read_text()
+    assert _hidden_params(ptx) == _hidden_params(nvidia_ptx) == [m.param for m in nvidia]
+    body = ptx.split("tileiras-async tensor maps", 1)[0]
+    ranks = {len(m.box) for m in nvidia}
+    assert {int(r) for r in re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", body)} == ranks
+    assert body.count("mbarrier.try_wait.shared.b64") == body.count("mbarrier.arrive.expect_tx")
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", ONE_SHOT)
+def test_one_shot_tiles_keep_ld_global(cid):
+    """A tile loaded once by a kernel that reduces nothing stays ld.global, as in NVIDIA's PTX."""
+    assert "cp.async.bulk.tensor" not in (LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text()
+    assert _our_maps(cid, "sm_90") is None
+    ptx = module_ptx(_module(LAUNCH, cid), target("sm_90"))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_unhinted_tile_loads_keep_ld_global(gpu):
+    """Without launch hints nothing promises the alignment a map needs: no map, no mbarrier."""
+    mod = _module(PUBLIC, "reduce1d_f32_t256")
+    assert emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target=gpu)).tensor_maps is None
+    ptx = module_ptx(mod, target(gpu))
+    assert "cp.async.bulk.tensor" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+
+
+@requires_corpus
+def test_the_tile_copy_code():
+    """rmsnorm's 1 x 1024 bf16 row and 1024-element weight: four boxes of 256 each, 2048 bytes expected on
+    each of two mbarriers that all 128 threads arrive on, the weight's copies issued before the row is
+    waited for; each wait loop ends warp-uniformly; straight-line loads need no barrier before their copies,
+    a load in a loop (first_exceed) waits for the previous iteration's reads and fences them from the async
+    proxy."""
+    ptx = module_ptx(_module(LAUNCH, "rmsnorm_bf16_1024"), target("sm_90"))
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert ptx.count("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4
+    assert re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 %rd\d+, \[%r\d+\], (\d+);", ptx) == ["2048"] * 2
+    assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\+0\], 128; @p mbarrier\.init\.shared\.b64 "
+                     r"\[%r\d+\+8\], 128;", ptx)
+    assert ptx.count("@!p mbarrier.arrive.shared.b64") == 2 and ptx.count("vote.sync.all.pred") == 2
+    assert ptx.rindex("cp.async.bulk.tensor.1d") < ptx.index("mbarrier.try_wait.shared.b64")
+    assert "fence.proxy.async" not in ptx and "bar.sync" not in ptx.split("mbarrier.init", 1)[1].split(
+        "mbarrier.try_wait", 1)[0].split("bar.sync", 1)[1]
+    assert len(re.findall(r"\.shared \.align 128 \.b8 tma_tile\S*\[2048\]", ptx)) == 2
+    loop = module_ptx(_module(LAUNCH, "first_exceed_f32_16"), target("sm_90"))
+    assert loop.count("@p fence.proxy.async.shared::cta;") == 1
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["reduce1d_f32_t256", "reduce2d_rows_f32_8x64", "rmsnorm_bf16_1024"])
+def test_our_hook_writes_nvidias_tile_maps(cid, gpu):
+    """The hook in our cubin's `.nv.host` writes, for the same arguments, the very bytes NVIDIA's hook
+    writes into each map."""
+    from tileiras_async.emu.host_object import fill_tensor_maps, parse_host_object
+    from tileiras_async.emu.parser import parse_ptx
+    from tileiras_async.toolchain.cubin import host_object
+    mod = _module(LAUNCH, cid)
+    kernel = mod.functions[0].name.decode()
+    hook = parse_host_object(host_object(compile_module(mod, target(gpu))), "ours")
+    our_params = parse_ptx(module_ptx(mod, target(gpu))).functions[kernel].params
+    nvidia_target, _, nvidia_params, nvidia_hook = _entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o")
+    rng = random.Random(cid + gpu)
+    for large in (False, True):
+        values = _random_values(nvidia_params, rng, large)
+        expected = fill_tensor_maps(nvidia_hook, kernel, nvidia_target, nvidia_params, values)
+        got = fill_tensor_maps(hook, kernel, nvidia_target, our_params, values)
+        assert got == expected and expected
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid", ["cumsum_carry_i32_t128", "layernorm_f32_64", "reduce1d_f16_t1024",
+                                 "reduce2d_rows_f16_16x128", "rmsnorm_f32_256"])
+def test_tile_tma_kernels_compute_the_references(refs, cid, gpu):
+    """The emulated kernels (race check on, maps filled by the hook in our cubin) compute the corpus
+    references: straight-line loads, loads in loops (the mbarrier's phase advancing every iteration),
+    several boxes per tile, partial tiles (TMA's zeros)."""
+    from conftest import corpus_case
+    from tileiras_async.emu.runner import run_compiled
+    inputs, orig, grid = corpus_case(refs, cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name=gpu,
+                       check_races=True)
+    assert "cp.async.bulk.tensor" in run.ptx
+    assert not refs.check(cid, orig, inputs)
+
+
+def build_hinted_row_sums(reduce_inside: bool, tile_cols: int = 64):
+    """OUT[b] = sum over t in range(lb, ub) of the (1 x tile_cols) tile (b, t) of X, zero-padded: tile loads
+    in a loop over X's columns (a partial last tile, tiles past the end read as zeros), the sum reduced
+    inside the loop (its own barrier every iteration) or accumulated elementwise and reduced after it.
+    Arguments: X (pointer, rows, columns, row stride, unit stride; cuTile's hints), OUT (pointer, length,
+    unit stride), lb, ub."""
+    from test_interp_helpers import f32attr
+    from tileiras_async.ir.attrs import DivByAttr
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, PaddingValue, RoundingMode as RM
+    from tileiras_async.ir.types import DYNAMIC as DYN
+    from tileiras_async.ir import types as T
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    row_t, one_t = tile(T.F32, 1, tile_cols), tile(T.F32, 1)
+    args = [tile(T.PointerType(T.F32))] + [i32] * 4 + [tile(T.PointerType(T.F32))] + [i32] * 2 + [i32] * 2
+
+    def sum_region(b):
+        with b.region([tile(T.F32), tile(T.F32)]) as r:
+            r.op("yield", operands=[r.op("addf", [tile(T.F32)], lhs=r.args[0], rhs=r.args[1],
+                                         rounding_mode=RM.nearest_even).result])
+        return r.built_region
+
+    def row_sum(b, v):
+        return b.op("reduce", [one_t], [sum_region(b)], operands=[v], dim=1,
+                    identities=(f32attr(0.0),)).results[0]
+
+    with mb.kernel("row_sums", args) as kb:
+        x, rows, cols, stride, _unit, out, n, _unit2, lb, ub = kb.args
+        x = kb.op("assume", [x.type], value=x, predicate=DivByAttr(16)).result
+        out = kb.op("assume", [out.type], value=out, predicate=DivByAttr(16)).result
+        stride = kb.op("assume", [i32], value=stride, predicate=DivByAttr(4)).result
+        xv_t = T.TensorViewType(T.F32, (DYN, DYN), (DYN, 1))
+        xv = kb.op("make_tensor_view", [xv_t], base=x, dynamicShape=[rows, cols], dynamicStrides=[stride]).result
+        xp = kb.op("make_partition_view", [T.PartitionViewType((1, tile_cols), xv_t, (0, 1), PaddingValue.zero)],
+                   tensor_view=xv).result
+        ov_t = T.TensorViewType(T.F32, (DYN,), (1,))
+        ov = kb.op("make_tensor_view", [ov_t], base=out, dynamicShape=[n], dynamicStrides=[]).result
+        op_ = kb.op("make_partition_view", [T.PartitionViewType((1,), ov_t, (0,), None)], tensor_view=ov).result
+        bid = kb.op("get_tile_block_id", [i32, i32, i32]).results[0]
+        one = kb.constant(np.int32(1), i32)
+        acc_t = one_t if reduce_inside else row_t
+        with kb.region([i32, acc_t]) as body:
+            t, acc = body.block.args
+            v = body.op("load_view_tko", [row_t, T.TOKEN], view=xp, index=[bid, t],
+                        memory_ordering_semantics=MO.weak).results[0]
+            part = row_sum(body, v) if reduce_inside else v
+            body.op("continue", operands=[body.op("addf", [acc_t], lhs=acc, rhs=part,
+                                                  rounding_mode=RM.nearest_even).result])
+        init = kb.constant(np.zeros(acc_t.shape, np.float32), acc_t)
+        acc = kb.op("for", [acc_t], regions=[body.built_region], lowerBound=lb, upperBound=ub, step=one,
+                    initValues=[init]).result
+        total = acc if reduce_inside else row_sum(kb, acc)
+        kb.op("store_view_tko", [T.TOKEN], tile=total, view=op_, index=[bid], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    return _verified(mb.module)
+
+
+@x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("reduce_inside", [False, True])
+@pytest.mark.parametrize("lb,ub", [(0, 0), (0, 1), (0, 3), (0, 6), (-2, 2), (4, 7)])
+def test_tile_tma_loads_in_a_loop(gpu, reduce_inside, lb, ub):
+    """Trip counts 0, 1 and several, tiles before, across and after X's columns (TMA's zeros), the mbarrier
+    phase advancing every iteration, the buffer reused with and without the loop's own barrier: the emulated
+    kernel (race check on, maps filled by the hook in our cubin) computes the reference."""
+    from tileiras_async.emu.runner import run_compiled
+    module = build_hinted_row_sums(reduce_inside)
+    ops = emit_kernel(module, module.functions[0], CodegenOptions(opt_level=3, target=gpu))
+    assert ops.tensor_maps is not None and [m.box for m in ops.tensor_maps.maps] == [(1, 64)]
+    rows, cols = 5, 64 * 4 + 24                   # a partial last tile
+    X = np.random.default_rng(abs(lb * 10 + ub)).standard_normal((rows, cols + 8)).astype(np.float32)
+    view = X[:, :cols]                            # row stride cols + 8 (a multiple of 16 bytes)
+    OUT = np.full(rows, np.nan, np.float32)
+    run = run_compiled(module, (rows,), [view, OUT, np.int32(lb), np.int32(ub)], gpu_name=gpu, check_races=True)
+    assert "cp.async.bulk.tensor.2d" in run.ptx
+    padded = np.zeros((rows, 64 * 8))
+    padded[:, :cols] = view
+    ref = sum((padded[:, 64 * t:64 * t + 64].sum(axis=1) for t in range(lb, ub) if 0 <= t < 8), np.zeros(rows))
+    np.testing.assert_allclose(OUT, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_two_loads_with_one_tile_copy_slot_are_an_error():
+    """issue-tile-tensor-copies gives each decided load its own mbarrier and buffer: a load copied after the
+    decision (two loads naming one slot) is a clear error, not two copies racing on one buffer."""
+    from pathlib import Path
+
+    from tileiras_async.tilegpu.opt import OptError, opt_text
+    case = Path(__file__).parent / "passes" / "issue-tile-tensor-copies" / "loops_not_prefetched.tir"
+    text = case.read_text()
+    assert "tilegpu.tma_issue" in opt_text(text, str(case), ["issue-tile-tensor-copies"], None)
+    with pytest.raises(OptError, match="two tile loads share TMA slot 0"):
+        opt_text(text.replace("slot = 1>", "slot = 0>"), str(case), ["issue-tile-tensor-copies"], None)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tileiras_async.bytecode.reader import read_module
+from tileiras_async.ir import types as T
 from tileiras_async.cli.batch import run as batch_run
 from tileiras_async.driver import CodegenUnavailable, kernel_llvm_ir, module_ptx, resumed_kernel_ptx
 from tileiras_async.targets import target
@@ -20,7 +21,7 @@ from tileiras_async.tilegpu.passes import IRPrinting, PASS_NAMES
 from tileiras_async.tilegpu.printer import print_kernel
 from tileiras_async.tilegpu.records import RECORDS
 
-from conftest import LAUNCH, PUBLIC, requires_corpus
+from conftest import LAUNCH, PUBLIC, positioned_refusals, requires_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
@@ -70,27 +71,15 @@ def test_sections_read_back_and_compile_on(path, gpu):
     _round_trip(path, gpu, RESUME_FROM)
 
 
-# what does not read back yet (strict: a fix shows up as an unexpected pass)
-_HINTS = "cuTile's latency hints (optimization_hints) print in cuda_tile's syntax, which the parser does not read"
-_SCALED = ("a block-scaled mma's recorded plan reads back with a field of another type: the LLVM IR compiled on "
-           "from the text mixes half and float")
-KNOWN_UNREADABLE = {**{(k, g): _HINTS for k in ("fmha_f16", "fmha_causal_f16") for g in TARGETS},
-                    **{(k, g): _SCALED for k in ("mx_matmul_e4m3", "mx_matmul_e5m2", "mxfp4_matmul", "nvfp4_matmul")
-                       for g in ("sm_100", "sm_120")},
-                    ("fp8_matmul_e4m3", "sm_120"): _SCALED}
-
-
 def _every_case():
     for path in _everything():
         for gpu in TARGETS:
-            reason = KNOWN_UNREADABLE.get((path.name.split(".")[0], gpu))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            yield pytest.param(path, gpu, marks=marks, id=f"{path.parent.name}/{path.name.split('.')[0]}-{gpu}")
+            yield pytest.param(path, gpu, id=f"{path.parent.name}/{path.name.split('.')[0]}-{gpu}")
 
 
 @pytest.mark.slow
 @requires_corpus
-@pytest.mark.parametrize("path,gpu", _every_case())
+@pytest.mark.parametrize("path,gpu", list(_every_case()))
 def test_every_kernel_reads_back_and_compiles_on(path, gpu):
     _round_trip(path, gpu, RESUME_FROM)
 
@@ -200,6 +189,43 @@ def test_records_shared_records_op_references_and_detached_ops_read_back():
     assert ops[0].attrs["identities"] == [FloatAttr(T.F16, 0x3C00)]
 
 
+def test_op_hints_read_back_as_cuda_tile_attributes():
+    """cuTile's latency hints on a load: `#tilegpu.hints<...>`, every value with its type, in the order given."""
+    from tileiras_async.ir import attrs as A
+    text = _small_kernel_text()
+    assert "optimization_hints" not in text
+    hinted = text.replace("memory_ordering_semantics = weak, operand_segments = [1, 1, 1]}",
+                          'memory_ordering_semantics = weak, operand_segments = [1, 1, 1], optimization_hints = '
+                          '#tilegpu.hints<sm_90 = {latency = 3 : i32, allow_tma = false, "odd key" = 1 : i1}, '
+                          'default = {}>}', 1)
+    assert hinted != text
+    k = parse_kernel(hinted)
+    assert print_kernel(k).split("\n", 1)[1] == hinted.split("\n", 1)[1]
+    hints = next(op.attrs["optimization_hints"] for op in k.fn.body.walk() if "optimization_hints" in op.attrs)
+    assert hints == A.OptimizationHintsAttr((
+        (b"sm_90", A.DictAttr(((b"latency", A.IntegerAttr(T.I32, 3)), (b"allow_tma", A.BoolAttr(False)),
+                                (b"odd key", A.IntegerAttr(T.I1, 1))))),
+        (b"default", A.DictAttr(()))))
+    with pytest.raises(ParseError, match=r"a hint is a typed number"):
+        parse_kernel(hinted.replace("latency = 3 : i32", "latency = 3"), "in.tir")
+
+
+def test_instructions_read_back_as_the_very_constants():
+    """Code generation tells mma instructions apart by identity (`instr is F8_F32`): a plan read back holds
+    the module's constant, not an equal copy (a copy made fp8 block products accumulate in half)."""
+    from tileiras_async.tilegpu.mma import F8_F32, MmaPlan
+    from tileiras_async.tilegpu.records import canonical
+    plan = MmaPlan(F8_F32, False, 1, 64, 64, 32, 4)
+    text = _small_kernel_text().replace("{flush_to_zero = false,", f"{{plan = {{}}, flush_to_zero = false,", 1)
+    k = parse_kernel(text)
+    op = next(o for o in k.fn.body.walk() if "plan" in o.attrs)
+    op.attrs["plan"] = plan
+    back = next(o for o in parse_kernel(print_kernel(k)).fn.body.walk() if "plan" in o.attrs).attrs["plan"]
+    assert back.instr is F8_F32 and back.instr == plan.instr
+    copy = type(F8_F32)(*(getattr(F8_F32, f) for f in ("key", "m", "n", "k", "elem_bits", "word", "acc")))
+    assert copy is not F8_F32 and canonical(copy) is F8_F32 and canonical(plan) is plan
+
+
 @requires_corpus
 def test_locations_read_back():
     """--print-debuginfo's `loc("file":line:col)` on each op reads back into the kernel's module."""
@@ -237,20 +263,8 @@ def test_deep_nesting_is_an_error_not_a_crash(tail):
 
 def test_mangled_dumps_get_positioned_errors():
     """Cut, spliced and mutated copies of a real section: each parses or fails with a ParseError."""
-    import random
-    text = _small_kernel_text()
-    rng = random.Random(7)
-    failures = 0
-    for _ in range(300):
-        p, q = rng.randrange(len(text)), rng.randrange(len(text))
-        mangled = [text[:p], text[:p] + text[p + rng.randrange(1, 20):], text[:p] + text[q:q + 30] + text[p:],
-                   text[:p] + rng.choice('%#<>[]{}(),:="0x?-.') + text[p:]][rng.randrange(4)]
-        try:
-            parse_kernel(mangled, "m.tir")
-        except ParseError as e:
-            assert re.match(r"m\.tir:\d+:\d+: \S", str(e)), str(e)
-            failures += 1
-    assert failures > 200   # nearly every mangling breaks the text
+    # nearly every mangling breaks the text
+    assert positioned_refusals(parse_kernel, [_small_kernel_text()], 300, ParseError, "m.tir") > 200
 
 
 def test_opt_reads_standard_input_and_exits_1_on_bad_text(monkeypatch, capsys):

@@ -912,3 +912,41 @@ def test_a_loop_with_another_tcgen05_op_keeps_the_per_chunk_form():
     assert sum(o.name == "tilegpu.mma_staged" for o in body.ops) == 5
     assert not [o for o in body.ops if o.name == "tilegpu.tmem_mma_staged"]
     assert sum(o.name == "tilegpu.tmem_mma_staged" for o in walk_ops(loops[1].regions[0].block)) == 4
+
+
+# -- choose-warps --------------------------------------------------------------------------------------------
+
+def _suite_kernel(name: str, gpu: str, folder: str = "") -> KernelIR:
+    from tileiras_async.bytecode.reader import read_module
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite" / folder
+    return _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target=gpu)
+
+
+@pytest.mark.parametrize("gpu,warps", [("sm_80", 4), ("sm_90", 8), ("sm_100", 8)])
+@pytest.mark.parametrize("name,folder", [("fmha_f16", ""), ("fmha_causal_f16", "launch")])
+def test_choose_warps_gives_attention_accumulators_two_warpgroups(name, folder, gpu, warps):
+    """cuTile's FMHA sample keeps S (128x128 f32) and O (128x64 f32) live in its loop: 192 registers a thread at
+    4 warps. Where NVIDIA's tool runs it on 256 threads (wgmma/tcgen05 targets) so does ours, and the mma plans
+    made after the pass split the rows over the 8 warps; before sm_90 it stays at 128 threads, as NVIDIA's."""
+    k = _suite_kernel(name, gpu, folder)
+    _passes(k, "select-mma")
+    assert k.options.num_warps == warps
+    plans = [o.attrs["mma_plan"] for o in walk_ops(k.fn.body) if o.name == "mmaf"]
+    assert plans and all(p.num_warps == warps for p in plans)
+    assert ("MoreWarpsForAccumulators" in {r.name for r in k.remarks}) == (warps == 8)
+
+
+def test_choose_warps_leaves_smaller_attention_and_matmul_loops_at_four():
+    """flash attention's 64-row tiles fit 4 warps' registers; a matmul loop has a single accumulator."""
+    from tileiras_async.tilegpu.passes.choose_warps import accumulator_registers, warps_for
+    for name in ("flash_attention_causal_gqa_f16", "flash_attention_ragged_f16"):
+        k = _suite_kernel(name, "sm_90")
+        _passes(k, "choose-warps")
+        assert k.options.num_warps == 4
+    k = _suite_kernel("fmha_f16", "sm_90")
+    _passes(k, "dce")
+    [loop] = [o for o in walk_ops(k.fn.body) if o.name == "for"]
+    mmas = [o for o in walk_ops(loop.regions[0].blocks[0]) if o.name == "mmaf"]
+    assert accumulator_registers(mmas, 4) == 192 and accumulator_registers(mmas, 8) == 96
+    assert warps_for([mmas], 4) == 8
+    assert warps_for([mmas[:1]], 4) == 4     # one mma alone (128 registers): a matmul's K-loop is left alone

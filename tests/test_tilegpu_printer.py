@@ -147,6 +147,27 @@ def test_dropin_prints_changed_passes_locations_and_llvm(tmp_path):
     assert " loc(" in tilegpu and 'target triple = "nvptx64-nvidia-cuda"' in llvm and "define " in llvm
 
 
+def test_print_ir_after_emit_llvm_is_the_llvm_ir_on_both_command_lines(tmp_path):
+    """--print-ir-after=emit-llvm names the LLVM IR as --print-llvm does (emit-llvm is the step after the last
+    pass); a name that is neither a pass nor emit-llvm is still one error line."""
+    axpby = Path(__file__).resolve().parents[1] / "examples" / "axpby_f32.v13.4.tileirbc"
+    proc = subprocess.run([str(BIN / "tileiras"), "--gpu-name", "sm_90", str(axpby), "-o", str(tmp_path / "k.cubin"),
+                           "--print-ir-after=dce,emit-llvm"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert _banners(proc.stderr) == ["dce", "emit-llvm"]
+    assert "define " in proc.stderr.rsplit("IR Dump After emit-llvm", 1)[1]
+    proc = subprocess.run([str(BIN / "tileiras-async"), "compile", str(axpby), "--gpu-name", "sm_90", "-j", "1",
+                           "--no-cache", "--out-dir", str(tmp_path / "out"), "--print-ir-after", "emit-llvm",
+                           "--print-ir-dir", str(tmp_path / "ir")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    names = [p.name for p in (tmp_path / "ir").iterdir()]
+    assert len(names) == 1 and names[0].endswith("-after-emit-llvm.ll"), names
+    proc = subprocess.run([str(BIN / "tileiras"), "--gpu-name", "sm_90", str(axpby), "-o", str(tmp_path / "k.cubin"),
+                           "--print-ir-before=emit-llvm"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and proc.stderr.startswith("error: unknown pass 'emit-llvm' for --print-ir-before")
+    assert proc.stderr.count("\n") == 1
+
+
 @requires_corpus
 def test_batch_prints_changed_passes_and_llvm_to_files_and_the_ptx_stays(tmp_path):
     def compile_(out: str, *extra: str) -> str:

@@ -17,7 +17,9 @@ from textual.widgets import DataTable, TabbedContent  # noqa: E402
 from tileiras_async.pipeline.config import BatchConfig  # noqa: E402
 from tileiras_async.pipeline.messages import FaultSpec  # noqa: E402
 from tileiras_async.stages import PrintIR  # noqa: E402
+from tileiras_async.tilegpu.parser import parse_kernel  # noqa: E402
 from tileiras_async.tilegpu.passes import PASS_NAMES  # noqa: E402
+from tileiras_async.tilegpu.printer import print_kernel  # noqa: E402
 
 from tileiras_tui.app import CHART_TICKS, DashboardApp, DiagnosticScreen, HelpScreen, KernelScreen  # noqa: E402
 from tileiras_tui.model import CANCELLED, FAILED, OK, RUNNING  # noqa: E402
@@ -127,6 +129,10 @@ def test_ir_tab_lists_the_snapshots_and_shows_the_chosen_one():
                                            "after insert-barriers"]
             text = screen.query_one("#ir-text").text
             assert text.startswith("// -----// IR Dump After insert-barriers (kernel0000_0)") and "tilegpu.barrier" in text
+            # the printer's text as it is (the banner on top): it reads back and prints the same
+            dump = screen.row.ir_dumps[-1]
+            assert text == dump.banner() + "\n" + dump.text
+            assert print_kernel(parse_kernel(text)) == dump.text
             assert app.focused.id == "ir-passes" and "3 tile-GPU IR snapshots" in screen_text(app)
             await pilot.press("up")
             await wait_for(pilot, app, lambda: "IR Dump After assign-layouts" in screen.query_one("#ir-text").text,

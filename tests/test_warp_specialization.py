@@ -162,6 +162,23 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
                      r"cp\.async\.bulk\.tensor", run.ptx)
 
 
+@requires_corpus
+def test_on_sm100_the_producer_sees_the_initialised_mbarriers(refs):
+    """sm_100 splits the loop too, its accumulator kept in tensor memory.  The accumulator's acquire (after the
+    split) synchronises the consumer warpgroup alone, so the mbarriers' initialisation keeps a CTA barrier of
+    its own before the split, where a one-warpgroup tcgen05 loop needs only warp 0's lanes synchronised; and
+    the producer's region is one thread's code (no elect.sync: there is no warp to elect a lane from).  The
+    emulated kernel computes the reference."""
+    inputs, orig = refs.make_inputs(SPLIT), refs.make_inputs(SPLIT)
+    run = run_compiled(_path(SPLIT), refs.grid(SPLIT, inputs), list(inputs.values()), gpu_name="sm_100",
+                       check_races=True)
+    assert not refs.check(SPLIT, orig, inputs)
+    ptx = run.ptx
+    assert ".reqntid 256" in ptx and "tcgen05.mma" in ptx and "elect.sync" not in ptx
+    before_split = ptx[ptx.index("fence.mbarrier_init"):ptx.index("barrier.sync \t1, 128;")]
+    assert "bar.sync \t0;" in before_split and "bar.warp.sync" not in ptx
+
+
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
 # tcgen05's release of a slot: the commit of the unit's mmas to its empty mbarrier (the first commit in the
 # PTX; the last one is the consumer's own, before it loads the accumulator)

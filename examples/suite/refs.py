@@ -124,54 +124,58 @@ class Ref:
     canon: dict = field(default_factory=dict)       # output name -> function applied before comparing
 
 
-REFS: dict[str, Ref] = {}
+class Registry:
+    """A set of cases and the refs.py interface over them (examples/refs.py keeps its own)."""
+
+    def __init__(self):
+        self.refs: dict[str, Ref] = {}
+
+    def register(self, cid, make, grid, ref, dtypes, tol=None, canon=None):
+        assert cid not in self.refs, cid
+        self.refs[cid] = Ref(make, grid, ref, dict(dtypes), dict(tol or {}), dict(canon or {}))
+
+    def make_inputs(self, cid: str, seed: int | None = None) -> dict:
+        return self.refs[cid].make(np.random.default_rng(zlib.crc32(cid.encode()) if seed is None else seed))
+
+    def grid(self, cid: str, inputs: dict) -> tuple:
+        g = tuple(int(v) for v in self.refs[cid].grid(inputs))
+        return g + (1,) * (3 - len(g))
+
+    def reference(self, cid: str, inputs: dict) -> dict:
+        return self.refs[cid].ref(inputs)
+
+    def tolerance(self, cid: str, name: str) -> tuple:
+        return self.refs[cid].tol.get(name, (0.0, 0.0))
+
+    def check(self, cid: str, inputs: dict, outputs: dict) -> list:
+        """Compare kernel outputs with the reference; a list of problems (empty = pass).  `inputs` must
+        be an untouched copy: the reference is computed from it."""
+        r = self.refs[cid]
+        problems = []
+        for name, exp in r.ref(inputs).items():
+            canon = r.canon.get(name, lambda v: v)
+            dt = r.dtypes[name]
+            e = decode(canon(np.asarray(exp)), dt)
+            g = decode(canon(np.asarray(outputs[name])), dt)
+            if e.shape != g.shape:
+                problems.append(f"{name}: shape {g.shape} != {e.shape}")
+                continue
+            rtol, atol = self.tolerance(cid, name)
+            if e.dtype.kind in "iu":
+                bad = e != g
+            else:
+                bad = ~(np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True))
+            if bad.any():
+                idx = tuple(int(i) for i in np.argwhere(bad)[0])
+                problems.append(f"{name}: {int(bad.sum())} of {bad.size} differ, first at {idx}: "
+                                f"got {g[idx]!r} expected {e[idx]!r}")
+        return problems
 
 
-def register(cid, make, grid, ref, dtypes, tol=None, canon=None):
-    assert cid not in REFS, cid
-    REFS[cid] = Ref(make, grid, ref, dict(dtypes), dict(tol or {}), dict(canon or {}))
-
-
-def make_inputs(cid: str, seed: int | None = None) -> dict:
-    return REFS[cid].make(np.random.default_rng(zlib.crc32(cid.encode()) if seed is None else seed))
-
-
-def grid(cid: str, inputs: dict) -> tuple:
-    g = tuple(int(v) for v in REFS[cid].grid(inputs))
-    return g + (1,) * (3 - len(g))
-
-
-def reference(cid: str, inputs: dict) -> dict:
-    return REFS[cid].ref(inputs)
-
-
-def tolerance(cid: str, name: str) -> tuple:
-    return REFS[cid].tol.get(name, (0.0, 0.0))
-
-
-def check(cid: str, inputs: dict, outputs: dict) -> list:
-    """Compare kernel outputs with the reference; a list of problems (empty = pass).  `inputs` must
-    be an untouched copy: the reference is computed from it."""
-    r = REFS[cid]
-    problems = []
-    for name, exp in r.ref(inputs).items():
-        canon = r.canon.get(name, lambda v: v)
-        dt = r.dtypes[name]
-        e = decode(canon(np.asarray(exp)), dt)
-        g = decode(canon(np.asarray(outputs[name])), dt)
-        if e.shape != g.shape:
-            problems.append(f"{name}: shape {g.shape} != {e.shape}")
-            continue
-        rtol, atol = tolerance(cid, name)
-        if e.dtype.kind in "iu":
-            bad = e != g
-        else:
-            bad = ~(np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True))
-        if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            problems.append(f"{name}: {int(bad.sum())} of {bad.size} differ, first at {idx}: "
-                            f"got {g[idx]!r} expected {e[idx]!r}")
-    return problems
+_SUITE = Registry()
+REFS = _SUITE.refs
+register, make_inputs, grid = _SUITE.register, _SUITE.make_inputs, _SUITE.grid
+reference, tolerance, check = _SUITE.reference, _SUITE.tolerance, _SUITE.check
 
 
 # ----------------------------------------------------------------------------- matmuls

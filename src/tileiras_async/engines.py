@@ -53,15 +53,17 @@ class EnginesDisagree(Exception):
 def run_kernel(module: Any, grid: Sequence[int], args: list[Any], *, kernel: str | None = None,
                engine: str = "interpret", gpu_name: str = "sm_100", opt_level: int = 3,
                stdout: Callable[[str], None] | None = None, ptx: str | None = None,
-               host_object: str | None = None) -> RunReport:
+               host_object: str | None = None, memcheck: str = "strict") -> RunReport:
     """See `tileiras_async.run_kernel` (module: a bytecode path, its bytes or a read Module); `ptx`,
-    `host_object`: see emu.runner.run_ptx."""
+    `host_object`, `memcheck` (the emulator's): see emu.runner.run_ptx."""
     if engine not in ENGINES:
         raise ArgumentError(f"unknown engine '{engine}' (expected one of {', '.join(ENGINES)})")
-    given = _GivenPtx(ptx, host_object)
+    given = _GivenPtx(ptx, host_object, memcheck)
     if engine == "interpret":
         if ptx is not None:
             raise ArgumentError("given PTX runs in the emulator: choose the engine emulate or both")
+        if memcheck != "strict":
+            raise ArgumentError(f"memcheck '{memcheck}' is the emulator's: choose the engine emulate or both")
         return _interpret(module, grid, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
                           stdout=stdout)
     if engine == "emulate":
@@ -71,9 +73,11 @@ def run_kernel(module: Any, grid: Sequence[int], args: list[Any], *, kernel: str
 
 @dataclass(frozen=True)
 class _GivenPtx:
-    """PTX to emulate instead of compiling the module (None: compile), and the host object beside it."""
+    """PTX to emulate instead of compiling the module (None: compile), the host object beside it, and the
+    emulator's memory-check mode."""
     ptx: str | None = None
     host_object: str | None = None
+    memcheck: str = "strict"
 
 
 def _emulate(module, grid, args, kernel, gpu_name, opt_level, given: _GivenPtx = _GivenPtx()) -> RunReport:
@@ -82,12 +86,13 @@ def _emulate(module, grid, args, kernel, gpu_name, opt_level, given: _GivenPtx =
     t0 = time.perf_counter()
     if given.ptx is not None:
         run = run_ptx(module, given.ptx, dims, args, kernel=kernel, host_object=given.host_object,
-                      check_races=True)
+                      check_races=True, memcheck=given.memcheck)
     else:
         run = run_compiled(module, dims, args, kernel=kernel, gpu_name=gpu_name, opt_level=opt_level,
-                           check_races=True)
+                           check_races=True, memcheck=given.memcheck)
     counters = {k: v for k, v in run.report.as_dict().items() if isinstance(v, int)}
-    return RunReport("emulate", run.kernel, dims, time.perf_counter() - t0, counters, "", tuple(run.arrays))
+    return RunReport("emulate", run.kernel, dims, time.perf_counter() - t0, counters, "", tuple(run.arrays),
+                     run.report.warnings)
 
 
 def _copy(a):
@@ -140,7 +145,8 @@ def _both(module, grid, args, kernel, gpu_name, opt_level, stdout, given: _Given
     counters = {f"interpret.{k}": v for k, v in interpreted.counters.items()}
     counters.update({f"emulate.{k}": v for k, v in emulated.counters.items()})
     report = BothReport("both", emulated.kernel, emulated.grid, interpreted.time_s + emulated.time_s, counters,
-                        interpreted.stdout, emulated.array_args, mismatches, diffs, interpreted, emulated)
+                        interpreted.stdout, emulated.array_args, emulated.warnings, mismatches=mismatches,
+                        max_abs_diff=diffs, interpreter=interpreted, emulator=emulated)
     if mismatches:
         raise EnginesDisagree(report)
     return report

@@ -50,7 +50,12 @@ class PrintIR(msgspec.Struct, frozen=True):
 
     @property
     def active(self) -> bool:
-        return bool(self.before or self.after or self.after_all or self.after_change or self.llvm)
+        return bool(self.before or self.after or self.after_all or self.after_change or self.wants_llvm)
+
+    @property
+    def wants_llvm(self) -> bool:
+        """--print-llvm, or --print-ir-after=emit-llvm (the LLVM IR is the snapshot after that step)."""
+        return self.llvm or LLVM_DUMP in self.after
 
 
 LLVM_DUMP = "emit-llvm"   # the pass name the LLVM IR snapshot is printed after (the last step of lowering)
@@ -73,12 +78,14 @@ class IRDump(msgspec.Struct, frozen=True):
 
 
 def check_print_ir(print_ir: PrintIR) -> str | None:
-    """An error message when --print-ir-before/-after names a pass that does not exist."""
+    """An error message when --print-ir-before/-after names a pass that does not exist (--print-ir-after also
+    takes emit-llvm: the LLVM IR)."""
     from .tilegpu.passes import PASS_NAMES
-    for flag, names in (("--print-ir-before", print_ir.before), ("--print-ir-after", print_ir.after)):
+    for flag, names, also in (("--print-ir-before", print_ir.before, ()),
+                              ("--print-ir-after", print_ir.after, (LLVM_DUMP,))):
         for name in names:
-            if name not in PASS_NAMES:
-                return f"unknown pass '{name}' for {flag} (passes: {', '.join(PASS_NAMES)})"
+            if name not in PASS_NAMES and name not in also:
+                return f"unknown pass '{name}' for {flag} (passes: {', '.join(PASS_NAMES + also)})"
     return None
 
 
@@ -266,7 +273,7 @@ def lower(req: LowerRequest) -> LoweredKernel:
         return LoweredKernel(req.name, False, diagnostics=diagnostics, tool_stderr=detail or "",
                              elapsed_s=time.perf_counter() - t0)
     dumps = [IRDump(req.name, s.when, s.pass_name, s.text) for s in snapshots]
-    if req.print_ir is not None and req.print_ir.llvm:
+    if req.print_ir is not None and req.print_ir.wants_llvm:
         dumps.append(IRDump(req.name, "after", LLVM_DUMP, ir if ir.endswith("\n") else ir + "\n"))
     return LoweredKernel(req.name, True, ir, shared, remarks, elapsed_s=time.perf_counter() - t0, ir_dumps=dumps,
                          schedules=schedules)
@@ -287,7 +294,7 @@ def _printing(print_ir: PrintIR | None):
     if print_ir is None:
         return None
     from .tilegpu.passes import IRPrinting
-    return IRPrinting(frozenset(print_ir.before), frozenset(print_ir.after), print_ir.after_all,
+    return IRPrinting(frozenset(print_ir.before), frozenset(print_ir.after) - {LLVM_DUMP}, print_ir.after_all,
                       print_ir.after_change, print_ir.debuginfo)
 
 

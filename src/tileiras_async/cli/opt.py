@@ -1,4 +1,5 @@
-"""`tileiras-async opt FILE [--passes P1,P2,...] [--gpu-name G]`: tile-GPU IR text through named passes."""
+"""`tileiras-async opt FILE [--passes P1,P2,...] [--gpu-name G]`: IR text (tile-GPU, or cuda_tile as our
+disassembler prints it) through named passes."""
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,9 @@ EXIT_CODES = exit_table({EXIT_USAGE: "input that cannot be read or does not pars
 
 def add_opt_parser(sub) -> None:
     from ..tilegpu.passes import PASS_NAMES
-    p = sub.add_parser("opt", help="read tile-GPU IR text (a --print-ir-* section), run passes, print the result")
-    p.add_argument("file", metavar="FILE", help="one IR dump section ('-': standard input)")
+    p = sub.add_parser("opt", help="read IR text (a --print-ir-* section, or a cuda_tile kernel as tileirdisasm "
+                                       "prints it), run passes, print the tile-GPU IR")
+    p.add_argument("file", metavar="FILE", help="one IR dump section or one cuda_tile kernel ('-': standard input)")
     p.add_argument("--passes", default="", metavar="P1,P2,...",
                    help="passes to run, in this order (none: print what was read); one of: " + ", ".join(PASS_NAMES))
     p.add_argument("--gpu-name", default=None, metavar="G", help="the target (default: the one the input names)")

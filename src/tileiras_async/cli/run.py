@@ -3,6 +3,7 @@
     tileiras-async run MODULE.tileirbc --grid X[,Y[,Z]] --args IN.npz --out OUT.npz
                        [--kernel SYMBOL] [--engine interpret|emulate|both] [--gpu-name G] [-O N]
                        [--stats FILE.json] [--ptx KERNEL.ptx [--host-object KERNEL.o]]
+                       [--memcheck strict|device]
 
 IN.npz holds the arguments in cuTile parameter order under the names "0", "1",
 ...: arrays for array parameters, 0-d arrays for scalars.  OUT.npz receives the
@@ -13,7 +14,10 @@ stdout, then one line per array written (its name, shape and dtype; with
 difference).  Failures print one ``error: ...`` line on stderr.  With the emulator,
 --stats writes the executed thread-instructions by class (emu/stats.py) and
 --ptx runs the given PTX (e.g. NVIDIA's) with the module's parameter ABI
-instead of compiling the module (emu.runner.run_ptx).
+instead of compiling the module (emu.runner.run_ptx).  --memcheck device runs the
+emulator as a GPU without a sanitizer: a read just past an allocation (within its
+2 MiB page, emu/memory.py) returns 0xff bytes and prints one ``warning: ...`` line
+on stderr per kernel and argument instead of faulting.
 
 Exit codes: 0 ok, else one of EXIT_CODES (below; README's table lists them).
 """
@@ -28,6 +32,7 @@ import numpy as np
 from ..inputs import EXIT_BAD_INPUT, EXIT_CODEGEN, EXIT_CONFIG as EXIT_ARGS, EXIT_INTERNAL, EXIT_USAGE
 from ..inputs import output_dir_problem
 from ..interp.errors import EXIT_ENGINES_DISAGREE, ArgumentError, InterpError, KernelFault
+from ..emu.memory import MEMCHECK_MODES
 from .common import exit_table
 
 EXIT_FAULT = KernelFault.exit_code   # the emulator's faults (emu.errors.EmuError) exit the same
@@ -38,7 +43,8 @@ EXIT_CODES = exit_table({   # README's `run` table lists them (tests/test_exit_c
     EXIT_BAD_INPUT: "bytecode that does not parse or verify",
     EXIT_INTERNAL: "an op or engine this build cannot run; internal error",
     EXIT_CODEGEN: "code that cannot be lowered or that ptxas rejects (emulate, both)",
-    EXIT_FAULT: "a fault while the kernel ran: out-of-bounds access, failed assert, undefined behaviour",
+    EXIT_FAULT: "a fault while the kernel ran: out-of-bounds access (--memcheck device: a write, or a read beyond "
+                "the allocation's page), failed assert, undefined behaviour",
     EXIT_ENGINES_DISAGREE: "--engine both: the interpreter and the emulator disagree",
 })
 
@@ -68,6 +74,12 @@ def add_run_parser(sub) -> None:
     r.add_argument("--host-object", metavar="KERNEL.o",
                    help="with --ptx: NVIDIA's host object beside the PTX; its launch hook fills the PTX's tensor "
                         "maps (TMA; runs x86-64 code, as the CUDA driver does)")
+    r.add_argument("--memcheck", choices=MEMCHECK_MODES, metavar="{strict,device}",
+                   help="emulate/both: strict (default): any access outside an allocation is a fault (exit 6), as "
+                        "under compute-sanitizer; device: as a GPU without a sanitizer, a read past the end of an "
+                        "allocation but within the rest of its 2 MiB page returns 0xff bytes and prints one "
+                        "'warning: ...' line per kernel and argument; writes outside, and reads further away, "
+                        "still fault")
     r.set_defaults(func=run_command)
 
     def one_line_error(message: str):
@@ -138,9 +150,10 @@ def run_command(args) -> int:
     problem = output_dir_problem(args.out)
     if problem:   # said before the kernel runs, not after
         return _error(f"cannot write {args.out}: {problem}", EXIT_ARGS)
-    if args.engine == "interpret" and (args.stats or args.ptx):
-        return _error(f"{'--stats' if args.stats else '--ptx'} needs the emulator: --engine emulate or both",
-                      EXIT_USAGE)
+    emulator_only = next((f for f, given in (("--stats", args.stats), ("--ptx", args.ptx),
+                                             ("--memcheck", args.memcheck)) if given), None)
+    if args.engine == "interpret" and emulator_only:
+        return _error(f"{emulator_only} needs the emulator: --engine emulate or both", EXIT_USAGE)
     if args.host_object and not args.ptx:
         return _error("--host-object goes with --ptx", EXIT_USAGE)
     try:
@@ -154,7 +167,7 @@ def run_command(args) -> int:
             sys.stdout.flush()
         report = run_kernel(module, grid, kernel_args, kernel=args.kernel, engine=args.engine, stdout=emit,
                             gpu_name=args.gpu_name, opt_level=args.opt_level, ptx=ptx,
-                            host_object=args.host_object)
+                            host_object=args.host_object, memcheck=args.memcheck or "strict")
     except KernelFault as e:
         return _error(str(e), e.exit_code)
     except InterpError as e:
@@ -162,6 +175,7 @@ def run_command(args) -> int:
     except EmuError as e:
         return _error(str(e), e.exit_code)
     except EnginesDisagree as e:
+        print_warnings(e.report.warnings)
         for m in e.report.mismatches:
             print(f"mismatch: {m}; largest abs difference {_number(e.report.max_abs_diff[m.argument])}",
                   file=sys.stderr)
@@ -178,6 +192,7 @@ def run_command(args) -> int:
         return _error(e.message, EXIT_ARGS)
     except InputError as e:
         return _error(e.lines[0].removeprefix("error: "), e.rc)
+    print_warnings(report.warnings)
     outputs = {str(i): kernel_args[i] for i in report.array_args}
     buf = io.BytesIO()
     np.savez(buf, **outputs)
@@ -189,6 +204,11 @@ def run_command(args) -> int:
         return _error(e.message, EXIT_ARGS)
     sys.stdout.write("".join(f"{line}\n" for line in summary_lines(outputs, report)))
     return 0
+
+
+def print_warnings(warnings) -> None:
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def summary_lines(outputs: dict[str, np.ndarray], report) -> list[str]:

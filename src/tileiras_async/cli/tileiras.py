@@ -81,7 +81,8 @@ OPTIONS = [
     Option("register-caps", "After ptxas, cap (.maxnreg) the registers of kernels whose registers limit their CTAs "
            "per SM, where that costs no spills and at most 1 in 128 more instructions"),
     Option("print-ir-after-all", "Print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)"),
-    Option("print-ir-after", "Print the tile-GPU IR after the named passes", kind="list", meta="pass[,pass...]"),
+    Option("print-ir-after", "Print the tile-GPU IR after the named passes (emit-llvm: the LLVM IR)", kind="list",
+           meta="pass[,pass...]"),
     Option("print-ir-before", "Print the tile-GPU IR before the named passes", kind="list", meta="pass[,pass...]"),
     Option("print-ir-after-change", "Print the tile-GPU IR after a pass only if the pass changed it (after "
            "every pass, or after those --print-ir-after names)"),

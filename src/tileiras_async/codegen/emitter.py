@@ -75,8 +75,8 @@ class KernelEmitter:
         params = []
         for i, t in enumerate(fn.type.inputs):
             params.append((llvm_type(t), f"%arg{i}"))
-        # the tensor maps select-tensor-copies chose: 128-byte parameters after the kernel's own, which the
-        # host object's launch hook fills (tilegpu.tensor_maps)
+        # the tensor maps select-tensor-copies and select-tile-tensor-copies chose: 128-byte parameters after
+        # the kernel's own, which the host object's launch hook fills (tilegpu.tensor_maps)
         self.tensor_maps = tensor_maps
         for spec in tensor_maps.maps if tensor_maps is not None else ():
             params.append((f"ptr byval([{MAP_BYTES} x i8]) align {MAP_ALIGN}", f"%arg{spec.param}"))

@@ -163,6 +163,9 @@ def predicated_load(em: KernelEmitter, op: Operation, addr: str, pred: str | Non
         text = f"ld{order}.global.{width} $0, [$1];"
         v = em.b.asm(reg_t, text, f"={cls},l", [(GLOBAL_PTR, addr)])
     else:
+        # the predicate as an i32 tested inside the asm, not an asm predicate operand ('b', as the stores
+        # take it): with that, ptxas's code for some kernels grew (launch reduce2d_rows_f32_8x64 sm_90: 130
+        # -> 409 SASS instructions, 27 -> 50 registers)
         text = (f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; mov.b{32 if wide else max(bits, 16)} $0, $3; "
                 f"@p ld{order}.global.{width} $0, [$1]; }}")
         p32 = em.b.value(f"zext i1 {pred} to i32")
@@ -183,9 +186,8 @@ def predicated_store(em: KernelEmitter, op: Operation, addr: str, pred: str | No
     if pred is None:
         em.b.asm("void", f"st{order}.global.{width} [$0], $1;", f"l,{cls}", [(GLOBAL_PTR, addr), (rt, v)])
         return
-    text = f"{{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st{order}.global.{width} [$0], $1; }}"
-    p32 = em.b.value(f"zext i1 {pred} to i32")
-    em.b.asm("void", text, f"l,{cls},r", [(GLOBAL_PTR, addr), (rt, v), ("i32", p32)])
+    em.b.asm("void", f"@$2 st{order}.global.{width} [$0], $1;", f"l,{cls},b",
+             [(GLOBAL_PTR, addr), (rt, v), ("i1", pred)])
 
 
 def _pack_words(em: KernelEmitter, values: list[str], lt: str) -> list[str]:
@@ -251,9 +253,7 @@ def predicated_vector_store(em: KernelEmitter, addr: str, pred: str | None, elem
     if pred is None:
         em.b.asm("void", store, ",".join(["l"] + ["r"] * w), args)
         return
-    p32 = em.b.value(f"zext i1 {pred} to i32")
-    em.b.asm("void", f"{{ .reg .pred p; setp.ne.b32 p, ${w + 1}, 0; @p {store} }}",
-             ",".join(["l"] + ["r"] * w + ["r"]), args + [("i32", p32)])
+    em.b.asm("void", f"@${w + 1} {store}", ",".join(["l"] + ["r"] * w + ["b"]), args + [("i1", pred)])
 
 
 def _and(em: KernelEmitter, a: str | None, b: str | None) -> str | None:

@@ -8,8 +8,9 @@ copies are unrolled when there are few, else a loop LLVM is told not to unroll (
 kept live across the K-loop).  Out-of-bounds elements read as zero through cp.async's src-size operand (0 for
 rows outside the tensor, the bytes left for a vector that crosses the end of a row): the zero padding of the
 partition view.  With 8/16-bit elements one at a time, a synchronous predicated load and a shared store.
-A converted wgmma operand (tf32) is copied as it is; `tilegpu.convert_stage` then converts the landed chunk in
-place, each thread the elements it copied (the same spread over the threads), before the publishing barrier.
+A wgmma operand with a conversion the tensor core does not do itself is copied as it is; `tilegpu.convert_stage`
+then converts the landed chunk in place, each thread the elements it copied (the same spread over the threads),
+before the publishing barrier (f32 read as tf32 needs none: tilegpu.software_pipeline.read_as_tf32).
 """
 from __future__ import annotations
 

@@ -1,15 +1,27 @@
-"""Tensor copies (TMA) of a pipelined loop's stage buffers: the mbarriers and the copies select-tensor-copies
-chose (tilegpu.tensor_maps).  Everything was decided by the passes; this module spells it in PTX.
+"""Tensor copies (TMA): of a pipelined loop's stage buffers, the mbarriers and the copies select-tensor-copies
+chose, and the tile loads select-tile-tensor-copies chose (tilegpu.tensor_maps).  Everything was decided by
+the passes; this module spells it in PTX.
 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0
-  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand) and prefetches the
-  maps; a barrier publishes the initialisation before anyone waits.
-* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): thread 0 expects the chunk's bytes on the
-  slot's mbarrier, then issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's
-  swizzle writes the layout wgmma reads; an mma.sync / FMA operand's one box its unpadded rows);
-  out-of-bounds elements arrive as zeros and count as bytes.
+  initialises them (`count` arrivals a phase: one `arrive.expect_tx` per TMA operand; for tile loads, one
+  mbarrier per `tma_issue` that every thread arrives on) and prefetches the maps it names; a barrier
+  publishes the initialisation before anyone waits (with `barrier_follows` one that comes later does, before
+  any other warp's wait: warp 0, whose elected lane issues the first copies, only syncs its lanes).
+* the copy of one K chunk (from `tilegpu.async_copy` with `tma`): one lane of warp 0 (`elect.sync`; in a
+  warp-specialised loop's producer region its one thread) expects the chunk's bytes on the slot's mbarrier, then
+  issues one `cp.async.bulk.tensor.{2,3}d` per box into the stage buffer (the map's swizzle writes the layout
+  wgmma reads; an mma.sync / FMA operand's one box its unpadded rows); out-of-bounds elements arrive as zeros
+  and count as bytes.
 * `tilegpu.tma_wait`: every thread spins on `mbarrier.try_wait.parity` for the unit's phase.
 * `tilegpu.tma_release`: a barrier (every wait done), then thread 0 invalidates the mbarriers.
+* `tilegpu.tma_issue` (select-tile-tensor-copies): a shared global of its own (128-byte aligned) is the
+  buffer; in a loop, a barrier (`after_reads`) and thread 0's proxy fence (`fence_reads`) order the previous
+  iteration's reads before the async proxy's writes; thread 0 expects the tile's bytes on its mbarrier and
+  issues one `cp.async.bulk.tensor.{1d,2d}` per box; every thread arrives, the state its arrival returned
+  being the result (so no phase is tracked across iterations).
+* `tilegpu.tma_read`: every thread waits for that state's phase, the loop ending warp-uniformly
+  (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow), then reads its
+  elements from the buffer in the result's layout, runs of consecutive ones as vectors.
 
 A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
 ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
@@ -22,8 +34,9 @@ are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX dec
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
-from .values import SHARED_PTR, Tile
+from .values import SHARED_PTR, Tile, llvm_type
 
 MBAR_BYTES = 8
 
@@ -50,6 +63,22 @@ def _thread0(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], r
              [("i32", em.tid)] + args)
 
 
+def _elected(em: KernelEmitter, lines: list[str], args: list[tuple[str, str]], regs: str = "") -> None:
+    """PTX `lines` (operands from $1) executed by one lane of warp 0, chosen by `elect.sync`: ptxas then knows a
+    single thread issues them and moves their operands to uniform registers once, where a per-thread test
+    (`_thread0`) makes it loop over the warp's lanes around every tensor copy in case several issue.  Where
+    one thread runs the code anyway (the producer's region) there is no warp to elect from: the lines run as
+    they are."""
+    if em.single_thread:
+        _thread0(em, lines, args, regs)
+        return
+    body = " ".join(f"@p {line};" for line in lines)
+    em.b.asm("void", f"{{ .reg .pred p; .reg .b32 e; {regs}setp.lt.u32 p, $0, 32; @!p bra $$tce${{:uid}}; "
+                     f"elect.sync e|p, -1; {body} $$tce${{:uid}}: }}",
+             ",".join(["r"] + [("l" if t == "i64" else "r") for t, _ in args] + ["~{memory}"]),
+             [("i32", em.tid)] + args)
+
+
 def map_address(em: KernelEmitter, param: int) -> str:
     """i64: the generic address of the tensor map in entry parameter `param`."""
     return em.b.asm("i64", f"mov.b64 $0, {em.b.fn.name}_param_{param}; cvta.param.u64 $0, $0;", "=l", [],
@@ -69,7 +98,10 @@ def _tma_barriers(em: KernelEmitter, op: Operation) -> None:
     lines.append("fence.mbarrier_init.release.cluster")
     lines += [f"prefetch.tensormap [${2 + i}]" for i in range(len(maps))]
     _thread0(em, lines, [("i32", bars)] + maps, branch=bool(empty))
-    em.barrier()
+    if op.attrs.get("barrier_follows"):     # the elected lane issuing the first copies is one of warp 0's
+        em.b.asm("void", "bar.warp.sync -1;", "~{memory}", [])
+    else:
+        em.barrier()
     em.set(op.result, Tile(op.result.type, None, [bars]))
 
 
@@ -97,7 +129,7 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
         args.append(("i32", inner))
         lines.append(f"cp.async.bulk.tensor.{len(starts)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                      f"[$3+{j * tc.column_bytes}], [$2, {{${len(args)}, {outer}}}], [$1]")
-    _thread0(em, lines, args, ".reg .b64 st; ")
+    _elected(em, lines, args, ".reg .b64 st; ")
 
 
 def _rings(bars_op: Operation) -> int:
@@ -147,3 +179,127 @@ def _tma_release(em: KernelEmitter, op: Operation) -> None:
     count = op.attrs["stages"] * _rings(op.operands["barriers"].owner)
     _thread0(em, [f"mbarrier.inval.shared.b64 [$1+{MBAR_BYTES * s}]" for s in range(count)],
              [("i32", _bars(em, op))])
+
+
+TILE_COPY_ALIGN = 128       # a tensor copy's shared-memory destination
+
+
+def _tile_starts(em: KernelEmitter, op: Operation, shape: tuple[int, ...]) -> list[str]:
+    """i32 per tile dimension: the element where the tile starts (its index times its extent)."""
+    starts = []
+    for v, extent in zip(op.operands["index"], shape):
+        idx = em.get(v)
+        i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
+        starts.append(em.b.value(f"mul i32 {i32}, {extent}"))
+    return starts
+
+
+def _tile_copy_lines(tc, rank: int, args: list) -> list[str]:
+    """Thread 0's PTX for one tma_issue: operands $1 mbarrier, $2 map, $3 buffer, $4.. the tile's starts,
+    outermost first (appended to `args`: the later boxes' innermost starts)."""
+    lines = [f"mbarrier.arrive.expect_tx.shared.b64 $0, [$1], {tc.bytes}"]
+    outer = "".join(f", ${4 + d}" for d in reversed(range(rank - 1)))   # PTX lists the innermost first
+    for j in range(tc.copies):
+        inner = f"${3 + rank}"
+        if j:
+            args.append(("i32", f"add i32 {args[2 + rank][1]}, {j * tc.map.box[-1]}"))
+            inner = f"${len(args)}"
+        lines.append(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                     f"[$3+{j * tc.copy_bytes}], [$2, {{{inner}{outer}}}], [$1]")
+    return lines
+
+
+def _tile_mbarrier(em: KernelEmitter, op: Operation) -> str:
+    return em.b.value(f"add i32 {_bars(em, op)}, {op.attrs['tma'].slot * MBAR_BYTES}")
+
+
+@lowers("tilegpu.tma_issue")
+def _tma_issue(em: KernelEmitter, op: Operation) -> None:
+    """The copies and every thread's arrival; the result carries the arrival's state and, for the
+    tma_read, the buffer's symbol."""
+    tc = op.attrs["tma"]
+    buf = em.unique_global("tma_tile")
+    em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{tc.bytes} x i8] undef, "
+                            f"align {TILE_COPY_ALIGN}")
+    dst = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
+    starts = _tile_starts(em, op, tc.shape)
+    rank = len(starts)
+    args = [("i32", _tile_mbarrier(em, op)), ("i64", map_address(em, tc.map.param)), ("i32", dst)]
+    args += [("i32", s) for s in starts]
+    lines = _tile_copy_lines(tc, rank, args)
+    args = [(t, em.b.value(v) if v.startswith("add ") else v) for t, v in args]
+    if op.attrs.get("after_reads"):
+        em.barrier()        # every thread's reads of the buffer in the previous iteration are done
+    if op.attrs.get("fence_reads"):
+        # ... and ordered before the async proxy's writes
+        lines.insert(0, "fence.proxy.async.shared::cta")
+    body = " ".join(f"@p {line};" for line in lines)
+    state = em.b.asm("i64", "{ .reg .pred p; setp.eq.u32 p, $" + str(len(args) + 1) + ", 0; " + body +
+                     " @!p mbarrier.arrive.shared.b64 $0, [$1]; }",
+                     ",".join(["=l"] + [("l" if t == "i64" else "r") for t, _ in args] + ["r", "~{memory}"]),
+                     args + [("i32", em.tid)])
+    em.set(op.result, Tile(op.result.type, None, [state, buf]))
+
+
+@lowers("tilegpu.tma_read")
+def _tma_read(em: KernelEmitter, op: Operation) -> None:
+    """Every thread waits for the phase it arrived in; the loop ends warp-uniformly (`vote.sync.all`), so
+    ptxas needs no divergent path for the shuffles that follow."""
+    tc = op.attrs["tma"]
+    state, buf = em.get(op.operands["state"]).regs
+    em.b.asm("void", "{ .reg .pred w; $$tml${:uid}: mbarrier.try_wait.shared.b64 w, [$0], $1; "
+                     "vote.sync.all.pred w, w, -1; @!w bra.uni $$tml${:uid}; }", "r,l,~{memory}",
+             [("i32", _tile_mbarrier(em, op)), ("i64", state)])
+    em.set(op.result, _read_tile(em, op.result.type, buf, tc.elem_bytes, tc.map.box[-1]))
+
+
+def _contiguous_run(layout, eb: int) -> int:
+    """How many registers, from each multiple of the count, hold consecutive elements of a row of the
+    buffer at an address aligned to their bytes: the leading register bases step 1, 2, 4, ... along the
+    innermost dimension and every other basis moves along it by multiples of the run (at most 16 bytes)."""
+    regs, rest = layout.bases[0], [b for bases in layout.bases for b in bases]
+    run = 0
+    while (run < len(regs) and (1 << (run + 1)) * eb <= 16
+           and tuple(regs[run]) == (0,) * (len(regs[run]) - 1) + (1 << run,)):
+        run += 1
+    while run and any(b[-1] % (1 << run) for b in rest[run:]):
+        run -= 1
+    return 1 << run
+
+
+def _buffer_index(em: KernelEmitter, coords: list[str], shape: tuple[int, ...], width: int) -> str:
+    """i32: the element of the buffer holding tile element `coords` -- in box coords[-1] // width (the
+    boxes one after another), row-major within it."""
+    if width == shape[-1]:
+        return em.linear_index(coords, shape)
+    log = width.bit_length() - 1
+    box = em.b.value(f"lshr i32 {coords[-1]}, {log}")
+    within = em.linear_index(coords[:-1] + [em.b.value(f"and i32 {coords[-1]}, {width - 1}")],
+                             shape[:-1] + (width,))
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return em.b.value(f"add i32 {em.b.value(f'mul i32 {box}, {rows * width}')}, {within}")
+
+
+def _read_tile(em: KernelEmitter, ty, buf: str, eb: int, width: int) -> Tile:
+    """The tile, in boxes `width` elements wide in shared global `buf`, read into `ty`'s layout
+    (duplicated registers once; runs of consecutive elements as one vector load)."""
+    layout = layout_of(ty)
+    lt = llvm_type(ty.elem)
+    regs: list[str] = []
+    dup = layout.duplicate_register_mask()
+    run = min(_contiguous_run(layout, eb), width)
+    vec = f"<{run} x {lt}>"
+    for r in range(0, layout.num_registers, run):
+        if r & dup:
+            regs += regs[r & ~dup:(r & ~dup) + run]
+            continue
+        off = em.b.value(f"mul i32 {_buffer_index(em, em.coords(layout, r), tuple(ty.shape), width)}, {eb}")
+        ptr = em.b.value(f"getelementptr inbounds i8, {SHARED_PTR} {buf}, i32 {off}", "tp")
+        if run == 1:
+            regs.append(em.b.value(f"load {lt}, {SHARED_PTR} {ptr}, align {eb}", "ld"))
+            continue
+        v = em.b.value(f"load {vec}, {SHARED_PTR} {ptr}, align {run * eb}", "ld")
+        regs += [em.b.value(f"extractelement {vec} {v}, i32 {i}") for i in range(run)]
+    return Tile(ty, layout, regs)

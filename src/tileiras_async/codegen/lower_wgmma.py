@@ -85,9 +85,9 @@ def swizzled_offset(em: KernelEmitter, sm: SmemOperand, b: str, row: str, k: str
     lin = "0"
     for v, scale in terms:
         lin = _add(em, lin, _mul(em, v, scale))
-    if w > 16 and lin != "0":
-        phase = _and(em, em.b.value(f"lshr i32 {lin}, 7"), w // 16 - 1)
-        lin = em.b.value(f"xor i32 {lin}, {_mul(em, phase, 16)}")
+    if w > sm.atom and lin != "0":
+        phase = _and(em, em.b.value(f"lshr i32 {lin}, 7"), w // sm.atom - 1)
+        lin = em.b.value(f"xor i32 {lin}, {_mul(em, phase, sm.atom)}")
     return _add(em, lin, str(sm.base)) if sm.base else lin
 
 

@@ -25,6 +25,7 @@ class EmuReport:
     block_steps: int              # basic blocks executed by lane groups
     wall_s: float
     instruction_classes: dict = field(default_factory=dict)   # thread-instructions per class (emu/stats.py)
+    warnings: tuple = ()          # memcheck="device": reads past an allocation it served (Machine.memcheck_warnings)
 
     @property
     def thread_instructions_per_s(self) -> float:
@@ -64,20 +65,22 @@ def load_program(ptx_text: str, kernel: str | None = None) -> Program:
 def emulate_ptx(ptx_text: str, kernel: str | None, grid: tuple, block: tuple, params: list,
                 memory: DeviceMemory, *, dynamic_smem: int = 0, max_lanes: int = 4096,
                 max_steps: int | None = 20_000_000, canonical_nan: bool = True,
-                check_races: bool = False) -> EmuReport:
+                check_races: bool = False, memcheck: str = "strict") -> EmuReport:
     """Run `kernel` of `ptx_text` over `grid` x `block` with entry parameter values `params`.
 
     `params`: one value per entry parameter, in order -- Python/numpy ints and
     floats, or device addresses (ints from `DeviceMemory.alloc*`) for pointers.
     Results are left in `memory`.  `check_races`: a shared-memory access of one warp that another warp's
     conflicting access precedes with no barrier between raises `races.RaceError` (emu/races.py).
+    `memcheck`: "strict" (every access outside an allocation faults) or "device" (a read just past an
+    allocation returns 0xff bytes and is reported in the report's `warnings`, as on a GPU: memory.py).
     """
     from .machine import Machine
     prog = load_program(ptx_text, kernel)
     t0 = time.perf_counter()
     mc = Machine(prog, memory, list(params), grid, block, dynamic_smem=dynamic_smem, max_lanes=max_lanes,
-                 max_steps=max_steps, canonical_nan=canonical_nan, check_races=check_races)
+                 max_steps=max_steps, canonical_nan=canonical_nan, check_races=check_races, memcheck=memcheck)
     mc.run()
     wall = time.perf_counter() - t0
     return EmuReport(prog.kernel, mc.grid, mc.block, mc.ncta, mc.nbatches, mc.L, mc.thread_instructions,
-                     mc.instructions, wall, mc.instruction_classes())
+                     mc.instructions, wall, mc.instruction_classes(), tuple(mc.memcheck_warnings()))

@@ -18,8 +18,9 @@ points (`mbarrier.try_wait`, `nanosleep`) let other groups run first, so
 producer/consumer code on mbarriers makes progress.
 
 Memory: global accesses go to `DeviceMemory` allocations and are bounds- and
-alignment-checked; shared memory is one buffer per CTA of the batch, local
-memory one buffer per thread; generic addresses are routed by window.
+alignment-checked (`memcheck="device"`: reads just past an allocation are served,
+see memory.py); shared memory is one buffer per CTA of the batch, local memory one
+buffer per thread; generic addresses are routed by window.
 """
 from __future__ import annotations
 
@@ -36,7 +37,17 @@ from .errors import (
     MemoryFault,
     UnsupportedInstruction,
 )
-from .memory import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_BITS, DeviceMemory
+from .memory import (
+    LOCAL_WINDOW,
+    PARAM_WINDOW,
+    SHARED_WINDOW,
+    UNSPECIFIED_BYTE,
+    WINDOW_BITS,
+    DeviceMemory,
+    _pad16,
+    check_memcheck_mode,
+    mapped_tail,
+)
 from .parser import FImm, Imm
 from .races import RaceChecker
 from .stats import class_vector, tally
@@ -67,9 +78,11 @@ class Machine:
 
     def __init__(self, prog: Program, memory: DeviceMemory, params: list, grid, block, *,
                  dynamic_smem: int = 0, max_lanes: int = 4096, max_steps: int | None = 20_000_000,
-                 canonical_nan: bool = True, check_races: bool = False):
+                 canonical_nan: bool = True, check_races: bool = False, memcheck: str = "strict"):
         self.prog = prog
         self.check_races = check_races
+        self.memcheck = check_memcheck_mode(memcheck)
+        self.overreads: dict[int, list] = {}   # allocation index -> [furthest byte past its end, first li]
         self.mem = memory
         self.grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
         self.block = tuple(int(b) for b in block) + (1,) * (3 - len(tuple(block)))
@@ -359,6 +372,8 @@ class Machine:
         off = addr - np.uint64(a.base)
         omax = int(off.max())
         if omax + nbytes > a.nbytes:
+            if not write and self.memcheck == "device" and omax + nbytes <= a.nbytes + mapped_tail(a):
+                return self._overread(a, addr, off, idx, nbytes, li, space)
             j = int(np.argmax(off > np.uint64(max(a.nbytes - nbytes, 0)))) if a.nbytes >= nbytes else 0
             ad = int(addr[j])
             raise self.fault(li, f"Invalid __global__ {rw} of size {nbytes} bytes at address {ad:#x}: "
@@ -369,16 +384,49 @@ class Machine:
                              f"allocation '{a.name}' is read-only", space, ad, nbytes, int(idx[0]))
         offi = off.astype(np.int64)
         if a.valid is not None:
-            ok = a.valid[offi]
-            for b in range(1, nbytes):
-                ok &= a.valid[offi + b]
-            if not ok.all():
-                j = int(np.argmin(ok))
-                ad = int(addr[j])
-                raise self.fault(li, f"Invalid __global__ {rw} of size {nbytes} bytes at address {ad:#x}: "
-                                 f"between the elements of strided array '{a.name}' (offset {int(offi[j])})",
-                                 space, ad, nbytes, int(idx[j]))
+            self._check_gaps(a, a.valid, addr, offi, idx, nbytes, rw, li, space)
         return [(a, offi, None)]
+
+    def _check_gaps(self, a, valid, addr, offi, idx, nbytes, rw, li, space) -> None:
+        """Fault on an access to the bytes between the elements of a strided array (`valid` is False there)."""
+        ok = valid[offi]
+        for b in range(1, nbytes):
+            ok &= valid[offi + b]
+        if not ok.all():
+            j = int(np.argmin(ok))
+            ad = int(addr[j])
+            raise self.fault(li, f"Invalid __global__ {rw} of size {nbytes} bytes at address {ad:#x}: "
+                             f"between the elements of strided array '{a.name}' (offset {int(offi[j])})",
+                             space, ad, nbytes, int(idx[j]))
+
+    def _overread(self, a, addr, off, idx, nbytes, li, space):
+        """`memcheck="device"`: a read reaching past the end of `a` but not past its last page (memory.py) reads
+        UNSPECIFIED_BYTE there, from a copy of the allocation's tail; the furthest such byte is noted for
+        `memcheck_warnings`."""
+        offi = off.astype(np.int64)
+        end = int(offi.max()) + nbytes
+        lo = int(offi.min()) // 16 * 16
+        tail = np.full(_pad16(end - lo), UNSPECIFIED_BYTE, dtype=np.uint8)
+        kept = max(a.nbytes - lo, 0)
+        tail[:kept] = a.data[lo:lo + kept]
+        if a.valid is not None:
+            valid = np.ones(end, dtype=bool)
+            valid[:a.nbytes] = a.valid[:a.nbytes]
+            self._check_gaps(a, valid, addr, offi, idx, nbytes, "read", li, space)
+        seen = self.overreads.setdefault(a.index, [0, li])
+        seen[0] = max(seen[0], end - a.nbytes)
+        return [(_Buf(tail), offi - lo, None)]
+
+    def memcheck_warnings(self) -> list[str]:
+        """One line per allocation read past its end under `memcheck="device"` (in allocation order)."""
+        out = []
+        for k, (past, li) in sorted(self.overreads.items()):
+            a = self.mem.allocations[k]
+            where = f"PTX line {li.line} ({li.text})" if li is not None else "a global read"
+            out.append(f"kernel {self.prog.kernel} reads up to {past} bytes past the end of '{a.name}' "
+                       f"({a.nbytes} bytes) at {where}: unspecified data on a GPU, read here as {UNSPECIFIED_BYTE:#x} "
+                       f"bytes (--memcheck device); compute-sanitizer's memcheck would report it")
+        return out
 
     def _fast(self, space, addr, idx, nbytes: int, write: bool):
         """(buffer, byte offsets) when the access is in bounds, aligned and in one allocation; else None.

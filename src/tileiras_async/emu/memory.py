@@ -9,6 +9,24 @@ An allocation may carry a per-byte ``valid`` mask: a strided (non-contiguous)
 numpy view is stored as the whole byte span it covers, and the bytes between
 its elements are marked invalid, so a kernel touching them is reported.
 
+Memory-check modes (``MEMCHECK_MODES``; the machine applies them to global reads):
+
+- ``strict`` (the default): every access outside an allocation is a `MemoryFault`, like
+  compute-sanitizer's memcheck.  Our own compiled kernels always run so.
+- ``device``: as a GPU without a sanitizer.  CUDA guarantees only that ``cudaMalloc`` returns addresses
+  aligned to at least 256 bytes (CUDA C++ Programming Guide, "Device Memory Accesses"); the driver maps
+  device memory in pages of the allocation granularity (``cuMemGetAllocationGranularity``: 2 MiB on
+  current GPUs) and sub-allocates small requests from them (observed behaviour, not documented), so a read
+  just past an allocation's end lands in the mapped page holding its last byte (padding or a neighbouring
+  allocation) and does not fault.  The model: every allocation starts a ``DEVICE_PAGE``-aligned page (bases
+  here are 1 TiB aligned; on a GPU an allocation placed later in its page has less of it left, and a read
+  beyond the page may or may not fault, depending on its neighbours), and a global READ in
+  ``[end, base + nbytes rounded up to DEVICE_PAGE)`` -- the rest of the page holding the allocation's last
+  byte, `mapped_tail` bytes -- returns unspecified data, modelled as ``UNSPECIFIED_BYTE`` (0xff) bytes so a
+  kernel that uses it computes a wrong answer instead of passing silently.  The machine reports such reads
+  once per (kernel, allocation) as warnings.  Writes outside an allocation, reads before its base or
+  beyond that page, and reads of freed allocations or of the gaps of strided arrays still fault.
+
 Shared, local and generic windows (used by the machine, not allocated here):
 generic addresses ``SHARED_WINDOW + offset`` and ``LOCAL_WINDOW + offset``
 refer to the executing thread's CTA shared memory and local memory.
@@ -19,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import MemoryFault
+from .errors import LaunchError, MemoryFault
 
 WINDOW_BITS = 40
 WINDOW = 1 << WINDOW_BITS
@@ -27,6 +45,9 @@ MAX_ALLOCS = (1 << 19) - 2
 SHARED_WINDOW = 0x1 << 60   # generic address of shared-space offset 0
 LOCAL_WINDOW = 0x2 << 60    # generic address of local-space offset 0
 PARAM_WINDOW = 0x3 << 60    # generic address of kernel-parameter-space offset 0
+MEMCHECK_MODES = ("strict", "device")
+DEVICE_PAGE = 2 << 20       # the GPU's allocation granularity (see the module docstring)
+UNSPECIFIED_BYTE = 0xFF     # what `device` mode reads past an allocation's end
 
 
 @dataclass
@@ -52,6 +73,17 @@ class Allocation:
     @property
     def end(self) -> int:
         return self.base + self.nbytes
+
+
+def mapped_tail(a: Allocation) -> int:
+    """Bytes past the end of `a` that `device` mode lets a kernel read: the rest of its last DEVICE_PAGE."""
+    return -a.nbytes % DEVICE_PAGE
+
+
+def check_memcheck_mode(mode: str) -> str:
+    if mode not in MEMCHECK_MODES:
+        raise LaunchError(f"unknown memory-check mode '{mode}' (expected {' or '.join(MEMCHECK_MODES)})")
+    return mode
 
 
 def _pad16(n: int) -> int:

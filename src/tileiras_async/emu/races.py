@@ -9,8 +9,9 @@ mbarrier wait of it succeeded.  An access races when another thread's conflictin
 write before a read, a read before a write) came after the accessing thread's last synchronisation -- lanes of
 one warp too: with independent thread scheduling they need `bar.warp.sync` (`__syncwarp`) like any others.
 
-An mbarrier wait counts as synchronising with every earlier access (it cannot tell which arrivals it waited
-for): that only leaves races out, never reports one that is not there.
+A copy that lands asynchronously (cp.async, bulk and tensor copies) is a write by the thread that issued it,
+checked when it lands.  An mbarrier wait counts as synchronising with every earlier access (it cannot tell
+which arrivals it waited for): that only leaves races out, never reports one that is not there.
 """
 from __future__ import annotations
 

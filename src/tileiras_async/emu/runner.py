@@ -23,7 +23,7 @@ import numpy as np
 
 from .emulate import EmuReport, emulate_ptx, load_program
 from .errors import LaunchError, UnsupportedLaunch
-from .memory import DeviceMemory, _byte_span, element_byte_offsets
+from .memory import DeviceMemory, _byte_span, check_memcheck_mode, element_byte_offsets
 
 
 @dataclass
@@ -162,7 +162,7 @@ def map_arguments(prog, args: list, memory: DeviceMemory, elem_types: list | Non
     types the PTX cannot tell apart (bf16 vs f16 vs i16 in a .b16 parameter).  `hidden`: trailing entry
     parameters the arguments do not give (tensor maps, filled at launch)."""
     arrays = [(i, a) for i, a in enumerate(args) if _is_array(a)]
-    addr = _allocate_arrays([a for _, a in arrays], memory)
+    addr = _allocate_arrays([a for _, a in arrays], memory, [f"argument {i}" for i, _ in arrays])
     addr_of = {i: addr[k] for k, (i, _) in enumerate(arrays)}
     params: list = []
     kp = prog.kparams[:len(prog.kparams) - hidden]
@@ -196,8 +196,9 @@ def _entry_sig(prog) -> str:
     return "(" + ", ".join("." + p.type for p in prog.kparams) + ")"
 
 
-def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
-    """Device addresses (of element 0) for each array; overlapping arrays share an allocation."""
+def _allocate_arrays(arrs: list, memory: DeviceMemory, names: list[str]) -> list:
+    """Device addresses (of element 0) for each array (allocations named by `names`, which fault messages and
+    memcheck warnings quote); overlapping arrays share an allocation."""
     spans = []
     for k, a in enumerate(arrs):
         lo, hi = _byte_span(a)
@@ -218,7 +219,7 @@ def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
         if len(members) == 1:
             k = members[0]
             a = arrs[k]
-            out[k] = memory.alloc_array(a, f"argument array {k}", readonly=not a.flags.writeable)
+            out[k] = memory.alloc_array(a, names[k], readonly=not a.flags.writeable)
             continue
         size = hi - lo
         raw = ctypes.string_at(lo, size) if size else b""
@@ -229,7 +230,7 @@ def _allocate_arrays(arrs: list, memory: DeviceMemory) -> list:
             offs = element_byte_offsets(a) + (p0 - lo)
             valid[(offs[:, None] + np.arange(a.itemsize)).reshape(-1)] = True
         ro = all(not arrs[k].flags.writeable for k in members)
-        base = memory.alloc(size, " / ".join(f"argument array {k}" for k in members), readonly=ro,
+        base = memory.alloc(size, " / ".join(names[k] for k in members), readonly=ro,
                             valid=None if valid.all() else valid, init=raw)
         for k in members:
             out[k] = base + (spans[k][3] - lo)
@@ -248,13 +249,14 @@ def _entry(module_bytes_or_path, kernel: str | None, verify: bool):
 def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None, gpu_name: str = "sm_100",
                  opt_level: int = 3, block: tuple | None = None, assemble: bool = True,
                  verify: bool = True, max_lanes: int = 4096, memory: DeviceMemory | None = None,
-                 check_races: bool = False, pipeline_stages: int | None = None) -> EmuRun:
+                 check_races: bool = False, pipeline_stages: int | None = None, memcheck: str = "strict") -> EmuRun:
     """Compile `module_bytes_or_path` for `gpu_name` at `-O opt_level` (and `--num-stages pipeline_stages`),
     run `kernel` over `grid` on `args`.
 
     The arrays in `args` are updated in place.  Raises the pipeline's errors
     (bytecode/verifier `InputError`, `CodegenUnavailable`, `PtxasError`) or the
-    emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).
+    emulator's (`MemoryFault`, `UnsupportedInstruction`, ...).  `memcheck`: "strict" or "device"
+    (emulate_ptx; our own code is meant to pass "strict").
     """
     from ..codegen.host_object import ptxas_options
     from ..driver import module_ptx
@@ -272,7 +274,7 @@ def run_compiled(module_bytes_or_path, grid, args, *, kernel: str | None = None,
     opts = ptxas_options(ptx, tgt, opt_level)
     cubin = _assemble(ptx, opts) if assemble else None
     return _launch(mod, kname, ptx, cubin, grid, args, block, memory, max_lanes, check_races,
-                   _compiled_tensor_maps(ptx, kname, cubin, opts.host_object))
+                   _compiled_tensor_maps(ptx, kname, cubin, opts.host_object), memcheck)
 
 
 def _compiled_tensor_maps(ptx: str, kname: str, cubin: bytes | None, host_object: bytes | None):
@@ -291,13 +293,16 @@ def _compiled_tensor_maps(ptx: str, kname: str, cubin: bytes | None, host_object
 
 def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = None,
             host_object: str | None = None, block: tuple | None = None, verify: bool = True,
-            max_lanes: int = 4096, memory: DeviceMemory | None = None, check_races: bool = False) -> EmuRun:
+            max_lanes: int = 4096, memory: DeviceMemory | None = None, check_races: bool = False,
+            memcheck: str = "strict") -> EmuRun:
     """Run given PTX (e.g. NVIDIA's tileiras output for this module) instead of compiling the module.
 
     The module supplies the parameter ABI: which entry to run (the PTX must have an entry of that name), the
     element types of scalars and the bounds it `assume`s.  PTX that takes tensor maps (TMA) needs them
     filled at launch by the host object NVIDIA's tool wrote beside it (`host_object`: its launch hook runs,
-    host_object.py; without it the launch is an `UnsupportedLaunch`)."""
+    host_object.py; without it the launch is an `UnsupportedLaunch`).  `memcheck`: "strict" (the default: any
+    read outside an allocation faults) or "device" (as a GPU without a sanitizer: a read just past an allocation
+    returns 0xff bytes and is reported in `report.warnings`; memory.py defines "just past")."""
     mod, kname = _entry(module_bytes_or_path, kernel, verify)
     host = _host(host_object, kname) if host_object is not None else None
     target, entry = _ptx_entry(ptx, kname)
@@ -310,7 +315,7 @@ def run_ptx(module_bytes_or_path, ptx: str, grid, args, *, kernel: str | None = 
         raise UnsupportedLaunch(f"tensor maps among the module's parameters (entry parameter(s) {which}): only "
                                 "trailing ones, as NVIDIA's tool appends them, are mapped")
     return _launch(mod, kname, ptx, None, grid, args, block, memory, max_lanes, check_races,
-                   _TensorMaps(host, target, entry) if maps else None)
+                   _TensorMaps(host, target, entry) if maps else None, memcheck)
 
 
 def read_ptx_file(path: str) -> str:
@@ -366,9 +371,10 @@ def tensor_map_params(entry) -> list[int]:
 
 
 def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, memory, max_lanes: int,
-            check_races: bool, tensor_maps: _TensorMaps | None = None) -> EmuRun:
+            check_races: bool, tensor_maps: _TensorMaps | None = None, memcheck: str = "strict") -> EmuRun:
     """Map `args` onto kernel `kname` of `ptx` (cuTile's convention, the module's types; the trailing tensor
     maps from `tensor_maps`), run it, copy back."""
+    check_memcheck_mode(memcheck)
     prog = load_program(ptx, kname)
     g = tuple(int(x) for x in (grid if hasattr(grid, "__iter__") else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
@@ -382,7 +388,8 @@ def _launch(mod, kname: str, ptx: str, cubin: bytes | None, grid, args, block, m
     _check_assumptions(mod, kname, params)
     if tensor_maps is not None:
         params = tensor_maps.fill(prog, kname, params)
-    report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes, check_races=check_races)
+    report = emulate_ptx(ptx, kname, g, blk, params, memory, max_lanes=max_lanes, check_races=check_races,
+                         memcheck=memcheck)
     for i, addr in arrays:
         a = args[i]
         if a.flags.writeable:

@@ -47,6 +47,7 @@ class RunReport:
     counters: dict[str, int] = field(default_factory=dict)
     stdout: str = ""
     array_args: tuple[int, ...] = ()   # which arguments were bound as arrays (updated in place)
+    warnings: tuple[str, ...] = ()     # the emulator's memcheck="device" reports (EmuReport.warnings)
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)

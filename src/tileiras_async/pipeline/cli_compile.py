@@ -69,7 +69,7 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--print-ir-after-all", action="store_true",
                    help="print the tile-GPU IR after every pass (to stderr, or to --print-ir-dir)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
-                   help="print the tile-GPU IR after this pass (repeat or comma-separate)")
+                   help="print the tile-GPU IR after this pass (repeat or comma-separate; emit-llvm: the LLVM IR)")
     c.add_argument("--print-ir-before", action="append", default=[], metavar="PASS",
                    help="print the tile-GPU IR before this pass (repeat or comma-separate)")
     c.add_argument("--print-ir-after-change", action="store_true",

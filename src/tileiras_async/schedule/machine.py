@@ -27,12 +27,16 @@ What the generated code does
 ----------------------------
 A schedule is only worth showing when it describes the code: every class an op is given names the
 instruction the tile-GPU lowering emits for it on that target.  Tile loads of a software-pipelined
-K-loop are ``cp.async`` copies on every family (the lowering has no TMA path yet), loads of a loop that
-runs in program order are ``ld.global`` into registers (``machine_model(..., copies="ld.global")``), and
+K-loop are booked as ``cp.async`` copies on every family -- also where select-tensor-copies, after the
+schedule, maps an operand to a tensor map (the copies keep the stages and order the schedule gave; their class
+stays cp.async: a known gap of the report) --, loads of a loop that
+runs in program order are ``ld.global`` into registers (``machine_model(..., copies="ld.global")``) but for
+a load select-tile-tensor-copies made a TMA copy (its ``tma`` attribute): ``tma_load`` on any model, and
 an mma is classed by the instruction select-mma recorded on it (its ``instruction`` attribute):
 ``mma_sync`` (mma.sync fed by ldmatrix, synchronous), ``wgmma`` (sm_90, async) or ``tcgen05`` (the
-sm_100 family, async); an FMA chain is f32 arithmetic.  The TMA classes stay in the sm_90+ models
-(``copies="tma"``: the seeds' model and its worked example) but the compiler never asks for them.
+sm_100 family, async); an FMA chain is f32 arithmetic.  ``copies="tma"`` (every eligible view access TMA:
+the seeds' model and its worked example) is never what the compiler asks for; the TMA classes it uses are
+those of the loads the tile-TMA pass decided.
 
 Families and their documented assumptions
 -----------------------------------------
@@ -261,7 +265,7 @@ class MachineModel:
     classes: Mapping[str, ClassSpec]
     slot_caps: Mapping[int, int]
     pool_caps: Mapping[str, int]
-    has_tma: bool                  # the hardware has TMA (the generated code does not use it yet)
+    has_tma: bool                  # the hardware has TMA
     has_tmem: bool
     notes: tuple[str, ...] = field(default=())
     copies: str = "cp.async"       # how the scheduled loop's tiled view loads move: COPY_ENGINES
@@ -305,9 +309,9 @@ _NOTES = {
     "sm_80": ("Ampere: mma.sync + ldmatrix, synchronous", "SMEM budget 166912"),
 }
 _COPY_NOTES = {
-    "cp.async": "tile loads: cp.async copies into shared memory (the code uses no TMA)",
+    "cp.async": "tile loads: cp.async copies into shared memory",
     "ld.global": "tile loads: ld.global into registers (the loop runs in program order)",
-    "tma": "tile loads/stores: TMA (the seeds' model; the generated code uses no TMA yet), "
+    "tma": "tile loads/stores: TMA (the seeds' model), "
            "read as (tma,0,8)+(tp_smem_wr,7,1)",
 }
 
@@ -611,6 +615,8 @@ def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
         return _tilegpu(op, model, res_t)
     if name == "load_view_tko":
         nbytes = tile_bytes(res_t)
+        if op.attrs.get("tma") is not None and "tma_load" in model.classes:
+            return model.resources("tma_load", nbytes, note="a TMA copy: select-tile-tensor-copies chose it")
         if model.copies == "tma":
             ok, why = tma_eligible(op, model)
             return model.resources("tma_load", nbytes) if ok else model.resources("global_load", note=why)

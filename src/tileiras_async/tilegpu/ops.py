@@ -16,14 +16,16 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.local_store`      | a tile into a buffer, row-major over `shape`, shifted by `shift` + offsets x `scale` |
 | `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
-| `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`) |
+| `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`: an elected lane of warp 0; in a warp-specialised producer's region, its one thread) |
 | `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
-| `tilegpu.convert_stage`    | a landed K chunk of a converted operand (tf32 rounding) converted in place, by the threads that copied it |
-| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched |
+| `tilegpu.convert_stage`    | a landed K chunk of a converted operand (a conversion the tensor core does not do) converted in place, by the threads that copied it |
+| `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer, or the kernel's, one per `tma_issue` (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched (`barrier_follows`: a CTA barrier comes before any other warp's wait, so warp 0 only syncs its lanes) |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
-| `tilegpu.tma_release`      | after the loop: a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
+| `tilegpu.tma_release`      | after the loop (a pipelined K-loop's only where it runs again, inside another loop): a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
 | `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete |
 | `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first thread runs the region (one thread's code), and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
+| `tilegpu.tma_issue`        | a tile load by TMA, issued: into a shared buffer of its own, thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; in a loop, `fence_reads`: the previous iteration's reads of the buffer fenced from the async proxy first, `after_reads`: and waited for at a barrier); every thread arrives (the result: the state its arrival returned) |
+| `tilegpu.tma_read`         | the tile of a `tma_issue` (`state`): every thread waits for that phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
@@ -113,8 +115,16 @@ MMA_STAGED = TILEGPU.op(
     traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaStagedOp")
 TMA_BARRIERS = TILEGPU.op(
     "tma_barriers", results={"barriers": SCALAR_I32},
-    attrs={"stages": "int", "count": "int", "maps": "ints", "empty?": "int"},
+    attrs={"stages": "int", "count": "int", "maps": "ints", "empty?": "int", "barrier_follows!": "unit"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaBarriersOp")
+TMA_ISSUE = TILEGPU.op(
+    "tma_issue", operands={"view": TILE_VIEW, "barriers": SCALAR_I32, "index*": SCALAR_INT},
+    results={"state": SCALAR_INT}, attrs={"tma": "tile_copy", "fence_reads!": "unit", "after_reads!": "unit"},
+    traits=[MemoryEffects(Read("view"), Write(resource=SHARED))], cls="TmaIssueOp")
+TMA_READ = TILEGPU.op(
+    "tma_read", operands={"barriers": SCALAR_I32, "state": SCALAR_INT}, results={"result": ANY_TILE},
+    attrs={"tma": "tile_copy"}, traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED))],
+    cls="TmaReadOp")
 TMA_WAIT = TILEGPU.op(
     "tma_wait", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int", "empty!": "unit"},
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaWaitOp")

@@ -4,22 +4,21 @@ One dump section: an optional `// -----// IR Dump ... //----- //` banner, the `t
 layout and record declarations, the kernel and its detached ops.  Attributes are read in two steps: first as
 syntax (they may name ops further down, or detached ops after the kernel), then, once every value is defined,
 as Python values of the kinds the op's declaration or the record's field annotation asks for (tuples, enums,
-cuda_tile attributes).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
+cuda_tile attributes).  Types, predicates and dense elements are cuda_tile's spellings, read as the cuda_tile
+text reader reads them (ir/text_reader.py).  Errors are `ParseError`s: `<file>:<line>:<col>: <what>`.
 
 What the text does not hold, and so what a parsed kernel lacks: the module's globals (a kernel that uses
 them compiles on with the original module's, `driver.resumed_kernel_ptx`), the function's optimization hints
-(already folded into the options), and an attribute naming an op that has no results (`#tilegpu.op<"name">`:
-no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
+(already folded into the options; an op's own hints are in the text, `#tilegpu.hints<...>`), and an
+attribute naming an op that has no results (`#tilegpu.op<"name">`: no pass makes one; it is refused).  Everything the passes decide is on the IR (tilegpu/decisions.py), so a
 parsed kernel carries it.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import re
 import sys
-from fractions import Fraction
 
 import msgspec
 
@@ -29,13 +28,13 @@ from ..ir import types as T
 from ..ir.core import Block, DebugEntry, Function, Module, Operation, Region, Value
 from ..ir.diagnostics import DEBUG_DILOC
 from ..ir.opdef import opdef
-from ..ir.printer import FLOAT_FORMATS, _round_to_format
+from ..ir.text_reader import TYPE_WORDS, Cursor, TypeReader, dense_elements, float_bits
 from . import ops as _tilegpu_ops  # noqa: F401  (registers the tile-GPU ops)
 from .ir import KernelIR
 from .layout import LinearLayout
 from .options import CodegenOptions
 from .printer import SEGMENTS
-from .records import RECORDS
+from .records import RECORDS, canonical
 from .types import LayoutTile, SmemType
 
 
@@ -43,14 +42,10 @@ class ParseError(Exception):
     """`file:line:col: what` (the command prints it after `error: `)."""
 
 
-_SCALARS = {t.name if isinstance(t, T.FloatType) else f"i{t.width}": t for t in (
-    T.I1, T.I4, T.I8, T.I16, T.I32, T.I64, T.F16, T.BF16, T.F32, T.TF32, T.F64, T.F8E4M3FN, T.F8E5M2,
-    T.F8E8M0FNU, T.F4E2M1FN, T.FNV8E5M3FNU)}
 _ENUMS = {name: cls for name, cls in vars(E).items() if isinstance(cls, type) and issubclass(cls, enum.Enum)}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
 _NUMBER = re.compile(r"-?(0x[0-9A-Fa-f]+|inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)")
 _BANNER = re.compile(r"^// -----// IR Dump", re.M)
-_COMMENT = re.compile(r"//[^\n]*\n")   # the dump's banner; a pass test's RUN and CHECK lines
 
 
 # -- attribute syntax (resolved once every value is named) ----------------------------------------------
@@ -65,77 +60,9 @@ class _Syn:
     pos: int = 0
 
 
-class _Cursor:
+class _Parser(TypeReader):
     def __init__(self, text: str, filename: str):
-        self.text, self.filename, self.pos = text, filename, 0
-
-    def error(self, what: str, pos: int | None = None) -> ParseError:
-        pos = self.pos if pos is None else pos
-        line = self.text.count("\n", 0, pos) + 1
-        col = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
-        return ParseError(f"{self.filename}:{line}:{col}: {what}")
-
-    def skip(self) -> None:
-        while True:
-            m = re.compile(r"\s+").match(self.text, self.pos)
-            if m:
-                self.pos = m.end()
-            if self.text.startswith("//", self.pos):
-                m = _COMMENT.match(self.text, self.pos)
-                self.pos = m.end() if m else len(self.text)
-                continue
-            return
-
-    def peek(self, lit: str) -> bool:
-        self.skip()
-        return self.text.startswith(lit, self.pos)
-
-    def accept(self, lit: str) -> bool:
-        if self.peek(lit):
-            self.pos += len(lit)
-            return True
-        return False
-
-    def expect(self, lit: str) -> None:
-        if not self.accept(lit):
-            found = self.text[self.pos:self.pos + 12].split("\n")[0] or "end of input"
-            raise self.error(f"expected '{lit}', found '{found}'")
-
-    def match(self, rx: re.Pattern, what: str) -> str:
-        self.skip()
-        m = rx.match(self.text, self.pos)
-        if not m:
-            raise self.error(f"expected {what}")
-        self.pos = m.end()
-        return m.group(0)
-
-    def items(self, close: str, item, sep: str = ",") -> list:
-        """`item()` separated by `sep` up to `close` (the opening bracket already read)."""
-        out: list = []
-        while not self.accept(close):
-            if out:
-                self.expect(sep)
-            out.append(item())
-        return out
-
-    def string(self) -> str:
-        self.skip()
-        if not self.text.startswith('"', self.pos):
-            raise self.error("expected a string")
-        try:
-            value, end = json.JSONDecoder().raw_decode(self.text, self.pos)
-        except json.JSONDecodeError:
-            raise self.error("malformed string") from None
-        self.pos = end
-        return value
-
-    def integer(self) -> int:
-        return int(self.match(re.compile(r"-?\d+"), "an integer"))
-
-
-class _Parser:
-    def __init__(self, text: str, filename: str):
-        self.c = _Cursor(text, filename)
+        self.c = Cursor(text, filename, ParseError)
         self.layouts: dict[str, LinearLayout] = {}
         self.aliases: dict[str, _Syn] = {}
         self.values: dict[str, Value] = {}
@@ -146,124 +73,21 @@ class _Parser:
         self.module = Module(functions=[])   # holds the locations the text names (its debug table)
         self.locs: dict[tuple[str, int, int], int] = {}
 
-    # -- types --------------------------------------------------------------------------------------------
+    # -- types: cuda_tile's (ir/text_reader.py), a tile's layout, shared memory ----------------------------
 
-    def type(self) -> T.Type:
+    def extra_type(self, word: str):
+        if word != "smem":
+            return None
         c = self.c
-        c.skip()
-        start = c.pos
-        word = c.match(re.compile(r"[A-Za-z_][A-Za-z0-9_]*"), "a type")
-        if word in _SCALARS:
-            return _SCALARS[word]
-        if word == "token":
-            return T.TOKEN
-        if word == "tile":
-            c.expect("<")
-            shape = self.dims()
-            elem = self.type()
-            layout = None
-            if c.accept(","):
-                layout = self.layout_ref()
-            c.expect(">")
-            return LayoutTile(shape, elem, layout) if layout is not None else T.TileType(shape, elem)
-        if word == "ptr":
-            c.expect("<")
-            pointee = self.type()
-            attr = self.ptr_attr("<") if c.accept(",") else None
-            c.expect(">")
-            return T.PointerType(pointee, attr)
-        if word == "smem":
-            c.expect("<")
-            n = c.integer()
-            c.expect(">")
-            return SmemType(n)
-        if word == "tensor_view":
-            return self.tensor_view()
-        if word in ("partition_view", "strided_view", "gather_scatter_view"):
-            return self.view(word)
-        raise c.error(f"unknown type '{word}'", start)
+        c.expect("<")
+        n = c.integer()
+        c.expect(">")
+        return SmemType(n)
 
-    def ptr_attr(self, opener: str) -> int:
-        self.c.expect(opener)
-        value = self.case(E.PointerAttr)
+    def tile_tail(self, shape, elem):
+        layout = self.layout_ref() if self.c.accept(",") else None
         self.c.expect(">")
-        return value
-
-    def case(self, cls: type[enum.IntEnum]) -> int:
-        """An enum case by its name (a pointer attribute, a padding value)."""
-        c = self.c
-        c.skip()
-        pos = c.pos
-        name = c.match(_IDENT, f"a {cls.__name__}")
-        if name not in cls.__members__:
-            raise c.error(f"unknown {cls.__name__} '{name}'", pos)
-        return cls[name].value
-
-    def dims(self) -> tuple[int, ...]:
-        """`4x8x` before an element type (none for a rank-0 tile)."""
-        c = self.c
-        shape = []
-        while True:
-            c.skip()
-            m = re.compile(r"(\d+|\?)x").match(c.text, c.pos)
-            if not m:
-                return tuple(shape)
-            shape.append(T.DYNAMIC if m.group(1) == "?" else int(m.group(1)))
-            c.pos = m.end()
-
-    def int_list(self, open_: str, close: str, sep: str = ",") -> tuple[int, ...]:
-        c = self.c
-        c.expect(open_)
-        return tuple(c.items(close, lambda: T.DYNAMIC if c.accept("?") else c.integer(), sep))
-
-    def tensor_view(self) -> T.TensorViewType:
-        c = self.c
-        c.expect("<")
-        shape = self.dims()
-        elem = self.type()
-        strides: tuple[int, ...] = ()
-        attr = None
-        while c.accept(","):
-            if c.accept("strides="):
-                strides = self.int_list("[", "]")
-            else:
-                attr = self.ptr_attr("#cuda_tile.ptr_attr<")
-        c.expect(">")
-        return T.TensorViewType(elem, shape, strides, attr)
-
-    def view(self, word: str) -> T.Type:
-        c = self.c
-        c.expect("<")
-        c.expect("tile=")
-        tile = self.int_list("(", ")", "x")
-        c.expect(",")
-        traversal = None
-        if word == "strided_view":
-            c.expect("traversal_strides=")
-            traversal = self.int_list("[", "]")
-            c.expect(",")
-        padding = None
-        if c.accept("padding_value"):
-            c.expect("=")
-            padding = self.case(E.PaddingValue)
-            c.expect(",")
-        c.expect("tensor_view")
-        tv = self.tensor_view()
-        dim_map = tuple(range(len(tv.shape)))
-        sparse = 0
-        if c.accept(","):
-            if word == "gather_scatter_view":
-                c.expect("sparse_dim=")
-                sparse = c.integer()
-            else:
-                c.expect("dim_map=")
-                dim_map = self.int_list("[", "]")
-        c.expect(">")
-        if word == "partition_view":
-            return T.PartitionViewType(tile, tv, dim_map, padding)
-        if word == "strided_view":
-            return T.StridedViewType(tile, traversal, tv, dim_map, padding)
-        return T.GatherScatterViewType(tile, tv, sparse, padding)
+        return LayoutTile(shape, elem, layout) if layout is not None else T.TileType(shape, elem)
 
     def layout_ref(self) -> LinearLayout:
         c = self.c
@@ -294,6 +118,9 @@ class _Parser:
             name = c.string()
             c.expect(">")
             return _Syn("opname", name, pos=pos)
+        if text.startswith("#tilegpu.hints<", pos):
+            c.expect("#tilegpu.hints<")
+            return _Syn("hints", c.items(">", self.entry), pos=pos)
         if text.startswith("#tilegpu.", pos):
             return self.struct()
         if text.startswith("#", pos):
@@ -329,8 +156,7 @@ class _Parser:
             return _Syn("bool", word == "true", pos=pos)
         if word == "none":
             return _Syn("none", None, pos=pos)
-        if word in _SCALARS or word in ("tile", "ptr", "token", "smem", "tensor_view", "partition_view",
-                                        "strided_view", "gather_scatter_view"):
+        if word in TYPE_WORDS or word == "smem":
             c.pos = pos
             return _Syn("type", self.type(), pos=pos)
         return _Syn("ident", word, pos=pos)
@@ -350,36 +176,6 @@ class _Parser:
         key = c.string() if c.peek('"') else c.match(_IDENT, "a name")
         c.expect("=")
         return key, self.attr()
-
-    def dense_body(self):
-        c = self.c
-        if c.accept("["):
-            return c.items("]", self.dense_body)
-        return c.match(re.compile(r"true|false|-?(0x[0-9A-Fa-f]+|inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)"),
-                       "a dense element")
-
-    def predicate(self):
-        c = self.c
-        if c.accept("div_by<"):
-            divisor = c.integer()
-            every = along = None
-            if c.accept(","):
-                c.expect("every")
-                every = c.integer()
-                c.expect("along")
-                along = c.integer()
-            c.expect(">")
-            return A.DivByAttr(divisor, every, along)
-        if c.accept("bounded<"):
-            lb = None if c.accept("?") else c.integer()
-            c.expect(",")
-            ub = None if c.accept("?") else c.integer()
-            c.expect(">")
-            return A.BoundedAttr(lb, ub)
-        c.expect("same_elements<")
-        values = self.int_list("[", "]")
-        c.expect(">")
-        return A.SameElementsAttr(values)
 
     # -- the dump -----------------------------------------------------------------------------------------
 
@@ -704,14 +500,14 @@ class _Parser:
             width = syn.extra.width
             return A.IntegerAttr(syn.extra, int(syn.value) & ((1 << width) - 1))
         if k == "typed_float":
-            return A.FloatAttr(syn.extra, _float_bits(syn.extra.name, syn.value))
+            return A.FloatAttr(syn.extra, float_bits(syn.extra.name, syn.value))
         if k == "str":
             return syn.value.encode("utf-8", "surrogateescape") if hint == "bytes" else syn.value
         if k in ("type", "pred"):
             return syn.value
         if k == "dense":
             t = op.results[0].type if op is not None and op.results else None
-            return _dense(syn.value, t, self.c, syn.pos)
+            return dense_elements(syn.value, t, self.c, syn.pos)
         if k == "ident":
             cls = enum_cls
             if cls is None or syn.value not in cls.__members__:
@@ -730,6 +526,8 @@ class _Parser:
             return self.resolved_aliases[syn.value]
         if k == "struct":
             return self.record(syn)
+        if k == "hints":
+            return A.OptimizationHintsAttr(tuple((_bytes(arch), self.cuda_tile_attr(v)) for arch, v in syn.value))
         if k == "dict":
             return {key: self.resolve(v, None) for key, v in syn.value}
         # a list: the container and its items by the hint
@@ -738,6 +536,24 @@ class _Parser:
         if hint == "array":
             return tuple(A.IntegerAttr(T.I1, int(x)) if isinstance(x, bool) else x for x in items)
         return container(items)
+
+    def cuda_tile_attr(self, syn: _Syn) -> A.Attr:
+        """A hint's value as the cuda_tile attribute it spells (printer.py: `hint`)."""
+        k = syn.kind
+        if k == "dict":
+            return A.DictAttr(tuple((_bytes(key), self.cuda_tile_attr(v)) for key, v in syn.value))
+        if k == "list":
+            return A.ArrayAttr(tuple(self.cuda_tile_attr(v) for v in syn.value))
+        if k == "bool":
+            return A.BoolAttr(syn.value)
+        if k == "str":
+            return A.StringAttr(_bytes(syn.value))
+        if k == "type":
+            return A.TypeAttr(syn.value)
+        if k in ("typed_int", "typed_float", "pred"):
+            return self.resolve(syn, None)
+        raise self.c.error("a hint is a typed number, a boolean, a string, a type, a list or a dictionary",
+                           syn.pos)
 
     def record(self, syn: _Syn):
         cls = RECORDS.get(syn.value)
@@ -757,7 +573,7 @@ class _Parser:
         for n, v in values.items():
             if not fields[n][1]:
                 object.__setattr__(obj, n, v)
-        return obj
+        return canonical(obj)
 
 
 def _record_fields(cls: type) -> dict[str, tuple[object, bool]]:
@@ -810,75 +626,12 @@ def _enum_named(hint):
     return _ENUMS.get(hint) if isinstance(hint, str) else None
 
 
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
 def _is_int(text: str) -> bool:
     return re.fullmatch(r"-?\d+", text) is not None
-
-
-def _float_bits(type_name: str, text: str) -> int:
-    """The bits of `text` in the float format (the printer wrote the shortest decimal that reads back)."""
-    fmt = FLOAT_FORMATS[type_name]
-    negative = text.startswith("-")
-    body = text.lstrip("-")
-    sign = (1 << (fmt.width - 1)) if negative and fmt.signed else 0
-    if body.startswith("0x"):
-        return int(body, 16)
-    top = (1 << fmt.exp_bits) - 1
-    if body == "inf":
-        return sign | top << fmt.mant_bits
-    if body == "nan":
-        if fmt.nonfinite == "nan":
-            return (1 << (fmt.exp_bits + fmt.mant_bits)) - 1
-        return top << fmt.mant_bits | 1 << (fmt.mant_bits - 1)
-    value = _round_to_format(fmt, Fraction(body))
-    if value == 0:
-        return sign
-    e = value.numerator.bit_length() - value.denominator.bit_length()
-    if value < Fraction(2) ** e:
-        e -= 1
-    if fmt.denormals and e < fmt.emin:
-        return sign | int(value / Fraction(2) ** (fmt.emin - fmt.precision + 1))
-    mant = int(value / Fraction(2) ** (e - fmt.precision + 1)) - (1 << fmt.mant_bits)
-    return sign | (e + fmt.bias) << fmt.mant_bits | mant
-
-
-def _dense(body, t, cursor: _Cursor, pos: int) -> A.DenseElements:
-    if not isinstance(t, T.TileType):
-        raise cursor.error("a dense constant needs a tile result", pos)
-    bare = T.TileType(t.shape, t.elem)
-    elems = _flatten(body)
-    elem = t.elem
-    if isinstance(elem, T.FloatType):
-        bits = [_float_bits(elem.name, x) for x in elems]
-    elif isinstance(elem, T.IntType):
-        bits = [(1 if x == "true" else 0) if x in ("true", "false") else int(x) & ((1 << elem.width) - 1)
-                for x in elems]
-    else:
-        raise cursor.error("a dense constant of numbers", pos)
-    n = bare.num_elements()
-    if len(bits) not in (1, n):
-        raise cursor.error(f"{len(bits)} elements for {n}", pos)
-    if isinstance(elem, T.IntType) and elem.width == 1:
-        if len(bits) == 1:
-            return A.DenseElements(bare, bytes([0xFF if bits[0] else 0]))
-        raw = bytearray((n + 7) // 8)
-        for i, b in enumerate(bits):
-            raw[i // 8] |= b << (i % 8)
-        return A.DenseElements(bare, bytes(raw))
-    size = 4 if elem == T.TF32 else max(1, (elem.width + 7) // 8)
-    if elem == T.TF32:
-        size = 3 if len(bits) == 1 else 4
-    return A.DenseElements(bare, b"".join(b.to_bytes(size, "little") for b in bits))
-
-
-def _flatten(body) -> list[str]:
-    out, stack = [], [body]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, list):
-            stack.extend(reversed(x))
-        else:
-            out.append(x)
-    return out
 
 
 def parse_kernel(text: str, filename: str = "<input>") -> KernelIR:

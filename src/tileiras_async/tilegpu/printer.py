@@ -44,8 +44,13 @@ Grammar (`'x'`: the literal x; `?` optional; `*` zero or more; `a % ','`: a list
     attr        ::= 'true' | 'false' | 'none' | integer | float | string | enum-case
                   | integer ':' type | float ':' type            (typed: cuda_tile's integer/float attributes)
                   | dense | predicate | type | layout-name | value-use
-                  | '[' attr % ',' ']' | '{' (key '=' attr) % ',' '}' | struct | record-name | op-ref
+                  | '[' attr % ',' ']' | '{' (key '=' attr) % ',' '}' | struct | record-name | op-ref | hints
     struct      ::= '#tilegpu.' kind '<' (field '=' attr) % ',' '>'   (a record: every field, in order)
+    hints       ::= '#tilegpu.hints<' (key '=' hint) % ',' '>'   (cuTile's optimization_hints: per architecture,
+                                                                 a dictionary, in the order given)
+    hint        ::= integer ':' type | float ':' type | 'true' | 'false' | string | type
+                  | '[' hint % ',' ']' | '{' (key '=' hint) % ',' '}'
+    key         ::= identifier | string
     op-ref      ::= value-use                                   (the op's first result)
                   | '#tilegpu.op<' string '>'                   (an op without results: its name)
     dense       ::= 'dense<' (element | nested) '>'             (one element: a splat)
@@ -485,9 +490,38 @@ def _sequence(p: _Printer, v) -> str:
 
 
 def _mapping(p: _Printer, v: dict) -> str:
-    def key(k) -> str:
-        return k if isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else _string(str(k))
-    return "{" + ", ".join(f"{key(k)} = {p.attr(x)}" for k, x in v.items()) + "}"
+    return "{" + ", ".join(f"{_key(k) if isinstance(k, str) else _string(str(k))} = {p.attr(x)}"
+                           for k, x in v.items()) + "}"
+
+
+def _key(k: str | bytes) -> str:
+    """A dictionary key: bare where it is an identifier, else a string."""
+    if isinstance(k, bytes):
+        k = k.decode("utf-8", "backslashreplace")
+    return k if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else _string(k)
+
+
+def _hints(p: _Printer, h: A.OptimizationHintsAttr) -> str:
+    """cuTile's hints by architecture, in the order they were given, every value with its type."""
+    return "#tilegpu.hints<" + ", ".join(f"{_key(arch)} = {_typed_attr(p, d)}" for arch, d in h.items) + ">"
+
+
+def _typed_attr(p: _Printer, v) -> str:
+    """A cuda_tile attribute inside hints, spelled so that it reads back as the same kind: integers (i1 too)
+    with their type, booleans bare, dictionaries and arrays item by item."""
+    if isinstance(v, A.DictAttr):
+        return "{" + ", ".join(f"{_key(k)} = {_typed_attr(p, x)}" for k, x in v.items) + "}"
+    if isinstance(v, A.ArrayAttr):
+        return "[" + ", ".join(_typed_attr(p, x) for x in v.items) + "]"
+    if isinstance(v, A.IntegerAttr):
+        return f"{_signed(v.value, getattr(v.type, 'width', 64))} : {p.type(v.type)}"
+    if isinstance(v, A.BoolAttr):
+        return "true" if v.value else "false"
+    if isinstance(v, A.StringAttr):
+        return _string(v.value)
+    if isinstance(v, A.TypeAttr):
+        return p.type(v.value)
+    return p.attr(v)
 
 
 def _cuda_tile_attr(p: _Printer, v) -> str:
@@ -511,6 +545,7 @@ _ATTR_PRINTERS: dict[type, Callable[[_Printer, object], str]] = {
     dict: _mapping,
     A.Attr: _cuda_tile_attr,
     A.FloatAttr: lambda p, v: f"{_float_or_bits(v.type, v.bits)} : {p.type(v.type)}",
+    A.OptimizationHintsAttr: _hints,
     A.DenseElements: lambda p, v: _dense(v),
     T.Type: lambda p, v: p.type(v),
     LinearLayout: lambda p, v: p.layout(v),

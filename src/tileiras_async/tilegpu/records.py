@@ -4,6 +4,7 @@ drift: a record class missing here is printed as `#tilegpu.opaque<...>` and a ro
 from __future__ import annotations
 
 import re
+import sys
 
 from ..schedule.report import (ArmResult, DepEdge, IIAttempt, Partition, PoolRequest, RRTCell, RRTRow,
                                ScheduledOp, ScheduleReport, SlotUse)
@@ -14,7 +15,7 @@ from .passes.split_arg_reductions import ArgOrder
 from .smem import DimBits
 from .software_pipeline import Candidate, Geometry, Operand, PipelineInfo
 from .tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
-from .tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec
+from .tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy
 from .wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
 
 
@@ -26,7 +27,28 @@ def kind_of(cls: type) -> str:
 _CLASSES = (
     FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
     Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan,
-    PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec,
+    PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy,
     ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition)
 RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
 assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"
+
+
+_CONSTANTS: dict[type, dict[object, object]] = {}
+
+
+def canonical(record):
+    """The named constant of its module that a frozen record equals (mma.F8_F32, wgmma.WG_I8_I32, ...), else
+    the record itself: code generation tells instructions apart by identity, so one read back from the text
+    must be that very object."""
+    cls = type(record)
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return record
+    table = _CONSTANTS.get(cls)
+    if table is None:
+        module = vars(sys.modules[cls.__module__])
+        table = _CONSTANTS[cls] = {v: v for v in module.values() if type(v) is cls}
+    try:
+        return table.get(record, record)
+    except TypeError:   # a field that cannot be hashed: no constant holds one
+        return record

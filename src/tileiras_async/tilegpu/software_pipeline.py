@@ -20,11 +20,13 @@ align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in dif
 wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
 operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
 swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
-cannot convert what it reads: a converted operand (tf32) is copied as it is and converted in place once its chunk
-has landed (`tilegpu.convert_stage`, by the threads that copied it), before the barrier that publishes it.
+cannot convert what it reads: an f32 operand of a tf32 mma is staged as it is (the tensor core reads the bits as
+tf32: `read_as_tf32`); any other conversion is done in place once its chunk has landed (`tilegpu.convert_stage`,
+by the threads that copied it), before the barrier that publishes it.
 
 Prefetched loops (`movable_loads`): in a loop without an mma, each load that may move -- a weak
-`load_view_tko` at the top level of the body, through a view made outside the loop, whose token comes from
+`load_view_tko` at the top level of the body (not one select-tile-tensor-copies made a TMA copy: that one lands in
+shared memory, its issue hoisted, and is not carried in registers too), through a view made outside the loop, whose token comes from
 outside the loop and whose result token is unused, at tile indices computed from the induction variable and loop
 invariants alone (`index_slice`) -- may be issued DISTANCE iterations ahead, into registers the loop carries.  Its
 token says no in-loop memory operation is ordered before it, so moving it earlier keeps the program's meaning; a
@@ -272,6 +274,22 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
     return Candidate(op, mma, a, b, slice_ops)
 
 
+def read_as_tf32(o: Operation) -> bool:
+    """An f32 -> tf32 `ftof` whose result only a tensor core reads from shared memory needs no instruction:
+    wgmma and tcgen05 read a .tf32 operand's 32 bits and use the sign, exponent and top 10 mantissa bits,
+    ignoring the 13 below (the emulator does the same).  NVIDIA's tileiras stages such operands unconverted
+    (its sm_90 and sm_100 PTX has no cvt.rna.tf32 and copies them by TMA); the result then differs from
+    round-to-nearest by at most one tf32 ulp per element."""
+    return o.name == "ftof" and o.operands["from"].type.elem == T.F32 and o.result.type.elem == T.TF32
+
+
+def staged_conversions(x: "Operand") -> list[Operation]:
+    """The `ftof`s of a pipelined operand's chain that code must do: all of them for mma.sync (it reads
+    registers), none that the tensor core does itself (`read_as_tf32`) for an operand it reads from its stage
+    buffer (`x.smem`)."""
+    return [o for o in x.chain if o.name == "ftof" and not (x.smem is not None and read_as_tf32(o))]
+
+
 def wgmma_unpipelinable(cand: Candidate) -> str | None:
     """Why a K-loop whose mma runs on wgmma cannot be pipelined (None: it can).  wgmma reads its operands from
     shared memory as the copies left them: a conversion between load and mma (a tf32 operand's rounding) is
@@ -452,6 +470,8 @@ def movable_loads(loop: Operation) -> list[Operation]:
         if layout_of(op.results[0].type) is None:
             continue
         if any(op.attrs.get("inbounds") or ()):   # promised in bounds: a prefetch past the end must stay masked
+            continue
+        if "tma" in op.attrs:   # select-tile-tensor-copies made it a TMA copy: it flies in shared memory already
             continue
         if all(index_slice(i, body, top, {}) for i in op.operands["index"]):
             loads.append(op)

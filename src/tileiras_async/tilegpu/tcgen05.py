@@ -37,6 +37,7 @@ TMEM_MIN_ALLOC = 32
 SUBPARTITION_WARPS = 4      # warp w reads TMEM lanes 32*(w%4) .. +31
 LD_MAX_REGS = 128           # registers one tcgen05.ld/st moves per thread (.x128 of .32x32b)
 SWIZZLE_MODE = {0: 0, 128: 2, 64: 4, 32: 6}     # bits 61-63 of the descriptor per swizzle width
+SWIZZLE_MODE_32B_ATOMS = 1                      # ... and for the 128-byte swizzle of 32-byte atoms
 
 # tcgen05 .kind and the instruction descriptor's type codes, per wgmma instruction (f32/s32 accumulators:
 # the .f16 accumulators of kind::f16 / f8f6f4 are not used)
@@ -52,7 +53,7 @@ class Tcgen05Descriptor(SmemDescriptor):
 
     @property
     def mode(self) -> int:
-        return SWIZZLE_MODE[self.swizzle]
+        return SWIZZLE_MODE_32B_ATOMS if self.atom == 32 else SWIZZLE_MODE[self.swizzle]
 
     def encode(self) -> int:
         """bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 46-48 0b001, 49-51 base offset, 61-63 swizzle."""
@@ -60,11 +61,11 @@ class Tcgen05Descriptor(SmemDescriptor):
         return wg | 1 << 46 | self.mode << 61
 
     def template(self) -> int:
-        return Tcgen05Descriptor(0, self.lbo, self.sbo, self.swizzle, self.base_offset).encode()
+        return Tcgen05Descriptor(0, self.lbo, self.sbo, self.swizzle, self.base_offset, self.atom).encode()
 
     @classmethod
     def of(cls, d: SmemDescriptor) -> "Tcgen05Descriptor":
-        return cls(d.start, d.lbo, d.sbo, d.swizzle, d.base_offset)
+        return cls(d.start, d.lbo, d.sbo, d.swizzle, d.base_offset, d.atom)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,11 @@ class Tcgen05Plan(WgmmaPlan):
     def kind(self) -> str:
         return KINDS[self.instr.key]
 
+    def b_transposable(self) -> bool:
+        """tcgen05 reads B N-major (instruction descriptor bit 16) for .kind::tf32 too, where wgmma cannot: a
+        [K, N] tile with N contiguous lands as it is (NVIDIA's sm_100 tf32 code copies it so, by TMA)."""
+        return self.instr.transposable or self.kind == "tf32"
+
     def instr_descriptor(self) -> int:
         """The 32-bit instruction descriptor: bits 4-5 D type, 7-9 A type, 10-12 B type, 15 A MN-major (0),
         16 B MN-major, 17-22 N >> 3, 24-28 M >> 4."""
@@ -209,7 +215,7 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
         plan = Tcgen05Plan(instr, at, bt, batched, bsz, m, n, k, nw, SHARED_LIMIT)
         if plan.ld_regs < 1 or plan.per_warp % 2:
             return f"the accumulator's {plan.cols} columns do not split over {nw} warps"
-        if instr.transposable and plan.n * instr.ebytes >= K_BYTES:
+        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:
             plan = Tcgen05Plan(instr, at, bt, batched, bsz, m, n, k, nw, SHARED_LIMIT, b_major="mn")
         return plan
     except LoweringError as e:

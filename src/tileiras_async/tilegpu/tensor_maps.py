@@ -28,6 +28,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.enums import PaddingValue
 from .facts import view_rows_aligned
+from .software_pipeline import read_as_tf32, staged_conversions
 
 MAP_BYTES, MAP_ALIGN = 128, 64
 _MAX_BOX = 256
@@ -167,7 +168,7 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
     staged = x.smem
-    if staged is None or any(o.name == "ftof" for o in x.chain):
+    if staged is None or staged_conversions(x):
         return "not a wgmma operand copied as it is"
     if len(x.tile_shape) != 2 or x.lead or staged.batches != 1:
         return "not a 2-D tile"
@@ -189,8 +190,15 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner = kc if inner_is_k else x.tile_shape[1]
     if width not in _SWIZZLE_NAMES or inner % per or outer > _MAX_BOX or per > _MAX_BOX:
         return f"a box of {outer} x {per} does not fit the stage layout"
-    spec = TensorMapSpec(param, base, shape, strides, element, (outer, per), _SWIZZLE_NAMES[width])
+    swizzle = "128B_base32B" if staged.atom == 32 else _SWIZZLE_NAMES[width]
+    spec = TensorMapSpec(param, base, shape, strides, _map_element(x, element), (outer, per), swizzle)
     return TensorCopy(spec, inner // per, outer * width, (outer, per), x.eb)
+
+
+def _map_element(x, element: str) -> str:
+    """The map's element type: "tf32" for an f32 array the tensor core reads as tf32 (what NVIDIA's maps say of
+    such operands; the copy moves the 32 bits as they are), else the array's own."""
+    return "tf32" if element == "f32" and any(read_as_tf32(o) for o in x.chain) else element
 
 
 def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
@@ -224,12 +232,107 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled:
 
 def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
-    then one hidden tensor map per operand select-tensor-copies gave TMA copies (in parameter order); None
-    without maps."""
+    then one hidden tensor map per operand select-tensor-copies gave TMA copies and per tile load
+    select-tile-tensor-copies made a `tilegpu.tma_issue` (in parameter order); None without maps."""
     from .decisions import pipelined_loops
-    maps = sorted((x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
-                   if getattr(x, "tma", None) is not None), key=lambda m: m.param)
+    maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
+                   if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body), key=lambda m: m.param)
     if not maps:
         return None
     layout = param_layout(k.fn.type.inputs)
     return KernelHooks(k.name, layout + ((MAP_BYTES, MAP_ALIGN),) * len(maps), tuple(maps))
+
+
+# -- tile loads by TMA (select-tile-tensor-copies) -------------------------------------------------------
+
+_TILE_COPY_BYTES = 16384        # the largest tile one load stages through shared memory
+_ROW_BYTES = 128                # a box row of a several-row box
+
+
+@dataclass(frozen=True)
+class TileCopy:
+    """How a tile load lands by TMA: `copies` boxes of the map's `box` side by side along the innermost
+    dimension (box j, row-major, at byte `j * copy_bytes` of the buffer, `j * box[-1]` elements further
+    along the tensor; one box or a single row: the tile row-major); completion on mbarrier `slot` of the
+    kernel's tile barriers."""
+    map: TensorMapSpec
+    copies: int
+    copy_bytes: int
+    elem_bytes: int
+    slot: int
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the copies deliver to the mbarrier (out-of-bounds elements count too)."""
+        return self.copies * self.copy_bytes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tile's shape."""
+        return tuple(self.map.box[:-1]) + (self.map.box[-1] * self.copies,)
+
+
+def _tile_boxes(shape: tuple[int, ...], eb: int) -> tuple[tuple[int, ...], int] | str:
+    """(box, copies) for a tile of `shape`: boxes side by side along the innermost dimension, each the
+    tile's outer extents by at most 256 elements (a 1 x ... x 1 x N row) or 128 bytes (several rows), as
+    NVIDIA's maps have them."""
+    inner, rows = shape[-1], 1
+    for d in shape[:-1]:
+        rows *= d
+    if any(d > _MAX_BOX for d in shape[:-1]):
+        return f"a dimension of {max(shape[:-1])} elements exceeds a box ({_MAX_BOX})"
+    width = min(inner, _MAX_BOX if rows == 1 else max(1, _ROW_BYTES // eb))
+    if inner % width or width * eb % 16:
+        return f"rows of {inner} elements do not split into boxes of {width} x {eb} bytes, 16-byte multiples"
+    return tuple(shape[:-1]) + (width,), inner // width
+
+
+def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) -> TileCopy | str:
+    """A TileCopy for a `load_view_tko` of a 1-D or 2-D tile through the map in entry parameter `param`
+    (completing on mbarrier `slot`), or why the load stays per-thread ld.global.  TMA writes zeros where
+    the box leaves the tensor: the view must pad with zeros, as the views NVIDIA's tool loads by TMA do (a
+    view without padding keeps its bounds-checked, vectorised ld.global, as there); the launch hints must
+    promise what the map needs (unit inner stride, 16-byte aligned base and outer strides)."""
+    view = load.operands["view"]
+    pv = view.type
+    part = view.owner if isinstance(view.owner, Operation) else None
+    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
+    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
+        return "the view's tensor view is not in sight"
+    ty = load.results[0].type
+    rank = len(ty.shape)
+    if rank not in (1, 2) or len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+        return "not a 1-D or 2-D tensor view in its own dimension order"
+    if pv.padding != PaddingValue.zero:
+        return "the view does not pad with zeros"
+    element = _ELEMENT_NAMES.get(ty.elem)
+    if element is None:
+        return f"{ty.elem} elements"
+    eb = ty.elem.width // 8
+    if not view_rows_aligned(view, rank, eb, 16):
+        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    nbytes = eb
+    for d in ty.shape:
+        nbytes *= d
+    if nbytes > _TILE_COPY_BYTES:
+        return f"a tile of {nbytes} bytes"
+    boxes = _tile_boxes(tuple(ty.shape), eb)
+    if isinstance(boxes, str):
+        return boxes
+    operands = _view_operands(tview, args)
+    if operands is None:
+        return "the tensor view's base, extents or strides are not kernel arguments"
+    base, shape, strides = operands
+    box, copies = boxes
+    spec = TensorMapSpec(param, base, shape, strides, element, box)
+    per = eb
+    for d in box:
+        per *= d
+    return TileCopy(spec, copies, per, eb, slot)
+
+
+def tile_copy_maps(body) -> list[TensorMapSpec]:
+    """The maps of the `tilegpu.tma_issue`s under `body`, once each (loads may share one)."""
+    from .ir import walk_ops
+    maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_issue"}
+    return list(maps.values())

@@ -112,6 +112,7 @@ class SmemDescriptor:
     sbo: int
     swizzle: int        # 128, 64, 32 bytes (0: none)
     base_offset: int = 0
+    atom: int = 16      # bytes the swizzle moves as one piece (32: tcgen05's 128-byte swizzle of 32-byte atoms)
 
     @property
     def mode(self) -> int:
@@ -128,15 +129,17 @@ class SmemDescriptor:
 
     def template(self) -> int:
         """The encoding without the start address: OR (or add) `start >> 4` to it at run time."""
-        return SmemDescriptor(0, self.lbo, self.sbo, self.swizzle, self.base_offset).encode()
+        return SmemDescriptor(0, self.lbo, self.sbo, self.swizzle, self.base_offset, self.atom).encode()
 
 
-def swizzle(offset: int, width: int) -> int:
-    """Swizzle<log2(width/16), 4, 3>: the 16-byte chunk index (bits 4..) XOR the 128-byte row phase (bits 7..)."""
-    if width <= 16:
+def swizzle(offset: int, width: int, atom: int = 16) -> int:
+    """Swizzle<log2(width/atom), log2(atom), 7 - log2(atom)>: the atom index within a 128-byte row (bits
+    log2(atom)..) XOR the 128-byte row phase (bits 7..).  16-byte atoms: wgmma's and TMA's 32/64/128-byte
+    swizzles; 32-byte atoms of a 128-byte row: tcgen05's mode 1 (TMA's 128B_base32B)."""
+    if width <= atom:
         return offset
-    mask = width // 16 - 1
-    return offset ^ (((offset >> 7) & mask) << 4)
+    mask = width // atom - 1
+    return offset ^ (((offset >> 7) & mask) * atom)
 
 
 def swizzle_width(row_bytes: int) -> int:
@@ -154,7 +157,8 @@ class SmemOperand:
     K-major (`major="k"`, what NVIDIA's tileiras stages): a `width`-byte row of K elements per M/N row (rows
     longer than 128 bytes are split into 128-byte atom columns stored one after another); descriptor LBO
     unused (16), SBO = 8 x width between 8-row groups.
-    MN-major (`major="mn"`, B only, f16/bf16: imm-trans-b = 1): a `width`-byte row holds width/ebytes
+    MN-major (`major="mn"`, B only: f16/bf16 with imm-trans-b = 1; tcgen05 also tf32, whose 128-byte rows
+    swizzle 32-byte atoms, `atom`): a `width`-byte row holds width/ebytes
     consecutive N elements of one k; the kc rows of k follow each other (SBO = 8 x width between 8-row
     groups), then the next `width` bytes of N (LBO = kc x width): the PTX ISA's canonical MN-major layout
     ((T,W/16,m),(8,k)):((1,T,LBO),(W/16 T,SBO)).  `mn_width`: the swizzle width, at most one instruction's N."""
@@ -169,6 +173,13 @@ class SmemOperand:
     @property
     def width(self) -> int:
         return self.mn_width if self.major == "mn" else swizzle_width(self.kc * self.ebytes)
+
+    @property
+    def atom(self) -> int:
+        """The bytes the swizzle moves as one piece: 16, but 32 for an N-major 32-bit operand in 128-byte rows
+        -- only tcgen05 reads those (wgmma transposes 16-bit types only), and NVIDIA's sm_100 code swizzles its
+        N-major tf32 B so (descriptor mode 1, map swizzle 128B_base32B)."""
+        return 32 if self.major == "mn" and self.ebytes == 4 and self.width == 128 else 16
 
     @property
     def batch_bytes(self) -> int:
@@ -195,7 +206,7 @@ class SmemOperand:
     def offset(self, b: int, row: int, k: int) -> int:
         """Byte offset from the scratch base of element (b, row, k): what a staging store writes and what the
         hardware reads through `descriptor`.  GF(2)-linear in the bits of b, row and k (minus `base`)."""
-        return self.base + swizzle(self.linear(b, row, k), self.width)
+        return self.base + swizzle(self.linear(b, row, k), self.width, self.atom)
 
     def descriptor(self, b: int, row0: int, k0: int, scratch_address: int = 0) -> SmemDescriptor:
         """The descriptor of one instruction's operand: rows row0.. and one K step from k0.  Every start is
@@ -210,7 +221,7 @@ class SmemOperand:
             if row0 % 8 or (k0 * self.ebytes) % K_BYTES:
                 raise ValueError("a K-major wgmma operand starts on an 8-row group and a 32-byte K step")
             lbo, sbo = 16, 8 * w
-        return SmemDescriptor(scratch_address + self.base + self.linear(b, row0, k0), lbo, sbo, w)
+        return SmemDescriptor(scratch_address + self.base + self.linear(b, row0, k0), lbo, sbo, w, atom=self.atom)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -276,10 +287,14 @@ class WgmmaPlan:
                                 f"(limit {self.budget})")
         self.tk = self.K // i.k                             # k steps in all (MmaPlan's meaning)
 
+    def b_transposable(self) -> bool:
+        """Whether the instruction reads B N-major (wgmma: imm-trans-b, f16/bf16 only)."""
+        return self.instr.transposable
+
     def _mn_width(self) -> int:
         if self.b_major == "k":
             return 0
-        if not self.instr.transposable or self.n * self.instr.ebytes < K_BYTES:
+        if not self.b_transposable() or self.n * self.instr.ebytes < K_BYTES:
             raise ValueError(f"no N-major B for {self.instr.key} with N = {self.n} per instruction")
         return min(128, self.n * self.instr.ebytes)
 
@@ -348,7 +363,7 @@ class WgmmaPlan:
         chunk: GF(2)-linear in the coordinate bits (offset(x ^ y) = offset(x) ^ offset(y))."""
         b, row, k = self.split(role, coord)
         sm = self.operand(role)
-        return swizzle(sm.linear(b, row, k & (self.kc - 1)), sm.width)
+        return swizzle(sm.linear(b, row, k & (self.kc - 1)), sm.width, sm.atom)
 
     def chunk_part(self, role: str, coord: Coord) -> int:
         """The k of `coord` rounded down to its chunk (chunk index x kc; linear as well)."""
@@ -473,7 +488,7 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     from .errors import LoweringError
     try:
         plan = WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
-        if instr.transposable and plan.n * instr.ebytes >= K_BYTES:
+        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:
             # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores
             plan = replace(plan, b_major="mn")
         return plan

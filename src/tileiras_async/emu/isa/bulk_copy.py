@@ -43,7 +43,9 @@ def _drain(mc) -> None:
 
 @before_wait
 def deliver_bulk(mc, keys) -> None:
-    """Land the pending bulk copies into shared memory whose mbarrier is in `keys` (all when None)."""
+    """Land the pending bulk copies into shared memory whose mbarrier is in `keys` (all when None); with the
+    race check on, a landing is a write by the thread that issued the copy (so bytes other threads read since
+    that thread's last synchronisation race with it, as the copy may overwrite them before they are read)."""
     if not mc.bulk_in:
         return
     keys = None if keys is None else set(np.asarray(keys).tolist())
@@ -53,6 +55,8 @@ def deliver_bulk(mc, keys) -> None:
         if keys is not None and key not in keys:
             rest.append(rec)
             continue
+        if mc.races is not None:
+            mc.races.store(dsts, lanes, data.shape[1], li, mc, data)
         mc.shared[(dsts[:, None] + np.arange(data.shape[1])).reshape(-1)] = data.reshape(-1)
         mbar_tx(mc, li, np.full(len(lanes), key), lanes, np.full(len(lanes), data.shape[1]), complete=True)
     mc.bulk_in = rest

@@ -1,4 +1,4 @@
-"""Tensor copies through tensor maps (TMA, sm_90+): `cp.async.bulk.tensor.{1,2,3}d ... .tile`.
+"""Tensor copies through tensor maps (TMA, sm_90+): `cp.async.bulk.tensor.{1,...,5}d ... .tile`.
 
 * `cp.async.bulk.tensor.Nd.shared::cta.global.tile.mbarrier::complete_tx::bytes [dst], [tmap, {c0, ...}],
   [mbar]`: the box of the map at element coordinates (c0 innermost) is read when the copy issues --
@@ -11,8 +11,9 @@
 
 The 128-byte map is read from the kernel parameter it lives in.  Its encoding is NVIDIA's (filled on the
 host by the host object's launch hook, emu/README.md "NVIDIA's launch-time hook"); `decode_tensor_map`
-reads the fields observed there: address, element type, rank, swizzle, extents, strides, box.  im2col
-modes, multicast, reductions and ranks above 3 are not emulated.
+reads the fields observed there: address, element type, rank, swizzle, extents, strides, box (per dimension
+d >= 1 of ranks up to 5: the stride / 16 in 32-bit half 2 + d, the extent - 1 in half 8 + d, the box
+extent - 1 in byte d - 1 of word 7).  im2col modes, multicast and reductions are not emulated.
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ _ELEM_BYTES = {2: 4, 6: 2, 7: 4, 10: 2}
 _SWIZZLE = {0: "none", 1: "32B", 2: "64B", 3: "128B"}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _M32 = 0xFFFFFFFF
+MAX_RANK = 5      # the tile mode's ranks (PTX ISA: cp.async.bulk.tensor .dim = .1d ... .5d)
+_RANKS = {f"{r}d": r for r in range(1, MAX_RANK + 1)}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class TensorMap:
         return int(np.prod(self.box)) * self.elem_bytes
 
 
+def _half(words, k: int) -> int:
+    """The k-th 32-bit half of the map (k // 2: the word, k % 2: low 0, high 1)."""
+    return (words[k // 2] >> 32 * (k % 2)) & _M32
+
+
 def decode_tensor_map(raw: bytes) -> TensorMap:
     """The fields of a 128-byte tensor map as NVIDIA's launch hooks write them (ValueError: not decodable)."""
     w = struct.unpack("<16Q", raw)
@@ -59,8 +67,8 @@ def decode_tensor_map(raw: bytes) -> TensorMap:
     code = (flags >> 7) & 0xF
     if code not in _ELEM_BYTES:
         raise ValueError(f"element-type code {code} (word {w[1]:#x}) is not decoded")
-    if rank > 3:
-        raise ValueError(f"rank-{rank} tensor maps are not decoded")
+    if rank > MAX_RANK:
+        raise ValueError(f"rank {rank} (word {w[1]:#x}): tensor maps have ranks 1 to {MAX_RANK}")
     esize = _ELEM_BYTES[code]
     swizzle = _SWIZZLE[(flags >> 13) & 3]
     atom = (flags >> 19) & 3          # 1: 128-byte swizzle of 32-byte atoms (sm_100's tf32 operands)
@@ -68,22 +76,24 @@ def decode_tensor_map(raw: bytes) -> TensorMap:
         swizzle = "128B_base32B"
     elif atom:
         raise ValueError(f"swizzle atom code {atom} with {swizzle} swizzle (word {w[1]:#x}) is not decoded")
-    extents = ((w[4] & _M32) + 1, (w[4] >> 32) + 1, (w[5] & _M32) + 1)[:rank]
-    strides = (esize, (w[1] >> 32) * 16, (w[2] & _M32) * 16)[:rank]
-    box = ((w[6] >> 56) + 1, (w[7] & 0xFF) + 1, ((w[7] >> 8) & 0xFF) + 1)[:rank]
+    extents = tuple(_half(w, 8 + d) + 1 for d in range(rank))
+    strides = (esize, *(_half(w, 2 + d) * 16 for d in range(1, rank)))
+    box = ((w[6] >> 56) + 1, *(((w[7] >> 8 * (d - 1)) & 0xFF) + 1 for d in range(1, rank)))
     return TensorMap(w[0] & 0x01FFFFFFFFFFFFF0, esize, swizzle, extents, strides, box)
 
 
 def build_tensor(mc, li, mods):
     """`cp.async.bulk.tensor...` (dispatched from the `cp` builder)."""
-    rank = {"1d": 1, "2d": 2, "3d": 3}.get(mods.take("1d", "2d", "3d", "4d", "5d"))
+    rank = _RANKS.get(mods.take(*_RANKS))
     dst_space = _space(mods, None)
     src_space = _space(mods, None)
     if not mods.has("tile"):
         raise _err(li, "cp.async.bulk.tensor: only the .tile mode is emulated (not im2col)")
     mods.ignore(*_HINTS)
-    if mods.has("multicast::cluster") or rank is None:
-        raise _err(li, "cp.async.bulk.tensor: multicast and ranks above 3 are not emulated")
+    if rank is None:
+        raise _err(li, f"cp.async.bulk.tensor: expected a dimension .1d to .{MAX_RANK}d")
+    if mods.has("multicast::cluster"):
+        raise _err(li, "cp.async.bulk.tensor: multicast is not emulated")
     to_shared = mods.has("mbarrier::complete_tx::bytes")
     to_global = mods.has("bulk_group")
     mods.done()

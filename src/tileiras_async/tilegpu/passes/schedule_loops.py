@@ -11,14 +11,18 @@ scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is low
 most --num-stages stages.  The loads and the mma get `stage`/`order` attributes from the report, and the
 loop a `pipeline_plan` (`tilegpu.decisions.PipelinePlan`: candidate and geometry) for the pipeline pass.  Every other loop
 runs its body in program order: its report is the serial schedule (its tile loads are ld.global, as the code
-does them).  A `for` loop without an mma whose loads may move (`software_pipeline.movable_loads`) and hold at most
+does them, but for those select-tile-tensor-copies, before this pass, gave `tma`: TMA copies, `tma_load`).  A
+`for` loop without an mma whose loads may move (`software_pipeline.movable_loads`: never a TMA one) and hold at most
 PREFETCH_REGS registers per thread for DISTANCE iterations is scheduled prefetched: those loads in stage 0, every
 other op of the body in stage DISTANCE (the loads of iteration i + DISTANCE run beside the rest of iteration i),
 each stage in program order; every op of the body gets its `stage`/`order`, the report says "prefetched DISTANCE
 iterations ahead", and the pipeline pass expands the loop as they say.  Any other loop's rule says
-"kept serial: <why>".  The machine model's classes name what the lowering emits:
-cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05 loop's copies TMA ones
-without changing the schedule), and the mma instruction select-mma recorded.
+"kept serial: <why>".  Prefetching and tile TMA are one or the other: a load select-tile-tensor-copies made a
+TMA copy already lands in shared memory while the iteration runs up to its first use (its issue is hoisted), and
+carrying it in registers too would pay the mbarrier and the registers both.  The machine model's classes name
+what the lowering emits: cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05
+loop's copies TMA ones without changing the schedule), TMA copies for the tile loads given `tma`, and the mma
+instruction select-mma recorded.
 """
 from __future__ import annotations
 

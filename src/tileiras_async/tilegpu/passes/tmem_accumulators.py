@@ -19,7 +19,7 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..mma import recorded_plan
-from ..ops import TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE
+from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE, WARP_SPECIALIZE
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
 
@@ -144,6 +144,18 @@ def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
              first.attrs["mma"])
 
 
+def _publish_tma_barriers_with(block, acquire: Operation) -> None:
+    """The loop's TMA mbarriers (a `tilegpu.tma_barriers` before the acquire in its block) need no CTA barrier of
+    their own: the acquire's barrier comes before any other warp waits on them (their waits are in the
+    loop), and warp 0, whose elected lane issues the prologue's copies, only needs its own lanes ordered.
+    Not where a `tilegpu.warp_specialize` comes between: its producer warpgroup waits on them and issues
+    copies without ever reaching the acquire (whose barrier then counts the consumer's threads alone)."""
+    ops = block.ops[:block.ops.index(acquire)]
+    for i, op in enumerate(ops):
+        if op.name == TMA_BARRIERS.name and not any(o.name == WARP_SPECIALIZE.name for o in ops[i + 1:]):
+            op.attrs["barrier_follows"] = True
+
+
 def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], outer) -> None:
     body = loop.regions[0].blocks[0]
     i = acc.index - 1                           # acc's position among the loop's carried values
@@ -163,6 +175,8 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     at = outer.ops.index(loop)
     outer.ops[at:at + 1] = [*before, loop, release]
     replace_values(outer, {id(result): release.result})
+    if not acquire.attrs.get("barrier_follows"):
+        _publish_tma_barriers_with(outer, acquire)
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
              "the K-loop's accumulator stays in tensor memory: stored once before the loop, loaded once after",
              first.attrs["mma"])
