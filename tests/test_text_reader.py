@@ -17,7 +17,7 @@ from tileiras_async.ir import attrs as A
 from tileiras_async.ir import types as T
 from tileiras_async.ir.cuda_tile import CUDA_TILE
 from tileiras_async.ir.printer import print_module
-from tileiras_async.ir.text_reader import TextError, looks_like_cuda_tile, read_text_module
+from tileiras_async.ir.text_reader import MAX_NESTING, TextError, looks_like_cuda_tile, read_text_module
 from tileiras_async.tilegpu.ir import KernelIR
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.printer import print_kernel
@@ -146,11 +146,21 @@ def test_bad_text_is_one_positioned_error(body, where, what):
     assert str(e.value).startswith(f"in.ct:{where}: ") and what in str(e.value), str(e.value)
 
 
-def test_deep_nesting_is_an_error_not_a_crash():
-    depth = 3000
-    text = (_K + "  %c = constant <i1: true> : tile<i1>\n" + "  if %c {\n" * depth + "  }\n" * depth + "  return\n}\n")
-    with pytest.raises(TextError, match=r"regions nested too deeply"):
-        read_text_module(text, "deep.ct")
+def _nested_ifs(depth: int) -> str:
+    return _K + "  %c = constant <i1: true> : tile<i1>\n" + "  if %c {\n" * depth + "  }\n" * depth + "  return\n}\n"
+
+
+@pytest.mark.parametrize("recursion_limit", [None, 100_000])   # as a deep compile (deepstack) may have raised it
+def test_deep_nesting_is_an_error_not_a_crash(recursion_limit):
+    old = sys.getrecursionlimit()
+    try:
+        if recursion_limit:
+            sys.setrecursionlimit(recursion_limit)
+        read_text_module(_nested_ifs(MAX_NESTING - 2), "deep.ct")
+        with pytest.raises(TextError, match=rf"regions nested more than {MAX_NESTING} deep"):
+            read_text_module(_nested_ifs(3000), "deep.ct")
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def test_which_text_is_which():

@@ -438,6 +438,11 @@ class _Op:
         return other
 
 
+# Regions the text may nest (each takes a few Python frames: well inside the default recursion limit); deeper
+# kernels exist only as bytecode (bytecode.reader.MAX_NESTING), which is read without recursion.
+MAX_NESTING = 200
+
+
 class ModuleReader(TypeReader):
     def __init__(self, text: str, filename: str, version: tuple[int, int, int]):
         self.c = Cursor(text, filename)
@@ -932,6 +937,8 @@ class ModuleReader(TypeReader):
     def region(self, st: _Op, index: int, implicit: str | None) -> None:
         """`{ op* }` with the arguments read before it; an implicit terminator where none is shown."""
         c = self.c
+        if len(self.scopes) > MAX_NESTING:   # a fixed limit: the reader recurses per region, and the process's
+            raise c.error(f"regions nested more than {MAX_NESTING} deep")   # recursion limit may have been raised
         c.expect("{")
         args = st.region_args.get(index, [])
         first = st.spec.operands[0].name if st.spec.operands else None
