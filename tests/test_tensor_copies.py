@@ -66,7 +66,7 @@ def test_tf32_operands_land_unrounded_by_tma(gpu):
     """tf32 operands are copied as the f32 they are (the tensor core reads the bits as tf32; no rounding
     pass), by TMA through maps that say "tf32" as NVIDIA's do: A on both targets, and on sm_100 B too, N-major
     in 32-byte-atom swizzle as NVIDIA's sm_100 map has it (wgmma's tf32 B must be K-major: a transposing copy,
-    so it stays cp.async on sm_90)."""
+    no map on sm_90: test_tf32_b_is_transposed_through_registers_on_sm90)."""
     cid = "matmul_tf32_64x64x32"
     hooks = _our_maps(cid, gpu)
     nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))}
@@ -80,6 +80,25 @@ def test_tf32_operands_land_unrounded_by_tma(gpu):
     ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
     assert "cvt.rna.tf32" not in ptx and "cp.async.bulk.tensor" in ptx
 
+
+
+@requires_corpus
+def test_tf32_b_is_transposed_through_registers_on_sm90():
+    """wgmma's tf32 B is K-major in shared memory, the array N-major: as cuTile launches it (16-byte aligned
+    rows, sizes multiples of 16) B's copies are 16-byte loads along N and a shared store per element, recorded
+    as `transpose` on B's copies by the pipeline pass; unhinted, nothing promises the loads aligned or wholly
+    in bounds: B is copied one f32 at a time by cp.async, no vector load."""
+    from tileiras_async.tilegpu.ir import walk_ops
+    cid = "matmul_tf32_64x64x32"
+    launch = _module(LAUNCH, cid)
+    em = emit_kernel(launch, launch.functions[0], CodegenOptions(opt_level=3, target="sm_90"))
+    copies = [op for op in walk_ops(em.fn.body) if op.name == "tilegpu.async_copy"]
+    assert {(op.attrs["role"], op.attrs["vb"], bool(op.attrs.get("transpose"))) for op in copies} == {
+        ("a", 16, False), ("b", 16, True)}
+    ptx = module_ptx(launch, target("sm_90"))
+    assert "ld.global.v4.b32" in ptx and "cp.async.ca" not in ptx and "cp.async.cg" not in ptx
+    plain = module_ptx(_module(PUBLIC, cid), target("sm_90"))
+    assert "ld.global.v4.b32" not in plain and "cp.async.ca.shared.global [%r" in plain
 
 
 @requires_corpus

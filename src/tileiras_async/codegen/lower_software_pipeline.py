@@ -8,6 +8,8 @@ copies are unrolled when there are few, else a loop LLVM is told not to unroll (
 kept live across the K-loop).  Out-of-bounds elements read as zero through cp.async's src-size operand (0 for
 rows outside the tensor, the bytes left for a vector that crosses the end of a row): the zero padding of the
 partition view.  With 8/16-bit elements one at a time, a synchronous predicated load and a shared store.
+An `async_copy` with `transpose` (a wgmma buffer contiguous along another dimension than the tensor: tf32 B)
+loads each vector into registers and stores its elements one by one at their places in the buffer.
 A wgmma operand with a conversion the tensor core does not do itself is copied as it is; `tilegpu.convert_stage`
 then converts the landed chunk in place, each thread the elements it copied (the same spread over the threads),
 before the publishing barrier (f32 read as tf32 needs none: tilegpu.software_pipeline.read_as_tf32).
@@ -46,7 +48,7 @@ def _async_copy(em: KernelEmitter, op: Operation) -> None:
         tensor_copy(em, op, buf_off)
         return
     copy_chunk(em, x, em.get(op.operands["view"]), [em.get(v) for v in op.operands["indices"]], op.attrs["chunk"],
-               op.attrs["kc"], buf_off, op.attrs["vb"])
+               op.attrs["kc"], buf_off, op.attrs["vb"], transpose=bool(op.attrs.get("transpose")))
 
 
 def ring_offset(em: KernelEmitter, ring: Operation) -> int | str:
@@ -161,6 +163,7 @@ class _Chunk:
     starts: list[str]       # per dimension: the chunk's first element (i64)
     per: int                # copies per thread
     looped: bool            # the thread's copies are a loop of synchronous copies or a long one
+    transpose: bool = False     # a vector load into registers, a shared store per element (async_copy's attr)
     fill: str | None = None
     stores: list[str] = field(default_factory=list)     # synchronous copies' shared stores, after all their loads
     based: str | None = None
@@ -179,15 +182,17 @@ class _Chunk:
 
 
 def copy_chunk(em: KernelEmitter, x: Operand, pv: PartitionView | None, index: list[Tile], chunk: int, kc: int,
-               buf_off: str, vb: int, convert_in_place: bool = False) -> None:
+               buf_off: str, vb: int, convert_in_place: bool = False, transpose: bool = False) -> None:
     """Copy chunk `chunk` of operand x's tile (tile indices `index`) into the buffer at `buf_off`, vb
     bytes per copy: cp.async (zero-filling what lies outside the tensor) or, for 8/16-bit elements one
     at a time, a predicated load and a shared store.  The copies of the chunk are spread over the
     threads, row-major with the innermost dimension fastest; a thread's copies are unrolled when there
     are few, else a loop (so their addresses are not all kept live across the K-loop).
     `convert_in_place`: instead, each thread converts (x's ftof chain) the elements its copies of the
-    chunk wrote, in the buffer (no view: nothing is read from global memory)."""
+    chunk wrote, in the buffer (no view: nothing is read from global memory).  `transpose`: each copy is a
+    predicated vector load into registers and a shared store per element at its own place in the buffer."""
     c = _new_chunk(em, x, pv, index, chunk, kc, buf_off, vb, convert_in_place)
+    c.transpose = transpose
     nv = prod(c.sub_v)
     if nv <= em.num_threads:
         _one_copy_per_thread(c, nv)
@@ -389,6 +394,9 @@ def _copy(c: _Chunk, coord: list[str], near: tuple | None = None) -> dict:
         dst, inb, state = _stepped_copy(c, dst, coord, near, lt)
     else:
         dst, inb, state = _addressed_copy(c, dst, coord, lt)
+    if c.transpose:
+        _transposed_copy(c, coord, state["addr"], inb)
+        return state
     if x.smem is not None:  # a wgmma operand: its swizzled place (x.strides do not apply)
         dst = em.b.value(f"add i32 {c.buf_off}, {swizzled_offset(em, x.smem, *_operand_coord(x, coord))}")
     p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {dst}", "sp")
@@ -445,6 +453,24 @@ def _synchronous_copy(c: _Chunk, addr: str, inb: str, p: str) -> None:
         c.fill = padding_constant(x.elem, c.pv.type.padding)
     val = predicated_load(c.em, x.load, addr, inb, x.elem, c.fill)
     c.stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
+
+
+def _transposed_copy(c: _Chunk, coord: list[str], addr: str, inb: str) -> None:
+    """A vector of v elements along the tensor's contiguous dimension (wholly in or out of bounds: the pass
+    proved the extent a multiple of v), loaded now; each element's shared store, at its swizzled place in the
+    buffer contiguous along the other dimension, when the chunk's loads are all out."""
+    from .lower_memory import padding_constant, predicated_vector_load
+    em, x = c.em, c.x
+    if c.fill is None:
+        c.fill = padding_constant(x.elem, c.pv.type.padding)
+    vals = predicated_vector_load(em, addr, inb, x.elem, c.fill, c.v)
+    last = coord[-1]
+    for j, val in enumerate(vals):
+        at = last if j == 0 else str(j) if last == "0" else em.b.value(f"add i32 {last}, {j}")
+        off = swizzled_offset(em, x.smem, *_operand_coord(x, coord[:-1] + [at]))
+        p = em.b.value(f"getelementptr i8, {SHARED_PTR} {em.scratch}, i32 {em.b.value(f'add i32 {c.buf_off}, {off}')}",
+                       "sp")
+        c.stores.append(f"store {llvm_type(x.elem)} {val}, {SHARED_PTR} {p}, align {x.eb}")
 
 
 def _cp_async(c: _Chunk, state: dict, inb: str, p: str) -> None:

@@ -58,3 +58,19 @@ def view_rows_aligned(partition_view: Value, tile_rank: int, elem_bytes: int, wi
     if strides[dims[tile_rank - 1]][0] != 1 or base % width:
         return False
     return all((strides[dims[i]][1] * elem_bytes) % width == 0 for i in range(tile_rank - 1))
+
+
+def view_extent_divisor(partition_view: Value, tile_dim: int) -> int:
+    """The largest power of two the extent of the tensor dimension under tile dimension `tile_dim` is promised
+    to be a multiple of (1: nothing known): a literal extent's, or its `assume div_by` chain's."""
+    part = _defining(partition_view, "make_partition_view")
+    tview = _defining(part.operands["tensor_view"], "make_tensor_view") if part is not None else None
+    if tview is None:
+        return 1
+    dim = partition_view.type.dim_map[tile_dim]
+    dynamic = iter(tview.operands["dynamicShape"])
+    for d, n in enumerate(tview.result.type.shape):
+        v = next(dynamic) if n == T.DYNAMIC else None
+        if d == dim:
+            return known_divisor(v) if v is not None else _power_of_two_part(n)
+    return 1

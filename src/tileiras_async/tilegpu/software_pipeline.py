@@ -51,7 +51,7 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..ir.enums import MemoryOrderingSemantics as MO
 from ..ir.enums import PaddingValue
-from .facts import view_rows_aligned
+from .facts import view_extent_divisor, view_rows_aligned
 from .ir import own_ops
 from .options import CodegenOptions
 from .types import align, elem_bytes, layout_of
@@ -412,10 +412,8 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     for x in xs:
         inner = geom.kc * x.eb if x.kdim == len(x.tile_shape) - 1 else x.tile_shape[-1] * x.eb
         wide[x.role] = min(16, inner)
-        if x.smem is not None and (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1):
-            # a wgmma buffer contiguous along another dimension than the tensor (B K-major: fp8, int8, tf32):
-            # one element at a time
-            wide[x.role] = x.eb
+        if transposes(x):
+            wide[x.role] = transposed_width(x, inner)
         if inner < max(x.eb, 4):
             return []
     element = {x.role: x.eb for x in xs}
@@ -424,6 +422,31 @@ def copy_versions(cand: Candidate, geom: Geometry) -> list[dict[str, int]]:
     if all(wide[x.role] == x.eb or promised_aligned(x, wide[x.role]) for x in xs):
         return [wide]   # the launch hints promise what the run-time check would test: no fallback version
     return [wide, element]
+
+
+def transposes(x: Operand) -> bool:
+    """A wgmma buffer contiguous along another dimension than the tensor (B K-major: fp8, int8, tf32): its
+    copies cannot be cp.async of more than one element."""
+    return x.smem is not None and (x.smem.major == "k") != (x.kdim == len(x.tile_shape) - 1)
+
+
+def transposed_width(x: Operand, inner: int) -> int:
+    """Bytes per copy of a transposing operand (`transposes`): 16 -- a 16-byte global load along the tensor's
+    contiguous dimension into registers, then a shared store per element (`async_copy` with `transpose`) --
+    where the launch hints promise the load aligned and the extent along it a multiple of its elements (a
+    vector is wholly in or out of bounds); else one element at a time.  NVIDIA's sm_90 tf32 matmul copies B
+    N-major and transposes it in shared memory; element copies executed 2.09x its thread-instructions."""
+    v = 16 // x.eb
+    if x.eb != 4 or inner < 16 or not promised_aligned(x, 16):
+        return x.eb
+    if view_extent_divisor(x.load.operands["view"], len(x.tile_shape) - 1) % v:
+        return x.eb
+    return 16
+
+
+def transposed_copy(x: Operand, vb: int) -> bool:
+    """Whether copies of vb bytes of x go through registers (`transposed_width`)."""
+    return transposes(x) and vb > x.eb
 
 
 def promised_aligned(x: Operand, width: int) -> bool:

@@ -52,8 +52,8 @@ from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE,
 from .. import scalars
 from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..errors import LoweringError
-from ..software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers,
-                                 staged_conversions)
+from ..software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers, staged_conversions,
+                                 transposed_copy)
 from ..tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
 from .warp_specialized_loop import WarpSpecializedForm
@@ -166,6 +166,8 @@ class _Expander:
             if x.tma is not None:
                 attrs["tma"] = x.tma
                 operands["barriers"] = self.barriers
+            elif transposed_copy(x, vbs[x.role]):
+                attrs["transpose"] = True
             body.append(Operation(ASYNC_COPY, operands, attrs, loc=self.loc))
         if not guard:
             out.extend(body)
