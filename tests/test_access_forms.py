@@ -14,14 +14,14 @@ from tileiras_async.bytecode.reader import read_module
 from tileiras_async.codegen.emitter import LoweringError
 from tileiras_async.codegen.translate import translate_kernel
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
-from tileiras_async.tilegpu import mma as mma_module
-from tileiras_async.tilegpu.mma import FmaPlan, MmaPlan
+from tileiras_async.tilegpu.analysis import mma as mma_module
+from tileiras_async.tilegpu.analysis.mma import FmaPlan, MmaPlan
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.parser import parse_kernel
 from tileiras_async.tilegpu.passes import run_pipeline
 from tileiras_async.tilegpu.passes.select_access_forms import FragmentLoads
 from tileiras_async.tilegpu.printer import print_kernel
-from tileiras_async.tilegpu.wgmma import WgmmaPlan
+from tileiras_async.tilegpu.analysis.wgmma import WgmmaPlan
 
 MATMUL = "matmul_f16_f32acc_64x64x32"
 

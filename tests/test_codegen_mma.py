@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO, corpus_files, requires_corpus
 
 from tileiras_async.codegen import lower_mma as L
-from tileiras_async.tilegpu import mma as P
+from tileiras_async.tilegpu.analysis import mma as P
 from tileiras_async.driver import (
     CodegenUnavailable,
     compile_module,

@@ -46,12 +46,12 @@ def test_kernel_ir_has_no_notes():
 PLANNERS = {"plan_for", "fma_plan_for"}
 
 
-PLANNING = {PACKAGE / "tilegpu" / "mma.py", PACKAGE / "tilegpu" / "passes" / "select_mma.py"}
+PLANNING = {PACKAGE / "tilegpu" / "analysis" / "mma.py", PACKAGE / "tilegpu" / "passes" / "select_mma.py"}
 
 
 def test_only_select_mma_plans_mmas():
     """select-mma records every mma's plan (`mma_plan`, `fma_plan`); the passes after it and codegen read it
-    (tilegpu.mma.recorded_plan), none plans again."""
+    (tilegpu.analysis.mma.recorded_plan), none plans again."""
     calls = [f"{p.relative_to(PACKAGE)}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py")) if p not in PLANNING
              for n in ast.walk(ast.parse(p.read_text()))
              if isinstance(n, ast.Name) and n.id in PLANNERS

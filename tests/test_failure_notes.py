@@ -16,7 +16,7 @@ from tileiras_async.driver import CodegenUnavailable
 from tileiras_async.failures import lowering_notes, ptxas_notes
 from tileiras_async.ir import types as T
 from tileiras_async.stages import CompileOptions, LowerRequest, ParseRequest, lower, parse
-from tileiras_async.tilegpu import mma as P
+from tileiras_async.tilegpu.analysis import mma as P
 
 from test_codegen_mma import build_mma
 

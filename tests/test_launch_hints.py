@@ -1,4 +1,4 @@
-"""The launch hints as facts (tilegpu/facts.py): what cuTile promises at launch removes run-time checks.
+"""The launch hints as facts (tilegpu/analysis/facts.py): what cuTile promises at launch removes run-time checks.
 
 The same matmul as exported plainly (`public`) and as cuTile launches it (`public-launch`: `assume div_by` on
 pointers, sizes and strides, literal unit strides): the pipelined K-loop of the first keeps its run-time
@@ -26,7 +26,7 @@ def _partition_views(module):
 
 @requires_corpus
 def test_known_divisor_follows_the_assume_chain():
-    from tileiras_async.tilegpu.facts import known_divisor, view_strides_and_base
+    from tileiras_async.tilegpu.analysis.facts import known_divisor, view_strides_and_base
     launch = _partition_views(_module(LAUNCH))
     base, strides = view_strides_and_base(launch[0])
     assert base == 16                      # div_by<16> on the f16 pointer: bytes
@@ -41,7 +41,7 @@ def test_known_divisor_follows_the_assume_chain():
 @requires_corpus
 @pytest.mark.parametrize("width,expected", [(16, True), (32, False)])
 def test_view_rows_aligned_only_as_far_as_promised(width, expected):
-    from tileiras_async.tilegpu.facts import view_rows_aligned
+    from tileiras_async.tilegpu.analysis.facts import view_rows_aligned
     assert all(view_rows_aligned(v, 2, 2, width) is expected for v in _partition_views(_module(LAUNCH)))
     assert not any(view_rows_aligned(v, 2, 2, 16) for v in _partition_views(_module(PUBLIC)))
 

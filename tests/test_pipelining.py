@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from conftest import LAUNCH, PUBLIC, corpus_files, requires_corpus
 
-from tileiras_async.tilegpu import software_pipeline as P
+from tileiras_async.tilegpu.analysis import software_pipeline as P
 from tileiras_async.tilegpu.passes import software_pipeline as pipeline_pass
 from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_ir
 from tileiras_async.codegen.emitter import CodegenOptions

@@ -19,7 +19,7 @@ from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.parser import parse_kernel
 from tileiras_async.tilegpu.passes import _load, run_pipeline
 from tileiras_async.tilegpu.printer import print_kernel
-from tileiras_async.tilegpu.smem import constant_index
+from tileiras_async.tilegpu.analysis.smem import constant_index
 
 MATMUL = "matmul_f16_f32acc_64x64x32"
 SCAN = "cumsum_carry_i32_t128"      # one i32 load per thread per iteration: prefetched

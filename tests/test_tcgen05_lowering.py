@@ -1,4 +1,4 @@
-"""tcgen05 on sm_100a: the plan (tilegpu/tcgen05.py) against the emulator's tensor-memory and descriptor
+"""tcgen05 on sm_100a: the plan (tilegpu/analysis/tcgen05.py) against the emulator's tensor-memory and descriptor
 models (which run NVIDIA's own sm_100 PTX), the choice against NVIDIA's on the corpus, and built kernels and
 the corpus matmuls through ptxas (0 spills) and the emulator, pipelined (the default, --num-stages 2) and not.
 
@@ -25,9 +25,9 @@ from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import tcgen05 as EMU_TC
 from tileiras_async.ir import types as T
 from tileiras_async.targets import target
-from tileiras_async.tilegpu import tcgen05 as TC
-from tileiras_async.tilegpu import wgmma as W
-from tileiras_async.tilegpu.mma import MmaPlan, plan_for
+from tileiras_async.tilegpu.analysis import tcgen05 as TC
+from tileiras_async.tilegpu.analysis import wgmma as W
+from tileiras_async.tilegpu.analysis.mma import MmaPlan, plan_for
 
 
 def make_plan(instr, bsz, m, n, k, nw=4, atype="f16", btype="f16", b_major="k") -> TC.Tcgen05Plan:
@@ -351,7 +351,7 @@ def test_scaled_mma_blocks_keep_mma_sync():
     """mmaf_scaled runs one mmaf per K block with its operands already in registers: those stay on mma.sync
     on sm_100 (a tensor-memory round trip per block spilled), with the reason in the choice."""
     from tileiras_async.bytecode.reader import read_module
-    from tileiras_async.tilegpu import scaled_mma
+    from tileiras_async.tilegpu.analysis import scaled_mma
     path = Path(__file__).resolve().parents[1] / "examples" / "suite" / "mx_matmul_e4m3.v13.4.tileirbc"
     module = read_module(path.read_bytes())
     op = next(o for o in module.functions[0].walk() if o.name == "mmaf_scaled")

@@ -172,7 +172,7 @@ def test_records_shared_records_op_references_and_detached_ops_read_back():
     from tileiras_async.ir import types as T
     from tileiras_async.ir.attrs import FloatAttr
     from tileiras_async.ir.core import Operation
-    from tileiras_async.tilegpu.software_pipeline import Geometry
+    from tileiras_async.tilegpu.analysis.software_pipeline import Geometry
     k = _kernel(_constants_module())
     ops = k.fn.body.ops
     gone = Operation("addi", {"lhs": ops[0].result, "rhs": ops[0].result}, {}, [ops[0].result.type])
@@ -213,7 +213,7 @@ def test_op_hints_read_back_as_cuda_tile_attributes():
 def test_instructions_read_back_as_the_very_constants():
     """Code generation tells mma instructions apart by identity (`instr is F8_F32`): a plan read back holds
     the module's constant, not an equal copy (a copy made fp8 block products accumulate in half)."""
-    from tileiras_async.tilegpu.mma import F8_F32, MmaPlan
+    from tileiras_async.tilegpu.analysis.mma import F8_F32, MmaPlan
     from tileiras_async.tilegpu.records import canonical
     plan = MmaPlan(F8_F32, False, 1, 64, 64, 32, 4)
     text = _small_kernel_text().replace("{flush_to_zero = false,", f"{{plan = {{}}, flush_to_zero = false,", 1)

@@ -109,7 +109,7 @@ def test_assign_layouts_types_every_tile_and_makes_conversions_explicit():
 
 def test_assign_layouts_carries_mma_accumulators_in_the_mma_layout():
     from test_codegen_mma import build_mma_loop
-    from tileiras_async.tilegpu.mma import plan_for
+    from tileiras_async.tilegpu.analysis.mma import plan_for
     k = _kernel(build_mma_loop(T.F16, T.F32, 32, 32, 16), target="sm_80")
     _passes(k, "assign-layouts")
     loop = next(o for o in walk_ops(k.fn.body) if o.name == "for")
@@ -142,7 +142,7 @@ def test_attention_loops_carry_and_mask_in_the_mma_layouts(name):
     them in, and the causal mask is computed in the mma layout -- the loops move at most the masks' 1-D
     sources between threads, never a 32x32 tile or a carried vector (the first assignment converted them
     on every iteration)."""
-    from tileiras_async.tilegpu.smem import free_conversion
+    from tileiras_async.tilegpu.analysis.smem import free_conversion
     for loop in _attention_loops(name, "remove-layout-conversions"):
         moving = [o for o in walk_ops(loop.regions[0].block) if o.name == "tilegpu.convert_layout"
                   and not free_conversion(o.operands["source"], layout_of(o.result.type))]
@@ -154,7 +154,7 @@ def test_attention_inner_loops_synchronise_only_inside_their_staging_ops(name):
     """Each attention iteration waits at four barriers in all: one inside each of its two mma stagings and
     its two cross-warp row reductions. Their scratch lies apart (the last one's through the whole loop), so
     insert-barriers needs none of its own in the loop, and the mask moves no data."""
-    from tileiras_async.tilegpu.smem import self_syncing
+    from tileiras_async.tilegpu.analysis.smem import self_syncing
     for loop in _attention_loops(name, "insert-barriers"):
         body = list(walk_ops(loop.regions[0].block))
         assert not [o for o in body if o.name in ("tilegpu.barrier", "tilegpu.local_store")]
@@ -836,7 +836,7 @@ def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
     tmem_acquire before the loop, tmem_mma_staged ops threading the mbarrier phase (carried from 0), and one
     tmem_release after the loop whose result replaces the loop's; no mma_staged is left."""
     from tileiras_async.bytecode.reader import read_module
-    from tileiras_async.tilegpu.smem import constant_index
+    from tileiras_async.tilegpu.analysis.smem import constant_index
     k = _kernel(read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes()), target="sm_100")
     _passes(k, "keep-accumulators-in-tensor-memory")
     ops = list(walk_ops(k.fn.body))
@@ -869,7 +869,7 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
     mma, so the accumulator stays in tensor memory only through the iteration: one tmem_acquire before unit
     0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding."""
     from tileiras_async.bytecode.reader import read_module
-    from tileiras_async.tilegpu.smem import constant_index
+    from tileiras_async.tilegpu.analysis.smem import constant_index
     k = _kernel(read_module((PUBLIC / "matmul_bf16_64x64x64.v13.4.tileirbc").read_bytes()), target="sm_100")
     _passes(k, "keep-accumulators-in-tensor-memory")
     ops = list(walk_ops(k.fn.body))

@@ -20,7 +20,7 @@ from tileiras_async.ir.core import Operation
 from tileiras_async.tilegpu.ir import KernelIR, clone_function
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import IRPrinting, pipeline_for, run_pipeline
-from tileiras_async.tilegpu.software_pipeline import Geometry
+from tileiras_async.tilegpu.analysis.software_pipeline import Geometry
 from tileiras_async.tilegpu.printer import print_kernel
 
 BIN = Path(sys.executable).parent

@@ -1,4 +1,4 @@
-"""wgmma on sm_90a (tilegpu/wgmma.py plans, codegen/lower_wgmma.py emits).
+"""wgmma on sm_90a (tilegpu/analysis/wgmma.py plans, codegen/lower_wgmma.py emits).
 
 1. The plan against the PTX ISA: the accumulator layout is the wgmma D fragment table (and the emulator's
    reading of it); swizzles are the address functions NVIDIA's own sm_90 PTX stores with; descriptors
@@ -32,8 +32,8 @@ from tileiras_async.ir import types as T
 from tileiras_async.ir.enums import Signedness
 from tileiras_async.tilegpu.layout import WARP_SIZE, LinearLayout, blocked
 from tileiras_async.targets import target
-from tileiras_async.tilegpu import wgmma as W
-from tileiras_async.tilegpu.mma import MmaPlan, plan_for
+from tileiras_async.tilegpu.analysis import wgmma as W
+from tileiras_async.tilegpu.analysis.mma import MmaPlan, plan_for
 from tileiras_async.tilegpu.passes.select_access_forms import store_vector
 
 S, U = Signedness.signed, Signedness.unsigned

@@ -39,7 +39,7 @@ class Target:
     ptx_target: str     # sm_100a
     ptx_isa: tuple[int, int]
     has_cp_async: bool          # cp.async global -> shared copies (the K-loop pipeliner's stage copies)
-    has_fp8_mma: bool           # mma.sync .e4m3/.e5m2 (with a recent enough PTX ISA: see tilegpu.mma)
+    has_fp8_mma: bool           # mma.sync .e4m3/.e5m2 (with a recent enough PTX ISA: see tilegpu.analysis.mma)
     has_wgmma: bool             # warpgroup MMA: sm_90a only
     has_tcgen05: bool           # tcgen05.mma: where NVIDIA's tileiras emits UTCHMMA (sm_100a, sm_103a, sm_110a)
     has_tensor_memory: bool     # the data-centre Blackwell SMs' TMEM (sm_107 too, though tcgen05 is not used)

@@ -16,7 +16,7 @@ from ..tilegpu.layout import WARP_SIZE, LinearLayout
 from ..tilegpu.errors import LoweringError
 from ..targets import shared_memory_limit
 from ..tilegpu.options import CodegenOptions
-from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, tensor_maps_comment
+from ..tilegpu.analysis.tensor_maps import MAP_ALIGN, MAP_BYTES, tensor_maps_comment
 from ..tilegpu.types import layout_of
 from .llvmir import IRBuilder, ModuleIR
 from .values import SHARED_PTR, Tile, elem_bytes, llvm_type
@@ -63,7 +63,7 @@ class KernelEmitter:
         self.shared_bytes = 0
         self._globals = 0
         self.remarks: list[str] = []  # optimization remarks (e.g. "Failed to pipeline loop") for the CLI
-        self.pipelines: list = []     # tilegpu.software_pipeline.PipelineInfo of every software-pipelined loop
+        self.pipelines: list = []     # tilegpu.analysis.software_pipeline.PipelineInfo of every software-pipelined loop
         self.schedules: list = []     # the ScheduleReport of every loop (schedule-loops)
         # translation state shared between lowerings: LLVM values computed once and read by later ops
         self.tcgen05_bars: tuple[str, str] | None = None   # (mbarrier, TMEM address slot), entry-block values
@@ -76,7 +76,7 @@ class KernelEmitter:
         for i, t in enumerate(fn.type.inputs):
             params.append((llvm_type(t), f"%arg{i}"))
         # the tensor maps select-tensor-copies and select-tile-tensor-copies chose: 128-byte parameters after
-        # the kernel's own, which the host object's launch hook fills (tilegpu.tensor_maps)
+        # the kernel's own, which the host object's launch hook fills (tilegpu.analysis.tensor_maps)
         self.tensor_maps = tensor_maps
         for spec in tensor_maps.maps if tensor_maps is not None else ():
             params.append((f"ptr byval([{MAP_BYTES} x i8]) align {MAP_ALIGN}", f"%arg{spec.param}"))
@@ -297,7 +297,7 @@ class KernelEmitter:
 
     def convert(self, t: Tile, layout: LinearLayout | None, uniform: bool = False) -> Tile:
         """The same tile in another layout (through shared memory unless nothing moves).  `uniform`: the IR
-        shows every element is one value (tilegpu.smem.is_uniform), which every thread holds."""
+        shows every element is one value (tilegpu.analysis.smem.is_uniform), which every thread holds."""
         if uniform and layout is not None:
             return Tile(t.type, layout, [t.regs[0]] * layout.num_registers)
         if t.layout == layout or t.is_scalar:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 
 from ..targets import HOOK_PARAM_BANK_BASE
-from ..tilegpu.tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, HookValue, TensorMapSpec, tensor_maps_in
+from ..tilegpu.analysis.tensor_maps import MAP_ALIGN, MAP_BYTES, KernelHooks, HookValue, TensorMapSpec, tensor_maps_in
 
 __all__ = ["MAP_ALIGN", "MAP_BYTES", "HostObjectError", "KernelHooks", "HookValue", "TensorMapSpec", "bank_base",
            "bank_offsets", "build_host_object", "flags_word", "hooks_ir", "ptxas_options"]
@@ -260,7 +260,7 @@ def build_host_object(kernels, target: str) -> bytes:
 
 def ptxas_options(ptx: str, tgt, opt_level: int):
     """ptxas's options for PTX of ours: with the host object of its kernels' launch hooks when any takes
-    tensor maps (tilegpu.tensor_maps comments), as NVIDIA's tool passes it; else as before."""
+    tensor maps (tilegpu.analysis.tensor_maps comments), as NVIDIA's tool passes it; else as before."""
     from ..toolchain.ptxas import PtxasOptions
     hooks = tensor_maps_in(ptx)
     host = build_host_object(hooks, tgt.ptx_target) if hooks else None

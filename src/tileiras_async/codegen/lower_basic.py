@@ -5,7 +5,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
-from ..tilegpu.smem import is_uniform
+from ..tilegpu.analysis.smem import is_uniform
 from ..tilegpu.types import is_splat, layout_of
 from .values import TOKEN, Tile, llvm_type
 

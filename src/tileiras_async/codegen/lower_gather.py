@@ -7,7 +7,7 @@ index + c.  Coordinates outside the tensor view (negative sparse indices include
 huge unsigned numbers) are masked: loads read the padding value, stores skip them.
 
 The index tile's elements live in other threads' registers than the elements they place, so the
-index tile goes through the access op's scratch (tilegpu/smem.py sizes it), and every element reads its
+index tile goes through the access op's scratch (tilegpu/analysis/smem.py sizes it), and every element reads its
 row's index there.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""mmaf and mmai on the tensor cores with `mma.sync` (and the FMA chain), following a `tilegpu.mma.MmaPlan`.
+"""mmaf and mmai on the tensor cores with `mma.sync` (and the FMA chain), following a `tilegpu.analysis.mma.MmaPlan`.
 
-The plan (tilegpu/mma.py: instruction, warp split, fragment layouts, staging offsets) was decided by the
+The plan (tilegpu/analysis/mma.py: instruction, warp split, fragment layouts, staging offsets) was decided by the
 passes; this module only emits it:
 
 1. The accumulator arrives in the plan's C layout (assign-layouts converted it; a loop-carried accumulator
@@ -22,12 +22,12 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
-from ..tilegpu.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
+from ..tilegpu.analysis.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
                            FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, recorded_plan)
 from ..tilegpu.types import layout_of
-from ..tilegpu.tcgen05 import Tcgen05Plan
-from ..tilegpu.tensor_maps import SWIZZLE_BYTES
-from ..tilegpu.wgmma import WgmmaPlan
+from ..tilegpu.analysis.tcgen05 import Tcgen05Plan
+from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
+from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_software_pipeline import unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
@@ -555,7 +555,7 @@ def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, t
 
 def _swizzle_mask(x) -> int:
     """The address bits that move the 16-byte pieces of operand x's stage buffer: those of the swizzle its
-    tensor copies wrote it with (0: none; tilegpu.tensor_maps.plan_staged_tensor_copy)."""
+    tensor copies wrote it with (0: none; tilegpu.analysis.tensor_maps.plan_staged_tensor_copy)."""
     return SWIZZLE_BYTES[x.tma.map.swizzle] - 16 if x.tma is not None else 0
 
 

@@ -11,7 +11,7 @@ Lowering (the same on every such target), as block-scaled tensor cores compute i
 unscaled product of the block's fp8 operands on the tensor cores (the ordinary mmaf lowering: mma.sync
 .e4m3/.e5m2, exact products accumulated in f32), then acc = fma(product, lhs_scale * rhs_scale, acc) in the
 product's layout.  e2m1 elements are widened to e4m3 first (exactly: every e2m1 value is an e4m3 value).
-The operands and the scales are staged in the op's scratch once (tilegpu/scaled_mma.py says where); every
+The operands and the scales are staged in the op's scratch once (tilegpu/analysis/scaled_mma.py says where); every
 block's operands are read back into registers before the first product, whose own staging reuses the
 operands' bytes.  assign-layouts put the accumulator and the result in the block products' layout.
 """
@@ -22,8 +22,8 @@ from ..ir.core import Operation
 from .emitter import LOWERINGS, KernelEmitter, LoweringError, lowers
 from .lower_elementwise import FP8, fp8_to_f32
 from .llvmir import float_literal
-from ..tilegpu import scaled_mma
-from ..tilegpu.mma import FMA_PLAN, MMA_PLAN, result_layout
+from ..tilegpu.analysis import scaled_mma
+from ..tilegpu.analysis.mma import FMA_PLAN, MMA_PLAN, result_layout
 from ..tilegpu.types import with_layout
 from .values import SHARED_PTR, Tile
 

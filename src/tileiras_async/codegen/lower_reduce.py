@@ -22,7 +22,7 @@ from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout, deposit
 from ..tilegpu.ir import single_op_combiner
-from ..tilegpu.smem import DimBits, dim_bits
+from ..tilegpu.analysis.smem import DimBits, dim_bits
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal

@@ -48,7 +48,7 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 @lowers("extract")
 def _extract(em: KernelEmitter, op: Operation) -> None:
     """An extract left in the IR selects registers (materialize-shared-memory staged every other one)."""
-    from ..tilegpu.smem import selected_registers
+    from ..tilegpu.analysis.smem import selected_registers
     regs = selected_registers(op)
     if regs is None:
         raise LoweringError("an extract that is not a register selection reached code generation", op)

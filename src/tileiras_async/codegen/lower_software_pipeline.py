@@ -12,7 +12,7 @@ An `async_copy` with `transpose` (a wgmma buffer contiguous along another dimens
 loads each vector into registers and stores its elements one by one at their places in the buffer.
 A wgmma operand with a conversion the tensor core does not do itself is copied as it is; `tilegpu.convert_stage`
 then converts the landed chunk in place, each thread the elements it copied (the same spread over the threads),
-before the publishing barrier (f32 read as tf32 needs none: tilegpu.software_pipeline.read_as_tf32).
+before the publishing barrier (f32 read as tf32 needs none: tilegpu.analysis.software_pipeline.read_as_tf32).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from ..ir.core import Operation
-from ..tilegpu.software_pipeline import Operand
+from ..tilegpu.analysis.software_pipeline import Operand
 from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
 from .lower_tensor_copy import tensor_copy
 from .lower_wgmma import swizzled_offset

@@ -1,4 +1,4 @@
-"""mmaf and mmai as Blackwell `tcgen05.mma`, following a `tilegpu.tcgen05.Tcgen05Plan` (sm_100a).
+"""mmaf and mmai as Blackwell `tcgen05.mma`, following a `tilegpu.analysis.tcgen05.Tcgen05Plan` (sm_100a).
 
 The plan (kind, instruction shape, tensor-memory columns, the accumulator's register layout, the swizzled
 operand layouts, both descriptors) was decided by the passes; this module emits it.  A and B are staged the
@@ -24,8 +24,8 @@ barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are 
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..tilegpu.mma import recorded_plan
-from ..tilegpu.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
+from ..tilegpu.analysis.mma import recorded_plan
+from ..tilegpu.analysis.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
 from .lower_tensor_copy import tcgen05_commit

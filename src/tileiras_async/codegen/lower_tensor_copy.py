@@ -1,5 +1,5 @@
 """Tensor copies (TMA): of a pipelined loop's stage buffers, the mbarriers and the copies select-tensor-copies
-chose, and the tile loads select-tile-tensor-copies chose (tilegpu.tensor_maps).  Everything was decided by
+chose, and the tile loads select-tile-tensor-copies chose (tilegpu.analysis.tensor_maps).  Everything was decided by
 the passes; this module spells it in PTX.
 
 * `tilegpu.tma_barriers`: one 8-byte mbarrier per stage buffer in a shared global of the kernel; thread 0

@@ -1,4 +1,4 @@
-"""mmaf and mmai as Hopper `wgmma.mma_async`, following a `tilegpu.wgmma.WgmmaPlan` (sm_90a).
+"""mmaf and mmai as Hopper `wgmma.mma_async`, following a `tilegpu.analysis.wgmma.WgmmaPlan` (sm_90a).
 
 The plan (instruction, warpgroup split, accumulator layout, swizzled K-major operand layouts, descriptors)
 was decided by the passes; this module only emits it, in steps a software-pipelined loop can also call on
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..ir.core import Operation
 from ..tilegpu.layout import LinearLayout
-from ..tilegpu.wgmma import SmemOperand, WgmmaPlan
+from ..tilegpu.analysis.wgmma import SmemOperand, WgmmaPlan
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile
 

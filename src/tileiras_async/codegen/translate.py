@@ -8,8 +8,8 @@ from ..ir.core import Module
 from ..targets import Target
 from ..tilegpu.decisions import loop_schedules, pipelined_loops
 from ..tilegpu.ir import KernelIR
-from ..tilegpu.software_pipeline import pipeline_info
-from ..tilegpu.tensor_maps import kernel_hooks, tensor_maps_comment, tensor_maps_in
+from ..tilegpu.analysis.software_pipeline import pipeline_info
+from ..tilegpu.analysis.tensor_maps import kernel_hooks, tensor_maps_comment, tensor_maps_in
 from . import (lower_atomic, lower_basic, lower_control, lower_elementwise, lower_gather,  # noqa: F401
                lower_math, lower_memory, lower_misc, lower_mma, lower_mma_scaled, lower_software_pipeline,
                lower_reduce, lower_shape, lower_subbyte, lower_tensor_copy,
@@ -48,7 +48,7 @@ def module_globals_ir(module: Module) -> str:
 def link_kernels_ptx(irs: list[str], kernels: list[str], tgt: Target, opt_level: int = 3,
                      globals_ir: str = "") -> str:
     """Kernels lowered independently (plus the module's globals) -> one PTX module; the launch hooks of kernels
-    with tensor maps follow as comments (tilegpu.tensor_maps)."""
+    with tensor maps follow as comments (tilegpu.analysis.tensor_maps)."""
     ptx = llvm_to_ptx(irs + ([globals_ir] if globals_ir else []), tgt, opt_level, kernels=tuple(kernels))
     hooks = [h for ir in irs for h in tensor_maps_in(ir)]
     return ptx + "".join(tensor_maps_comment(h, "//") + "\n" for h in hooks)

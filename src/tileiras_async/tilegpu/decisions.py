@@ -27,8 +27,8 @@ _LOOPS = ("for", "loop")
 @dataclass(frozen=True, eq=False)
 class PipelinePlan:
     """A K-loop schedule-loops accepted: the candidate (its loads, chain and mma) and the stage geometry."""
-    cand: object        # tilegpu.software_pipeline.Candidate
-    geom: object        # tilegpu.software_pipeline.Geometry
+    cand: object        # tilegpu.analysis.software_pipeline.Candidate
+    geom: object        # tilegpu.analysis.software_pipeline.Geometry
 
     def __repr__(self) -> str:
         return f"#pipeline_plan<stages = {self.geom.stages}, chunks = {self.geom.chunks}, kc = {self.geom.kc}>"

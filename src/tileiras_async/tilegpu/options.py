@@ -18,8 +18,8 @@ class CodegenOptions:
     # software pipelining of K-loops: shared-memory stage buffers per pipelined operand; 1 (or 0) keeps every
     # loop synchronous.  4 is the real tool's `unspecialized-pipeline-num-stages` default (--num-stages).
     pipeline_stages: int = 4
-    # which tensor-core instruction mmaf/mmai use: "auto" (wgmma on sm_90 where tilegpu.wgmma.select_wgmma
-    # allows it -- where NVIDIA's tileiras uses HGMMA --, tcgen05 on sm_100 where tilegpu.tcgen05 allows it,
+    # which tensor-core instruction mmaf/mmai use: "auto" (wgmma on sm_90 where tilegpu.analysis.wgmma.select_wgmma
+    # allows it -- where NVIDIA's tileiras uses HGMMA --, tcgen05 on sm_100 where tilegpu.analysis.tcgen05 allows it,
     # mma.sync elsewhere), "tcgen05" (tcgen05 where it applies) or "mma.sync" (neither wgmma nor tcgen05)
     mma_instruction: str = "auto"
 

@@ -9,14 +9,14 @@ import sys
 from ..schedule.report import (ArmResult, DepEdge, IIAttempt, Partition, PoolRequest, RRTCell, RRTRow,
                                ScheduledOp, ScheduleReport, SlotUse)
 from .decisions import PipelinedLoop, PipelinePlan
-from .mma import FmaPlan, Instr, MmaPlan, Staging
+from .analysis.mma import FmaPlan, Instr, MmaPlan, Staging
 from .passes.select_access_forms import FragmentLoads
 from .passes.split_arg_reductions import ArgOrder
-from .smem import DimBits
-from .software_pipeline import Candidate, Geometry, Operand, PipelineInfo
-from .tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
-from .tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy
-from .wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
+from .analysis.smem import DimBits
+from .analysis.software_pipeline import Candidate, Geometry, Operand, PipelineInfo
+from .analysis.tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
+from .analysis.tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy
+from .analysis.wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
 
 
 def kind_of(cls: type) -> str:

@@ -18,7 +18,7 @@ from ..errors import LoweringError
 from ..ir import KernelIR
 from ..ops import LOCAL_ALLOC
 from ..types import align
-from ..smem import self_syncing
+from ..analysis.smem import self_syncing
 
 _LOOPS = ("for", "loop")
 

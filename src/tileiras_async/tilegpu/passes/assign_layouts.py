@@ -24,8 +24,8 @@ The rules, per op (first match):
 - `load_ptr_tko` / `store_ptr_tko`: the pointer tile's layout, to which mask, padding and value convert;
 - atomics: the pointer (or value) tile's layout, unless it replicates elements and the tile has at least as
   many elements as the CTA has threads (then the default layout, so every thread does its share);
-- `mmaf` / `mmai`: the plan's accumulator layout (tilegpu.mma), the accumulator converts to it; `mmaf_scaled`:
-  the layout of its per-K-block fp8 products (tilegpu.scaled_mma), likewise;
+- `mmaf` / `mmai`: the plan's accumulator layout (tilegpu.analysis.mma), the accumulator converts to it; `mmaf_scaled`:
+  the layout of its per-K-block fp8 products (tilegpu.analysis.scaled_mma), likewise;
 - `for` / `loop`: a carried value keeps its initial value's layout, except a value that feeds an mma
   accumulator (or is computed from an mma result), which starts in the mma layout; `continue` and `break`
   convert to the loop's layouts; a `loop`'s results take the layouts of its first `break`;
@@ -45,10 +45,10 @@ from ...ir.core import Block, Operation, Value
 from ..layout import LinearLayout
 from ..errors import LoweringError
 from ..ir import KernelIR, clone_function, walk_ops
-from .. import scaled_mma
-from ..mma import SHARED_LIMIT, carried_layouts, check_size, recorded_plan, result_layout
+from ..analysis import scaled_mma
+from ..analysis.mma import SHARED_LIMIT, carried_layouts, check_size, recorded_plan, result_layout
 from ..ops import CONVERT_LAYOUT
-from ..smem import register_extract
+from ..analysis.smem import register_extract
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
 
 INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
@@ -303,7 +303,7 @@ class _Assign:
             self.require(op, ("acc",), layout, new)
             self.set_layout(op.result, layout)
             return
-        if name == "mmaf_scaled":   # the layout of its per-block products (tilegpu/scaled_mma.py)
+        if name == "mmaf_scaled":   # the layout of its per-block products (tilegpu/analysis/scaled_mma.py)
             layout = scaled_mma.result_layout(self.options, op)
             self.require(op, ("acc",), layout, new)
             self.set_layout(op.result, layout)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
 from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_blocks, walk_ops
-from ..mma import MmaPlan, recorded_plan
+from ..analysis.mma import MmaPlan, recorded_plan
 from ..ops import LOCAL_ALLOC, MMA_PRESTAGED, STAGE_OPERAND
 from ..types import SmemType
 
@@ -25,7 +25,7 @@ _ROLES = (("a", "lhs", "rhs"), ("b", "rhs", "lhs"))
 
 
 def staged_bytes(plan: MmaPlan, role: str) -> int:
-    """Bytes of `role`'s region of the plan's staging (A rows first, then B rows: tilegpu/mma.py)."""
+    """Bytes of `role`'s region of the plan's staging (A rows first, then B rows: tilegpu/analysis/mma.py)."""
     return plan.b_stage.base - plan.a_stage.base if role == "a" else plan.trash - plan.b_stage.base
 
 

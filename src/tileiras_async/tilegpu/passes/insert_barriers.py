@@ -13,7 +13,7 @@ from ...ir.core import Block, Operation, Value
 from ...ir.opdef import effects_of
 from ..ir import KernelIR, parents_of, walk_ops
 from ..ops import BARRIER, LOCAL_ALLOC, SHARED, RingAccess
-from ..smem import self_syncing
+from ..analysis.smem import self_syncing
 
 Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
 State = frozenset

@@ -1,7 +1,7 @@
 """issue-tile-tensor-copies: the tile loads select-tile-tensor-copies gave `tma` become TMA copies.
 
 Contract: in: IR after keep-accumulators-in-tensor-memory (loops pipelined and prefetched, no shared-memory
-offsets yet), `load_view_tko`s carrying `tma` (a `tilegpu.tensor_maps.TileCopy`, each its own mbarrier slot:
+offsets yet), `load_view_tko`s carrying `tma` (a `tilegpu.analysis.tensor_maps.TileCopy`, each its own mbarrier slot:
 two loads with one slot are a LoweringError).  out: each becomes a `tilegpu.tma_issue` and a `tilegpu.tma_read`
 of the same tile in the same layout.  The issue moves up its block as far as its operands allow (the pure ops
 making its view and index move with it), past ops that write no memory and order nothing, never past a loop, a
@@ -23,8 +23,8 @@ from ...ir.opdef import is_ordered, writes_memory
 from ..errors import LoweringError
 from ..ir import KernelIR, parent_blocks, parents_of, replace_values, walk_blocks, walk_ops
 from ..ops import TMA_BARRIERS, TMA_ISSUE, TMA_READ
-from ..smem import self_syncing
-from ..tensor_maps import TileCopy
+from ..analysis.smem import self_syncing
+from ..analysis.tensor_maps import TileCopy
 from ..types import LayoutTile
 from .tile_tensor_copies import loop_of
 

@@ -17,7 +17,7 @@ from ...ir.core import Operation, Value
 from ..errors import LoweringError
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..ops import CONVERT_LAYOUT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
-from ..smem import free_conversion, scratch_bytes, selected_registers, sub_byte_bytes_view
+from ..analysis.smem import free_conversion, scratch_bytes, selected_registers, sub_byte_bytes_view
 from ..types import SmemType, elem_bytes, layout_of
 
 _SHAPE_OPS = frozenset({"extract", "cat", "insert", "pack", "unpack"})

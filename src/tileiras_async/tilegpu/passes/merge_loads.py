@@ -21,7 +21,7 @@ from ...ir.core import Block, Operation, Value
 from ...ir.enums import MemoryOrderingSemantics as MO
 from ..ir import KernelIR, replace_values, walk_blocks
 from ..ops import REPAD
-from ..software_pipeline import use_counts
+from ..analysis.software_pipeline import use_counts
 from ..types import layout_of
 
 MAX_REGISTERS = 8

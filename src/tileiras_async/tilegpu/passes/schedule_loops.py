@@ -4,7 +4,7 @@ Contract: in: tile-GPU IR with layouts. out: the IR is unchanged but for attribu
 `schedule` (its ordinal among the kernel's loops, pre-order) and `schedule_report`, its `ScheduleReport`
 (what --schedule-trace-file, the dashboard and the remarks show: `tilegpu.decisions.loop_schedules`).
 
-A K-loop that `tilegpu.software_pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
+A K-loop that `tilegpu.analysis.software_pipeline.analyze` accepts is scheduled in its pipelined form: the loads become async
 copies whose consumers read data fetched `P` iterations earlier (prefetch edges, distance -P), the reshapes and
 ftofs between a load and the mma are fused into the mma (they run where it reads its fragments), and the
 scheduler must use the modulo strategy.  P starts at --num-stages - 1 and is lowered until the schedule has at
@@ -33,12 +33,12 @@ from ...schedule.machine import machine_model
 from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, PipelinePlan
 from ..ir import KernelIR
 from ..errors import LoweringError
-from ..mma import SHARED_LIMIT, _dims, recorded_plan
-from ..wgmma import WgmmaPlan
-from ..tcgen05 import Tcgen05Plan
+from ..analysis.mma import SHARED_LIMIT, _dims, recorded_plan
+from ..analysis.wgmma import WgmmaPlan
+from ..analysis.tcgen05 import Tcgen05Plan
 from ...schedule.report import Partition
-from ..tensor_maps import plan_tensor_copy
-from ..software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
+from ..analysis.tensor_maps import plan_tensor_copy
+from ..analysis.software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
                                  Candidate, analyze,
                                  body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
                                  wgmma_unpipelinable)

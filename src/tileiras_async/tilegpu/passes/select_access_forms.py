@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from ...ir.core import Block, Operation
 from ..ir import KernelIR
 from ..layout import LinearLayout
-from ..scaled_mma import result_layout as scaled_result_layout
-from ..mma import _FP8, F16_F16, F16_F32, FMA_PLAN, MmaPlan, _name, recorded_plan
-from ..tcgen05 import Tcgen05Plan
-from ..smem import dim_bits
+from ..analysis.scaled_mma import result_layout as scaled_result_layout
+from ..analysis.mma import _FP8, F16_F16, F16_F32, FMA_PLAN, MmaPlan, _name, recorded_plan
+from ..analysis.tcgen05 import Tcgen05Plan
+from ..analysis.smem import dim_bits
 from ..types import layout_of
-from ..wgmma import WgmmaPlan
+from ..analysis.wgmma import WgmmaPlan
 
 MAX_VECTOR_BYTES = 16   # st.shared.v4.b32 / v2.b64
 FMA_UNROLL_LIMIT = 2048     # fully unrolled FMA chains up to this many fmas per thread, a loop over k beyond
@@ -92,7 +92,7 @@ def _fragment_loads(staged: Operation, plan: MmaPlan) -> FragmentLoads:
 
 
 def fragment_loads(plan: MmaPlan, a, b, kc: int) -> FragmentLoads:
-    """Which operands of a pipelined mma.sync loop (tilegpu.software_pipeline.Operand, K chunks of kc) read
+    """Which operands of a pipelined mma.sync loop (tilegpu.analysis.software_pipeline.Operand, K chunks of kc) read
     their fragments by ldmatrix (select-tensor-copies asks too: it swizzles only what ldmatrix reads)."""
     instr = plan.instr
     to_half = instr in (F16_F32, F16_F16)

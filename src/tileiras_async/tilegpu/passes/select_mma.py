@@ -1,11 +1,11 @@
 """select-mma: choose the instruction every mmaf/mmai runs on.
 
 Contract: in: tile-GPU IR. out: every `mmaf`/`mmai` has an `instruction` attribute: "wgmma.<key>" (Hopper's
-warpgroup MMA, `tilegpu.wgmma.WG_INSTRS`: on sm_90 for tiles of 64+ rows, where NVIDIA's tileiras uses
-HGMMA), the key of an mma.sync instruction (`tilegpu.mma.INSTRS`: shapes and types for the target) or "fma"
+warpgroup MMA, `tilegpu.analysis.wgmma.WG_INSTRS`: on sm_90 for tiles of 64+ rows, where NVIDIA's tileiras uses
+HGMMA), the key of an mma.sync instruction (`tilegpu.analysis.mma.INSTRS`: shapes and types for the target) or "fma"
 (the FMA chain on CUDA cores: f32 x f32, which NVIDIA's tool computes exactly, and shapes too small for any
 instruction), and a tensorcore remark says which and why; every mmaf/mmai also gets `mma_plan` (its
-`tilegpu.mma` plan: None for the FMA chain, which gets `fma_plan`) and every mmaf_scaled those of its block
+`tilegpu.analysis.mma` plan: None for the FMA chain, which gets `fma_plan`) and every mmaf_scaled those of its block
 products. Later passes (layouts, shared memory, pipelining) and code generation follow the attributes; none
 chooses again.
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 from ..ir import KernelIR, walk_ops
 from ..errors import LoweringError
 from ...ir import types as T
-from ..mma import (_FP8, FMA_PLAN, INSTRS_BY_KEY, MMA_PLAN, MMA_PLAN_ERROR, TCGEN05_PREFIX, WGMMA_PREFIX, _name,
+from ..analysis.mma import (_FP8, FMA_PLAN, INSTRS_BY_KEY, MMA_PLAN, MMA_PLAN_ERROR, TCGEN05_PREFIX, WGMMA_PREFIX, _name,
                    choose_instruction, fma_plan_for, plan_for, recorded_plan)
-from ..scaled_mma import block_product
-from ..tcgen05 import tcgen05_choice
-from ..wgmma import wgmma_choice
+from ..analysis.scaled_mma import block_product
+from ..analysis.tcgen05 import tcgen05_choice
+from ..analysis.wgmma import wgmma_choice
 
 
 def run(k: KernelIR) -> None:

@@ -52,9 +52,9 @@ from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE,
 from .. import scalars
 from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..errors import LoweringError
-from ..software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers, staged_conversions,
-                                 transposed_copy)
-from ..tcgen05 import Tcgen05Plan
+from ..analysis.software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers,
+                                           staged_conversions, transposed_copy)
+from ..analysis.tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
 from .warp_specialized_loop import WarpSpecializedForm
 
@@ -507,7 +507,7 @@ def _place_slot(slot, attrs: dict, operands: dict) -> None:
 
 def converted_in_place(x) -> bool:
     """A wgmma operand with a conversion between its load and the mma that the tensor core does not do itself
-    (tilegpu.software_pipeline.staged_conversions): wgmma reads shared memory as it is, so the landed chunk is
+    (tilegpu.analysis.software_pipeline.staged_conversions): wgmma reads shared memory as it is, so the landed chunk is
     converted in place before the barrier that publishes it (the copies stay asynchronous)."""
     return x.smem is not None and bool(staged_conversions(x))
 

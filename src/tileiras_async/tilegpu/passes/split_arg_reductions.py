@@ -41,7 +41,7 @@ from ...ir.enums import ComparisonPredicate as CP
 from ...ir.enums import Signedness
 from ...ir.printer import FLOAT_FORMATS
 from ..ir import KernelIR, replace_values, single_op_combiner, walk_blocks
-from ..software_pipeline import use_counts
+from ..analysis.software_pipeline import use_counts
 from .to_tilegpu import type_uniform
 
 if TYPE_CHECKING:

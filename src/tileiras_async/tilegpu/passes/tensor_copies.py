@@ -1,12 +1,12 @@
 """select-tensor-copies: which pipelined K-loop operands land by TMA (tensor maps) instead of cp.async.
 
 Contract: in: IR after schedule-loops (a K-loop it pipelines carries its `pipeline_plan`). out: the IR
-is unchanged; an operand of a wgmma K-loop that `tilegpu.tensor_maps.plan_tensor_copy` accepts gets `tma` (a
+is unchanged; an operand of a wgmma K-loop that `tilegpu.analysis.tensor_maps.plan_tensor_copy` accepts gets `tma` (a
 TensorCopy: its map in a hidden entry parameter appended after the kernel's own, box and swizzle of its stage
 layout), which the pipeline pass puts on its copies; so does an operand of an mma.sync or FMA K-loop that
 `plan_staged_tensor_copy` accepts (one box per chunk, swizzled where ldmatrix reads it), whose stage rows
 lose their padding (`software_pipeline.unpadded_stage_layout`: the plan's geometry changes, the ring is
-aligned for TMA); `tensor_maps.kernel_hooks` reads the kernel's launch hooks (tilegpu.tensor_maps.KernelHooks:
+aligned for TMA); `tensor_maps.kernel_hooks` reads the kernel's launch hooks (tilegpu.analysis.tensor_maps.KernelHooks:
 every entry parameter's size and the maps), from which code generation declares the hidden parameters and
 writes the host object that fills them.  Operands the hints do not make eligible keep their cp.async
 copies, so kernels without launch hints compile as before; so do targets whose hooks' parameter layout is
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ..decisions import PIPELINE_PLAN
 from ..ir import KernelIR, walk_ops
-from ..mma import MmaPlan, recorded_plan
-from ..software_pipeline import unpadded_stage_layout
-from ..tensor_maps import param_layout, plan_staged_tensor_copy, plan_tensor_copy
+from ..analysis.mma import MmaPlan, recorded_plan
+from ..analysis.software_pipeline import unpadded_stage_layout
+from ..analysis.tensor_maps import param_layout, plan_staged_tensor_copy, plan_tensor_copy
 from .select_access_forms import fragment_loads
 
 

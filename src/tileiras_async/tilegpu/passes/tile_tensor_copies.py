@@ -2,12 +2,12 @@
 
 Contract: in: IR with layouts, before schedule-loops (no loop scheduled, pipelined or prefetched yet; the decision
 reads only the launch hints' facts, the views and the layouts).  out: the IR is unchanged but for attributes: a
-`load_view_tko` that `tilegpu.tensor_maps.plan_tile_copy` accepts -- a 1-D or 2-D tile of f16/bf16/f32/i32
+`load_view_tko` that `tilegpu.analysis.tensor_maps.plan_tile_copy` accepts -- a 1-D or 2-D tile of f16/bf16/f32/i32
 through a view with zero padding (TMA writes zeros outside the tensor; NVIDIA's tool, too, loads only such views
 by TMA), whose launch hints promise a unit inner stride and 16-byte aligned base and outer strides, in boxes of at
 most 256 elements a dimension whose rows are multiples of 16 bytes -- and that a loop loads again each iteration
 or that is in a kernel with a `reduce` (where NVIDIA's tool uses TMA: a one-shot elementwise, scan or gather tile
-keeps its vectorised ld.global and pays for no mbarrier) gets `tma`, its `tilegpu.tensor_maps.TileCopy`: its map
+keeps its vectorised ld.global and pays for no mbarrier) gets `tma`, its `tilegpu.analysis.tensor_maps.TileCopy`: its map
 in a hidden entry parameter after the kernel's own (loads of one array in the same boxes share a map) and its
 mbarrier slot, one a load.  schedule-loops books such a load in the machine model's TMA class (`tma_load`) and
 never prefetches it through registers (software_pipeline.movable_loads); issue-tile-tensor-copies, after the
@@ -41,7 +41,7 @@ import msgspec
 from ...ir.core import Operation
 from ...ir.enums import MemoryOrderingSemantics as MO
 from ..ir import KernelIR, parents_of, walk_ops
-from ..tensor_maps import TileCopy, kernel_hooks, param_layout, plan_tile_copy
+from ..analysis.tensor_maps import TileCopy, kernel_hooks, param_layout, plan_tile_copy
 
 _BUDGET = 16384         # bytes of tile buffers a kernel may declare
 _MMA_PREFIX = ("mma", "tilegpu.mma", "tilegpu.tmem")

@@ -18,9 +18,9 @@ from ...ir import types as T
 from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
-from ..mma import recorded_plan
+from ..analysis.mma import recorded_plan
 from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE, WARP_SPECIALIZE
-from ..tcgen05 import Tcgen05Plan
+from ..analysis.tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
 
 

@@ -1,7 +1,7 @@
 """vectorize-view-accesses: tile loads and stores the launch hints make aligned move up to 16 bytes at a time.
 
 Contract: in: tile-GPU IR with final layouts. out: a weak `load_view_tko` / `store_view_tko` through a partition
-view whose facts (tilegpu/facts.py: the caller's `assume div_by` and literal strides) promise, for a width of `v`
+view whose facts (tilegpu/analysis/facts.py: the caller's `assume div_by` and literal strides) promise, for a width of `v`
 elements, that (1) the tile's last dimension runs along a tensor dimension of literal stride 1, (2) the base and
 every other stride are multiples of `v` elements' bytes, (3) that dimension's extent is a multiple of `v`, and
 whose layout gives each thread runs of `v` registers holding consecutive elements of the last dimension that
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...ir import types as T
 from ...ir.enums import MemoryOrderingSemantics as MO
-from ..facts import known_divisor, view_strides_and_base
+from ..analysis.facts import known_divisor, view_strides_and_base
 from ..ir import KernelIR, walk_ops
 from ..types import elem_bytes, layout_of
 

@@ -26,8 +26,8 @@ from ...ir.core import Block, Operation, Region, Value
 from ..decisions import PIPELINED, SCHEDULE_REPORT
 from ..errors import LoweringError
 from ..ops import LOCAL_ALLOC, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_WAIT, WARP_SPECIALIZE
-from ..software_pipeline import copy_versions
-from ..tcgen05 import Tcgen05Plan
+from ..analysis.software_pipeline import copy_versions
+from ..analysis.tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
 
 CONSUMER_THREADS = 128      # one warpgroup: the threads the kernel's layouts spread its work over

@@ -3,7 +3,7 @@ layout `tcgen05.ld` brings it back to registers in (sm_100a, `.cta_group::1`).
 
 Pure Python, no code emission (codegen/lower_tcgen05.py emits a `Tcgen05Plan`).  tcgen05 reads A and B from
 shared memory through the same canonical swizzled layouts as Hopper's wgmma, so the plan *is* a
-`tilegpu.wgmma.WgmmaPlan` (operand layouts, K chunks, staging, software-pipelined stage buffers all follow
+`tilegpu.analysis.wgmma.WgmmaPlan` (operand layouts, K chunks, staging, software-pipelined stage buffers all follow
 it) with what differs overridden:
 
 * **Issue.**  One thread issues every instruction of the CTA: D (M x N, M = 128 or 64 rows) += A (M x K) *
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.core import Operation
-from .layout import LinearLayout
-from .options import CodegenOptions
+from ...ir.core import Operation
+from ..layout import LinearLayout
+from ..options import CodegenOptions
 from .wgmma import (ACC_REG_LIMIT, K_BYTES, MAX_N, SHARED_LIMIT, WG_BF16_F32, WG_F8_F32, WG_F16_F32, WG_I8_I32,
                     WG_TF32_F32, SmemDescriptor, WgmmaPlan, _instr_for, _log2)
 
@@ -182,7 +182,7 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
     nw = options.num_warps
     if nw < SUBPARTITION_WARPS or nw & (nw - 1):
         return f"{nw} warps do not cover tensor memory's 4 sub-partitions evenly"
-    if op.attrs.get("scaled_block_product"):     # tilegpu.scaled_mma.BLOCK_PRODUCT (which imports mma, us)
+    if op.attrs.get("scaled_block_product"):     # tilegpu.analysis.scaled_mma.BLOCK_PRODUCT (which imports mma, us)
         return ("the K blocks of mmaf_scaled keep mma.sync (their operands are in registers already; no "
                 "block-scaled tcgen05 yet)")
     r = _instr_for(op)
@@ -210,7 +210,7 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
     regs = bsz * m * n // options.num_threads
     if regs > ACC_REG_LIMIT:
         return f"the accumulator needs {regs} registers per thread (limit {ACC_REG_LIMIT})"
-    from .errors import LoweringError
+    from ..errors import LoweringError
     try:
         plan = Tcgen05Plan(instr, at, bt, batched, bsz, m, n, k, nw, SHARED_LIMIT)
         if plan.ld_regs < 1 or plan.per_warp % 2:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from ..ir import types as T
-from ..ir.core import Block, Operation, Value
-from .ir import own_ops
-from .layout import WARP_SIZE, LinearLayout
-from .errors import LoweringError
-from .options import CodegenOptions
-from .types import elem_bytes
+from ...ir import types as T
+from ...ir.core import Block, Operation, Value
+from ..ir import own_ops
+from ..layout import WARP_SIZE, LinearLayout
+from ..errors import LoweringError
+from ..options import CodegenOptions
+from ..types import elem_bytes
 from .tcgen05 import Tcgen05Plan, select_tcgen05
 from .wgmma import WgmmaPlan, select_wgmma
 
@@ -415,7 +415,7 @@ def select_instr(options: CodegenOptions, op: Operation) -> Instr | None:
 
 
 WGMMA_PREFIX = "wgmma."     # `instruction` attribute of an mma that runs on wgmma: "wgmma." + WgmmaInstr key
-TCGEN05_PREFIX = "tcgen05."  # ... on Blackwell's tcgen05.mma: "tcgen05." + WgmmaInstr key (tilegpu.tcgen05)
+TCGEN05_PREFIX = "tcgen05."  # ... on Blackwell's tcgen05.mma: "tcgen05." + WgmmaInstr key (tilegpu.analysis.tcgen05)
 TCGEN05_DEFAULT = True      # "auto" picks tcgen05 on sm_100 (else only mma_instruction="tcgen05" does)
 
 

@@ -1,7 +1,7 @@
 """Hopper warpgroup MMA planning: which `wgmma.mma_async` an mma becomes and where its data lives.
 
 Pure Python, no code emission (codegen/lower_wgmma.py emits a `WgmmaPlan`).  The counterpart of
-tilegpu/mma.py's `MmaPlan` for `wgmma.mma_async.sync.aligned` (sm_90a only):
+tilegpu/analysis/mma.py's `MmaPlan` for `wgmma.mma_async.sync.aligned` (sm_90a only):
 
 | A x B                      | accumulator | instruction                          |
 |----------------------------|-------------|--------------------------------------|
@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..ir import types as T
-from ..ir.core import Operation
-from ..ir.enums import Signedness
-from .layout import LinearLayout
-from .options import CodegenOptions
+from ...ir import types as T
+from ...ir.core import Operation
+from ...ir.enums import Signedness
+from ..layout import LinearLayout
+from ..options import CodegenOptions
 
 Coord = tuple[int, ...]
 
@@ -56,7 +56,7 @@ WARPGROUP_THREADS = 128
 TILE_M = 64                 # rows of A and D per instruction
 MAX_N = 256                 # columns of B and D per instruction
 K_BYTES = 32                # bytes of K per instruction (k16 f16, k8 tf32, k32 8-bit)
-SHARED_LIMIT = 48 * 1024    # static shared memory (tilegpu.mma.SHARED_LIMIT; not imported: mma imports us)
+SHARED_LIMIT = 48 * 1024    # static shared memory (tilegpu.analysis.mma.SHARED_LIMIT; not imported: mma imports us)
 SCRATCH_ALIGN = 16          # what allocate-shared-memory guarantees for an op's scratch offset
 TRASH_BYTES = 16            # a slot for stores whose K chunk is not the one being staged
 ACC_REG_LIMIT = 128         # 32-bit accumulator registers per thread beyond which wgmma is not chosen
@@ -241,7 +241,7 @@ class Issue:
 class WgmmaPlan:
     """How one mma op runs as wgmma: warpgroup split, instruction N, accumulator layout, shared-memory operands,
     and per K chunk the instructions to issue.  The attribute names the passes read (c, smem_bytes, tk, rb,
-    rm, rn) mean what they mean for tilegpu.mma.MmaPlan."""
+    rm, rn) mean what they mean for tilegpu.analysis.mma.MmaPlan."""
     instr: WgmmaInstr
     atype: str          # PTX operand types (.f16, .bf16, .tf32, .e4m3, .e5m2, .s8, .u8)
     btype: str
@@ -269,7 +269,7 @@ class WgmmaPlan:
 
     def _plan_operands(self, what: str) -> None:
         """K chunks: the largest power of two (>= one instruction) whose A and B fit the budget; the swizzled
-        operands of one chunk (shared with tilegpu.tcgen05)."""
+        operands of one chunk (shared with tilegpu.analysis.tcgen05)."""
         i = self.instr
         e = i.ebytes
         kc = self.chunk or self.K
@@ -282,7 +282,7 @@ class WgmmaPlan:
         self.trash = self.a_smem.nbytes + self.b_smem.nbytes
         self.smem_bytes = self._bytes(kc)
         if self.smem_bytes > self.budget:
-            from .errors import LoweringError
+            from ..errors import LoweringError
             raise LoweringError(f"{what} operands need {self.smem_bytes} bytes of shared memory per K chunk "
                                 f"(limit {self.budget})")
         self.tk = self.K // i.k                             # k steps in all (MmaPlan's meaning)
@@ -485,7 +485,7 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     regs = bsz * m * n // options.num_threads // instr.acc_per_reg
     if regs > ACC_REG_LIMIT:
         return f"the accumulator needs {regs} registers per thread (limit {ACC_REG_LIMIT})"
-    from .errors import LoweringError
+    from ..errors import LoweringError
     try:
         plan = WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
         if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:

@@ -7,9 +7,9 @@ a fact here may remove a run-time check (or a whole loop version that only a fai
 """
 from __future__ import annotations
 
-from ..ir import types as T
-from ..ir.attrs import DivByAttr
-from ..ir.core import Operation, Value
+from ...ir import types as T
+from ...ir.attrs import DivByAttr
+from ...ir.core import Operation, Value
 
 
 def _power_of_two_part(n: int) -> int:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import types as T
-from ..ir.core import Operation, Value
-from .layout import LinearLayout
-from .errors import LoweringError
+from ...ir import types as T
+from ...ir.core import Operation, Value
+from ..layout import LinearLayout
+from ..errors import LoweringError
 from .mma import FMA_PLAN, recorded_plan
-from .types import align, elem_bytes, is_splat, layout_of
+from ..types import align, elem_bytes, is_splat, layout_of
 
 
 def free_conversion(v: Value, target: LinearLayout | None) -> bool:

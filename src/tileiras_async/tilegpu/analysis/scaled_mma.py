@@ -8,13 +8,13 @@ the staged scales -- one phase at a time (the lowering puts a barrier between ph
 """
 from __future__ import annotations
 
-from ..bytecode.opspec import OPS_BY_NAME
-from ..ir import types as T
-from ..ir.core import Operation, Value
-from .layout import LinearLayout
+from ...bytecode.opspec import OPS_BY_NAME
+from ...ir import types as T
+from ...ir.core import Operation, Value
+from ..layout import LinearLayout
 from .mma import FMA_PLAN, recorded_plan, result_layout as mma_result_layout
-from .options import CodegenOptions
-from .types import align, elem_bytes
+from ..options import CodegenOptions
+from ..types import align, elem_bytes
 
 _FP8 = ("f8E4M3FN", "f8E5M2")
 
@@ -40,7 +40,7 @@ def block_product(op: Operation, acc_type: T.Type | None = None) -> Operation:
     c_t = acc_type or T.TileType(tuple(op.result.type.shape), T.F32)
     spec = OPS_BY_NAME["mmaf"]
     attrs = {x.name: False for x in spec.attrs if x.kind == "unit"}
-    attrs[BLOCK_PRODUCT] = True     # select-mma: stays on mma.sync (tilegpu.tcgen05)
+    attrs[BLOCK_PRODUCT] = True     # select-mma: stays on mma.sync (tilegpu.analysis.tcgen05)
     return Operation(spec, {"lhs": Value(a_t), "rhs": Value(b_t), "acc": Value(c_t)}, attrs, [c_t], loc=op.loc)
 
 

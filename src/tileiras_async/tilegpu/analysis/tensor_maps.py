@@ -8,7 +8,7 @@ operand of a K-loop the pipeliner stages for wgmma, whether its per-thread cp.as
 thread's tensor copies: `plan_tensor_copy` (for mma.sync and FMA K-loops: `plan_staged_tensor_copy`, whose
 stage rows are one box, 2-D or 3-D, without their padding).
 
-What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.wgmma.SmemOperand): per
+What the copies must reproduce is the stage buffer's swizzled layout (tilegpu.analysis.wgmma.SmemOperand): per
 column of `width` bytes of the operand's contiguous dimension, the chunk's rows one after another, 16-byte
 pieces XOR-swizzled by the row -- what a TMA box of (rows, width / element bytes) with the matching swizzle
 writes, each column one box.  So an operand qualifies when its buffer is contiguous along the tensor's
@@ -24,9 +24,9 @@ from math import prod
 
 import msgspec
 
-from ..ir import types as T
-from ..ir.core import Operation, Value
-from ..ir.enums import PaddingValue
+from ...ir import types as T
+from ...ir.core import Operation, Value
+from ...ir.enums import PaddingValue
 from .facts import view_rows_aligned
 from .software_pipeline import read_as_tf32, staged_conversions
 
@@ -165,7 +165,7 @@ def _mapped_view(x, args: list[Value]):
 
 
 def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
-    """A TensorCopy for operand `x` (tilegpu.software_pipeline.Operand, staged for wgmma in K chunks of kc)
+    """A TensorCopy for operand `x` (tilegpu.analysis.software_pipeline.Operand, staged for wgmma in K chunks of kc)
     through the map in entry parameter `param`, or why its copies stay cp.async."""
     staged = x.smem
     if staged is None or staged_conversions(x):
@@ -202,10 +202,10 @@ def _map_element(x, element: str) -> str:
 
 
 def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled: bool) -> TensorCopy | str:
-    """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.software_pipeline.Operand, staged in
+    """A TensorCopy for operand `x` of an mma.sync or FMA K-loop (tilegpu.analysis.software_pipeline.Operand, staged in
     K chunks of kc) through the map in entry parameter `param`, or why its copies stay cp.async.  Such a stage
     buffer is row-major in the tile's dimension order (A: [b,] m, k; B: [b,] k, n); without its row padding
-    (tilegpu.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
+    (tilegpu.analysis.software_pipeline.unpadded_stage_layout) it is exactly one box of the chunk, which the fragment
     reads address as before (conversions such as tf32 rounding stay where they read).  `swizzled` (each
     fragment read within one 16-byte piece, its address XOR-ed as the map's swizzle does:
     codegen/lower_mma.py): rows of 32, 64 or 128 bytes are swizzled over their span, so that the rows a
@@ -234,7 +234,7 @@ def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
     then one hidden tensor map per operand select-tensor-copies gave TMA copies and per tile load
     select-tile-tensor-copies made a `tilegpu.tma_issue` (in parameter order); None without maps."""
-    from .decisions import pipelined_loops
+    from ..decisions import pipelined_loops
     maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
                    if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body), key=lambda m: m.param)
     if not maps:
@@ -333,6 +333,6 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
 
 def tile_copy_maps(body) -> list[TensorMapSpec]:
     """The maps of the `tilegpu.tma_issue`s under `body`, once each (loads may share one)."""
-    from .ir import walk_ops
+    from ..ir import walk_ops
     maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_issue"}
     return list(maps.values())

@@ -18,7 +18,7 @@ buffers fit the budget, and S is lowered (down to 2) when no C fits.  Stage layo
 with k contiguous, rows of align16(kc * e) + 16 bytes; B ([b,] k, n) row-major with n contiguous, rows of
 align16(N * e) + 16 bytes (the 16 bytes keep the fragment reads of a warp in different banks).  An mma on
 wgmma (sm_90; `Candidate.wgmma`) reads its operands from the stage buffers through descriptors instead: each
-operand in its swizzled layout (`Operand.smem`, tilegpu.wgmma.SmemOperand, chunk kc), units aligned to the
+operand in its swizzled layout (`Operand.smem`, tilegpu.analysis.wgmma.SmemOperand, chunk kc), units aligned to the
 swizzle repeat, and the ring `align - 16` bytes longer so codegen can align its base at run time.  wgmma
 cannot convert what it reads: an f32 operand of a tf32 mma is staged as it is (the tensor core reads the bits as
 tf32: `read_as_tf32`); any other conversion is done in place once its chunk has landed (`tilegpu.convert_stage`,
@@ -47,14 +47,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..ir import types as T
-from ..ir.core import Block, Operation, Value
-from ..ir.enums import MemoryOrderingSemantics as MO
-from ..ir.enums import PaddingValue
+from ...ir import types as T
+from ...ir.core import Block, Operation, Value
+from ...ir.enums import MemoryOrderingSemantics as MO
+from ...ir.enums import PaddingValue
 from .facts import view_extent_divisor, view_rows_aligned
-from .ir import own_ops
-from .options import CodegenOptions
-from .types import align, elem_bytes, layout_of
+from ..ir import own_ops
+from ..options import CodegenOptions
+from ..types import align, elem_bytes, layout_of
 from .wgmma import SmemOperand, WgmmaPlan
 
 FAILED = "Failed to pipeline loop"
@@ -111,7 +111,7 @@ class Operand:
     nbytes: int = 0
     vb: int = 0                     # bytes per copy in the loop version being emitted
     smem: SmemOperand | None = None  # a wgmma operand: its swizzled layout (strides unused), base included
-    tma: object = None              # tilegpu.tensor_maps.TensorCopy: copied by TMA (select-tensor-copies)
+    tma: object = None              # tilegpu.analysis.tensor_maps.TensorCopy: copied by TMA (select-tensor-copies)
 
     @property
     def eb(self) -> int:
@@ -344,7 +344,7 @@ def _operand_layout(x: Operand, kc: int, pad: int = ROW_PAD) -> None:
 
 def _wgmma_layout(cand: Candidate, kc: int) -> tuple[int, int]:
     """(unit bytes, alignment) of a wgmma K-loop's stage buffers: A and B where the plan's descriptors read
-    them, in K chunks of kc (swizzled; tilegpu.wgmma.SmemOperand); each unit starts on the swizzle repeat."""
+    them, in K chunks of kc (swizzled; tilegpu.analysis.wgmma.SmemOperand); each unit starts on the swizzle repeat."""
     plan = cand.wgmma.chunked(kc)
     for x, sm in ((cand.a, plan.a_smem), (cand.b, plan.b_smem)):
         _operand_layout(x, kc)      # kdim (and row) as for mma.sync; the bytes are the swizzled layout's
@@ -458,7 +458,7 @@ def promised_aligned(x: Operand, width: int) -> bool:
 def body_scratch_bytes(cand: Candidate) -> int:
     """An upper bound of the shared memory the loop body needs besides the stage buffers (its buffers and
     staging scratch, the pipelined mma's excepted: it reads the stage buffers)."""
-    from .ir import walk_ops
+    from ..ir import walk_ops
     total = 0
     for op in walk_ops(cand.loop.regions[0].block):
         if op is cand.mma:
