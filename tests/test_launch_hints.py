@@ -50,7 +50,7 @@ def test_view_rows_aligned_only_as_far_as_promised(width, expected):
 def test_view_extent_divisor_follows_the_shape_promise():
     """cuTile promises the tf32 matmul's sizes multiples of 16 (`assume div_by<16>` under `bounded`); the plain
     export promises nothing."""
-    from tileiras_async.tilegpu.facts import view_extent_divisor
+    from tileiras_async.tilegpu.analysis.facts import view_extent_divisor
     cid = "matmul_tf32_64x64x32"
     for v in _partition_views(_module(LAUNCH, cid)):
         assert [view_extent_divisor(v, d) for d in range(2)] == [16, 16]
