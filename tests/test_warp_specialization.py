@@ -4,8 +4,8 @@ partitions, the ring depth and the producer's registers, and the pipeline pass b
 warpgroup issuing the boxes, a consumer warpgroup running the mma, .reqntid 256).  The emitted code computes
 the references in the PTX emulator with the race detector on at every --num-stages, and it needs each of its
 mbarrier arrivals and waits: a PTX without one of them fails (a hang the emulator reports, a race or a wrong
-result).  Where the rule declines (wgmma loops of more than two K chunks per iteration or a large
-accumulator, measured worse), the loop keeps the single-warpgroup form."""
+result).  A wgmma consumer materialises its accumulator's init in registers (`tilegpu.materialize`), so
+the loop's zero-trip path copies nothing into the epilogue's registers."""
 from __future__ import annotations
 
 import re
@@ -25,7 +25,7 @@ from tileiras_tui.loopview import pipelined_loop
 
 SPLIT = "matmul_f16_f32acc_64x64x32"          # one K chunk per iteration: warp-specialised
 SPLIT2 = "matmul_bf16_64x64x64"               # two chunks (at 4 stages): warp-specialised too
-KEPT = "matmul_f16_f16out_128x128x64"         # four chunks: on sm_90 the rule keeps one warpgroup (split on sm_100)
+SPLIT4 = "matmul_f16_f16out_128x128x64"       # four chunks, a 128-register accumulator: split too
 
 
 def _path(cid: str):
@@ -103,7 +103,7 @@ def test_two_chunks_per_iteration_are_split():
 
 
 @requires_corpus
-@pytest.mark.parametrize("cid", [SPLIT, KEPT])
+@pytest.mark.parametrize("cid", [SPLIT, SPLIT4])
 def test_tcgen05_mmas_release_their_slots(cid):
     """sm_100: the consumer does not wait for a unit's tcgen05 mmas; their commit releases the slot (an empty
     ring of one arrival), and the accumulator's release after the loop waits for all of them."""
@@ -121,11 +121,34 @@ def test_tcgen05_mmas_release_their_slots(cid):
 
 
 @requires_corpus
-def test_the_rule_keeps_one_warpgroup_for_several_chunks():
-    report = _k_loop_report(_passes(KEPT, None, "schedule-loops"))
-    assert report.partitions == [] and report.ring_depth == 0
-    assert any(n.startswith("not warp-specialised: 4 K chunks per iteration") for n in report.notes)
-    assert all(r.partition == "" for r in report.ops)
+def test_four_chunks_and_a_large_accumulator_are_split_with_the_init_materialised():
+    """f16out on sm_90: four K chunks per iteration and 128 accumulator registers a thread.  The consumer's
+    loop starts from a materialised accumulator, so the PTX has no 16-bit copies of the zero-trip path's
+    epilogue values (128 a thread before the loop, where LLVM folded the f32 -> f16 conversion into them)."""
+    report = _k_loop_report(_passes(SPLIT4, None, "schedule-loops"))
+    assert {p.name for p in report.partitions} == {"producer", "consumer"} and report.ring_depth == 4
+    assert not any(n.startswith("not warp-specialised") for n in report.notes)
+    k = _passes(SPLIT4, None, "pipeline")
+    ops = list(walk_ops(k.fn.body))
+    [held] = [o for o in ops if o.name == "tilegpu.materialize"]
+    consumer_loop = next(o for o in ops if o.name == "for" and o.attrs.get("pipelined"))
+    assert consumer_loop.operands["initValues"][0] is held.result
+    assert held.operands["source"].type.shape == (128, 128)
+
+
+@requires_corpus
+def test_the_materialised_init_keeps_the_zero_trip_copies_out(monkeypatch):
+    """Without the materialised init (the loop started from the constant), the zero-trip path's 128 moves a
+    thread come back: the op is what removes them."""
+    from tileiras_async.driver import module_ptx
+    from tileiras_async.targets import target
+    from tileiras_async.tilegpu.passes import warp_specialized_loop as wsl
+    module = read_module(_path(SPLIT4).read_bytes())
+    ptx = module_ptx(module, target("sm_90"))
+    assert "setmaxnreg" in ptx and len(re.findall(r"\bmov\.b16\b", ptx)) == 0
+    monkeypatch.setattr(wsl.WarpSpecializedForm, "loop_inits", lambda self, out, inits: inits)
+    ptx = module_ptx(module, target("sm_90"))
+    assert len(re.findall(r"\bmov\.b16\b", ptx)) >= 128
 
 
 def _ptx_ring(ptx: str, arrivals: int) -> int:
@@ -135,8 +158,8 @@ def _ptx_ring(ptx: str, arrivals: int) -> int:
 
 
 @requires_corpus
-@pytest.mark.parametrize("gpu,cid", [("sm_90", SPLIT), ("sm_90", SPLIT2), ("sm_100", SPLIT), ("sm_100", SPLIT2),
-                                     ("sm_100", KEPT)])   # tcgen05 (its plan a wgmma plan's kind): every one split
+@pytest.mark.parametrize("gpu,cid", [("sm_90", SPLIT), ("sm_90", SPLIT2), ("sm_90", SPLIT4), ("sm_100", SPLIT),
+                                     ("sm_100", SPLIT2), ("sm_100", SPLIT4)])
 @pytest.mark.parametrize("stages", [2, 3, 4, None])
 def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
@@ -145,7 +168,7 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
     assert not refs.check(cid, orig, inputs)
     assert ".reqntid 256" in run.ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in run.ptx
     # the consumer's registers (the accumulator's and 40): ptxas would otherwise assume 255
-    assert f".maxnreg {168 if cid == KEPT else 72}" in run.ptx
+    assert f".maxnreg {168 if cid == SPLIT4 else 72}" in run.ptx
     if gpu == "sm_90":
         assert _ptx_ring(run.ptx, 128) == (stages or 4)
     else:   # the full ring's mbarriers count 2 (A's and B's expect_tx), the empty ring's 1
@@ -203,8 +226,9 @@ def _mutated(ptx: str, pattern: str, which: int | str) -> str:
 
 
 @requires_corpus
-@pytest.mark.parametrize("gpu,cid,stages", [("sm_90", SPLIT, 2), ("sm_90", SPLIT2, 3), ("sm_100", SPLIT, 2),
-                                            ("sm_100", SPLIT2, 3), ("sm_100", KEPT, 3)])   # rings units wrap
+@pytest.mark.parametrize("gpu,cid,stages", [("sm_90", SPLIT, 2), ("sm_90", SPLIT2, 3), ("sm_90", SPLIT4, 3),
+                                            ("sm_100", SPLIT, 2), ("sm_100", SPLIT2, 3),
+                                            ("sm_100", SPLIT4, 3)])   # rings units wrap
 @pytest.mark.parametrize("pattern,which", [("release", 0), (WAIT, 0), (WAIT, "producer")],
                          ids=["release", "first-wait", "producer-waits"])
 def test_each_arrive_and_wait_is_needed(refs, monkeypatch, gpu, cid, stages, pattern, which):

@@ -11,7 +11,12 @@ producer threads have exited and never arrive at barrier 0.
 from __future__ import annotations
 
 from ..ir.core import Operation
-from .emitter import KernelEmitter, lowers
+from .emitter import KernelEmitter, LoweringError, lowers
+from .values import Tile
+
+# an LLVM element type -> the inline-asm constraint and the move's PTX type
+_MOVES = {"float": ("f", "b32"), "i32": ("r", "b32"), "half": ("h", "b16"), "bfloat": ("h", "b16"),
+          "i16": ("h", "b16"), "double": ("d", "b64"), "i64": ("l", "b64")}
 
 
 @lowers("tilegpu.warp_specialize")
@@ -39,3 +44,16 @@ def _warp_specialize(em: KernelEmitter, op: Operation) -> None:
     em.b.start_block(consumer)
     em.consumer_barrier = (1, threads)
 
+
+
+@lowers("tilegpu.materialize")
+def _materialize(em: KernelEmitter, op: Operation) -> None:
+    """One move per register, each an asm statement of its own (side effects: LLVM neither merges the moves
+    nor folds their constant into the phis downstream)."""
+    src = em.expect(op.operands["source"])
+    move = _MOVES.get(src.llvm)
+    if move is None:
+        raise LoweringError(f"tilegpu.materialize of {src.llvm} elements: no register move for that type")
+    con, ptx = move
+    regs = [em.b.asm(src.llvm, f"mov.{ptx} $0, $1;", f"={con},{con}", [(src.llvm, r)]) for r in src.regs]
+    em.set(op.result, Tile(op.result.type, src.layout, regs))

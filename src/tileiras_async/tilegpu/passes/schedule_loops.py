@@ -46,24 +46,20 @@ from ..analysis.software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN
 _LOOPS = ("for", "loop")
 # whether schedule-loops splits the eligible TMA K-loops into a producer and a consumer warpgroup
 # (`warp_specialization`).  Measured on the launch set's sm_90 TMA matmuls at the default 4 stages
-# (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split
-# forced: static SASS (NVIDIA's) / executed thread-instructions
-#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)   295 -> 246 (405) / 302,592 -> 253,914
-#   matmul_bf16_64x64x64         (2 chunks)                  501 -> 446 (465) / 361,472 -> 335,228
-#   matmul_f16_f16out_128x128x64 (4 chunks)                 1014 -> 720 (635) / 250,624 -> 260,068
-# and, with --num-stages 2 / 3, f16out (2 / 4 chunks): 716 -> 604 / 225,280 -> 251,016 and 993 -> 787 /
-# 289,792 -> 283,266.  Executed instructions decide: loops of up to MAX_SPLIT_CHUNKS K chunks per iteration
-# whose accumulator takes at most MAX_SPLIT_ACC_REGISTERS registers per thread are split.  The large
-# accumulator's cost is the consumer's entry block: LLVM puts the zero-trip path's values for the epilogue
-# there (128 f16 zeros per thread for f16out, run by every consumer thread) where the single-warpgroup form
-# has a block of their own, which outweighs the cheaper loop on that kernel's one iteration per CTA.
+# (bench/codegen_quality.py, bench/dynamic_instructions.py --set public-launch), single warpgroup -> split:
+# static SASS (NVIDIA's) / executed thread-instructions (NVIDIA's)
+#   matmul_f16_f32acc_64x64x32   (1 K chunk per iteration)   246 -> 229 (405) / 229,338 -> 205,530 (415,002)
+#   matmul_bf16_64x64x64         (2 chunks)                  446 -> 410 (465) / 318,844 -> 286,076 (301,136)
+#   matmul_f16_f16out_128x128x64 (4 chunks)                  735 -> 620 (635) / 204,032 -> 162,020 (147,934)
+# and f16out at --num-stages 2 / 3 (static): 578 -> 524 / 742 -> 686.  What made large accumulators lose
+# before: left a constant, the accumulator's init let LLVM fold the epilogue's f32 -> f16 conversion into the
+# loop's zero-trip path, whose copies of that constant (128 moves per thread for f16out) landed in the block
+# every consumer thread runs; the consumer now materialises the init in registers (`tilegpu.materialize`,
+# warp_specialized_loop.py), which the zero-trip path reuses.
 # On sm_100 (tcgen05: the accumulator stays in tensor memory; each unit's mmas committed to the slot's empty
-# mbarrier) the split executes fewer instructions everywhere measured, so neither limit applies there:
-# f32acc 356 -> 330 (497) / 255,744 -> 200,922, bf16 542 -> 496 (913) / 317,952 -> 289,148, f16out 677 -> 592
-# (644) / 173,568 -> 141,284 (with --num-stages 2: 464 -> 490 / 143,616 -> 133,256).
+# mbarrier): f32acc 356 -> 330 (497) / 255,744 -> 200,922, bf16 542 -> 496 (913) / 317,952 -> 289,148,
+# f16out 677 -> 592 (644) / 173,568 -> 141,284 (with --num-stages 2: 464 -> 490 / 143,616 -> 133,256).
 WARP_SPECIALIZE = True
-MAX_SPLIT_CHUNKS = 2
-MAX_SPLIT_ACC_REGISTERS = 64
 PRODUCER_REGISTERS = 40     # the producer's setmaxnreg.dec target: it holds addresses and counters only
 CONSUMER_SPARE_REGISTERS = 40   # the consumer's registers besides the accumulator's (addresses, the epilogue)
 
@@ -211,8 +207,7 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
     (sm_90) and tcgen05 loops (sm_100: a Tcgen05Plan is a WgmmaPlan) whose A and B select-tensor-copies will
     copy by TMA, at the kernel's top level (the producer warpgroup leaves the kernel after its loop),
     nothing before them writing memory (every thread of both warpgroups runs it), the first such loop of the
-    kernel, for wgmma at most MAX_SPLIT_CHUNKS K chunks per iteration and MAX_SPLIT_ACC_REGISTERS
-    accumulator registers per thread, and the policy (WARP_SPECIALIZE) on."""
+    kernel, and the policy (WARP_SPECIALIZE) on."""
     tgt = k.options.known_target
     if not WARP_SPECIALIZE:
         return "off (WARP_SPECIALIZE)"
@@ -220,14 +215,6 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
         return "not a wgmma loop with tensor copies"
     if any(isinstance(plan_tensor_copy(x, geom.kc, k.fn.body.args, 0), str) for x in (cand.a, cand.b)):
         return "A and B are not both TMA copies"
-    in_registers = not isinstance(cand.wgmma, Tcgen05Plan)    # wgmma's accumulator; tcgen05's is in TMEM
-    if in_registers and geom.chunks > MAX_SPLIT_CHUNKS:
-        return (f"{geom.chunks} K chunks per iteration: the split executes more instructions than the "
-                f"single-warpgroup pipeline there (each chunk's wait and release in the consumer)")
-    if in_registers and accumulator_registers(cand) > MAX_SPLIT_ACC_REGISTERS:
-        return (f"an accumulator of {accumulator_registers(cand)} registers per thread: the split executes "
-                f"more instructions than the single-warpgroup pipeline there (the consumer's entry block "
-                f"holds the zero-trip path's epilogue values)")
     top = k.fn.body.ops
     if not any(o is cand.loop for o in top):
         return "the loop is not at the kernel's top level"

@@ -265,7 +265,7 @@ class _Expander:
                 continue
             copy = clone_op(op, vmap)
             body.ops.append(copy)
-        inits = [_mapped(v, {}) for v in loop.operands["initValues"]]
+        inits = self.loop_inits(out, [_mapped(v, {}) for v in loop.operands["initValues"]])
         inits += [self.const(out, 0, T.I32) for _ in extra]
         new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
                                     "initValues": inits}, dict(loop.attrs),
@@ -274,6 +274,10 @@ class _Expander:
         out.append(new)
         self.drain(out)
         return list(new.results[:len(loop.results)])
+
+    def loop_inits(self, out: list, inits: list[Value]) -> list[Value]:
+        """The pipelined loop's initial values: the K-loop's own."""
+        return inits
 
     def drain(self, out: list) -> None:
         """After the loop: every copy group retired (none without cp.async copies)."""

@@ -25,10 +25,10 @@ from ...ir import types as T
 from ...ir.core import Block, Operation, Region, Value
 from ..decisions import PIPELINED, SCHEDULE_REPORT
 from ..errors import LoweringError
-from ..ops import LOCAL_ALLOC, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_WAIT, WARP_SPECIALIZE
+from ..ops import LOCAL_ALLOC, MATERIALIZE, MMA_STAGED, TMA_ARRIVE, TMA_BARRIERS, TMA_WAIT, WARP_SPECIALIZE
 from ..analysis.software_pipeline import copy_versions
 from ..analysis.tcgen05 import Tcgen05Plan
-from ..types import LayoutTile, SmemType
+from ..types import LayoutTile, SmemType, layout_of
 
 CONSUMER_THREADS = 128      # one warpgroup: the threads the kernel's layouts spread its work over
 PRODUCER_WARPGROUP = 1      # the consumer keeps warpgroup 0, so its thread indices are the layouts' own
@@ -109,6 +109,24 @@ class WarpSpecializedForm:
 
     def prologue(self, out: list, ring: Value, vbs: dict) -> None:
         """None: the producer runs ahead of the consumer by itself, as far as the ring allows."""
+
+    def loop_inits(self, out: list, inits: list[Value]) -> list[Value]:
+        """A wgmma accumulator's initial value materialised in the consumer's registers (`materialize`):
+        left a constant, LLVM folds the epilogue's conversion into the loop's zero-trip path and copies that
+        constant into the converted registers in the block every consumer thread runs before the loop (128
+        moves per thread for a 128x128 f16 result); materialised, the zero-trip path reuses the init's
+        registers.  A tcgen05 accumulator stays in tensor memory (keep-accumulators-in-tensor-memory)."""
+        if self.mma_releases():
+            return inits
+        held = []
+        for v in inits:
+            if layout_of(v.type) is None:
+                held.append(v)
+                continue
+            op = Operation(MATERIALIZE, {"source": v}, {}, [v.type], loc=self.loc)
+            out.append(op)
+            held.append(op.result)
+        return held
 
     def drain(self, out: list) -> None:
         """Nothing: the consumer waited for every unit's copies (no cp.async groups)."""
