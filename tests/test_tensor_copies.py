@@ -112,10 +112,14 @@ def test_unhinted_matmul_keeps_cp_async(gpu):
 
 
 @requires_corpus
-def test_the_tensor_copy_code():
-    """One elected thread expects the bytes and issues the boxes; every thread waits for the phase; the maps
-    are prefetched, the mbarriers initialised (invalidated only after loops that run again: not this one, as
-    in NVIDIA's code; test_tensor_copies_in_a_loop_over_tiles has those)."""
+def test_the_tensor_copy_code(monkeypatch):
+    """A single-warpgroup TMA loop (the form a loop keeps where the schedule does not warp-specialise it:
+    test_warp_specialization has the split form): one elected thread expects the bytes and issues the boxes;
+    every thread waits for the phase; the maps are prefetched, the mbarriers initialised (invalidated only
+    after loops that run again: not this one, as in NVIDIA's code; test_tensor_copies_in_a_loop_over_tiles has
+    those)."""
+    from tileiras_async.tilegpu.passes import schedule_loops
+    monkeypatch.setattr(schedule_loops, "WARP_SPECIALIZE", False)
     ptx = module_ptx(_module(LAUNCH, BIG), target("sm_90"))
     body = ptx.split("tileiras-async tensor maps", 1)[0]
     assert body.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") > 0
