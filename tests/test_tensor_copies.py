@@ -553,3 +553,22 @@ def test_two_loads_with_one_tile_copy_slot_are_an_error():
     assert "tilegpu.tma_issue" in opt_text(text, str(case), ["issue-tile-tensor-copies"], None)
     with pytest.raises(OptError, match="two tile loads share TMA slot 0"):
         opt_text(text.replace("slot = 1>", "slot = 0>"), str(case), ["issue-tile-tensor-copies"], None)
+
+
+def _nvidia_tma_kernels() -> list[tuple[str, str]]:
+    """(kernel, target) of the launch set whose NVIDIA PTX copies by TMA."""
+    if not LAUNCH.is_dir():
+        return []
+    return [(p.name.split(".")[0], p.name.split(".")[-2]) for p in sorted(LAUNCH.glob("*.v13.4.sm_*.ptx"))
+            if "cp.async.bulk.tensor" in p.read_text()]
+
+
+@requires_corpus
+def test_every_kernel_nvidia_copies_by_tma_we_do_too():
+    """Issue 29's bar: wherever NVIDIA's tileiras uses TMA on the launch set (21 kernels on sm_90 and on
+    sm_100: matmuls, batched matmuls, reductions, norms, scans), our code copies through tensor maps too."""
+    pairs = _nvidia_tma_kernels()
+    assert len(pairs) >= 42
+    missing = [f"{cid} {gpu}" for cid, gpu in pairs
+               if "cp.async.bulk.tensor" not in module_ptx(_module(LAUNCH, cid), target(gpu))]
+    assert missing == []
