@@ -141,12 +141,11 @@ def _view_operands(tview: Operation, args: list[Value]):
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
 
-def _mapped_view(x, args: list[Value]):
-    """(base argument, [shape HookValue], [stride HookValue]) of the tensor view operand `x` loads from, when a
-    map can describe it: made from kernel arguments, of the tile's rank in its own dimension order, zero
-    padded, its rows promised 16-byte aligned with a unit inner stride; else why not."""
-    rank = len(x.tile_shape)
-    view = x.load.operands["view"]
+def _mapped_view(view: Value, rank: int, eb: int, args: list[Value], unpadded: bool = True):
+    """(base argument, [shape HookValue], [stride HookValue]) of the tensor view a `rank`-D tile of `eb`-byte
+    elements is loaded from through partition view `view`, when a map can describe it: made from kernel
+    arguments, of the tile's rank in its own dimension order, zero padded (or, with `unpadded`, not padded),
+    its rows promised 16-byte aligned with a unit inner stride; else why not."""
     pv = view.type
     part = view.owner if isinstance(view.owner, Operation) else None
     tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
@@ -154,9 +153,9 @@ def _mapped_view(x, args: list[Value]):
         return "the view's tensor view is not in sight"
     if len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
         return f"not a {rank}-D tensor view in its own dimension order"
-    if pv.padding not in (None, PaddingValue.zero):
-        return "the view pads with a non-zero value"
-    if not view_rows_aligned(view, rank, x.eb, 16):
+    if pv.padding not in ((None, PaddingValue.zero) if unpadded else (PaddingValue.zero,)):
+        return "the view pads with a non-zero value" if unpadded else "the view does not pad with zeros"
+    if not view_rows_aligned(view, rank, eb, 16):
         return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
     operands = _view_operands(tview, args)
     if operands is None:
@@ -178,7 +177,7 @@ def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | 
     inner_is_k = x.kdim == 1
     if (staged.major == "k") != inner_is_k:
         return "the stage buffer is contiguous along another dimension than the tensor"
-    operands = _mapped_view(x, args)
+    operands = _mapped_view(x.load.operands["view"], len(x.tile_shape), x.eb, args)
     if isinstance(operands, str):
         return operands
     base, shape, strides = operands
@@ -219,7 +218,7 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled:
     element = _ELEMENT_NAMES.get(x.elem)
     if element is None:
         return f"{x.elem} elements"
-    operands = _mapped_view(x, args)
+    operands = _mapped_view(x.load.operands["view"], len(x.tile_shape), x.eb, args)
     if isinstance(operands, str):
         return operands
     box = tuple(kc if d == x.kdim else n for d, n in enumerate(x.tile_shape))
@@ -293,24 +292,17 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
     the box leaves the tensor: the view must pad with zeros, as the views NVIDIA's tool loads by TMA do (a
     view without padding keeps its bounds-checked, vectorised ld.global, as there); the launch hints must
     promise what the map needs (unit inner stride, 16-byte aligned base and outer strides)."""
-    view = load.operands["view"]
-    pv = view.type
-    part = view.owner if isinstance(view.owner, Operation) else None
-    tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
-    if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
-        return "the view's tensor view is not in sight"
     ty = load.results[0].type
     rank = len(ty.shape)
-    if rank not in (1, 2) or len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
-        return "not a 1-D or 2-D tensor view in its own dimension order"
-    if pv.padding != PaddingValue.zero:
-        return "the view does not pad with zeros"
+    if rank not in (1, 2):
+        return f"a {rank}-D tile"
     element = _ELEMENT_NAMES.get(ty.elem)
     if element is None:
         return f"{ty.elem} elements"
     eb = ty.elem.width // 8
-    if not view_rows_aligned(view, rank, eb, 16):
-        return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
+    operands = _mapped_view(load.operands["view"], rank, eb, args, unpadded=False)
+    if isinstance(operands, str):
+        return operands
     nbytes = eb
     for d in ty.shape:
         nbytes *= d
@@ -319,9 +311,6 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
     boxes = _tile_boxes(tuple(ty.shape), eb)
     if isinstance(boxes, str):
         return boxes
-    operands = _view_operands(tview, args)
-    if operands is None:
-        return "the tensor view's base, extents or strides are not kernel arguments"
     base, shape, strides = operands
     box, copies = boxes
     spec = TensorMapSpec(param, base, shape, strides, element, box)
