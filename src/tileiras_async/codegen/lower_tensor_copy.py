@@ -112,10 +112,7 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
     bar = (em.b.value(f"add i32 {_bars(em, op)}, {slot * MBAR_BYTES}") if isinstance(slot, int)
            else em.b.value(f"add i32 {_bars(em, op)}, {em.b.value(f'mul i32 {slot}, {MBAR_BYTES}')}"))
     starts = []
-    for d, v in enumerate(op.operands["indices"]):
-        idx = em.get(v)
-        i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
-        start = em.b.value(f"mul i32 {i32}, {x.tile_shape[d]}")
+    for d, start in enumerate(_tile_starts(em, op.operands["indices"], x.tile_shape)):
         if d == x.kdim and op.attrs["chunk"]:
             start = em.b.value(f"add i32 {start}, {op.attrs['chunk'] * op.attrs['kc']}")
         starts.append(start)
@@ -184,10 +181,10 @@ def _tma_release(em: KernelEmitter, op: Operation) -> None:
 TILE_COPY_ALIGN = 128       # a tensor copy's shared-memory destination
 
 
-def _tile_starts(em: KernelEmitter, op: Operation, shape: tuple[int, ...]) -> list[str]:
+def _tile_starts(em: KernelEmitter, indices, shape: tuple[int, ...]) -> list[str]:
     """i32 per tile dimension: the element where the tile starts (its index times its extent)."""
     starts = []
-    for v, extent in zip(op.operands["index"], shape):
+    for v, extent in zip(indices, shape):
         idx = em.get(v)
         i32 = idx.regs[0] if idx.llvm == "i32" else em.b.value(f"trunc {idx.llvm} {idx.regs[0]} to i32")
         starts.append(em.b.value(f"mul i32 {i32}, {extent}"))
@@ -222,7 +219,7 @@ def _tma_issue(em: KernelEmitter, op: Operation) -> None:
     em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{tc.bytes} x i8] undef, "
                             f"align {TILE_COPY_ALIGN}")
     dst = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
-    starts = _tile_starts(em, op, tc.shape)
+    starts = _tile_starts(em, op.operands["index"], tc.shape)
     rank = len(starts)
     args = [("i32", _tile_mbarrier(em, op)), ("i64", map_address(em, tc.map.param)), ("i32", dst)]
     args += [("i32", s) for s in starts]
