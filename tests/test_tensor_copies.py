@@ -338,10 +338,13 @@ def test_the_mma_sync_tensor_copy_code():
 
 def test_unpadded_rows_must_fit_the_planned_ring():
     """The bmm's mma.sync loop (tests/passes/select-tensor-copies/mma_sync_bmm.tir): TMA unpads its stage rows
-    and aligns the ring to the swizzle; a ring planned too small for that (here: no room for the alignment)
-    keeps both operands' cp.async copies in the padded layout."""
+    and aligns the ring to the swizzle.  choose-stage-copies chose them only because every ring the schedule
+    may plan has room for that: select-tensor-copies builds them in the ring as planned (4 x 5120 with the
+    padding), and a ring too small for them (here: no room for the alignment), which the decision ruled out,
+    is an internal error rather than a quiet change of copies the schedule booked as TMA."""
     from pathlib import Path
     from tileiras_async.tilegpu.decisions import PIPELINE_PLAN
+    from tileiras_async.tilegpu.errors import LoweringError
     from tileiras_async.tilegpu.ir import walk_ops
     from tileiras_async.tilegpu.parser import parse_kernel
     from tileiras_async.tilegpu.passes import tensor_copies
@@ -350,11 +353,36 @@ def test_unpadded_rows_must_fit_the_planned_ring():
         k = parse_kernel(text)
         plan = next(op.attrs[PIPELINE_PLAN] for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs)
         plan.geom.unit_bytes = unit_bytes          # as planned: 4 x 5120 with the padding
+        if not fits:
+            with pytest.raises(LoweringError, match="internal: the stage copies were chosen TMA"):
+                tensor_copies.run(k)
+            continue
         tensor_copies.run(k)
         xs = (plan.cand.a, plan.cand.b)
-        assert [x.tma is not None for x in xs] == [fits] * 2
-        assert [(x.row, x.base) for x in xs] == ([(64, 0), (64, 2048)] if fits else [(80, 0), (80, 2560)])
-        assert (plan.geom.unit_bytes, plan.geom.align) == ((4096, 512) if fits else (4096, 0))
+        assert all(x.tma is not None for x in xs)
+        assert [(x.row, x.base) for x in xs] == [(64, 0), (64, 2048)]
+        assert (plan.geom.unit_bytes, plan.geom.align) == (4096, 512)
+
+
+@requires_corpus
+def test_no_stage_copies_are_chosen_that_a_planned_ring_cannot_hold(monkeypatch):
+    """choose-stage-copies keeps an mma.sync loop's cp.async copies where the unpadded rows of some geometry
+    the schedule may fix do not fit its padded ring: with TMA destinations aligned to 8 KiB (a unit of 16 KiB
+    instead of 5120 bytes) none does, and the bmm's operands keep their cp.async copies."""
+    from tileiras_async.tilegpu.analysis import software_pipeline
+    from tileiras_async.tilegpu.decisions import STAGE_COPY
+    from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+    from tileiras_async.tilegpu.passes import run_pipeline
+
+    def chosen() -> list:
+        module = _module(LAUNCH, "bmm_f16_32x32x32")
+        k = KernelIR(module, clone_function(module.functions[0]), CodegenOptions(target="sm_90"))
+        run_pipeline(k, until="choose-stage-copies")
+        return [op.attrs.get(STAGE_COPY) for op in walk_ops(k.fn.body) if op.name == "load_view_tko"]
+
+    assert chosen() == ["tma", "tma"]
+    monkeypatch.setattr(software_pipeline, "TMA_ALIGN", 8192)
+    assert chosen() == [None, None]
 
 
 @requires_corpus

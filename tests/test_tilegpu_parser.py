@@ -227,6 +227,32 @@ def test_instructions_read_back_as_the_very_constants():
 
 
 @requires_corpus
+def test_the_stage_copy_decision_reads_back_and_drives_the_schedule():
+    """choose-stage-copies' `stage_copy = "tma"` on a K-loop's loads reads back as the decision: schedule-loops,
+    run on the parsed text, books those loads as TMA copies and splits the loop (A and B both TMA); without
+    the attribute the same text schedules cp.async copies and one warpgroup."""
+    from tileiras_async.tilegpu.decisions import SCHEDULE_REPORT, STAGE_COPY
+    from tileiras_async.tilegpu.ir import walk_ops
+    from tileiras_async.tilegpu.passes import run_pipeline
+    module = read_module((LAUNCH / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc").read_bytes())
+    snapshots = []
+    kernel_llvm_ir(module, module.functions[0], CodegenOptions(target="sm_90"),
+                   printing=IRPrinting(after=frozenset({"choose-stage-copies"})), snapshots=snapshots)
+    text = snapshots[0].text
+    assert text.count('stage_copy = "tma"') == 2
+    assert print_kernel(parse_kernel(text)) == text
+    for decided in (True, False):
+        k = parse_kernel(text if decided else text.replace(', stage_copy = "tma"', ""))
+        loads = [op for op in walk_ops(k.fn.body) if op.name == "load_view_tko"]
+        assert [op.attrs.get(STAGE_COPY) for op in loads] == (["tma", "tma"] if decided else [None, None])
+        run_pipeline(k, after="choose-stage-copies", until="schedule-loops")
+        [report] = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if SCHEDULE_REPORT in op.attrs]
+        booked = {o.rclass for o in report.ops if o.name == "load_view_tko"}
+        assert booked == ({"tma_load"} if decided else {"cp_async_load"})
+        assert bool(report.partitions) == decided
+
+
+@requires_corpus
 def test_locations_read_back():
     """--print-debuginfo's `loc("file":line:col)` on each op reads back into the kernel's module."""
     module = read_module((LAUNCH / "softmax_rows_f16_512.v13.4.tileirbc").read_bytes())

@@ -27,9 +27,8 @@ What the generated code does
 ----------------------------
 A schedule is only worth showing when it describes the code: every class an op is given names the
 instruction the tile-GPU lowering emits for it on that target.  Tile loads of a software-pipelined
-K-loop are booked as ``cp.async`` copies on every family -- also where select-tensor-copies, after the
-schedule, maps an operand to a tensor map (the copies keep the stages and order the schedule gave; their class
-stays cp.async: a known gap of the report) --, loads of a loop that
+K-loop are booked as ``cp.async`` copies on every family but for an operand choose-stage-copies, before the
+schedule, gave TMA stage copies (its ``stage_copy = "tma"`` attribute): ``tma_load``; loads of a loop that
 runs in program order are ``ld.global`` into registers (``machine_model(..., copies="ld.global")``) but for
 a load select-tile-tensor-copies made a TMA copy (its ``tma`` attribute): ``tma_load`` on any model, and
 an mma is classed by the instruction select-mma recorded on it (its ``instruction`` attribute):
@@ -622,6 +621,8 @@ def classify(op, model: MachineModel, _memo: dict | None = None) -> OpResources:
             return model.resources("tma_load", nbytes) if ok else model.resources("global_load", note=why)
         if model.copies == "ld.global":
             return model.resources("global_load", note="ld.global into registers: the loop is not pipelined")
+        if op.attrs.get("stage_copy") == "tma" and "tma_load" in model.classes:   # tilegpu.decisions.STAGE_COPY
+            return model.resources("tma_load", nbytes, note="a TMA stage copy: choose-stage-copies chose it")
         ok_copy, why = _view_tile_ok(op, op.operands["view"].type, res_t, 4, 4)
         if ok_copy:
             return model.resources("cp_async_load", nbytes)

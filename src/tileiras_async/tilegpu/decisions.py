@@ -7,6 +7,9 @@ attributes whose values are records rather than plain numbers, and the readers t
     schedule_report   on every `for`/`loop` (schedule-loops): its `ScheduleReport`, the schedule the code follows
     pipeline_plan     on a K-loop schedule-loops scheduled in its pipelined form: `PipelinePlan`, what the
                       pipeline pass expands (consumed by it)
+    stage_copy        on the A/B load of a K-loop (choose-stage-copies): "tma" where the loop's stage copies of
+                      that operand, once pipelined, are TMA copies (absent: cp.async); schedule-loops books
+                      them so, select-tensor-copies builds them for the geometry the schedule fixed
     pipelined         on each loop the pipeline pass emitted for a K-loop: `PipelinedLoop` (every copy version
                       of one K-loop carries the same record)
 """
@@ -20,6 +23,7 @@ from .ir import walk_ops
 SCHEDULE_REPORT = "schedule_report"
 PIPELINE_PLAN = "pipeline_plan"
 PIPELINED = "pipelined"
+STAGE_COPY = "stage_copy"
 
 _LOOPS = ("for", "loop")
 

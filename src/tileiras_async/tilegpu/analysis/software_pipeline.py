@@ -52,9 +52,11 @@ from ...ir.core import Block, Operation, Value
 from ...ir.enums import MemoryOrderingSemantics as MO
 from ...ir.enums import PaddingValue
 from .facts import view_extent_divisor, view_rows_aligned
+from ..errors import LoweringError
 from ..ir import own_ops
 from ..options import CodegenOptions
 from ..types import align, elem_bytes, layout_of
+from .mma import SHARED_LIMIT, _dims, recorded_plan
 from .wgmma import SmemOperand, WgmmaPlan
 
 FAILED = "Failed to pipeline loop"
@@ -378,24 +380,53 @@ def unpadded_stage_layout(cand: Candidate, geom: Geometry) -> bool:
     return True
 
 
+def k_chunks(k: int, min_kc: int):
+    """The K chunks an iteration of K `k` may be cut into, largest first: k / C for C = 1, 2, 4, ... while the
+    chunk is a power of two and at least `min_kc` (one instruction's K)."""
+    c = 1
+    while k // c >= max(1, min_kc) and _pow2(k // c):
+        yield k // c
+        c *= 2
+
+
+def chunk_bounds(cand: Candidate) -> tuple[int, int] | str:
+    """(K of the mma, its smallest K chunk) of K-loop `cand`, `cand.wgmma` set where its mma runs on wgmma or
+    tcgen05 (select-mma's plan); or why the loop cannot be pipelined."""
+    try:
+        mplan = recorded_plan(cand.mma)
+    except LoweringError as e:
+        return str(e)
+    if isinstance(mplan, WgmmaPlan):
+        why = wgmma_unpipelinable(cand)
+        if why:
+            return why
+        cand.wgmma = mplan
+    kdim = _dims(cand.mma.operands["lhs"].type)[3]
+    return kdim, min(mplan.instr.k, kdim) if mplan is not None else 1
+
+
+def chunk_geometry(cand: Candidate, k: int, kc: int, stages: int) -> Geometry:
+    """`stages` stage buffers of one K chunk of kc (of an iteration's K `k`), the operands laid out for it."""
+    if cand.wgmma is not None:
+        unit, al = _wgmma_layout(cand, kc)
+        return Geometry(stages, k // kc, kc, unit, al, al - 16)   # slack: the ring's base is aligned at run time
+    _operand_layout(cand.a, kc)
+    _operand_layout(cand.b, kc)
+    return Geometry(stages, k // kc, kc, _place_operands(cand))
+
+
+def stage_budget(cand: Candidate) -> int:
+    """The shared memory the stage buffers of K-loop `cand` may take: what the body's own buffers leave."""
+    return SHARED_LIMIT - -(-body_scratch_bytes(cand) // UNIT_ALIGN) * UNIT_ALIGN
+
+
 def plan_geometry(cand: Candidate, k: int, min_kc: int, stages: int, budget: int) -> Geometry | None:
     """The fewest chunks per iteration (then the most stages) whose buffers fit `budget` bytes."""
     for s in range(stages, MIN_STAGES - 1, -1):
-        c = 1
-        while k // c >= max(1, min_kc) and _pow2(k // c):
-            kc = k // c
-            if cand.wgmma is not None:
-                unit, al = _wgmma_layout(cand, kc)
-                if s * unit + al - 16 <= budget:    # slack: the ring's base is aligned at run time
-                    return Geometry(s, c, kc, unit, al, al - 16)
-                c *= 2
-                continue
-            _operand_layout(cand.a, kc)
-            _operand_layout(cand.b, kc)
-            unit = _place_operands(cand)
-            if s * unit <= budget:
-                return Geometry(s, c, kc, unit)
-            c *= 2
+        for kc in k_chunks(k, min_kc):
+            geom = chunk_geometry(cand, k, kc, s)
+            if geom.ring_bytes <= budget:
+                return geom
     return None
 
 

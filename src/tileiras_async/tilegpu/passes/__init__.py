@@ -25,6 +25,7 @@ _ALL = [
     ("share-scan-totals", "scan_totals"),
     ("materialize-shared-memory", "materialize_smem"),
     ("select-tile-tensor-copies", "tile_tensor_copies"),
+    ("choose-stage-copies", "stage_copies"),
     ("schedule-loops", "schedule_loops"),
     ("select-tensor-copies", "tensor_copies"),
     ("pipeline", "software_pipeline"),

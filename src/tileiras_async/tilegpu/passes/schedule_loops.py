@@ -20,9 +20,9 @@ iterations ahead", and the pipeline pass expands the loop as they say.  Any othe
 "kept serial: <why>".  Prefetching and tile TMA are one or the other: a load select-tile-tensor-copies made a
 TMA copy already lands in shared memory while the iteration runs up to its first use (its issue is hoisted), and
 carrying it in registers too would pay the mbarrier and the registers both.  The machine model's classes name
-what the lowering emits: cp.async copies (select-tensor-copies, after this pass, may make a wgmma/tcgen05
-loop's copies TMA ones without changing the schedule), TMA copies for the tile loads given `tma`, and the mma
-instruction select-mma recorded.
+what the lowering emits: cp.async copies, TMA copies (`tma_load`) for the K-loop loads choose-stage-copies,
+before this pass, gave `stage_copy = "tma"` (select-tensor-copies, after it, builds them for the geometry fixed
+here) and for the tile loads given `tma`, and the mma instruction select-mma recorded.
 """
 from __future__ import annotations
 
@@ -30,18 +30,14 @@ import msgspec
 
 from ...ir.core import Block, Operation, Region
 from ...schedule.machine import machine_model
-from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, PipelinePlan
+from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, STAGE_COPY, PipelinePlan
 from ..ir import KernelIR
-from ..errors import LoweringError
-from ..analysis.mma import SHARED_LIMIT, _dims, recorded_plan
-from ..analysis.wgmma import WgmmaPlan
+from ..analysis.mma import SHARED_LIMIT
 from ..analysis.tcgen05 import Tcgen05Plan
 from ...schedule.report import Partition
-from ..analysis.tensor_maps import plan_tensor_copy
-from ..analysis.software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS, UNIT_ALIGN,
-                                 Candidate, analyze,
-                                 body_scratch_bytes, copy_versions, load_registers, movable_loads, plan_geometry,
-                                 wgmma_unpipelinable)
+from ..analysis.software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS,
+                                 Candidate, analyze, chunk_bounds, copy_versions, load_registers, movable_loads,
+                                 plan_geometry, stage_budget)
 
 _LOOPS = ("for", "loop")
 # whether schedule-loops splits the eligible TMA K-loops into a producer and a consumer warpgroup
@@ -120,18 +116,11 @@ def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, pa
     from ...schedule.analyze import schedule_loop
     from ...schedule.modulo import ScheduleOptions
     limit = int(k.options.pipeline_stages)
-    try:
-        mplan = recorded_plan(cand.mma)
-    except LoweringError as e:
-        return None, str(e), None
-    if isinstance(mplan, WgmmaPlan):
-        why = wgmma_unpipelinable(cand)
-        if why:
-            return None, why, None
-        cand.wgmma = mplan
-    kdim = _dims(cand.mma.operands["lhs"].type)[3]
-    min_kc = min(mplan.instr.k, kdim) if mplan is not None else 1
-    budget = SHARED_LIMIT - -(-body_scratch_bytes(cand) // UNIT_ALIGN) * UNIT_ALIGN
+    bounds = chunk_bounds(cand)
+    if isinstance(bounds, str):
+        return None, bounds, None
+    kdim, min_kc = bounds
+    budget = stage_budget(cand)
     geom = plan_geometry(cand, kdim, min_kc, limit, budget)
     if geom is None:
         return None, f"{MIN_STAGES} stage buffers do not fit in {SHARED_LIMIT} bytes of shared memory", None
@@ -204,8 +193,8 @@ def accumulator_registers(cand: Candidate) -> int:
 
 def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
     """Why the K-loop is not split into a producer and a consumer warpgroup ('' where it is): wgmma loops
-    (sm_90) and tcgen05 loops (sm_100: a Tcgen05Plan is a WgmmaPlan) whose A and B select-tensor-copies will
-    copy by TMA, at the kernel's top level (the producer warpgroup leaves the kernel after its loop),
+    (sm_90) and tcgen05 loops (sm_100: a Tcgen05Plan is a WgmmaPlan) whose A and B choose-stage-copies gave
+    TMA stage copies, at the kernel's top level (the producer warpgroup leaves the kernel after its loop),
     nothing before them writing memory (every thread of both warpgroups runs it), the first such loop of the
     kernel, and the policy (WARP_SPECIALIZE) on."""
     tgt = k.options.known_target
@@ -213,7 +202,7 @@ def warp_specialization(k: KernelIR, cand: Candidate, geom) -> str:
         return "off (WARP_SPECIALIZE)"
     if cand.wgmma is None or tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks):
         return "not a wgmma loop with tensor copies"
-    if any(isinstance(plan_tensor_copy(x, geom.kc, k.fn.body.args, 0), str) for x in (cand.a, cand.b)):
+    if not all(x.load.attrs.get(STAGE_COPY) == "tma" for x in (cand.a, cand.b)):
         return "A and B are not both TMA copies"
     top = k.fn.body.ops
     if not any(o is cand.loop for o in top):
