@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, nvidia_bin, requires_corpus
+from conftest import LAUNCH, PUBLIC, nvidia_bin, requires_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "bench" / "gpu"
@@ -131,6 +131,28 @@ def test_launch_info_is_the_ptx_entry(vec_add_cubins):
     assert nname == nv.kernel == name
     assert ninfo["kparams"] == [[kp.offset, kp.size] for kp in nv.kparams] == info["kparams"]
     assert ninfo["block"] == [128, 1, 1]
+
+
+@requires_corpus
+def test_launch_info_of_nvidias_tma_cubin_leaves_the_layout_to_the_ptx(tmp_path):
+    """NVIDIA's warp-specialised TMA matmul records its parameters with EIATTR_KPARAM_INFO_V2, which leaves the
+    hidden tensor maps out: launch_info gives no layout from them, cubin_entry takes it from the PTX (its maps
+    the hidden ones), and the block (.reqntid 256) and static shared memory are toolchain.cubin's reading."""
+    from tileiras_async.toolchain.cubin import kernel_code, launch_params
+    if nvidia_bin("tileiras") is None:
+        pytest.skip("NVIDIA's tileiras not installed")
+    cid = "matmul_f16_f32acc_64x64x32"
+    real = build.compile_side("nvidia", LAUNCH / f"{cid}.v13.4.tileirbc", "sm_90", tmp_path)
+    assert real["ok"], real
+    (name, info), = build.launch_info(real["cubin"]).items()
+    code = kernel_code(real["cubin"])[name]
+    assert launch_params(real["cubin"])[name].v2
+    assert info == {"block": [256, 1, 1], "kparams": [], "static_smem": code.shared_bytes}
+    assert code.block == (256, 1, 1) and code.threads == 256
+    _, params, _ = build.plan_arguments(build.refs_for("corpus").make_inputs(cid))
+    ptx = (LAUNCH / f"{cid}.v13.4.sm_90.ptx").read_text()
+    entry = build.cubin_entry(real["cubin"], params, "cubins/x.cubin", ptx=ptx)
+    assert "error" not in entry and entry["ptx_ok"] and entry["hidden"] == 3 and len(entry["kparams"]) == 15
 
 
 def test_cubin_entry_rejects_a_layout_that_does_not_fit(vec_add_cubins):

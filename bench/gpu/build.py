@@ -58,18 +58,16 @@ import hashlib
 import importlib.util
 import json
 import shutil
-import struct
 import sys
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: _build, _sass, _common
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: _build, _common
 sys.path.insert(0, str(Path(__file__).resolve().parent))          # bench/gpu/: run_on_device
 
 import _build  # noqa: E402
-import _sass  # noqa: E402
 from _common import DEFAULT_CORPUS, REPO  # noqa: E402
 from tileiras_async.toolchain import cubin as elf  # noqa: E402
 
@@ -79,8 +77,6 @@ FORMAT = 1
 SIDES = ("ours", "nvidia")
 SUITE = REPO / "examples" / "suite"
 DEFAULT_OUT = REPO / "build" / "gpu_job"
-EIATTR_REQNTID = elf.EIATTR_REQNTID
-EIATTR_KPARAM_INFO = 0x17
 
 
 @dataclass(frozen=True)
@@ -269,29 +265,20 @@ def flop_count(case: Case, inputs: dict) -> int | None:
 
 
 def launch_info(cubin: bytes) -> dict[str, dict]:
-    """Per kernel of a cubin: `block` (EIATTR_REQNTID, None when absent), `kparams` ([offset, size] in ordinal
-    order, from EIATTR_KPARAM_INFO) and `static_smem` (the .nv.shared section, driver reserve excluded)."""
+    """Per kernel of a cubin (`toolchain.cubin`'s reading of it): `block` (EIATTR_REQNTID, None when absent),
+    `kparams` ([offset, size] in ordinal order, from EIATTR_KPARAM_INFO; none from _V2's records, which leave
+    the hidden tensor maps out) and `static_smem` (the .nv.shared section, driver reserve excluded)."""
+    code = elf.kernel_code(cubin)
     out: dict[str, dict] = {}
-    for sec in elf.sections(cubin):
-        if not sec.name.startswith(".nv.info."):
-            continue
-        kname = sec.name[len(".nv.info."):]
-        block = None
-        params: dict[int, tuple[int, int]] = {}
-        for attr, payload in elf.nv_info(cubin, sec):
-            if attr == EIATTR_REQNTID and len(payload) >= 4:
-                dims = struct.unpack_from(f"<{len(payload) // 4}I", payload)
-                block = (list(dims) + [1, 1])[:3]
-            elif attr == EIATTR_KPARAM_INFO and len(payload) == 12:
-                _index, ordinal, offset, flags = struct.unpack("<IHHI", payload)
-                params[ordinal] = (offset, (flags >> 18) & 0x3FFF)
-        if sorted(params) != list(range(len(params))):
-            raise ValueError(f"{kname}: kernel parameter ordinals {sorted(params)} are not 0..n-1")
-        out[kname] = {"block": block, "kparams": [list(params[k]) for k in range(len(params))]}
-    shared = _sass.cubin_resources(cubin)
-    for kname, info in out.items():
-        res = shared.get(kname)
-        info["static_smem"] = res.shared_bytes if res else 0
+    for kname, records in elf.launch_params(cubin).items():
+        params = () if records.v2 else records.params
+        ordinals = [ordinal for ordinal, _offset, _size in params]
+        if ordinals != list(range(len(params))):
+            raise ValueError(f"{kname}: kernel parameter ordinals {ordinals} are not 0..n-1")
+        k = code.get(kname)
+        out[kname] = {"block": list(k.block) if k is not None and k.block else None,
+                      "kparams": [[offset, size] for _ordinal, offset, size in params],
+                      "static_smem": k.shared_bytes if k is not None else 0}
     return out
 
 

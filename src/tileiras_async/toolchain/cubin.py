@@ -61,6 +61,7 @@ class KernelCode:
     spill_load_bytes: int = 0
     max_threads: int | None = None   # .maxntid's product
     barriers: int = 0
+    block: tuple[int, int, int] | None = None   # .reqntid: (x, y, z)
 
 
 def sections(data: bytes) -> list[Section]:
@@ -119,6 +120,11 @@ def _product(payload: bytes) -> int | None:
     return n
 
 
+def _dims(payload: bytes) -> tuple[int, int, int] | None:
+    """(x, y, z) of a .reqntid / .maxntid record, the dimensions it leaves out 1."""
+    return tuple((list(_words(payload)) + [1, 1])[:3]) if len(payload) >= 4 else None
+
+
 def _u16(payload: bytes) -> int:
     return struct.unpack_from("<H", payload)[0] if len(payload) >= 2 else 0
 
@@ -130,7 +136,7 @@ def _spill_offsets(payload: bytes) -> list[int]:
 
 # The attributes read from a kernel's `.nv.info.<kernel>`: attribute -> (field, payload decoder)
 _KERNEL_ATTRIBUTES = {
-    EIATTR_REQNTID: ("threads", _product),
+    EIATTR_REQNTID: ("block", _dims),
     EIATTR_MAX_THREADS: ("max_threads", _product),
     EIATTR_NUM_BARRIERS: ("barriers", _u16),
     EIATTR_INSTR_ANNOTATIONS: ("spills", _spill_offsets),
@@ -213,19 +219,23 @@ def kernel_code(data: bytes) -> dict[str, KernelCode]:
             k = s.name[len(".text."):]
             a = attrs.get(k, {})
             stores, loads = _spill_bytes(data, s, a.get("spills", []))
+            block = a.get("block")
+            threads = block[0] * block[1] * block[2] if block else None
             out[k] = KernelCode(a.get("registers", 0), a.get("frame_bytes", 0), _instructions(data, s),
-                                a.get("threads"), shared.get(k, 0), stores, loads, a.get("max_threads"),
-                                a.get("barriers", 0))
+                                threads, shared.get(k, 0), stores, loads, a.get("max_threads"),
+                                a.get("barriers", 0), block)
     return out
 
 
 @dataclass(frozen=True)
 class LaunchParams:
     """A kernel's parameter records: where its parameters start in constant bank 0, how many bytes they take
-    (hidden tensor maps included), and (ordinal, offset, bytes) of each parameter that has a record."""
+    (hidden tensor maps included), (ordinal, offset, bytes) of each parameter that has a record, and whether
+    those records are EIATTR_KPARAM_INFO_V2's (`v2`: the hidden parameters have none)."""
     bank_offset: int
     bank_bytes: int
     params: tuple[tuple[int, int, int], ...]
+    v2: bool = False
 
 
 def launch_params(data: bytes) -> dict[str, LaunchParams]:
@@ -237,7 +247,7 @@ def launch_params(data: bytes) -> dict[str, LaunchParams]:
     for s in secs:
         if not s.name.startswith(".nv.info."):
             continue
-        bank, size, params = 0, 0, []
+        bank, size, params, v2 = 0, 0, [], False
         for attr, payload in nv_info(data, s):
             if attr == EIATTR_PARAM_CBANK and len(payload) == 8:
                 bank, size = struct.unpack_from("<HH", payload, 4)
@@ -247,7 +257,8 @@ def launch_params(data: bytes) -> dict[str, LaunchParams]:
                 _index, ordinal, offset, flags = struct.unpack("<IHHI", payload)
                 size = (flags >> 18) & 0x3FFF if attr == EIATTR_KPARAM_INFO else flags & 0xFFFF
                 params.append((ordinal, offset, size))
-        out[s.name[len(".nv.info."):]] = LaunchParams(bank, size, tuple(sorted(params)))
+                v2 = v2 or attr == EIATTR_KPARAM_INFO_V2
+        out[s.name[len(".nv.info."):]] = LaunchParams(bank, size, tuple(sorted(params)), v2)
     return out
 
 
