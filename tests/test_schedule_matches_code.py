@@ -1,7 +1,8 @@
 """The loop schedules (--schedules, --schedule-trace-file, the dashboard's kernel view) describe the code the
 compiler emits for that target: every resource class, and every instruction-specific slot, in a kernel's
 schedule reports names an instruction its PTX contains.  A pipelined matmul on each family: its tile loads
-are cp.async copies (the code has no TMA), its mma the instruction select-mma chose.  The launch set's reductions,
+are cp.async copies (the code has no TMA), its mma the instruction select-mma chose; as cuTile launches it, the
+operands choose-stage-copies made TMA copies are booked as such.  The launch set's reductions,
 norms and scans on sm_90/sm_100: the loop loads select-tile-tensor-copies made TMA copies are booked as such."""
 from __future__ import annotations
 
@@ -84,6 +85,21 @@ def test_a_pipelined_matmul_copies_with_cp_async_into_the_chosen_mma(gpu):
     assert classes["load_view_tko"] == "cp_async_load"
     assert classes["mmaf"] == PIPELINED_MMA[(gpu, MATMUL)]
     assert not any(s.name == "tma" for o in report.ops for s in o.slots)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("cid, booked", [("matmul_f16_f32acc_64x64x32", ["tma_load", "tma_load"]),
+                                         ("matmul_ragged_f16_32x32x32", ["cp_async_load", "tma_load"])])
+def test_k_loop_stage_copies_are_booked_as_the_decision_made_them(cid, booked, gpu):
+    """choose-stage-copies decides, before the schedule, which K-loop operands are copied by TMA: the report
+    books those copies `tma_load` and the others `cp_async_load`, each backed by the PTX (cp.async.bulk.tensor,
+    cp.async), and splits the loop where A and B are both TMA (the wgmma/tcgen05 matmul)."""
+    result = _compile(LAUNCH / f"{cid}.v13.4.tileirbc", gpu)
+    assert _unbacked(result) == []
+    [report] = [r for r in result.schedules if r.strategy == "modulo" and r.stage_count >= 2]
+    assert [o.rclass for o in report.ops if o.name == "load_view_tko"] == booked
+    assert bool(report.partitions) == (booked == ["tma_load", "tma_load"])
+    assert all(any(s.name == "tma" for s in o.slots) for o in report.ops if o.rclass == "tma_load")
 
 
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])

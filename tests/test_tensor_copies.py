@@ -365,6 +365,18 @@ def test_unpadded_rows_must_fit_the_planned_ring():
         assert (plan.geom.unit_bytes, plan.geom.align) == (4096, 512)
 
 
+def test_stage_copies_chosen_for_a_target_without_tensor_maps_are_one_error(capsys):
+    """sm_90 IR whose loads carry choose-stage-copies' decision, run on for sm_80 (no TMA): one error line, exit 1,
+    not cp.async copies quietly in place of those the schedule booked as TMA."""
+    from pathlib import Path
+    from tileiras_async.cli.batch import run as batch_run
+    case = Path(__file__).parent / "passes" / "select-tensor-copies" / "hinted_wgmma.tir"
+    assert batch_run(["opt", str(case), "--passes", "select-tensor-copies", "--gpu-name", "sm_80"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    assert "stage copies chosen TMA for sm_80, which has no tensor maps" in err[0]
+
+
 @requires_corpus
 def test_no_stage_copies_are_chosen_that_a_planned_ring_cannot_hold(monkeypatch):
     """choose-stage-copies keeps an mma.sync loop's cp.async copies where the unpadded rows of some geometry

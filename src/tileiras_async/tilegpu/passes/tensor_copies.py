@@ -33,6 +33,10 @@ def run(k: KernelIR) -> None:
         chosen = [x for x in (cand.a, cand.b) if x.load.attrs.get(STAGE_COPY) == "tma"]
         if not chosen:
             continue
+        tgt = k.options.known_target
+        if tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks):
+            gpu = getattr(k.options.target, "name", k.options.target)
+            raise LoweringError(f"stage copies chosen TMA for {gpu}, which has no tensor maps", cand.loop)
         if cand.wgmma is None:
             _staged_copies(k, cand, geom, chosen, len(layout), maps)
             continue
