@@ -273,6 +273,27 @@ def test_every_launch_k_loop_at_every_stage_count(refs, path, gpu):
     _every_stage_count(refs, path, gpu)
 
 
+# the unhinted bytecode of the same K-loops (NVIDIA's fallback path: no alignment facts, cp.async rings), every stage
+# count on the targets whose loops are warp-specialised or wgmma/tcgen05 when launched
+UNHINTED_SAMPLE = ("matmul_f16_f32acc_64x64x32", "bmm_f32_16x32x16")
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("cid", UNHINTED_SAMPLE)
+def test_unhinted_k_loops_at_every_stage_count(refs, cid, gpu):
+    [path] = [p for p in KLOOPS if _kid(p) == cid]
+    _every_stage_count(refs, path, gpu)
+
+
+@requires_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ("sm_90", "sm_100"))
+@pytest.mark.parametrize("path", KLOOPS, ids=_kid)
+def test_every_unhinted_k_loop_at_every_stage_count(refs, path, gpu):
+    _every_stage_count(refs, path, gpu)
+
+
 def _force_version(monkeypatch, which: int):
     """Only the `which`-th loop version (0 wide, 1 narrow, 2 one element at a time), unconditionally."""
     orig = pipeline_pass.copy_versions
