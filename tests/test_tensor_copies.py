@@ -85,7 +85,7 @@ def test_tf32_operands_land_unrounded_by_tma(gpu):
 @requires_corpus
 def test_tf32_b_is_transposed_through_registers_on_sm90():
     """wgmma's tf32 B is K-major in shared memory, the array N-major: as cuTile launches it (16-byte aligned
-    rows, sizes multiples of 16) B's copies are 16-byte loads along N and a shared store per element, recorded
+    rows, sizes multiples of 16) B's copies are 16-byte loads along N and shared stores of K runs, recorded
     as `transpose` on B's copies by the pipeline pass; unhinted, nothing promises the loads aligned or wholly
     in bounds: B is copied one f32 at a time by cp.async, no vector load."""
     from tileiras_async.tilegpu.ir import walk_ops
@@ -97,6 +97,8 @@ def test_tf32_b_is_transposed_through_registers_on_sm90():
         ("a", 16, False), ("b", 16, True)}
     ptx = module_ptx(launch, target("sm_90"))
     assert "ld.global.v4.b32" in ptx and "cp.async.ca" not in ptx and "cp.async.cg" not in ptx
+    # a thread's two loads are consecutive K rows of one column block: each column's pair is one shared store
+    assert "st.shared.b32" not in ptx and len(re.findall(r"st\.shared\.v2\.b32 \[%r\d+\], \{", ptx)) >= 4
     plain = module_ptx(_module(PUBLIC, cid), target("sm_90"))
     assert "ld.global.v4.b32" not in plain and "cp.async.ca.shared.global [%r" in plain
 
