@@ -46,18 +46,19 @@ def _our_maps(cid, gpu):
 def test_the_maps_are_nvidias(cid, kc, gpu):
     """A's and B's maps describe the arrays NVIDIA's hook fills its first two maps from (parameters, element
     type); the boxes are our pipeline's K chunks (kc) in the stage layout's swizzle -- NVIDIA's where its K
-    step is ours (the f32acc matmul)."""
+    step is ours (the f32acc matmul).  (A third map, the output's: test_tensor_stores.)"""
     hooks = _our_maps(cid, gpu)
-    assert hooks is not None and [m.param for m in hooks.maps] == [15, 16]
-    assert hooks.params[15:] == ((128, 64), (128, 64))
+    assert hooks is not None
+    loads = [m for m in hooks.maps if m.param in (15, 16)]
+    assert [m.param for m in loads] == [15, 16] and hooks.params[15:17] == ((128, 64), (128, 64))
     nvidia = [m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o")) if m.param in (15, 16)]
     same = ("param", "base", "shape", "strides", "element")
-    assert [[getattr(m, f) for f in same] for m in hooks.maps] == [[getattr(m, f) for f in same] for m in nvidia]
+    assert [[getattr(m, f) for f in same] for m in loads] == [[getattr(m, f) for f in same] for m in nvidia]
     (m, k), (_, n) = (s.box for s in nvidia)        # NVIDIA's A box: M x its K step; B's: its K step x 64
-    a, b = hooks.maps
+    a, b = loads
     assert a.box == (m, kc) and a.swizzle == {16: "32B", 32: "64B", 64: "128B"}[kc]     # kc 16-bit elements
     assert b.box == (kc, n) and b.swizzle == "128B"
-    assert (list(hooks.maps) == nvidia) == (k == kc)
+    assert (loads == nvidia) == (k == kc)
 
 @requires_corpus
 @x86_only
@@ -70,13 +71,14 @@ def test_tf32_operands_land_unrounded_by_tma(gpu):
     cid = "matmul_tf32_64x64x32"
     hooks = _our_maps(cid, gpu)
     nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.{gpu}.host.o"))}
-    assert [m.param for m in hooks.maps] == ([15] if gpu == "sm_90" else [15, 16])
+    loads = [m for m in hooks.maps if m.element == "tf32"]     # (sm_90's C map: test_tensor_stores)
+    assert [m.param for m in loads] == ([15] if gpu == "sm_90" else [15, 16])
     same = ("param", "base", "shape", "strides", "element")
-    for m in hooks.maps:
+    for m in loads:
         assert [getattr(m, f) for f in same] == [getattr(nvidia[m.param], f) for f in same]
         assert m.element == "tf32"
     if gpu == "sm_100":
-        assert hooks.maps[1].swizzle == nvidia[16].swizzle == "128B_base32B"
+        assert loads[1].swizzle == nvidia[16].swizzle == "128B_base32B"
     ptx = module_ptx(_module(LAUNCH, cid), target(gpu))
     assert "cvt.rna.tf32" not in ptx and "cp.async.bulk.tensor" in ptx
 
@@ -85,7 +87,7 @@ def test_tf32_operands_land_unrounded_by_tma(gpu):
 @requires_corpus
 def test_tf32_b_is_transposed_through_registers_on_sm90():
     """wgmma's tf32 B is K-major in shared memory, the array N-major: as cuTile launches it (16-byte aligned
-    rows, sizes multiples of 16) B's copies are 16-byte loads along N and a shared store per element, recorded
+    rows, sizes multiples of 16) B's copies are 16-byte loads along N and shared stores of K runs, recorded
     as `transpose` on B's copies by the pipeline pass; unhinted, nothing promises the loads aligned or wholly
     in bounds: B is copied one f32 at a time by cp.async, no vector load."""
     from tileiras_async.tilegpu.ir import walk_ops
@@ -97,6 +99,8 @@ def test_tf32_b_is_transposed_through_registers_on_sm90():
         ("a", 16, False), ("b", 16, True)}
     ptx = module_ptx(launch, target("sm_90"))
     assert "ld.global.v4.b32" in ptx and "cp.async.ca" not in ptx and "cp.async.cg" not in ptx
+    # a thread's two loads are consecutive K rows of one column block: each column's pair is one shared store
+    assert "st.shared.b32" not in ptx and len(re.findall(r"st\.shared\.v2\.b32 \[%r\d+\], \{", ptx)) >= 4
     plain = module_ptx(_module(PUBLIC, cid), target("sm_90"))
     assert "ld.global.v4.b32" not in plain and "cp.async.ca.shared.global [%r" in plain
 
@@ -140,9 +144,9 @@ def _hidden_params(ptx: str) -> list[int]:
 @x86_only
 def test_launch_metadata_is_nvidias(tmp_path):
     """Our cubin of the TMA matmul against NVIDIA's: the hidden maps follow the user's 15 parameters at NVIDIA's
-    positions (size 128, align 64; NVIDIA adds a third for its TMA store), both cubins carry `.nv.host`, the
-    parameter records of what the user passes are the same, and the hook in our cubin's `.nv.host` writes
-    maps of NVIDIA's A and B arrays."""
+    positions (size 128, align 64; the third the output's, for the epilogue's TMA store, as NVIDIA's), both
+    cubins carry `.nv.host`, the parameter records of what the user passes are the same, and the hook in our
+    cubin's `.nv.host` writes maps of NVIDIA's A, B and C arrays."""
     from tileiras_async.emu.host_object import fill_tensor_maps, parse_host_object
     from tileiras_async.emu.isa.tensor_copy import decode_tensor_map
     from tileiras_async.emu.parser import parse_ptx
@@ -158,14 +162,14 @@ def test_launch_metadata_is_nvidias(tmp_path):
                    env=nvidia_env(), check=True, capture_output=True)
     theirs = out.read_bytes()
     nvidia_ptx = (LAUNCH / f"{BIG}.v13.4.sm_90.ptx").read_text()
-    assert _hidden_params(ptx) == [15, 16] and _hidden_params(nvidia_ptx) == [15, 16, 17]
+    assert _hidden_params(ptx) == _hidden_params(nvidia_ptx) == [15, 16, 17]
     kernel = mod.functions[0].name.decode()
     mine, nv = launch_params(ours)[kernel], launch_params(theirs)[kernel]
     assert nv.v2 and not mine.v2   # NVIDIA's records (_V2) leave the hidden maps out, ours (PTX 8.1) list them
     # the user's parameters where NVIDIA has them; ours (PTX 8.1) lists the maps too, at the offsets the hooks use
     assert mine.params[:15] == nv.params and len(nv.params) == 15
-    assert mine.params[15:] == ((15, 0x70, 128), (16, 0xf0, 128))
-    assert (mine.bank_offset, mine.bank_bytes) == (nv.bank_offset, nv.bank_bytes - 128) == (0x210, 0x70 + 2 * 128)
+    assert mine.params[15:] == ((15, 0x70, 128), (16, 0xf0, 128), (17, 0x170, 128))
+    assert (mine.bank_offset, mine.bank_bytes) == (nv.bank_offset, nv.bank_bytes) == (0x210, 0x70 + 3 * 128)
     assert host_object(theirs) is not None
     hook = parse_host_object(host_object(ours), "ours")
     nvidia_target, _, nvidia_params, nvidia_hook = _entry(LAUNCH / f"{BIG}.v13.4.sm_90.host.o")
@@ -174,11 +178,12 @@ def test_launch_metadata_is_nvidias(tmp_path):
     for large in (False, True):
         values = _random_values(nvidia_params, rng, large)
         expected = fill_tensor_maps(nvidia_hook, kernel, nvidia_target, nvidia_params, values)
-        got = fill_tensor_maps(hook, kernel, "sm_90a", our_params, values[:15] + [None, None])
-        for i in (15, 16):      # the same array; the box is our K chunk (test_the_maps_are_nvidias)
+        got = fill_tensor_maps(hook, kernel, "sm_90a", our_params, values[:15] + [None] * 3)
+        # the same array; the box is our K chunk (test_the_maps_are_nvidias), C's a warp's 16 rows of 64
+        for i in (15, 16, 17):
             mine, theirs = decode_tensor_map(got[i]), decode_tensor_map(expected[i])
             assert mine == dataclasses.replace(theirs, box=mine.box, swizzle=mine.swizzle)
-            assert mine.box == {15: (16, 128), 16: (64, 16)}[i] and got[i][64:] == bytes(64)
+            assert mine.box == {15: (16, 128), 16: (64, 16), 17: (64, 16)}[i] and got[i][64:] == bytes(64)
 
 
 @requires_corpus

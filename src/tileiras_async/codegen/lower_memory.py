@@ -11,6 +11,7 @@ from ..ir.core import Operation
 from ..ir.enums import MemoryOrderingSemantics as MO, MemoryScope, PaddingValue
 from .emitter import KernelEmitter, LoweringError, lowers
 from .llvmir import bits_literal
+from .lower_tensor_copy import tensor_store
 from ..tilegpu.types import layout_of
 from .values import GLOBAL_PTR, PartitionView, TOKEN, TensorView, Tile, elem_bytes, llvm_type
 
@@ -357,6 +358,9 @@ def _access_remark(em: KernelEmitter, op: Operation, elem: T.Type, per_thread: i
 
 @lowers("store_view_tko")
 def _store_view(em: KernelEmitter, op: Operation) -> None:
+    if "tma" in op.attrs:       # select-tile-tensor-stores: staged in shared memory, stored by TMA
+        tensor_store(em, op)
+        return
     pv, access = _accessor(em, op, "stores")
     t: Tile = em.get(op.operands["tile"])
     n = 1 if t.is_scalar else t.layout.num_registers

@@ -23,6 +23,15 @@ the passes; this module spells it in PTX.
   (`vote.sync.all`: ptxas then needs no divergent path for the shuffles that follow), then reads its
   elements from the buffer in the result's layout, runs of consecutive ones as vectors.
 
+* a `store_view_tko` with `tma` (select-tile-tensor-stores: a `tilegpu.analysis.tensor_maps.TileStore`): a
+  shared global of its own (aligned to the 1024-byte pattern of the 128B swizzle) stages the tile; each thread
+  packs its pairs of 16-bit elements and writes every four 8x8 blocks with one `stmatrix` x4, whose row
+  addresses are the thread's own part (computed once) XOR a constant per group (the staging address is linear
+  over GF(2) in the element's coordinates: row, column, box and swizzle are bit placements and XORs); then a
+  proxy fence, and each warp, its lanes synced (`bar.warp.sync`), stores the rows it wrote: one elected lane
+  issues a `cp.async.bulk.tensor` shared -> global (`bulk_group`) per slab and box and waits until they have
+  read the buffer.  No CTA barrier: no warp reads what another wrote.
+
 A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
 ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
 producer's `tma_wait` with `empty` waits for the release of the unit `stages` earlier -- parity
@@ -34,9 +43,11 @@ are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX dec
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES, warp_slabs
+from ..tilegpu.layout import LinearLayout
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
-from .values import SHARED_PTR, Tile, llvm_type
+from .values import SHARED_PTR, TOKEN, Tile, llvm_type
 
 MBAR_BYTES = 8
 
@@ -300,3 +311,118 @@ def _read_tile(em: KernelEmitter, ty, buf: str, eb: int, width: int) -> Tile:
         v = em.b.value(f"load {vec}, {SHARED_PTR} {ptr}, align {run * eb}", "ld")
         regs += [em.b.value(f"extractelement {vec} {v}, i32 {i}") for i in range(run)]
     return Tile(ty, layout, regs)
+
+
+# -- tile stores by TMA ------------------------------------------------------------------------------------
+
+_SWIZZLE_ROW_SHIFT = 7      # the 16-byte piece of a swizzled span is XOR-ed with bits 7.. of the offset
+_PATTERN_ALIGN = 1024       # the 128B swizzle's pattern: eight 128-byte rows
+
+
+def _staging_offset(ts, coord: tuple[int, int]) -> int:
+    """The byte of the staging buffer holding tile element `coord` (row, column): its box, its row of 128
+    bytes within the box, the 16-byte piece XOR-ed with the row's low bits as the map's swizzle places it.
+    Every step is a bit placement or an XOR, so the offset of a XOR of coordinates is the XOR of theirs."""
+    row, col = coord
+    width, span = ts.map.box[-1], SWIZZLE_BYTES[ts.map.swizzle]
+    off = (col // width) * ts.copy_bytes + row * span + (col % width) * (span // width)
+    return off ^ (((off >> _SWIZZLE_ROW_SHIFT) & (span // 16 - 1)) << 4)
+
+
+def _thread_address_layout(layout: LinearLayout, ts) -> LinearLayout:
+    """A 1-D layout whose coordinate is the staging offset of what this thread writes first: for 16-bit
+    elements, the row it addresses in an stmatrix x4 of register group 0 (lanes 0-2 pick the row of an 8x8
+    block -- the fragment's lanes 2-4 --, lanes 3-4 the block -- register bits 1 and 2), for 32-bit ones its
+    first pair (the lanes as the fragment's); the warps as the tile's."""
+    regs, lanes, warps = layout.bases
+    bases = list(lanes[2:]) + [regs[1], regs[2]] if _stmatrix(ts) else list(lanes)
+    return LinearLayout((ts.bytes,), ((), tuple((_staging_offset(ts, tuple(b)),) for b in bases),
+                                      tuple((_staging_offset(ts, tuple(b)),) for b in warps)))
+
+
+def _stmatrix(ts) -> bool:
+    """16-bit elements: written four 8x8 blocks at a time (else a pair of 32-bit columns at a time)."""
+    return SWIZZLE_BYTES[ts.map.swizzle] // ts.map.box[-1] == 2
+
+
+def _possible_bits(layout: LinearLayout) -> int:
+    """The bits a thread's part of the 1-D layout's coordinate may set."""
+    out = 0
+    for b in layout.bases[1] + layout.bases[2]:
+        out |= b[0]
+    return out
+
+
+def _pack_pair(em: KernelEmitter, elem, lo: str, hi: str) -> str:
+    """i32 holding two 16-bit elements, `lo` in the low half (stmatrix's order)."""
+    lt = llvm_type(elem)
+    v = em.b.value(f"insertelement <2 x {lt}> poison, {lt} {lo}, i32 0")
+    v = em.b.value(f"insertelement <2 x {lt}> {v}, {lt} {hi}, i32 1")
+    return em.b.value(f"bitcast <2 x {lt}> {v} to i32")
+
+
+def _word(em: KernelEmitter, elem, reg: str) -> str:
+    """i32 holding a 32-bit element."""
+    lt = llvm_type(elem)
+    return reg if lt == "i32" else em.b.value(f"bitcast {lt} {reg} to i32")
+
+
+def tensor_store(em: KernelEmitter, op: Operation) -> None:
+    """A store_view_tko with `tma`: its elements into the staging buffer, then each warp's tensor stores."""
+    ts = op.attrs["tma"]
+    t: Tile = em.get(op.operands["tile"])
+    layout = t.layout
+    buf = em.unique_global("tma_out")
+    em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{ts.bytes} x i8] undef, align {_PATTERN_ALIGN}")
+    start = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
+    threads = _thread_address_layout(layout, ts)
+    part = em.thread_coords(threads)[0]
+    mine = em.b.value(f"add i32 {start}, {part}")
+    spread = _possible_bits(threads)
+    group = 8 if _stmatrix(ts) else 2
+    for g in range(0, layout.num_registers, group):
+        const = _staging_offset(ts, layout.register_coord(g))
+        # bits the thread's part never sets and the buffer's alignment keeps clear of carries are added as the
+        # address's immediate; the rest is XOR-ed (below the alignment: the start's low bits are zero)
+        high = const & ~spread & ~(_PATTERN_ALIGN - 1)
+        low = const ^ high
+        if low >= _PATTERN_ALIGN:
+            addr, high = em.b.value(f"add i32 {start}, {em.b.value(f'xor i32 {part}, {const}')}"), 0
+        else:
+            addr = mine if not low else em.b.value(f"xor i32 {mine}, {low}")
+        if group == 8:
+            words = [_pack_pair(em, t.elem, t.regs[g + 2 * i], t.regs[g + 2 * i + 1]) for i in range(4)]
+            text = f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+{high}], {{$1, $2, $3, $4}};"
+        else:
+            words = [_word(em, t.elem, t.regs[g]), _word(em, t.elem, t.regs[g + 1])]
+            text = f"st.shared.v2.b32 [$0+{high}], {{$1, $2}};"
+        em.b.asm("void", text, ",".join(["r"] * (len(words) + 1)) + ",~{memory}",
+                 [("i32", addr)] + [("i32", w) for w in words])
+    em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
+    _store_warp_slabs(em, op, ts, layout, start)
+    em.set(op.results[0], TOKEN)
+
+
+def _store_warp_slabs(em: KernelEmitter, op: Operation, ts, layout: LinearLayout, start: str) -> None:
+    """Each warp, its lanes' writes fenced and synced, stores its slabs of rows: one elected lane issues a
+    tensor store per slab and box, then waits until they have read the buffer (before it may exit)."""
+    starts = warp_slabs(layout)[1]
+    warp_rows = LinearLayout((layout.shape[0],), ((), ((0,),) * 5, tuple((b[0],) for b in layout.bases[2])))
+    wrow = em.thread_coords(warp_rows)[0]
+    tile = _tile_starts(em, op.operands["index"], tuple(layout.shape))
+    span = SWIZZLE_BYTES[ts.map.swizzle]
+    src = em.b.value(f"add i32 {start}, {em.b.value(f'mul i32 {wrow}, {span}')}")
+    row0 = em.b.value(f"add i32 {tile[0]}, {wrow}")
+    args = [("i64", map_address(em, ts.map.param)), ("i32", src)]
+    lines = []
+    for r in starts:
+        args.append(("i32", row0 if not r else em.b.value(f"add i32 {row0}, {r}")))
+        outer = len(args)
+        for j in range(ts.copies):
+            args.append(("i32", tile[1] if not j else em.b.value(f"add i32 {tile[1]}, {j * ts.map.box[-1]}")))
+            lines.append(f"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {{${len(args) - 1}, "
+                         f"${outer - 1}}}], [$1+{j * ts.copy_bytes + r * span}]")
+    lines += ["cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"]
+    body = " ".join(f"@p {line};" for line in lines)
+    em.b.asm("void", f"{{ .reg .pred p; .reg .b32 e; bar.warp.sync -1; elect.sync e|p, -1; {body} }}",
+             ",".join(("l" if t == "i64" else "r") for t, _ in args) + ",~{memory}", args)

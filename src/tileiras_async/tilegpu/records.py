@@ -15,7 +15,7 @@ from .passes.split_arg_reductions import ArgOrder
 from .analysis.smem import DimBits
 from .analysis.software_pipeline import Candidate, Geometry, Operand, PipelineInfo
 from .analysis.tcgen05 import Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan
-from .analysis.tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy
+from .analysis.tensor_maps import HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy, TileStore
 from .analysis.wgmma import Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan
 
 
@@ -27,7 +27,7 @@ def kind_of(cls: type) -> str:
 _CLASSES = (
     FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
     Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan,
-    PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy,
+    PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy, TileStore,
     ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition)
 RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
 assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"

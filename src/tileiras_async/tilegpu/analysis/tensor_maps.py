@@ -27,6 +27,7 @@ import msgspec
 from ...ir import types as T
 from ...ir.core import Operation, Value
 from ...ir.enums import PaddingValue
+from ..types import layout_of
 from .facts import view_rows_aligned
 from .software_pipeline import read_as_tf32, staged_conversions
 
@@ -231,11 +232,13 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled:
 
 def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
-    then one hidden tensor map per operand select-tensor-copies gave TMA copies and per tile load
-    select-tile-tensor-copies made a `tilegpu.tma_issue` (in parameter order); None without maps."""
+    then one hidden tensor map per operand select-tensor-copies gave TMA copies, per tile load
+    select-tile-tensor-copies made a `tilegpu.tma_issue` and per tile store select-tile-tensor-stores gave
+    `tma` (in parameter order); None without maps."""
     from ..decisions import pipelined_loops
     maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
-                   if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body), key=lambda m: m.param)
+                   if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body) + tile_store_maps(k.fn.body),
+                  key=lambda m: m.param)
     if not maps:
         return None
     layout = param_layout(k.fn.type.inputs)
@@ -325,3 +328,102 @@ def tile_copy_maps(body) -> list[TensorMapSpec]:
     from ..ir import walk_ops
     maps = {op.attrs["tma"].map.param: op.attrs["tma"].map for op in walk_ops(body) if op.name == "tilegpu.tma_issue"}
     return list(maps.values())
+
+
+# -- tile stores by TMA (select-tile-tensor-stores) ------------------------------------------------------
+
+_STORE_SWIZZLE = 128            # the staging rows: one 128-byte swizzle span each (stmatrix rows spread over banks)
+_STORE_ELEMENTS = {T.F16: "f16", T.BF16: "bf16", T.F32: "f32"}
+_FRAGMENT_LANES = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))   # an mma fragment's lanes: 8 rows of 4 column pairs
+
+
+@dataclass(frozen=True)
+class TileStore:
+    """How a 2-D tile of 16- or 32-bit elements in an mma fragment layout leaves by TMA: every thread writes
+    its elements into a shared staging buffer -- 16-bit ones a thread's four 8x8 blocks at a time with
+    `stmatrix` (x4), 32-bit ones a pair of columns at a time with `st.shared.v2` -- in `copies` boxes of 128
+    bytes a row (one swizzle span) side by side along the inner dimension, box j at byte `j * copy_bytes`,
+    16-byte pieces XOR-swizzled by the row as the map's 128B swizzle reads them; then each warp, once its
+    lanes' writes are fenced to the async proxy, stores the rows it wrote (whole rows: `warp_slabs`) with one
+    lane's `cp.async.bulk.tensor`, in boxes of the map's `box` (a slab's rows by 128 bytes; the tensor's
+    bounds clip them, as the bounds-checked stores did).  No warp waits for another: no CTA barrier."""
+    map: TensorMapSpec
+    copies: int
+    copy_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        """The staging buffer's bytes."""
+        return self.copies * self.copy_bytes
+
+
+def stmatrix_layout(layout, eb: int) -> str | None:
+    """None when each warp of `layout` (a 2-D tile's of `eb`-byte elements) holds whole rows of an mma
+    fragment layout -- register bit 0 the next column, the lanes 8 rows of 4 column pairs, every other register
+    bit moving along one dimension, the warps along the rows, no bit broadcasting -- and, for 16-bit elements,
+    every 8x8 block is one thread's part of an `stmatrix` x4 (register bits 1 and 2 and the rest move by whole
+    blocks); else why not."""
+    regs, lanes, warps = layout.bases
+    if layout.rank != 2 or len(regs) < 3:
+        return "not a 2-D tile of at least eight registers a thread"
+    if tuple(regs[0]) != (0, 1) or tuple(map(tuple, lanes)) != _FRAGMENT_LANES:
+        return "not an mma fragment layout"
+    if any((b[0] and b[1]) or not any(b) for b in regs[1:]):
+        return "register bits that do not move along one dimension"
+    if eb == 2 and any(b[0] % 8 or b[1] % 8 for b in regs[1:]):
+        return "register bits that do not move by whole 8x8 blocks"
+    if any(b[1] or not b[0] for b in warps):
+        return "warps that do not hold whole rows"
+    return None
+
+
+def warp_slabs(layout) -> tuple[int, list[int]]:
+    """(rows, starts): the rows a warp of `layout` (stmatrix_layout's) writes, as slabs of `rows` consecutive
+    rows -- the lanes' eight and the register bits that continue them -- starting at its warp bits' row
+    plus each of `starts` (the other register row bits')."""
+    row_bits = sorted(b[0] for b in layout.bases[0] if b[0])
+    rows = 8
+    while rows in row_bits:
+        row_bits.remove(rows)
+        rows *= 2
+    starts = [0]
+    for b in row_bits:
+        starts += [s + b for s in starts]
+    return rows, starts
+
+
+def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStore | str:
+    """A TileStore for a `store_view_tko` of a 2-D tile through the map in entry parameter `param`, or why the
+    store stays per-thread st.global.  The tile's layout must be an mma fragment's with whole rows a warp
+    (stmatrix_layout), a whole number of 128-byte boxes wide, its warps' slabs at most a box's 256 rows; the
+    launch hints must promise what the map needs (unit inner stride, 16-byte aligned base and outer
+    strides)."""
+    ty = store.operands["tile"].type
+    element = _STORE_ELEMENTS.get(ty.elem)
+    if element is None:
+        return f"{ty.elem} elements"
+    layout = layout_of(ty)
+    if layout is None:
+        return "a tile without a layout"
+    eb = ty.elem.width // 8
+    why = stmatrix_layout(layout, eb)
+    if why is not None:
+        return why
+    rows, cols = ty.shape
+    width = _STORE_SWIZZLE // eb
+    slab = warp_slabs(layout)[0]
+    if cols % width or slab > _MAX_BOX:
+        return f"a {rows} x {cols} tile is not boxes of at most {_MAX_BOX} rows by {width} elements"
+    operands = _mapped_view(store.operands["view"], 2, eb, args)
+    if isinstance(operands, str):
+        return operands
+    base, shape, strides = operands
+    spec = TensorMapSpec(param, base, shape, strides, element, (slab, width), _SWIZZLE_NAMES[_STORE_SWIZZLE])
+    return TileStore(spec, cols // width, rows * _STORE_SWIZZLE)
+
+
+def tile_store_maps(body) -> list[TensorMapSpec]:
+    """The maps of the tile stores under `body` that select-tile-tensor-stores gave `tma`."""
+    from ..ir import walk_ops
+    return [op.attrs["tma"].map for op in walk_ops(body)
+            if op.name == "store_view_tko" and isinstance(op.attrs.get("tma"), TileStore)]

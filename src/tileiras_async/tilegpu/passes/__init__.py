@@ -33,6 +33,7 @@ _ALL = [
     ("keep-accumulators-in-tensor-memory", "tmem_accumulators"),
     ("issue-tile-tensor-copies", "issue_tile_copies"),
     ("vectorize-view-accesses", "vectorize_accesses"),
+    ("select-tile-tensor-stores", "tile_tensor_stores"),
     ("allocate-shared-memory", "allocate_smem"),
     ("insert-barriers", "insert_barriers"),
     ("mark-uniform-branches", "uniform_branches"),

@@ -1,0 +1,63 @@
+"""select-tile-tensor-stores: which tile stores leave by TMA (staged in shared memory, each warp's tensor stores)
+instead of per-thread bounds-checked st.global.
+
+Contract: in: IR with final layouts and vector widths (after vectorize-view-accesses; the K-loop passes have
+run and numbered their maps).  out: the IR is unchanged but for attributes: a weak `store_view_tko` at the
+kernel's top level (not in a loop or a branch: the staging buffer is written once, and every thread of the
+CTA -- of the consumer warpgroup after a warp-specialised loop -- reaches it) whose token orders nothing, and
+that `tilegpu.analysis.tensor_maps.plan_tile_store` accepts -- a 2-D tile of f16/bf16/f32 in an mma fragment
+layout whose warps hold whole rows, rows of whole 128-byte boxes, through a view whose launch hints promise a
+unit inner stride and 16-byte aligned base and outer strides -- gets `tma`, its
+`tilegpu.analysis.tensor_maps.TileStore` (its map in the hidden entry parameter after the maps the loads took),
+and loses `vector_width` (no thread stores to global memory any more).  Code generation stages the tile in a
+shared buffer of its own (stmatrix for 16-bit elements, st.shared.v2 for 32-bit ones), fences it to the async
+proxy, and each warp's elected lane stores the rows its warp wrote (cp.async.bulk.tensor shared -> global,
+waiting for the reads of the buffer before it exits): no CTA barrier.
+
+Why (bench/dynamic_instructions.py, launch set, sm_90, executed thread-instructions, ours / NVIDIA's): the
+per-thread epilogue stored each pair of elements with its own bounds check and 64-bit address -- three or
+four instructions a pair -- where NVIDIA's tool stages through shared memory and stores the tile by TMA; this
+form writes a pair in one or two (a conversion, a quarter of an stmatrix or a st.shared.v2, a share of the
+address XOR).  matmul_f16_f16out_128x128x64 162,020 -> 108,260 (1.10 -> 0.73), matmul_f16_f32acc_64x64x32
+205,530 -> 174,042 (0.50 -> 0.42), matmul_tf32_64x64x32's epilogue 89 -> 52 instructions a thread.
+
+Nothing changes without launch hints (a map needs their promises), on targets without TMA or whose hooks'
+parameter layout is not known (targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100); on sm_100 an accumulator leaves
+tensor memory in another layout (no fragment's), so its stores stay.
+"""
+from __future__ import annotations
+
+from ...ir.core import Operation
+from ...ir.enums import MemoryOrderingSemantics as MO
+from ..analysis.tensor_maps import kernel_hooks, param_layout, plan_tile_store
+from ..ir import KernelIR, walk_ops
+
+
+def run(k: KernelIR) -> None:
+    tgt = k.options.known_target
+    if tgt is None or not (tgt.has_tma and tgt.has_tensor_map_hooks):
+        return
+    stores = [op for op in k.fn.body.ops if op.name == "store_view_tko"]
+    if not stores:
+        return
+    used = {id(v) for op in walk_ops(k.fn.body) for v in op.operand_values()}
+    hooks = kernel_hooks(k)
+    param = len(param_layout(k.fn.type.inputs)) + (len(hooks.maps) if hooks is not None else 0)
+    for op in stores:
+        if not _eligible(op, used):
+            continue
+        plan = plan_tile_store(op, k.fn.body.args, param)
+        if isinstance(plan, str):
+            continue
+        op.attrs["tma"] = plan
+        op.attrs.pop("vector_width", None)
+        param += 1
+        k.remark("passed", "memory", "TileTensorStores",
+                 f"the {'x'.join(map(str, plan.map.box[:-1] + (plan.map.box[-1] * plan.copies,)))} tile store is "
+                 f"TMA: stmatrix into shared memory, then {plan.copies} box(es) of "
+                 f"{'x'.join(map(str, plan.map.box))} through the map in parameter {plan.map.param}", op)
+
+
+def _eligible(op: Operation, used: set[int]) -> bool:
+    """A weak tile store whose token orders nothing."""
+    return op.attrs.get("memory_ordering_semantics", MO.weak) == MO.weak and id(op.results[0]) not in used

@@ -1,0 +1,154 @@
+"""Tile stores by TMA (select-tile-tensor-stores, codegen/lower_tensor_copy.py `tensor_store`): an mma result of
+16- or 32-bit elements leaves through shared memory (stmatrix, st.shared.v2) and each warp's tensor stores, as
+NVIDIA's tool stores the launch set's matmul results on sm_90; its map follows the loads', as NVIDIA's does.
+The emulated launches (tests/test_emu_manifest.py -k launch, tests/test_warp_specialization.py) run it on the
+corpus; here hinted matmuls whose tiles leave the output partly check that the boxes clip at the tensor's
+bounds (and tf32's B, transposed through registers in K runs: codegen/lower_software_pipeline.py).
+"""
+from __future__ import annotations
+
+import platform
+import re
+
+import numpy as np
+import pytest
+from conftest import LAUNCH, requires_corpus
+from test_host_object_gen import _described_maps, _entry
+
+from tileiras_async.bytecode.reader import read_module
+from tileiras_async.driver import emit_kernel, module_ptx
+from tileiras_async.targets import target
+from tileiras_async.tilegpu.options import CodegenOptions
+from tileiras_async.tilegpu.passes import tile_tensor_stores
+
+x86_only = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 hooks")
+
+# launch-set kernels whose result leaves by TMA on sm_90: (shared stores a thread -- stmatrix x4 of 16-bit
+# elements, st.shared.v2 of 32-bit ones --, tensor stores a warp: slabs of 16 rows by boxes of 128 bytes)
+STORED = {"matmul_f16_f16out_128x128x64": (16, 4), "matmul_bf16_64x64x64": (4, 1),
+          "matmul_f16_f32acc_64x64x32": (16, 2), "matmul_tf32_64x64x32": (16, 2)}
+STAGING_STORE = r"(?:stmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16|st\.shared\.v2\.b32) \[%r\d+\+\d+\]"
+
+
+def _module(cid):
+    return read_module((LAUNCH / f"{cid}.v13.4.tileirbc").read_bytes())
+
+
+@requires_corpus
+@x86_only
+@pytest.mark.parametrize("cid", sorted(STORED))
+def test_the_result_leaves_by_tma_through_nvidias_third_map(cid, monkeypatch):
+    """The output's map describes the array NVIDIA's hook fills its third map from, in the hidden parameter
+    after the loads' (17, as NVIDIA's, where A and B both have maps; tf32's B has none on sm_90); its box is a
+    warp's slab (16 rows) by one 128-byte swizzle span.  No thread stores to global memory; no CTA barrier is
+    added (as many as the per-thread stores had); each elected lane waits for its stores' reads of the
+    buffer."""
+    mod = _module(cid)
+    hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_90")).tensor_maps
+    store, loads = hooks.maps[-1], hooks.maps[:-1]
+    nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.sm_90.host.o"))}
+    same = ("base", "shape", "strides", "element")
+    assert [getattr(store, f) for f in same] == [getattr(nvidia[17], f) for f in same]
+    assert store.param == loads[-1].param + 1 == (16 if cid == "matmul_tf32_64x64x32" else 17)
+    width = 64 if store.element in ("f16", "bf16") else 32
+    assert store.box == (16, width) and store.swizzle == "128B" and hooks.params[store.param] == (128, 64)
+    ptx = module_ptx(mod, target("sm_90"))
+    staged, stores = STORED[cid]
+    assert len(re.findall(STAGING_STORE, ptx)) == staged
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == stores
+    assert "st.global" not in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    monkeypatch.setattr(tile_tensor_stores, "run", lambda k: None)
+    before = module_ptx(mod, target("sm_90"))
+    assert "st.global" in before and _barriers(ptx) == _barriers(before)
+
+
+def _barriers(ptx: str) -> list[str]:
+    return re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", ptx)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", sorted(STORED))
+def test_sm100_keeps_its_stores(cid):
+    """On sm_100 the accumulator comes out of tensor memory in another layout: the stores stay per-thread and
+    no third map is made."""
+    mod = _module(cid)
+    hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_100")).tensor_maps
+    assert [m.param for m in hooks.maps] == [15, 16]
+    assert "stmatrix" not in module_ptx(mod, target("sm_100"))
+
+
+def build_hinted_matmul(t: int, elem, out):
+    """C = A @ B (`elem` operands -- f32 ones read as tf32 --, f32 accumulation, `out` result) over t x t output
+    tiles, one per block (x: rows, y: columns), the K loop over `ktiles` t-wide chunks; the arrays with
+    cuTile's launch hints (16-byte aligned bases, row strides and extents multiples of 16 elements).
+    Arguments A, B, C (pointer, extents, strides each), then ktiles."""
+    from tileiras_async.ir import types as T
+    from tileiras_async.ir.attrs import DivByAttr
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, RoundingMode as RM
+    from tileiras_async.ir.types import DYNAMIC as DYN
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    acc_t = tile(T.F32, t, t)
+    args = []
+    for e in (elem, elem, out):
+        args += [tile(T.PointerType(e))] + [i32] * 4
+    with mb.kernel("stored", args + [i32]) as kb:
+        pvs = []
+        for j, e in enumerate((elem, elem, out)):
+            base, s0, s1, st0, _unit = kb.args[5 * j:5 * j + 5]
+            base = kb.op("assume", [base.type], value=base, predicate=DivByAttr(16)).result
+            s0, s1, st0 = (kb.op("assume", [i32], value=v, predicate=DivByAttr(16)).result for v in (s0, s1, st0))
+            tv_t = T.TensorViewType(e, (DYN, DYN), (DYN, 1))
+            tv = kb.op("make_tensor_view", [tv_t], base=base, dynamicShape=[s0, s1], dynamicStrides=[st0]).result
+            pvs.append(kb.op("make_partition_view", [T.PartitionViewType((t, t), tv_t, (0, 1), None)],
+                             tensor_view=tv).result)
+        bx, by, _ = kb.op("get_tile_block_id", [i32] * 3).results
+        zero, one = kb.constant(np.int32(0), i32), kb.constant(np.int32(1), i32)
+        init = kb.constant(np.float32(0), acc_t)
+        with kb.region([i32, acc_t]) as body:
+            k, acc = body.block.args
+            a = body.op("load_view_tko", [tile(elem, t, t), T.TOKEN], view=pvs[0], index=[bx, k],
+                        memory_ordering_semantics=MO.weak).results[0]
+            b = body.op("load_view_tko", [tile(elem, t, t), T.TOKEN], view=pvs[1], index=[k, by],
+                        memory_ordering_semantics=MO.weak).results[0]
+            if elem == T.F32:   # read as tf32, as cuTile's tf32 matmul does
+                a, b = (body.op("ftof", [tile(T.TF32, t, t)], **{"from": x}, rounding_mode=RM.nearest_even).result
+                        for x in (a, b))
+            body.op("continue", operands=[body.op("mmaf", [acc_t], lhs=a, rhs=b, acc=acc).result])
+        res = kb.op("for", [acc_t], regions=[body.built_region], lowerBound=zero, upperBound=kb.args[-1], step=one,
+                    initValues=[init]).result
+        if out != T.F32:
+            res = kb.op("ftof", [tile(out, t, t)], **{"from": res}, rounding_mode=RM.nearest_even).result
+        kb.op("store_view_tko", [T.TOKEN], tile=res, view=pvs[2], index=[bx, by], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    return mb.module
+
+
+@x86_only
+@pytest.mark.parametrize("kind", ["f16", "tf32"])
+@pytest.mark.parametrize("rows,cols", [(128, 128), (112, 80), (80, 16)])
+def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols):
+    """C's last row and column of tiles partly (112 x 80: rows of 16 and columns of 48 beyond it) or mostly
+    (80 x 16: three warps' slabs of the second row of tiles outside) outside the array, K a chunk short of the
+    last tile: the emulated kernel (race check on, strict memory checks: a store past C faults) writes exactly
+    C, the product (f16 out of f16 operands; f32 out of f32 ones read as tf32, B transposed through registers
+    in K runs)."""
+    from tileiras_async.emu.runner import run_compiled
+    from tileiras_async.ir import types as T
+    t, ktiles, K = 64, 2, 112
+    elem, out, np_elem, np_out = ((T.F16, T.F16, np.float16, np.float16) if kind == "f16"
+                                  else (T.F32, T.F32, np.float32, np.float32))
+    rng = np.random.default_rng(rows * 1000 + cols)
+    A = rng.standard_normal((rows, K)).astype(np_elem)
+    B = rng.standard_normal((K, cols)).astype(np_elem)
+    C = np.full((rows, cols), np.nan, np_out)
+    grid = (-(-rows // t), -(-cols // t), 1)
+    run = run_compiled(build_hinted_matmul(t, elem, out), grid, [A, B, C, np.int32(ktiles)], gpu_name="sm_90",
+                       check_races=True)
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in run.ptx and "st.global" not in run.ptx
+    if kind == "tf32":
+        assert "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32" in run.ptx and "st.shared.b32" not in run.ptx
+    ref = (A.astype(np.float64) @ B.astype(np.float64))
+    tol = 2e-2 if kind == "f16" else 3e-2      # f16 rounding of the result; tf32's 10-bit mantissa
+    np.testing.assert_allclose(C.astype(np.float64), ref, rtol=tol, atol=tol)
