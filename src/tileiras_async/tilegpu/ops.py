@@ -35,7 +35,9 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
 | `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
 | `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on |
-| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below) |
+| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one |
+| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -154,9 +156,15 @@ MMA_PRESTAGED = TILEGPU.op(
 REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
+TMEM_ALLOC = TILEGPU.op(
+    "tmem_alloc", attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Write(resource=SHARED), ordered=True)], cls="TmemAllocOp")
+TMEM_FREE = TILEGPU.op(
+    "tmem_free", attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemFreeOp")
 TMEM_ACQUIRE = TILEGPU.op(
     "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},
-    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit"},
+    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit", "allocated!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Read(resource=SHARED), ordered=True)],
     cls="TmemAcquireOp")
 TMEM_MMA_STAGED = TILEGPU.op(
@@ -168,7 +176,7 @@ TMEM_MMA_STAGED = TILEGPU.op(
     cls="TmemMmaStagedOp")
 TMEM_RELEASE = TILEGPU.op(
     "tmem_release", operands={"tmem": SCALAR_I32}, results={"result": ANY_TILE},
-    attrs={"mma": "op", "kc": "int", "committed!": "unit"},
+    attrs={"mma": "op", "kc": "int", "committed!": "unit", "allocated!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemReleaseOp")
 SCAN_TOTAL = TILEGPU.op(
     "scan_total", operands={"scan": ANY_TILE}, results={"result": ANY_TILE}, traits=[Pure()], cls="ScanTotalOp")
