@@ -22,7 +22,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer, or the kernel's, one per `tma_issue` (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched (`barrier_follows`: a CTA barrier comes before any other warp's wait, so warp 0 only syncs its lanes) |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop (a pipelined K-loop's only where it runs again, inside another loop): a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
-| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete |
+| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete; `fence_reads` (a one-warpgroup ring that mma.sync reads): each thread first fences its reads for the async proxy that refills the buffer |
 | `tilegpu.materialize`      | the same tile, written into its registers here (one move per register) where LLVM cannot fold it: a warp-specialised consumer's accumulator init, which the loop's zero-trip path then reuses instead of copying constants into the epilogue's registers |
 | `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first thread runs the region (one thread's code), and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
 | `tilegpu.tma_issue`        | a tile load by TMA, issued: into a shared buffer of its own, thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; in a loop, `fence_reads`: the previous iteration's reads of the buffer fenced from the async proxy first, `after_reads`: and waited for at a barrier); every thread arrives (the result: the state its arrival returned) |
@@ -135,7 +135,8 @@ TMA_RELEASE = TILEGPU.op(
     "tma_release", operands={"barriers": SCALAR_I32}, attrs={"stages": "int"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaReleaseOp")
 TMA_ARRIVE = TILEGPU.op(
-    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int", "commit!": "unit"},
+    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32},
+    attrs={"stages": "int", "commit!": "unit", "fence_reads!": "unit"},
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaArriveOp")
 MATERIALIZE = TILEGPU.op(
     "materialize", operands={"source": ANY_TILE}, results={"result": ANY_TILE},
