@@ -17,8 +17,15 @@ its stage buffers), then, per execution of the op:
    deallocates the columns and thread 0 invalidates the mbarrier, so the next execution (a loop's next
    iteration) starts afresh: every exit path of the op frees what it allocated.
 
+A warp-specialised consumer's columns are allocated once instead (`tilegpu.tmem_alloc` at the kernel's entry,
+before the CTA barrier that publishes the TMA mbarriers, and `tilegpu.tmem_free` at the consumer's end), and
+mbarriers take the place of the consumer's barriers: an acquire's stores before the issue (warp 0 waits for
+every consumer thread's arrival on the stores' mbarrier), a release's loads after the mmas (every thread
+arrives on the mmas' mbarrier, which the commit completes, and waits for its own arrival's phase: no parity
+to carry between executions), the deallocation after the last loads (the stores' mbarrier again, warp 0).
+
 `tcgen05.fence::before_thread_sync` / `after_thread_sync` order the tensor-memory accesses around each
-barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
+barrier and mbarrier synchronisation, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
 (`setp` on the thread / warp index), so the control flow stays that of the tile program.
 """
 from __future__ import annotations
