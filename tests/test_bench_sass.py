@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PUBLIC, nvidia_bin, requires_corpus
+from conftest import LAUNCH, PUBLIC, nvidia_bin, requires_corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -240,3 +240,24 @@ def test_shuffles_in_a_loop_that_breaks_keep_their_fast_path(gpu):
     assert ours["classes"]["SHFL"] >= 4
     assert not ours["opcodes"].get("CALL") and not ours["opcodes"].get("WARPSYNC")
     assert ours["static"] <= 100 and ours["registers"] <= 20
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_launch_matmuls_take_no_more_barriers_than_nvidia(gpu):
+    """Issue 30: on the launch set every matmul and batched matmul takes no more CTA barrier instructions
+    (SASS BAR) than NVIDIA's tileiras for the same bytecode: mbarriers order what the consumer's barriers did
+    around tcgen05's tensor memory (sm_100) and release the buffers of an mma.sync TMA ring (both targets).
+    The real tool's cubins come from the benchmarks' cache (compiled there when missing)."""
+    if _build.real_tool() is None or nvidia_bin("nvdisasm") is None:
+        pytest.skip("NVIDIA's tileiras or nvdisasm is not installed")
+    paths = sorted(p for p in LAUNCH.glob("*.v13.4.tileirbc") if p.name.startswith(("matmul", "bmm")))
+    assert len(paths) >= 10
+    over = {}
+    for path in paths:
+        ours = _build.measure_safely(_build.compile_ours(path, gpu))
+        real = _build.measure_safely(_build.compile_real(path, gpu))
+        assert ours["ok"] and real["ok"], (path.name, ours.get("error"), real.get("error"))
+        if ours["classes"]["BAR"] > real["classes"]["BAR"]:
+            over[_build.kernel_id(path)] = (ours["classes"]["BAR"], real["classes"]["BAR"])
+    assert not over, f"ours > NVIDIA's BAR (ours, NVIDIA's): {over}"

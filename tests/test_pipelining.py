@@ -693,6 +693,57 @@ def test_remark_names_the_kernel():
     assert "writes memory" in remarks[0]
 
 
+MMA_SYNC_TMA = ("bmm_f16_32x32x32", "matmul_bf16_f32out_32x64x32")   # every operand by TMA, read by mma.sync
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("stages", [2, 3, None])
+@pytest.mark.parametrize("cid", MMA_SYNC_TMA)
+def test_mma_sync_tma_rings_are_released_by_mbarriers(refs, cid, gpu, stages):
+    """A one-warpgroup ring that mma.sync reads, every operand by TMA: each thread fences its reads of a unit for
+    the async proxy and arrives on the buffer's "empty" mbarrier (a phase: every thread's arrival), and the
+    copies that refill a buffer wait for its previous unit's release, so the K-loop has no CTA barrier (the
+    kernel's one publishes the mbarriers' initialisation: NVIDIA's count) and no cp.async group.  Computed
+    with the race detector on."""
+    from tileiras_async.emu.runner import run_compiled
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
+                       gpu_name=gpu, check_races=True, pipeline_stages=stages)
+    assert not refs.check(cid, orig, inputs)
+    ptx = run.ptx
+    assert re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", ptx) == ["0"]
+    assert "cp.async.commit_group" not in ptx and "cp.async.wait_group" not in ptx and "mma.sync" in ptx
+    threads = int(re.search(r"\.reqntid (\d+)", ptx).group(1))
+    assert len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], {threads};", ptx)) == (stages or 4)
+    assert ptx.count("fence.proxy.async.shared::cta; mbarrier.arrive.shared.b64") >= 1
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", MMA_SYNC_TMA)
+def test_without_the_release_the_refill_waits_forever(refs, monkeypatch, cid):
+    """The releases are needed: without a thread's arrival on the empty mbarrier the copies that refill the
+    buffer wait for a phase that never completes, which the emulator reports.  (The refill's wait is needed as
+    much on the GPU, where warps run out of step; the emulator runs a warpgroup's warps in lock step, so every
+    thread has read the unit before the issuing thread gets past the unit's full mbarrier.)"""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.errors import BarrierError
+    from tileiras_async.emu.runner import run_compiled
+    release = r"fence\.proxy\.async\.shared::cta; mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
+    compile_ptx = driver.module_ptx
+
+    def without_first_release(*a, **kw):
+        ptx = compile_ptx(*a, **kw)
+        m = re.search(release, ptx)
+        assert m, "no release in the PTX"
+        return ptx[:m.start()] + ptx[m.end():]
+    monkeypatch.setattr(driver, "module_ptx", without_first_release)
+    inputs = refs.make_inputs(cid)
+    with pytest.raises(BarrierError, match="can never complete"):
+        run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
+                     gpu_name="sm_90", check_races=True, pipeline_stages=2)
+
+
 @requires_corpus
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 def test_tma_only_rings_have_no_cp_async_groups(refs, monkeypatch, gpu):

@@ -328,16 +328,22 @@ def test_mma_sync_maps_are_nvidias(cid, gpu):
 def test_the_mma_sync_tensor_copy_code():
     """bmm f16: both operands by 3-D tensor copies of 1 x 32 x 32 f16 (2048 bytes a chunk, 64-byte swizzle),
     read by ldmatrix at row addresses XOR-ed as the swizzle moves them; each thread fences its reads for the
-    async proxy before the barrier after which a copy may overwrite them.  The ragged matmul's A, whose rows
-    nothing promises aligned, stays cp.async."""
+    async proxy before it releases the buffer (its arrival on the buffer's empty mbarrier), which the copies
+    that overwrite it wait for: no barrier in the loop.  The ragged matmul's A, whose rows nothing promises
+    aligned, stays cp.async."""
     ptx = module_ptx(_module(LAUNCH, "bmm_f16_32x32x32"), target("sm_90"))
     body = ptx.split("tileiras-async tensor maps", 1)[0]
     assert "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in body
     assert "cp.async.cg" not in body and "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in body
     assert re.search(r"and\.b32 \t%r\d+, %r\d+, 48;", body) and "xor.b32" in body     # 64B: bits 7-8 into 4-5
     assert set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], (\d+);", body)) == {"2048"}
-    unit = body[body.index("cp.async.wait_group 2;"):]
-    assert unit.index("fence.proxy.async.shared::cta") < unit.index("mbarrier.try_wait.parity") < unit.index("bar.sync")
+    assert body.count("bar.sync") == 1 and "cp.async.wait_group" not in body     # the mbarriers' publication
+    reads = body.rindex("ldmatrix")
+    assert body.index("fence.proxy.async.shared::cta; mbarrier.arrive.shared.b64", reads) > reads
+    # in the loop: the unit's copies landed, its buffer's previous unit released, then the refill
+    waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait\.parity", body)]
+    refill = body.index("cp.async.bulk.tensor", waits[-1])
+    assert len(waits) == 2 and waits[0] < waits[1] < refill
     ragged = module_ptx(_module(LAUNCH, "matmul_ragged_f16_32x32x32"), target("sm_90"))
     assert "cp.async.bulk.tensor.2d" in ragged and "cp.async.cg" in ragged
 

@@ -171,15 +171,18 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
     assert f".maxnreg {168 if cid == SPLIT4 else 72}" in run.ptx
     if gpu == "sm_90":
         assert _ptx_ring(run.ptx, 128) == (stages or 4)
-    else:   # the full ring's mbarriers count 2 (A's and B's expect_tx), the empty ring's 1
-        assert _ptx_ring(run.ptx, 1) == (stages or 4) and "mbarrier.arrive.shared" not in run.ptx
-    # one CTA barrier, publishing the mbarriers' initialisation; after the split only the consumer's (tcgen05's
-    # around its tensor memory), none for the ring at the end: its mbarriers have shared memory of their own,
-    # left as they are (no invalidation)
+    else:   # the full ring's mbarriers count 2 (A's and B's expect_tx), the empty ring's 1: the mmas' commits
+        # release the slots; the consumer threads arrive only on tcgen05's own mbarriers (after their stores,
+        # with the release's commit, before the deallocation), initialised at the entry for 128 and 129
+        assert _ptx_ring(run.ptx, 1) == (stages or 4)
+        assert len(re.findall(r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];", run.ptx)) == 3
+        assert re.search(r"mbarrier\.init\.shared\.b64 \[%r\d+\], 129;", run.ptx)
+    # one CTA barrier, publishing the mbarriers' initialisation (and on sm_100 the tensor memory's allocation,
+    # once at the entry: mbarriers order its stores, mmas, loads and deallocation); none for the ring at the
+    # end: its mbarriers have shared memory of their own, left as they are (no invalidation)
     barriers = re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", run.ptx)
-    assert barriers[0] == "0" and set(barriers[1:]) <= {"1, 128"}
-    assert len(barriers) == (1 if gpu == "sm_90" else 4)
-    assert len(re.findall(r"mbarrier\.inval", run.ptx)) == (0 if gpu == "sm_90" else 1)   # tcgen05's own
+    assert barriers == ["0"]
+    assert "mbarrier.inval" not in run.ptx
     # the producer's region is one thread's: its copies are issued without a thread-index predicate
     assert re.search(r"\{ \.reg \.b64 st; mbarrier\.arrive\.expect_tx\.shared\.b64 st, \[%r\d+\], \d+; "
                      r"cp\.async\.bulk\.tensor", run.ptx)
@@ -188,9 +191,10 @@ def test_emulated_at_every_stage_count(refs, gpu, cid, stages):
 @requires_corpus
 def test_on_sm100_the_producer_sees_the_initialised_mbarriers(refs):
     """sm_100 splits the loop too, its accumulator kept in tensor memory.  The accumulator's acquire (after the
-    split) synchronises the consumer warpgroup alone, so the mbarriers' initialisation keeps a CTA barrier of
-    its own before the split, where a one-warpgroup tcgen05 loop needs only warp 0's lanes synchronised; and
-    the producer's region is one thread's code (no elect.sync: there is no warp to elect a lane from).  The
+    split) synchronises the consumer warpgroup alone (by mbarriers), so the mbarriers' initialisation keeps a
+    CTA barrier of its own before the split, where a one-warpgroup tcgen05 loop needs only warp 0's lanes
+    synchronised; the tensor memory is allocated before that barrier, which publishes its address; and the
+    producer's region is one thread's code (no elect.sync: there is no warp to elect a lane from).  The
     emulated kernel computes the reference."""
     inputs, orig = refs.make_inputs(SPLIT), refs.make_inputs(SPLIT)
     run = run_compiled(_path(SPLIT), refs.grid(SPLIT, inputs), list(inputs.values()), gpu_name="sm_100",
@@ -198,8 +202,9 @@ def test_on_sm100_the_producer_sees_the_initialised_mbarriers(refs):
     assert not refs.check(SPLIT, orig, inputs)
     ptx = run.ptx
     assert ".reqntid 256" in ptx and "tcgen05.mma" in ptx and "elect.sync" not in ptx
-    before_split = ptx[ptx.index("fence.mbarrier_init"):ptx.index("barrier.sync \t1, 128;")]
-    assert "bar.sync \t0;" in before_split and "bar.warp.sync" not in ptx
+    before_split = ptx[ptx.index("tcgen05.alloc"):ptx.index("setmaxnreg.dec")]
+    assert "fence.mbarrier_init" in before_split and "bar.sync \t0;" in before_split
+    assert "bar.warp.sync" not in ptx and "barrier.sync" not in ptx
 
 
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
@@ -248,6 +253,39 @@ def test_each_arrive_and_wait_is_needed(refs, monkeypatch, gpu, cid, stages, pat
     except BarrierError:
         return
     assert refs.check(cid, orig, inputs), "the mutated PTX still computes the reference"
+
+
+# tcgen05's own synchronisation once its tensor memory is allocated at the entry (tmem_alloc), where a barrier
+# of the consumer warpgroup was: warp 0's wait for every thread's tcgen05.st (the acquire), every thread's
+# wait for the mmas' commit (the release)
+STORES_WAIT = r"setp\.ne\.u32 p, %r\d+, 0; @p bra \$tsd\d+; \$tsw\d+: mbarrier\.try_wait\.shared\.b64 w, \[%r\d+\], st; " \
+              r"@!w bra \$tsw\d+;"
+MMAS_WAIT = r"\.reg \.pred w; \.reg \.b64 st; mbarrier\.arrive\.shared\.b64 st, \[%r\d+\]; \$tsw\d+: " \
+            r"mbarrier\.try_wait\.shared\.b64 w, \[%r\d+\], st; @!w bra \$tsw\d+;"
+
+
+@requires_corpus
+@pytest.mark.parametrize("stages", [2, 3, None])      # one K unit per iteration, two, two of a deeper ring
+@pytest.mark.parametrize("pattern", [STORES_WAIT, MMAS_WAIT], ids=["stores-wait", "mmas-wait"])
+def test_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(refs, monkeypatch, stages, pattern):
+    """The bf16 consumer acquires and releases its accumulator's tensor memory every iteration, with no CTA or
+    consumer barrier left (the columns allocated once at the entry): without warp 0's wait for the stores'
+    mbarrier thread 0's mma reads an accumulator other warps' tcgen05.st may not have written yet; without
+    the release's wait for the mmas' commit the other warps load D and store the next iteration's
+    accumulator while the mmas still write it (the race detector's tensor-memory race, each).  (Where the accumulator is acquired once, before the loop,
+    thread 0's first wait on the copies' mbarrier stands in for the stores' in the emulator, which counts
+    any mbarrier wait as ordering every earlier access.)"""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.errors import EmuError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, 0))
+    inputs, orig = refs.make_inputs(SPLIT2), refs.make_inputs(SPLIT2)
+    try:
+        run_compiled(_path(SPLIT2), refs.grid(SPLIT2, inputs), list(inputs.values()), gpu_name="sm_100",
+                     check_races=True, pipeline_stages=stages)
+    except EmuError:
+        return
+    assert refs.check(SPLIT2, orig, inputs), "the mutated PTX still computes the reference"
 
 
 @requires_corpus

@@ -17,8 +17,15 @@ its stage buffers), then, per execution of the op:
    deallocates the columns and thread 0 invalidates the mbarrier, so the next execution (a loop's next
    iteration) starts afresh: every exit path of the op frees what it allocated.
 
+A warp-specialised consumer's columns are allocated once instead (`tilegpu.tmem_alloc` at the kernel's entry,
+before the CTA barrier that publishes the TMA mbarriers, and `tilegpu.tmem_free` at the consumer's end), and
+mbarriers take the place of the consumer's barriers: an acquire's stores before the issue (warp 0 waits for
+every consumer thread's arrival on the stores' mbarrier), a release's loads after the mmas (every thread
+arrives on the mmas' mbarrier, which the commit completes, and waits for its own arrival's phase: no parity
+to carry between executions), the deallocation after the last loads (the stores' mbarrier again, warp 0).
+
 `tcgen05.fence::before_thread_sync` / `after_thread_sync` order the tensor-memory accesses around each
-barrier, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
+barrier and mbarrier synchronisation, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
 (`setp` on the thread / warp index), so the control flow stays that of the tile program.
 """
 from __future__ import annotations
@@ -28,18 +35,19 @@ from ..tilegpu.analysis.mma import recorded_plan
 from ..tilegpu.analysis.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
-from .lower_tensor_copy import tcgen05_commit
+from .lower_tensor_copy import _thread0, tcgen05_commit
 from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
 from .values import SHARED_PTR, Tile
 
 MBAR_BYTES = 8
 
 
-def _bars(em: KernelEmitter) -> tuple[str, str]:
-    """(mbarrier, TMEM address slot): shared addresses (i32, entry block) of the kernel's 16-byte global."""
+def _bars(em: KernelEmitter, slots: int = 2) -> tuple[str, str]:
+    """(mbarrier, TMEM address slot): shared addresses (i32, entry block) of the kernel's 16-byte global
+    (`slots` 3: 24 bytes, the stores' mbarrier of a `tilegpu.tmem_alloc` after them, `_stores_bar`)."""
     if em.tcgen05_bars is None:
         name = em.unique_global("tcgen05")
-        em.module_ir.add_global(f"{name} = internal addrspace(3) global [2 x i64] undef, align 8")
+        em.module_ir.add_global(f"{name} = internal addrspace(3) global [{slots} x i64] undef, align 8")
         bar = em.b.entry_value(f"ptrtoint {SHARED_PTR} {name} to i32")
         em.tcgen05_bars = (bar, em.b.entry_value(f"add i32 {bar}, {MBAR_BYTES}"))
     return em.tcgen05_bars
@@ -94,6 +102,26 @@ def _half_split(plan: Tcgen05Plan) -> str:
     return f", {plan.ld_regs}" if plan.ld_shape == "16x32bx2" else ""
 
 
+def _address(em: KernelEmitter) -> str:
+    """The allocated columns' address, read from the kernel's slot (after their allocation was published)."""
+    _, slot = _bars(em)
+    return em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
+
+
+def _store(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
+    """Every thread stores its accumulator registers into the columns whose address the slot holds (after
+    their allocation was published) and waits for its stores; returns the address."""
+    taddr = _address(em)
+    mine = _thread_taddr(em, plan, taddr)
+    words = _to_words(em, plan, acc_regs)
+    n = len(words)
+    regs = ", ".join(f"${j + 1}" for j in range(n))
+    em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
+             ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
+    em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    return taddr
+
+
 def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: bool = True) -> str:
     """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
     The caller staged the first chunk's operands before (their registers are dead by the time the
@@ -106,14 +134,7 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
     _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
           [("i32", bar)], "r")
     _publish(em)
-    taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
-    mine = _thread_taddr(em, plan, taddr)
-    words = _to_words(em, plan, acc_regs)
-    n = len(words)
-    regs = ", ".join(f"${j + 1}" for j in range(n))
-    em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
-             ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
-    em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    taddr = _store(em, plan, acc_regs)
     if sync:    # else a barrier of the caller's comes between the stores and the first issue
         _sync(em)
     else:
@@ -165,6 +186,15 @@ def _i32(x: int) -> int:
 def release(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> list[str]:
     """Load D into registers (plan.c's layout), free the columns and the mbarrier; returns the registers."""
     bar, _ = _bars(em)
+    words = _load(em, plan, taddr)
+    _sync(em)
+    _only(em, "warp", f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {plan.tmem_cols};", [("i32", taddr)], "r")
+    _only(em, "thread", "mbarrier.inval.shared.b64 [$1];", [("i32", bar)], "r")
+    return _from_words(em, plan, words)
+
+
+def _load(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> list[str]:
+    """D's words in this thread's registers (tcgen05.ld, waited for)."""
     mine = _thread_taddr(em, plan, taddr)
     n = plan.ld_regs
     rt = "{ " + ", ".join(["i32"] * n) + " }"
@@ -175,11 +205,7 @@ def release(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> list[str]:
     # the wait ties the loaded registers: nothing reads them before the load completed
     cons = ",".join(["=r"] * n + [str(j) for j in range(n)] + ["~{memory}"])
     res = em.b.asm(rt, "tcgen05.wait::ld.sync.aligned;", cons, [("i32", w) for w in words], hint="tm")
-    words = [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(n)]
-    _sync(em)
-    _only(em, "warp", f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {plan.tmem_cols};", [("i32", taddr)], "r")
-    _only(em, "thread", "mbarrier.inval.shared.b64 [$1];", [("i32", bar)], "r")
-    return _from_words(em, plan, words)
+    return [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(n)]
 
 
 def _publish(em: KernelEmitter) -> None:
@@ -230,8 +256,11 @@ def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
 
 @lowers("tilegpu.tmem_acquire")
 def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
-    taddr = acquire(em, _loop_plan(em, op), list(em.expect(op.operands["acc"]).regs),
-                    sync=not op.attrs.get("barrier_follows"))
+    acc = list(em.expect(op.operands["acc"]).regs)
+    if op.attrs.get("allocated"):
+        taddr = _store_allocated(em, _loop_plan(em, op), acc)
+    else:
+        taddr = acquire(em, _loop_plan(em, op), acc, sync=not op.attrs.get("barrier_follows"))
     em.set(op.result, Tile(op.result.type, None, [taddr]))
 
 
@@ -250,8 +279,82 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
 @lowers("tilegpu.tmem_release")
 def _tmem_release(em: KernelEmitter, op: Operation) -> None:
     plan = _loop_plan(em, op)
+    taddr = em.expect(op.operands["tmem"]).regs[0]
+    if op.attrs.get("allocated"):
+        # one commit tracks the mmas (committed to the ring's mbarriers so far); every consumer thread
+        # arrives too, so each waits for the phase its own arrival is in: no parity to carry from one
+        # execution to the next (the mbarrier is initialised once, at the kernel's entry)
+        bar, _ = _bars(em)
+        tcgen05_commit(em, bar)
+        _arrive_and_wait(em, bar, warp0=False)
+        _fence(em, "after")
+        em.set(op.result, Tile(op.result.type, plan.c, _from_words(em, plan, _load(em, plan, taddr))))
+        return
     if op.attrs.get("committed"):   # the mmas went to other mbarriers: one commit here tracks them all
         bar, _ = _bars(em)
         tcgen05_commit(em, bar)
         _wait(em, bar, 0)
-    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, em.expect(op.operands["tmem"]).regs[0])))
+    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
+
+
+# A warp-specialised consumer's tensor memory allocated once at the kernel's entry (tilegpu.tmem_alloc, from
+# keep-accumulators-in-tensor-memory): mbarriers instead of consumer barriers around each acquire and release.
+
+def _stores_bar(em: KernelEmitter) -> str:
+    """The mbarrier every consumer thread arrives on after its tcgen05.st (and before tmem_free)."""
+    bar, _ = _bars(em)
+    return em.b.entry_value(f"add i32 {bar}, {2 * MBAR_BYTES}")
+
+
+def _arrive_and_wait(em: KernelEmitter, bar: str, warp0: bool) -> None:
+    """Every thread arrives on mbarrier `bar`; every thread (or, `warp0`, warp 0's alone) then waits for the
+    phase of its own arrival (its state, not a parity) to complete."""
+    arrive = "mbarrier.arrive.shared.b64 st, [$0];"
+    wait = "$$tsw${:uid}: mbarrier.try_wait.shared.b64 w, [$0], st; @!w bra $$tsw${:uid};"
+    if not warp0:
+        em.b.asm("void", f"{{ .reg .pred w; .reg .b64 st; {arrive} {wait} }}", "r,~{memory}", [("i32", bar)])
+        return
+    em.b.asm("void", f"{{ .reg .pred p, w; .reg .b64 st; {arrive} setp.ne.u32 p, $1, 0; @p bra $$tsd${{:uid}}; "
+                     f"{wait} $$tsd${{:uid}}: }}", "r,r,~{memory}", [("i32", bar), ("i32", em.warp)])
+
+
+@lowers("tilegpu.tmem_alloc")
+def _tmem_alloc(em: KernelEmitter, op: Operation) -> None:
+    """Warp 0 allocates the columns, thread 0 initialises the mmas' mbarrier (the consumer threads' arrivals
+    and the commit's) and the stores' (the consumer threads'); the CTA barrier that follows (the TMA
+    mbarriers' publication, every thread's) publishes them."""
+    plan = _loop_plan(em, op)
+    bar, slot = _bars(em, 3)
+    threads = em.num_threads
+    _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
+          [("i32", slot)], "r")
+    _thread0(em, [f"mbarrier.init.shared.b64 [$1], {threads + 1}",
+                  f"mbarrier.init.shared.b64 [$1+{2 * MBAR_BYTES}], {threads}",
+                  "fence.mbarrier_init.release.cluster"], [("i32", bar)], branch=True)
+    _fence(em, "before")
+
+
+def _store_allocated(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
+    """The accumulator stored into the columns allocated at the entry; warp 0, whose thread 0 issues, goes on
+    once every consumer thread's stores are done (their arrivals on the stores' mbarrier; the whole warp
+    waits, so its lanes do not diverge before its next .aligned instruction).  A thread's stores also come
+    after its loads of the previous execution's accumulator, so the wait orders those before the issue too."""
+    _fence(em, "after")
+    taddr = _store(em, plan, acc_regs)
+    _fence(em, "before")
+    _arrive_and_wait(em, _stores_bar(em), warp0=True)
+    return taddr
+
+
+@lowers("tilegpu.tmem_free")
+def _tmem_free(em: KernelEmitter, op: Operation) -> None:
+    """After every consumer thread's last tcgen05.ld (its arrival on the stores' mbarrier), warp 0 reads the
+    columns' address and frees them; the other warps branch around all of it."""
+    _, slot = _bars(em)
+    cols = _loop_plan(em, op).tmem_cols
+    em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; .reg .b32 a; tcgen05.fence::before_thread_sync; "
+                     "mbarrier.arrive.shared.b64 st, [$0]; setp.ne.u32 p, $2, 0; @p bra $$tfd${:uid}; "
+                     "$$tfw${:uid}: mbarrier.try_wait.shared.b64 w, [$0], st; @!w bra $$tfw${:uid}; "
+                     "tcgen05.fence::after_thread_sync; ld.shared.u32 a, [$1]; "
+                     f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 a, {cols}; $$tfd${{:uid}}: }}",
+             "r,r,r,~{memory}", [("i32", _stores_bar(em)), ("i32", slot), ("i32", em.warp)])

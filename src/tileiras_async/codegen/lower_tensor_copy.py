@@ -173,7 +173,10 @@ def _tma_arrive(em: KernelEmitter, op: Operation) -> None:
     if op.attrs.get("commit"):      # the slot is free once thread 0's tcgen05 mmas that read it complete
         tcgen05_commit(em, bar)
         return
-    em.b.asm("void", "{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [$0]; }", "r,~{memory}", [("i32", bar)])
+    # fence_reads: the generic proxy's reads of the buffer (mma.sync's) before the tensor copies that refill it
+    fence = "fence.proxy.async.shared::cta; " if op.attrs.get("fence_reads") else ""
+    em.b.asm("void", f"{{ .reg .b64 st; {fence}mbarrier.arrive.shared.b64 st, [$0]; }}", "r,~{memory}",
+             [("i32", bar)])
 
 
 def tcgen05_commit(em: KernelEmitter, bar: str) -> None:

@@ -22,7 +22,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer, or the kernel's, one per `tma_issue` (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched (`barrier_follows`: a CTA barrier comes before any other warp's wait, so warp 0 only syncs its lanes) |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
 | `tilegpu.tma_release`      | after the loop (a pipelined K-loop's only where it runs again, inside another loop): a barrier, then thread 0 invalidates the mbarriers (the next execution initialises them again) |
-| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete |
+| `tilegpu.tma_arrive`       | a warp-specialised loop's consumer releases the stage buffer of unit `unit`: every consumer thread arrives on the slot's "empty" mbarrier; `commit` (tcgen05): thread 0 commits its mmas to it instead, the arrival coming when they complete; `fence_reads` (a one-warpgroup ring that mma.sync reads): each thread first fences its reads for the async proxy that refills the buffer |
 | `tilegpu.materialize`      | the same tile, written into its registers here (one move per register) where LLVM cannot fold it: a warp-specialised consumer's accumulator init, which the loop's zero-trip path then reuses instead of copying constants into the epilogue's registers |
 | `tilegpu.warp_specialize`  | the producer warpgroup (threads `producer_warpgroup` x 128 ..) lowers its registers (`setmaxnreg.dec` to `producer_regs`), its first thread runs the region (one thread's code), and it exits; the rest of the kernel runs in the consumer warpgroup (its barriers count its 128 threads) with the kernel's `consumer_regs` registers per thread (`.maxnreg`) |
 | `tilegpu.tma_issue`        | a tile load by TMA, issued: into a shared buffer of its own, thread 0 expects the bytes on mbarrier `slot` of `barriers` and issues the tensor copies (`tma`: map, boxes; in a loop, `fence_reads`: the previous iteration's reads of the buffer fenced from the async proxy first, `after_reads`: and waited for at a barrier); every thread arrives (the result: the state its arrival returned) |
@@ -35,7 +35,9 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
 | `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
 | `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on |
-| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below) |
+| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one |
+| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -133,7 +135,8 @@ TMA_RELEASE = TILEGPU.op(
     "tma_release", operands={"barriers": SCALAR_I32}, attrs={"stages": "int"},
     traits=[MemoryEffects(Write(resource=SHARED), ordered=True)], cls="TmaReleaseOp")
 TMA_ARRIVE = TILEGPU.op(
-    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32}, attrs={"stages": "int", "commit!": "unit"},
+    "tma_arrive", operands={"barriers": SCALAR_I32, "unit": SCALAR_I32},
+    attrs={"stages": "int", "commit!": "unit", "fence_reads!": "unit"},
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), ordered=True)], cls="TmaArriveOp")
 MATERIALIZE = TILEGPU.op(
     "materialize", operands={"source": ANY_TILE}, results={"result": ANY_TILE},
@@ -154,9 +157,15 @@ MMA_PRESTAGED = TILEGPU.op(
 REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
+TMEM_ALLOC = TILEGPU.op(
+    "tmem_alloc", attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Write(resource=SHARED), ordered=True)], cls="TmemAllocOp")
+TMEM_FREE = TILEGPU.op(
+    "tmem_free", attrs={"mma": "op", "kc": "int"},
+    traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemFreeOp")
 TMEM_ACQUIRE = TILEGPU.op(
     "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},
-    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit"},
+    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit", "allocated!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Read(resource=SHARED), ordered=True)],
     cls="TmemAcquireOp")
 TMEM_MMA_STAGED = TILEGPU.op(
@@ -168,7 +177,7 @@ TMEM_MMA_STAGED = TILEGPU.op(
     cls="TmemMmaStagedOp")
 TMEM_RELEASE = TILEGPU.op(
     "tmem_release", operands={"tmem": SCALAR_I32}, results={"result": ANY_TILE},
-    attrs={"mma": "op", "kc": "int", "committed!": "unit"},
+    attrs={"mma": "op", "kc": "int", "committed!": "unit", "allocated!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemReleaseOp")
 SCAN_TOTAL = TILEGPU.op(
     "scan_total", operands={"scan": ANY_TILE}, results={"result": ANY_TILE}, traits=[Pure()], cls="ScanTotalOp")

@@ -29,7 +29,10 @@ loop), their copies carry `tma` and the barriers (one elected thread expects the
 mbarrier and issues the boxes), and before the barrier of each unit every thread waits for the unit's phase
 (`tma_wait`; the loop carries the number of units consumed, whose quotient by S is the phase).  Where every
 operand is a tensor copy that wgmma or tcgen05 reads (`tma_only`) there are no cp.async groups to commit or
-wait for, and on tcgen05 no barrier per unit either (`unit_barrier`).
+wait for, and on tcgen05 no barrier per unit either (`unit_barrier`).  Where mma.sync or FMA reads such a ring
+(in a loop that runs once), "empty" mbarriers release its buffers instead of a barrier per unit
+(`mbarrier_releases`: each thread's `tma_arrive` after the unit's mma, a `tma_wait` with `empty` before the
+copies that refill a buffer), and it has no cp.async groups either.
 
 A K-loop whose ops the schedule put in partitions (a producer warpgroup for the TMA copies, a consumer one for
 the mma: schedule-loops' warp specialisation) is expanded into the warp-specialised form instead
@@ -48,7 +51,7 @@ from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, IntegerOverflow, Signedness
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
-                   TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
+                   TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
 from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..errors import LoweringError
@@ -199,8 +202,10 @@ class _Expander:
         out.append(ring_op)
         ring = ring_op.result
         if self.tma:
+            releases = {"empty": self.k.options.num_warps * 32} if self.mbarrier_releases else {}
             bars = Operation(TMA_BARRIERS, {}, {"stages": self.geom.stages, "count": len(self.tma),
-                                                "maps": [x.tma.map.param for x in self.tma]}, [I32], loc=self.loc)
+                                                "maps": [x.tma.map.param for x in self.tma], **releases}, [I32],
+                             loc=self.loc)
             out.append(bars)
             self.barriers = bars.result
         versions = copy_versions(self.cand, self.geom)
@@ -342,6 +347,10 @@ class _Expander:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + self.ahead     # the copies (earlier stage) before the mma (later stage)
             d, chunk = divmod(ahead, c)
+            if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
+                refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
+                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
+                                     {"stages": s, "empty": True}, loc=self.loc))
             self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
             self.commit(out)
             operands = {"acc": acc, "buffer": ring}
@@ -351,6 +360,9 @@ class _Expander:
             mma = Operation(MMA_STAGED, operands, attrs, [acc.type], loc=self.cand.mma.loc)
             out.append(mma)
             acc = mma.result
+            if self.mbarrier_releases:  # this thread's reads of the unit fenced for the async proxy, released
+                out.append(Operation(TMA_ARRIVE, {"barriers": self.barriers, "unit": unit},
+                                     {"stages": s, "fence_reads": True}, loc=self.loc))
         return acc
 
     # -- the ring's order when every operand lands by TMA ---------------------------------------------------
@@ -360,7 +372,19 @@ class _Expander:
         cp.async groups to commit or wait for (the copies' mbarrier orders their landing before the reads).
         An mma.sync / FMA loop's fragment reads are the generic proxy's: its unit's `async_wait` keeps the
         fence.proxy.async that orders them before the tensor copies that overwrite the buffer."""
-        return len(self.tma) == 2 and self.cand.wgmma is not None
+        return len(self.tma) == 2 and (self.cand.wgmma is not None or self.mbarrier_releases)
+
+    @property
+    def mbarrier_releases(self) -> bool:
+        """Whether an "empty" mbarrier per stage buffer releases it instead of a CTA barrier per unit: where every
+        operand lands by TMA and mma.sync or FMA reads it (the generic proxy's reads) in a loop that runs once
+        (its mbarriers initialised once).  Each thread fences its reads of a unit for the async proxy and
+        arrives on the buffer's empty mbarrier (every thread's arrival a phase) after the unit's mma; before
+        the copies that refill a buffer the threads wait for the release of its previous unit (NVIDIA's
+        warp-specialised code releases these rings the same way): the buffers' only synchronisation, so
+        no cp.async group either (`tma_only`) and no CTA barrier in the loop."""
+        return (len(self.tma) == 2 and self.cand.wgmma is None and not _runs_again(self.k, self.cand.loop)
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
 
     @property
     def unit_barrier(self) -> bool:
@@ -370,7 +394,7 @@ class _Expander:
         wgmma, mbarrier releases -- each thread arriving once its wgmma completed, every thread waiting for
         them before the refill -- cost more than the barrier they replace in one warpgroup: on the launch set
         matmul_f16_f16out_128x128x64 827 vs 751 static SASS instructions, 1.68 vs 1.61 x NVIDIA's executed.)"""
-        return not (self.tma_only and isinstance(self.cand.wgmma, Tcgen05Plan))
+        return not (self.tma_only and isinstance(self.cand.wgmma, Tcgen05Plan) or self.mbarrier_releases)
 
     def commit(self, out: list) -> None:
         """Close a unit's cp.async group (none without cp.async copies)."""

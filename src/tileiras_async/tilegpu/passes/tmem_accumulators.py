@@ -19,7 +19,8 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..analysis.mma import recorded_plan
-from ..ops import TMA_BARRIERS, TMEM_ACQUIRE, TMEM_MMA_STAGED, TMEM_RELEASE, WARP_SPECIALIZE
+from ..ops import (TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
+                   WARP_SPECIALIZE)
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..types import LayoutTile
 
@@ -34,9 +35,12 @@ def run(k: KernelIR) -> None:
         if len(chains) == 1 and _tcgen05_ops(body) == len(chains[0][1]):
             _keep_in_tmem(k, loop, *chains[0], where[id(loop)])
         elif not chains:
+            # one K unit alone gains nothing from tmem_acquire/release (mma_staged does the same), unless
+            # committed: a warp-specialised consumer's, whose columns may then be allocated at the entry
             chain = _iteration_chain(body)
-            if len(chain) > 1 and _tcgen05_ops(body) == len(chain):
+            if (len(chain) > 1 or chain and chain[0].attrs.get("committed")) and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
+    _allocate_at_entry(k)
 
 
 def _tcgen05_ops(body) -> int:
@@ -180,3 +184,34 @@ def _keep_in_tmem(k: KernelIR, loop: Operation, acc, chain: list[Operation], out
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
              "the K-loop's accumulator stays in tensor memory: stored once before the loop, loaded once after",
              first.attrs["mma"])
+
+
+def _allocate_at_entry(k: KernelIR) -> None:
+    """A warp-specialised consumer's tensor memory allocated once, at the kernel's entry, instead of by each
+    acquire: the CTA barrier that publishes the TMA mbarriers (every thread passes it before the split) then
+    publishes the columns' address and the tcgen05 mbarriers too, and mbarriers order the rest -- the stores
+    before the issue (thread 0 waits for every consumer thread's arrival), the mmas before the loads (every
+    consumer thread waits for the commit), the last loads before the deallocation (warp 0 waits) -- where
+    the acquire and the release each needed a barrier of the consumer warpgroup (NVIDIA's sm_100 code has
+    none either).  Only where the kernel has one acquire, its mmas committed to the ring (so the release's
+    commit and wait are its mbarrier's only phase), and its code a single exit at the end."""
+    body = k.fn.body
+    acquires = [o for o in walk_ops(body) if o.name == TMEM_ACQUIRE.name]
+    releases = [o for o in walk_ops(body) if o.name == TMEM_RELEASE.name]
+    if len(acquires) != 1 or len(releases) != 1 or acquires[0].attrs.get("barrier_follows"):
+        return
+    if not releases[0].attrs.get("committed"):
+        return
+    top = [o.name for o in body.ops]
+    if WARP_SPECIALIZE.name not in top or TMA_BARRIERS.name not in top:
+        return
+    publish = body.ops[top.index(TMA_BARRIERS.name)]
+    if publish.attrs.get("barrier_follows") or top.index(TMA_BARRIERS.name) > top.index(WARP_SPECIALIZE.name):
+        return
+    if sum(o.name == "return" for o in walk_ops(body)) != 1 or body.ops[-1].name != "return":
+        return
+    attrs = {"mma": acquires[0].attrs["mma"], "kc": acquires[0].attrs["kc"]}
+    body.ops.insert(top.index(TMA_BARRIERS.name), Operation(TMEM_ALLOC, {}, dict(attrs), [], loc=publish.loc))
+    body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, dict(attrs), [], loc=body.ops[-1].loc))
+    acquires[0].attrs["allocated"] = True
+    releases[0].attrs["allocated"] = True
