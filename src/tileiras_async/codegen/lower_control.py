@@ -102,6 +102,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
     inits = [em.get(v) for v in op.operands["initValues"]]
     it = lb.llvm
+    after = _one_thread_enter(em) if op.attrs.get("one_thread") else None
     pre = em.b.block_label
     header, body, latch, exit_ = (em.b.reserve_block(h) for h in ("for.head", "for.body", "for.next", "for.exit"))
     em.b.br(header)
@@ -133,11 +134,24 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     else:
         em.b.br(header)
     em.b.start_block(exit_)
+    if after is not None:       # nothing reads the results (the pass's condition): none to merge
+        em.b.br(after)
+        em.b.start_block(after)
+        return
     results = ctx.exit.join(em, [r.type for r in op.results])
     for res, t in zip(op.results, results):
         em.set(res, t)
     if op.attrs.get("recompute_thread_coords"):   # select-access-forms decided
         em.recompute_thread_coords()
+
+
+def _one_thread_enter(em: KernelEmitter) -> str:
+    """Thread 0 goes on into the loop (keep-accumulators-in-tensor-memory decided `one_thread`), the others
+    branch to the returned block after it."""
+    run, after = em.b.reserve_block("for.one"), em.b.reserve_block("for.after")
+    em.b.cond_br(em.b.value(f"icmp eq i32 {em.tid}, 0"), run, after)
+    em.b.start_block(run)
+    return after
 
 
 @lowers("loop")

@@ -243,10 +243,30 @@ def predicated_vector_load(em: KernelEmitter, addr: str, pred: str | None, elem:
     return _unpack_words(em, words, lt, count)
 
 
+def _pack_words_each(em: KernelEmitter, values: list[str], lt: str) -> list[str]:
+    """Consecutive elements as the 32-bit words they fill in memory, each word built from its own elements:
+    a whole-vector bitcast (_pack_words) of 16-bit elements goes through 64-bit halves in NVPTX (a
+    cvt.u64.u32, shl.b64 and or.b64 per word, a mov.b64 per pair of words), a pair's own bitcast is free."""
+    bits = _element_bits(lt)
+    if bits > 32:
+        return _pack_words(em, values, lt)
+    per = 32 // bits
+    words = []
+    for w in range(0, len(values), per):
+        if per == 1:
+            words.append(values[w] if lt == "i32" else em.b.value(f"bitcast {lt} {values[w]} to i32"))
+            continue
+        vec = "poison"
+        for i, v in enumerate(values[w:w + per]):
+            vec = em.b.value(f"insertelement <{per} x {lt}> {vec}, {lt} {v}, i32 {i}")
+        words.append(em.b.value(f"bitcast <{per} x {lt}> {vec} to i32"))
+    return words
+
+
 def predicated_vector_store(em: KernelEmitter, addr: str, pred: str | None, elem: T.Type,
                             values: list[str]) -> None:
     """The inverse of predicated_vector_load: one st.global of the elements packed into 32-bit words."""
-    words = _pack_words(em, values, llvm_type(elem))
+    words = _pack_words_each(em, values, llvm_type(elem))
     w = len(words)
     shape = "" if w == 1 else f".v{w}"
     store = f"st.global{shape}.b32 [$0], {_vector_operands(1, w)};"

@@ -215,3 +215,38 @@ def _allocate_at_entry(k: KernelIR) -> None:
     body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, dict(attrs), [], loc=body.ops[-1].loc))
     acquires[0].attrs["allocated"] = True
     releases[0].attrs["allocated"] = True
+    _issue_from_one_thread(k, acquires[0])
+
+
+# what a K-loop may hold for thread 0 alone to run it: its waits for the stage buffers, its mmas (issued by
+# thread 0 anyway), the commits that free the buffers, and the scalar arithmetic of its counters
+_ISSUE_ONLY = {"tilegpu.tma_wait", TMEM_MMA_STAGED.name, "tilegpu.tma_arrive", "constant", "addi", "andi",
+               "continue"}
+
+
+def _issue_from_one_thread(k: KernelIR, acquire: Operation) -> None:
+    """The K-loop after an allocated acquire runs on thread 0 alone (`one_thread`) where it only waits for
+    stage buffers, issues mmas and commits them to the buffers' empty mbarriers, and nothing reads its
+    results: the other consumer threads have nothing to do until the release's wait for the commit (its
+    mbarrier counts their arrivals, not their passes through the loop).  Each of them otherwise spun on
+    every buffer's full mbarrier and ran the loop's predicated issues: 3/4 of a 128-thread consumer's loop
+    instructions, NVIDIA's sm_100 code has one elected thread of one warp there."""
+    block = parent_blocks(k.fn.body)[id(acquire)]
+    at = block.ops.index(acquire)
+    loop = next((o for o in block.ops[at + 1:] if o.name == "for"), None)
+    if loop is None or any(o.name == TMEM_RELEASE.name for o in block.ops[at + 1:block.ops.index(loop)]):
+        return
+    used = {id(v) for o in walk_ops(k.fn.body) for v in o.operand_values()}
+    if any(id(r) in used for r in loop.results):
+        return
+    inside = list(walk_ops(loop.regions[0].blocks[0]))
+    if any(o.name not in _ISSUE_ONLY for o in inside):
+        return
+    if any(o.name == "tilegpu.tma_arrive" and not o.attrs.get("commit") for o in inside):
+        return
+    if not any(o.name == TMEM_MMA_STAGED.name and o.attrs.get("committed") for o in inside):
+        return
+    loop.attrs["one_thread"] = True
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             "thread 0 alone runs the K-loop (its waits, mmas and commits); the other consumer threads wait "
+             "for the accumulator", acquire.attrs["mma"])
