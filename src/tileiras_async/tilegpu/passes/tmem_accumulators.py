@@ -219,9 +219,16 @@ def _allocate_at_entry(k: KernelIR) -> None:
 
 
 # what a K-loop may hold for thread 0 alone to run it: its waits for the stage buffers, its mmas (issued by
-# thread 0 anyway), the commits that free the buffers, and the scalar arithmetic of its counters
-_ISSUE_ONLY = {"tilegpu.tma_wait", TMEM_MMA_STAGED.name, "tilegpu.tma_arrive", "constant", "addi", "andi",
-               "continue"}
+# thread 0 anyway), the commits that free the buffers, and the uniform scalar arithmetic of its counters
+_ISSUE_ONLY = {"tilegpu.tma_wait", TMEM_MMA_STAGED.name, "tilegpu.tma_arrive", "continue"}
+_COUNTER_ARITH = {"constant", "addi", "subi", "muli", "divi", "remi", "andi", "ori", "xori", "shli", "shri",
+                  "cmpi", "select", "trunci", "exti", "mini", "maxi"}
+
+
+def _issue_only(op: Operation) -> bool:
+    if op.name in _ISSUE_ONLY:
+        return not (op.name == "tilegpu.tma_arrive" and not op.attrs.get("commit"))
+    return op.name in _COUNTER_ARITH and all(r.type.shape == () for r in op.results)
 
 
 def _issue_from_one_thread(k: KernelIR, acquire: Operation) -> None:
@@ -240,9 +247,7 @@ def _issue_from_one_thread(k: KernelIR, acquire: Operation) -> None:
     if any(id(r) in used for r in loop.results):
         return
     inside = list(walk_ops(loop.regions[0].blocks[0]))
-    if any(o.name not in _ISSUE_ONLY for o in inside):
-        return
-    if any(o.name == "tilegpu.tma_arrive" and not o.attrs.get("commit") for o in inside):
+    if not all(_issue_only(o) for o in inside):
         return
     if not any(o.name == TMEM_MMA_STAGED.name and o.attrs.get("committed") for o in inside):
         return
