@@ -291,27 +291,27 @@ def test_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(refs, mon
 @requires_corpus
 @pytest.mark.parametrize("cid", [SPLIT, SPLIT4])       # one K unit per iteration, four
 @pytest.mark.parametrize("stages", [2, 3, None])
-def test_on_sm100_thread_0_alone_runs_the_k_loop(refs, cid, stages):
+def test_on_sm100_warp_0_alone_runs_the_k_loop(refs, cid, stages):
     """Where the accumulator stays in tensor memory through the whole loop, the consumer's K-loop only waits
-    for stage buffers, issues mmas and commits them (keep-accumulators-in-tensor-memory's `one_thread`): thread
-    0 runs it alone, so each mma executes once per CTA (one per 16 of K), not on all 128 consumer threads
-    under a predicate; the others wait for the release's commit.  Emulated with the race detector, it computes
-    the reference."""
+    for stage buffers, issues mmas and commits them (keep-accumulators-in-tensor-memory's `one_warp`): warp 0
+    runs it alone, so each mma (one per 16 of K) executes on its 32 lanes (thread 0's predicate true), not on
+    all 128 consumer threads; the other warps wait for the release's commit.  Emulated with the race
+    detector, it computes the reference."""
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     grid = refs.grid(cid, inputs)
     run = run_compiled(_path(cid), grid, list(inputs.values()), gpu_name="sm_100", check_races=True,
                        pipeline_stages=stages)
     assert not refs.check(cid, orig, inputs)
     ctas = grid[0] * grid[1] * grid[2]
-    assert run.report.instruction_classes["tensor_core"] == ctas * inputs["A"].shape[1] // 16
+    assert run.report.instruction_classes["tensor_core"] == 32 * ctas * inputs["A"].shape[1] // 16
 
 
 @requires_corpus
 @pytest.mark.parametrize("cid", [SPLIT, SPLIT4])
 def test_without_the_release_wait_the_threads_past_the_loop_read_too_early(refs, monkeypatch, cid):
-    """The consumer threads other than thread 0 branch past the K-loop straight to the release: its wait for
-    the mmas' commit is all that keeps their tcgen05.ld after the mmas (the race detector's tensor-memory
-    race, or a wrong result, without it)."""
+    """The consumer warps other than warp 0 branch past the K-loop straight to the release: its wait for the
+    mmas' commit is all that keeps their tcgen05.ld after the mmas (the race detector's tensor-memory race,
+    or a wrong result, without it)."""
     import tileiras_async.driver as driver
     from tileiras_async.emu.errors import EmuError
     compile_ptx = driver.module_ptx

@@ -102,7 +102,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.get(op.operands[n]) for n in ("lowerBound", "upperBound", "step"))
     inits = [em.get(v) for v in op.operands["initValues"]]
     it = lb.llvm
-    after = _one_thread_enter(em) if op.attrs.get("one_thread") else None
+    after = _one_warp_enter(em) if op.attrs.get("one_warp") else None
     pre = em.b.block_label
     header, body, latch, exit_ = (em.b.reserve_block(h) for h in ("for.head", "for.body", "for.next", "for.exit"))
     em.b.br(header)
@@ -145,11 +145,11 @@ def _for(em: KernelEmitter, op: Operation) -> None:
         em.recompute_thread_coords()
 
 
-def _one_thread_enter(em: KernelEmitter) -> str:
-    """Thread 0 goes on into the loop (keep-accumulators-in-tensor-memory decided `one_thread`), the others
+def _one_warp_enter(em: KernelEmitter) -> str:
+    """Warp 0 goes on into the loop (keep-accumulators-in-tensor-memory decided `one_warp`), the other warps
     branch to the returned block after it."""
-    run, after = em.b.reserve_block("for.one"), em.b.reserve_block("for.after")
-    em.b.cond_br(em.b.value(f"icmp eq i32 {em.tid}, 0"), run, after)
+    run, after = em.b.reserve_block("for.warp"), em.b.reserve_block("for.after")
+    em.b.cond_br(em.b.value(f"icmp eq i32 {em.warp}, 0"), run, after)
     em.b.start_block(run)
     return after
 

@@ -215,10 +215,10 @@ def _allocate_at_entry(k: KernelIR) -> None:
     body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, dict(attrs), [], loc=body.ops[-1].loc))
     acquires[0].attrs["allocated"] = True
     releases[0].attrs["allocated"] = True
-    _issue_from_one_thread(k, acquires[0])
+    _issue_from_one_warp(k, acquires[0])
 
 
-# what a K-loop may hold for thread 0 alone to run it: its waits for the stage buffers, its mmas (issued by
+# what a K-loop may hold for warp 0 alone to run it: its waits for the stage buffers, its mmas (issued by
 # thread 0 anyway), the commits that free the buffers, and the uniform scalar arithmetic of its counters
 _ISSUE_ONLY = {"tilegpu.tma_wait", TMEM_MMA_STAGED.name, "tilegpu.tma_arrive", "continue"}
 _COUNTER_ARITH = {"constant", "addi", "subi", "muli", "divi", "remi", "andi", "ori", "xori", "shli", "shri",
@@ -231,13 +231,16 @@ def _issue_only(op: Operation) -> bool:
     return op.name in _COUNTER_ARITH and all(r.type.shape == () for r in op.results)
 
 
-def _issue_from_one_thread(k: KernelIR, acquire: Operation) -> None:
-    """The K-loop after an allocated acquire runs on thread 0 alone (`one_thread`) where it only waits for
-    stage buffers, issues mmas and commits them to the buffers' empty mbarriers, and nothing reads its
-    results: the other consumer threads have nothing to do until the release's wait for the commit (its
-    mbarrier counts their arrivals, not their passes through the loop).  Each of them otherwise spun on
-    every buffer's full mbarrier and ran the loop's predicated issues: 3/4 of a 128-thread consumer's loop
-    instructions, NVIDIA's sm_100 code has one elected thread of one warp there."""
+def _issue_from_one_warp(k: KernelIR, acquire: Operation) -> None:
+    """The K-loop after an allocated acquire runs on warp 0 alone (`one_warp`) where it only waits for stage
+    buffers, issues mmas and commits them to the buffers' empty mbarriers, and nothing reads its results:
+    the other consumer warps have nothing to do until the release's wait for the commit (its mbarrier counts
+    their arrivals, not their passes through the loop).  They otherwise spun on every buffer's full mbarrier
+    and ran the loop's predicated issues: 3/4 of a 128-thread consumer's loop instructions (launch set
+    sm_100, executed: matmul_tf32_64x64x32 0.67x NVIDIA's where it was 1.02x).  A warp, not thread 0 alone:
+    in a branch on the thread index ptxas cannot tell the mmas' descriptors are uniform and loops over the
+    lanes for each (+60 to +111 static SASS instructions); a branch on the warp index costs it one.  NVIDIA's
+    sm_100 code runs its mma loop on one warp too."""
     block = parent_blocks(k.fn.body)[id(acquire)]
     at = block.ops.index(acquire)
     loop = next((o for o in block.ops[at + 1:] if o.name == "for"), None)
@@ -251,7 +254,7 @@ def _issue_from_one_thread(k: KernelIR, acquire: Operation) -> None:
         return
     if not any(o.name == TMEM_MMA_STAGED.name and o.attrs.get("committed") for o in inside):
         return
-    loop.attrs["one_thread"] = True
+    loop.attrs["one_warp"] = True
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
-             "thread 0 alone runs the K-loop (its waits, mmas and commits); the other consumer threads wait "
-             "for the accumulator", acquire.attrs["mma"])
+             "warp 0 alone runs the K-loop (its waits, mmas and commits); the other consumer warps wait for "
+             "the accumulator", acquire.attrs["mma"])
