@@ -11,6 +11,8 @@ phase alternates, so the loop carries it): the 64-128 accumulator registers per 
 between registers and tensor memory, and the allocation and its two barriers leave the loop.
 Loops whose accumulator is read otherwise (an epilogue inside the loop), and loops running another tcgen05
 op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.
+A warp-specialised consumer's columns are allocated once at the entry (`tilegpu.tmem_alloc` / `tmem_free`);
+its K-loop, when it only waits for stage buffers, issues and commits, gets `one_warp`: warp 0 alone runs it.
 """
 from __future__ import annotations
 
