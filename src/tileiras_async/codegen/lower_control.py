@@ -137,10 +137,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     if after is not None:       # nothing reads the results (the pass's condition): none to merge
         em.b.br(after)
         em.b.start_block(after)
-        return
-    results = ctx.exit.join(em, [r.type for r in op.results])
-    for res, t in zip(op.results, results):
-        em.set(res, t)
+    else:
+        for res, t in zip(op.results, ctx.exit.join(em, [r.type for r in op.results])):
+            em.set(res, t)
     if op.attrs.get("recompute_thread_coords"):   # select-access-forms decided
         em.recompute_thread_coords()
 
