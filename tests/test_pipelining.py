@@ -767,7 +767,33 @@ def test_tma_only_rings_have_no_cp_async_groups(refs, monkeypatch, gpu):
         (ptx.index("wgmma.fence"), ptx.rindex("wgmma.fence"))
     assert (ptx[first:last].count("bar.sync") == 0) == (gpu == "sm_100")
     # sm_100: the mbarriers' initialisation is published by the accumulator's acquire (its barrier comes before
-    # any other warp waits on them): warp 0 only syncs its own lanes for the first copies
-    assert ("bar.warp.sync" in ptx) == (gpu == "sm_100") and ptx.count("bar.sync") == (3 if gpu == "sm_100" else 5)
-    # the epilogue's bounds-checked stores take the predicate itself (no selp / setp.ne pair per store)
-    assert re.search(r"@%p\d+ st\.global", ptx) and "setp.ne.b32 p," not in ptx
+    # any other warp waits on them): warp 0 only syncs its own lanes for the first copies (sm_90's epilogue
+    # syncs each warp's lanes before its elected lane's tensor store: after the loop, not counted here)
+    assert ("bar.warp.sync" in ptx[:first]) == (gpu == "sm_100")
+    assert ptx.count("bar.sync") == (3 if gpu == "sm_100" else 5)
+    # the epilogue's bounds-checked stores take the predicate itself (no selp / setp.ne pair per store); sm_90's
+    # leaves by TMA instead (select-tile-tensor-stores)
+    if gpu == "sm_100":
+        assert re.search(r"@%p\d+ st\.global", ptx) and "setp.ne.b32 p," not in ptx
+    else:
+        assert "st.global" not in ptx and "cp.async.bulk.tensor.2d.global.shared" in ptx
+
+
+@requires_corpus
+@pytest.mark.parametrize("stages", [2, 3, None])
+def test_a_ring_of_tensor_copies_and_register_loads_has_no_cp_async_groups(refs, stages):
+    """sm_90's tf32 matmul as cuTile launches it: A lands by TMA, wgmma's B (tf32, transposed) through
+    registers -- loads, then shared stores, nothing by cp.async.  No group is committed or waited for in the
+    loop (the drain's one wait after it aside); each unit keeps the fence that orders the shared stores before
+    wgmma's async-proxy reads, and the barrier after it.  Race-checked, the results are the reference's."""
+    from tileiras_async.emu.runner import run_compiled
+    cid = "matmul_tf32_64x64x32"
+    inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
+    run = run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
+                       gpu_name="sm_90", check_races=True, pipeline_stages=stages)
+    assert not refs.check(cid, orig, inputs)
+    ptx = run.ptx
+    assert "cp.async.commit_group" not in ptx and ptx.count("cp.async.wait_group") == 1
+    assert "cp.async.bulk.tensor" in ptx and "ld.global.v4" in ptx and "cp.async.ca" not in ptx
+    # a unit's fence, then the barrier, before the next wgmma reads the buffers
+    assert re.search(r"fence\.proxy\.async\.shared::cta;(?:(?!wgmma\.fence).)*?bar\.sync", ptx, re.S)

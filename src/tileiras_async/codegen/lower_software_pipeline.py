@@ -92,7 +92,8 @@ def _async_commit(em: KernelEmitter, op: Operation) -> None:
 
 @lowers("tilegpu.async_wait")
 def _async_wait(em: KernelEmitter, op: Operation) -> None:
-    em.b.asm("void", f"cp.async.wait_group {op.attrs['pending']};", "~{memory}", [])
+    if not op.attrs.get("groupless"):
+        em.b.asm("void", f"cp.async.wait_group {op.attrs['pending']};", "~{memory}", [])
     if op.attrs.get("fence_proxy_async"):   # the copies are read by wgmma (the async proxy)
         em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
 

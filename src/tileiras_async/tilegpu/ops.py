@@ -17,7 +17,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.local_load`       | a tile out of a buffer (the same addressing), in the result type's layout  |
 | `tilegpu.barrier`          | `bar.sync 0`: every thread of the CTA arrives before any goes on           |
 | `tilegpu.async_copy`       | a K chunk of a loop's mma operand, global -> a stage buffer (cp.async; with `tma`: one thread's tensor copies completing on the slot's mbarrier of `barriers`: an elected lane of warp 0; in a warp-specialised producer's region, its one thread; with `transpose`: vector loads into registers and a shared store per element, into a buffer contiguous along another dimension) |
-| `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma) |
+| `tilegpu.async_commit` / `async_wait` | cp.async groups: commit, wait until `pending` remain (`fence_proxy_async`: for wgmma; `groupless`: no cp.async copies, only the fence) |
 | `tilegpu.convert_stage`    | a landed K chunk of a converted operand (a conversion the tensor core does not do) converted in place, by the threads that copied it |
 | `tilegpu.tma_barriers`     | a pipelined loop's mbarriers, one per stage buffer, or the kernel's, one per `tma_issue` (`count` arrivals per phase), initialised by thread 0; the tensor maps (`maps`: their entry parameters) prefetched (`barrier_follows`: a CTA barrier comes before any other warp's wait, so warp 0 only syncs its lanes) |
 | `tilegpu.tma_wait`         | every thread waits for the tensor copies of pipeline unit `unit` (its stage's mbarrier, phase unit / stages) |
@@ -100,7 +100,7 @@ ASYNC_COPY = TILEGPU.op(
 ASYNC_COMMIT = TILEGPU.op(
     "async_commit", traits=[MemoryEffects(Write(resource=ASYNC_GROUPS), ordered=True)], cls="AsyncCommitOp")
 ASYNC_WAIT = TILEGPU.op(
-    "async_wait", attrs={"pending": "int", "fence_proxy_async!": "unit"},
+    "async_wait", attrs={"pending": "int", "fence_proxy_async!": "unit", "groupless!": "unit"},
     traits=[MemoryEffects(Read(resource=ASYNC_GROUPS), Write(resource=SHARED), ordered=True)], cls="AsyncWaitOp")
 CONVERT_STAGE = TILEGPU.op(
     "convert_stage", operands={"buffer": SMEM, "slot?": SCALAR_I32},
