@@ -29,7 +29,8 @@ loop), their copies carry `tma` and the barriers (one elected thread expects the
 mbarrier and issues the boxes), and before the barrier of each unit every thread waits for the unit's phase
 (`tma_wait`; the loop carries the number of units consumed, whose quotient by S is the phase).  Where every
 operand is a tensor copy that wgmma or tcgen05 reads (`tma_only`) there are no cp.async groups to commit or
-wait for, and on tcgen05 no barrier per unit either (`unit_barrier`).  Where mma.sync or FMA reads such a ring
+wait for, and on tcgen05 no barrier per unit either (`unit_barrier`); where the others go through registers
+(`transpose`: `synchronous`) there are none either, each unit's wait only its fence (`groupless`).  Where mma.sync or FMA reads such a ring
 (in a loop that runs once), "empty" mbarriers release its buffers instead of a barrier per unit
 (`mbarrier_releases`: each thread's `tma_arrive` after the unit's mma, a `tma_wait` with `empty` before the
 copies that refill a buffer), and it has no cp.async groups either.
