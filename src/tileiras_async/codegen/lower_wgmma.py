@@ -51,15 +51,30 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
     over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
-        for bit, basis in enumerate(bases):
-            c = part(basis)
-            if not c:
-                continue
-            one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {src}, {bit}')}, 1")
-            term = em.thread_value(f"mul i32 {one}, {c}")
+        for bit, width, c in _bit_fields([part(b) for b in bases], combine == "add"):
+            field = em.thread_value(f"lshr i32 {src}, {bit}") if bit else src
+            field = em.thread_value(f"and i32 {field}, {(1 << width) - 1}")
+            term = em.thread_value(f"mul i32 {field}, {c}")
             acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
-            mask |= c
+            mask |= c * ((1 << width) - 1)
     return acc, mask
+
+
+def _bit_fields(contribs: list[int], merge: bool) -> list[tuple[int, int, int]]:
+    """(first bit, width, contribution of the first bit) per field of consecutive thread-id bits whose
+    contributions double from one bit to the next (with `merge`; else one field per bit), zero ones left out:
+    such a field adds (its bits as a number) x (the first contribution) -- one shift, mask and multiply for
+    the field instead of one per bit (a staging offset's lane and warp bits often form two or three)."""
+    fields: list[list[int]] = []
+    for bit, c in enumerate(contribs):
+        if not c:
+            continue
+        last = fields[-1] if fields else None
+        if merge and last is not None and last[0] + last[1] == bit and c == last[2] << last[1]:
+            last[1] += 1
+        else:
+            fields.append([bit, 1, c])
+    return [tuple(f) for f in fields]
 
 
 def _smem_ptr(em: KernelEmitter, addr: str, const: int = 0) -> str:
