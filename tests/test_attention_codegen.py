@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tileiras_async.bytecode.reader import read_module
-from tileiras_async.codegen.lower_wgmma import _bit_fields
+from tileiras_async.codegen.lower_wgmma import thread_bit_fields
 from tileiras_async.driver import module_ptx
 from tileiras_async.targets import target
 from tileiras_async.tilegpu.layout import WARP_SIZE
@@ -77,12 +77,12 @@ def test_fragments_are_read_with_ldmatrix(kernel, gpu):
 
 def test_bit_fields_group_doubling_contributions():
     contribs = [8, 16, 32, 80, 160]             # lane bits of an operand's staging offset
-    assert _bit_fields(contribs, True) == [(0, 3, 8), (3, 2, 80)]
-    assert _bit_fields(contribs, False) == [(b, 1, c) for b, c in enumerate(contribs)]
-    assert _bit_fields([0, 4, 8, 0, 2], True) == [(1, 2, 4), (4, 1, 2)]
+    assert thread_bit_fields(contribs, True) == [(0, 3, 8), (3, 2, 80)]
+    assert thread_bit_fields(contribs, False) == [(b, 1, c) for b, c in enumerate(contribs)]
+    assert thread_bit_fields([0, 4, 8, 0, 2], True) == [(1, 2, 4), (4, 1, 2)]
     # the fields add up to what the bits do, for every lane
     for contribs in ([8, 16, 32, 80, 160], [2, 4, 640, 1280, 0], [1, 3, 6, 12, 0]):
         for lane in range(WARP_SIZE):
             per_bit = sum(c for b, c in enumerate(contribs) if lane >> b & 1)
-            fields = sum((lane >> b & (1 << w) - 1) * c for b, w, c in _bit_fields(contribs, True))
+            fields = sum((lane >> b & (1 << w) - 1) * c for b, w, c in thread_bit_fields(contribs, True))
             assert fields == per_bit

@@ -32,7 +32,7 @@ from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_software_pipeline import unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
-from .lower_wgmma import _bit_fields, lower_wgmma, lower_wgmma_staged, over_thread_bits
+from .lower_wgmma import combine_bits, lower_wgmma, lower_wgmma_staged, over_thread_bits
 from .values import SHARED_PTR, Tile, llvm_type
 
 # ---------------------------------------------------------------------------------------------------------
@@ -332,12 +332,7 @@ def _ldmatrix_rows(em: KernelEmitter, plan: MmaPlan, role: str, pairs: bool) -> 
     if lanes is None:
         raise LoweringError("internal: select-access-forms chose ldmatrix for fragments it cannot read")
     layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)
-    acc = _warp_offset(em, layout, st.contrib)
-    for bit, width, c in _bit_fields(list(lanes), True):
-        field = em.thread_value(f"lshr i32 {em.lane}, {bit}") if bit else em.lane
-        term = em.thread_value(f"mul i32 {em.thread_value(f'and i32 {field}, {(1 << width) - 1}')}, {c}")
-        acc = term if acc == "0" else em.thread_value(f"add i32 {acc}, {term}")
-    return acc
+    return combine_bits(em, em.lane, list(lanes), _warp_offset(em, layout, st.contrib))[0]
 
 
 @lowers("tilegpu.stage_operand")

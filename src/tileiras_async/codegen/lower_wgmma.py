@@ -51,16 +51,25 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
     over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
-        for bit, width, c in _bit_fields([part(b) for b in bases], combine == "add"):
-            field = em.thread_value(f"lshr i32 {src}, {bit}") if bit else src
-            field = em.thread_value(f"and i32 {field}, {(1 << width) - 1}")
-            term = em.thread_value(f"mul i32 {field}, {c}")
-            acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
-            mask |= c * ((1 << width) - 1)
+        acc, m = combine_bits(em, src, [part(b) for b in bases], acc, combine)
+        mask |= m
     return acc, mask
 
 
-def _bit_fields(contribs: list[int], merge: bool) -> list[tuple[int, int, int]]:
+def combine_bits(em: KernelEmitter, src: str, contribs: list[int], acc: str = "0",
+                 combine: str = "add") -> tuple[str, int]:
+    """(`acc` combined with contribs[bit] for each set bit of the thread value `src`, bits it may set)."""
+    mask = 0
+    for bit, width, c in thread_bit_fields(contribs, combine == "add"):
+        field = em.thread_value(f"lshr i32 {src}, {bit}") if bit else src
+        field = em.thread_value(f"and i32 {field}, {(1 << width) - 1}")
+        term = em.thread_value(f"mul i32 {field}, {c}")
+        acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
+        mask |= c * ((1 << width) - 1)
+    return acc, mask
+
+
+def thread_bit_fields(contribs: list[int], merge: bool) -> list[tuple[int, int, int]]:
     """(first bit, width, contribution of the first bit) per field of consecutive thread-id bits whose
     contributions double from one bit to the next (with `merge`; else one field per bit), zero ones left out:
     such a field adds (its bits as a number) x (the first contribution) -- one shift, mask and multiply for
