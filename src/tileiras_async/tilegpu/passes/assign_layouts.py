@@ -51,7 +51,8 @@ from ..analysis.mma import SHARED_LIMIT, carried_layouts, check_size, recorded_p
 from ..ops import CONVERT_LAYOUT
 from ..analysis.smem import register_extract
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
-from .vectorize_accesses import unit_stride_dim, vector_width
+from ..analysis.facts import unit_stride_dim
+from .vectorize_accesses import vector_width
 
 INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
 CONSUMER_DEPTH = 4     # elementwise steps a broadcast looks through for the tile its result is combined with

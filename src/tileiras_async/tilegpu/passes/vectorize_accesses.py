@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...ir import types as T
 from ...ir.enums import MemoryOrderingSemantics as MO
-from ..analysis.facts import known_divisor, view_strides_and_base
+from ..analysis.facts import known_divisor, unit_stride_dim, view_strides_and_base
 from ..ir import KernelIR, walk_ops
 from ..types import elem_bytes, layout_of
 
@@ -37,16 +37,6 @@ def run(k: KernelIR) -> None:
 def _vectorisable_element(elem: T.Type) -> bool:
     """Whole-byte numbers (not i1, not sub-byte floats, not pointers): what a packed 32-bit word holds."""
     return isinstance(elem, (T.FloatType, T.IntType)) and elem.width in (8, 16, 32, 64)
-
-
-def unit_stride_dim(view, rank: int) -> int | None:
-    """The tile dimension that runs along the tensor dimension of literal stride 1 (the last one, or another
-    where the view's dim_map transposes), None when the facts promise none."""
-    facts = view_strides_and_base(view)
-    if facts is None:
-        return None
-    dims = view.type.dim_map
-    return next((i for i in range(rank) if facts[1][dims[i]][0] == 1), None)
 
 
 def vector_width(view, tile_type, layout=None) -> int:
