@@ -25,7 +25,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
   `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
   register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
-  through it (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
+  through it -- except a loop followed by another such loop (attention's K/V loop split at the first
+  masked tile), whose setup the next one repeats: kept live through the first, read afresh after the last (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
   fewer registers).
 """
 from __future__ import annotations
@@ -76,11 +77,20 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
             _fma_unrolled(op, scaled_result_layout(k.options, op))
         elif op.name == "scan":
             _lane_scan(op)
-        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
+        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op) and not _next_loop_holds_mma(block, op):
             op.attrs["recompute_thread_coords"] = True
         for region in op.regions:
             for b in region.blocks:
                 _walk(k, b, in_loop or op.name in _LOOPS)
+
+
+def _next_loop_holds_mma(block: Block, loop: Operation) -> bool:
+    """The next loop of `block` after `loop` holds mma registers too (attention's loop split at the first
+    masked tile): it sets up the same operand addresses, which stay live through `loop` instead of being
+    computed again after it; the coordinates are read afresh after the last such loop."""
+    after = block.ops[block.ops.index(loop) + 1:]
+    nxt = next((o for o in after if o.name in _LOOPS), None)
+    return nxt is not None and _holds_mma_registers(nxt)
 
 
 def _holds_mma_registers(op: Operation) -> bool:
