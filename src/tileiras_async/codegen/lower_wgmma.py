@@ -49,6 +49,11 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
                      lanes: bool = True) -> tuple[str, int]:
     """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor")
     over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
+    if lanes and combine == "add":
+        # lane bits are the thread id's bits 0-4 and warp bits the next ones: a field may run across both
+        # (an operand's row bits often do), so the fields are taken over the thread id itself
+        contribs = [part(b) for b in layout.bases[1]] + [part(b) for b in layout.bases[2]]
+        return combine_bits(em, em.tid, contribs)
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
         acc, m = combine_bits(em, src, [part(b) for b in bases], acc, combine)
