@@ -351,6 +351,52 @@ def test_thread_plus_constant_offsets_are_exact():
                 assert t + st.contrib(lay.register_coord(r)) == st.contrib(lay.apply(r, lane, w))
 
 
+LDMATRIX_PLANS = [c for c in PLAN_CASES if c[0] in (P.F16_F32, P.F16_F16, P.BF16_F32)]
+
+
+@pytest.mark.parametrize("instr,bsz,m,n,k,nw", LDMATRIX_PLANS,
+                         ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in LDMATRIX_PLANS])
+def test_ldmatrix_reads_the_fragment_words(instr, bsz, m, n, k, nw):
+    """Where the plan allows ldmatrix on the synchronous staging, lane L's row address (ldmatrix_lanes over
+    its id bits, the warp part, the group's first word) makes the PTX ISA's ldmatrix semantics (register j of
+    lane l: bytes 4 (l % 4) .. +3 of row l / 4 of block j, whose address lane 8 j + l / 4 gives) deliver the
+    very elements the fragment layout puts in each word: two neighbouring k of (row, k) for A, (k, col) for
+    B.  The 32x32x32 plans of the attention kernels qualify for both operands."""
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
+    e = instr.elem_bytes
+    found = {}
+    for role, pairs in (("a", False), ("b", False), ("b", True)):
+        lanes = P.ldmatrix_lanes(plan, role, pairs)
+        found[role, pairs] = lanes is not None
+        if lanes is None:
+            continue
+        layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)
+        where = {}      # staging byte address -> element coordinate
+        for w in range(nw):
+            for lane in range(WARP_SIZE):
+                for r in range(layout.num_registers):
+                    coord = layout.apply(r, lane, w)
+                    if coord[st.kdim] < k:
+                        where[st.base + st.contrib(coord)] = coord
+        for group in P._fragment_groups(plan, role, pairs):
+            first = plan.word_offset(role, group[0])
+            for w in range(nw):
+                warp_part = _thread_part(layout, st.contrib, 0, w)
+
+                def row_address(source_lane):
+                    return st.base + first + warp_part + sum(c for bit, c in enumerate(lanes)
+                                                             if source_lane >> bit & 1)
+                for lane in range(WARP_SIZE):
+                    for j, reg in enumerate(group):
+                        row = row_address(8 * j + lane // 4)
+                        assert row % 16 == 0        # ldmatrix rows are 16-byte aligned
+                        addr = row + 4 * (lane % 4)
+                        got = [where[addr + x * e] for x in range(2)]
+                        assert got == [layout.apply(reg + x, lane, w) for x in range(2)], (role, lane, j)
+    if (m, n, k, nw) == (32, 32, 32, 4):
+        assert found == {("a", False): True, ("b", False): True, ("b", True): True}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 3. fp8 -> f16, all codes (the emitted IR constant-folded by LLVM)
 # ---------------------------------------------------------------------------------------------------------

@@ -49,17 +49,46 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
                      lanes: bool = True) -> tuple[str, int]:
     """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor")
     over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
+    if lanes and combine == "add":
+        # lane bits are the thread id's bits 0-4 and warp bits the next ones: a field may run across both
+        # (an operand's row bits often do), so the fields are taken over the thread id itself
+        contribs = [part(b) for b in layout.bases[1]] + [part(b) for b in layout.bases[2]]
+        return combine_bits(em, em.tid, contribs)
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
-        for bit, basis in enumerate(bases):
-            c = part(basis)
-            if not c:
-                continue
-            one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {src}, {bit}')}, 1")
-            term = em.thread_value(f"mul i32 {one}, {c}")
-            acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
-            mask |= c
+        acc, m = combine_bits(em, src, [part(b) for b in bases], acc, combine)
+        mask |= m
     return acc, mask
+
+
+def combine_bits(em: KernelEmitter, src: str, contribs: list[int], acc: str = "0",
+                 combine: str = "add") -> tuple[str, int]:
+    """(`acc` combined with contribs[bit] for each set bit of the thread value `src`, bits it may set)."""
+    mask = 0
+    for bit, width, c in thread_bit_fields(contribs, combine == "add"):
+        field = em.thread_value(f"lshr i32 {src}, {bit}") if bit else src
+        field = em.thread_value(f"and i32 {field}, {(1 << width) - 1}")
+        term = em.thread_value(f"mul i32 {field}, {c}")
+        acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
+        mask |= c * ((1 << width) - 1)
+    return acc, mask
+
+
+def thread_bit_fields(contribs: list[int], merge: bool) -> list[tuple[int, int, int]]:
+    """(first bit, width, contribution of the first bit) per field of consecutive thread-id bits whose
+    contributions double from one bit to the next (with `merge`; else one field per bit), zero ones left out:
+    such a field adds (its bits as a number) x (the first contribution) -- one shift, mask and multiply for
+    the field instead of one per bit (a staging offset's lane and warp bits often form two or three)."""
+    fields: list[list[int]] = []
+    for bit, c in enumerate(contribs):
+        if not c:
+            continue
+        last = fields[-1] if fields else None
+        if merge and last is not None and last[0] + last[1] == bit and c == last[2] << last[1]:
+            last[1] += 1
+        else:
+            fields.append([bit, 1, c])
+    return [tuple(f) for f in fields]
 
 
 def _smem_ptr(em: KernelEmitter, addr: str, const: int = 0) -> str:

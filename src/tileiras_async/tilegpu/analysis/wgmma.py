@@ -48,6 +48,7 @@ from ...ir.core import Operation
 from ...ir.enums import Signedness
 from ..layout import LinearLayout
 from ..options import CodegenOptions
+from .facts import read_along_k
 
 Coord = tuple[int, ...]
 
@@ -488,8 +489,9 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     from ..errors import LoweringError
     try:
         plan = WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
-        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:
-            # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores
+        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES and not read_along_k(op.operands["rhs"]):
+            # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores; a B read
+            # through a transposing view arrives in rows of K and stays K-major, stored with vector stores too
             plan = replace(plan, b_major="mn")
         return plan
     except LoweringError as e:

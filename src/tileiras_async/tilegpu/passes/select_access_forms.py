@@ -2,6 +2,9 @@
 
 Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only attributes are added:
 
+* every synchronous mma.sync (`mmaf`/`mmai`, `tilegpu.mma_prestaged`) whose k-major staging allows it gets
+  `ldmatrix` too: A one `.x4` per m16k16 fragment, B one `.x4` per two n tiles (else `.x2`) instead of a
+  32-bit shared load per fragment word, the words identical (tilegpu.analysis.mma.ldmatrix_lanes).
 * every `tilegpu.mma_staged` on mma.sync gets `ldmatrix` (`FragmentLoads`): which operands read their
   fragments from the stage buffer with `ldmatrix` (8x8 blocks of 16-bit elements, one 16-byte row per
   thread: an m16n8k16 instruction with K chunks of 16 or more, an operand staged as 16-bit elements that
@@ -22,7 +25,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
   `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
   register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
-  through it (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
+  through it -- except a loop followed by another such loop (attention's K/V loop split at the first
+  masked tile), whose setup the next one repeats: kept live through the first, read afresh after the last (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
   fewer registers).
 """
 from __future__ import annotations
@@ -33,7 +37,8 @@ from ...ir.core import Block, Operation
 from ..ir import KernelIR
 from ..layout import LinearLayout
 from ..analysis.scaled_mma import result_layout as scaled_result_layout
-from ..analysis.mma import _FP8, F16_F16, F16_F32, FMA_PLAN, MmaPlan, _name, recorded_plan
+from ..analysis.mma import (_FP8, F16_F16, F16_F32, FMA_PLAN, LDMATRIX_ROW_BYTES, MmaPlan, _name, ldmatrix_lanes,
+                            recorded_plan)
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..analysis.smem import dim_bits
 from ..types import layout_of
@@ -64,15 +69,28 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
         elif op.name in ("mmaf", "mmai"):
             _store_vectors(op)
             _fma_unrolled(op, layout_of(op.result.type))
+            _sync_fragment_loads(op, recorded_plan(op), {})
+        elif op.name == "tilegpu.mma_prestaged":
+            buffer = op.operands["buffer"].owner.attrs.get("offset")
+            _sync_fragment_loads(op, recorded_plan(op.attrs["mma"]), {op.attrs["role"]: buffer})
         elif op.name == "mmaf_scaled":
             _fma_unrolled(op, scaled_result_layout(k.options, op))
         elif op.name == "scan":
             _lane_scan(op)
-        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
+        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op) and not _next_loop_holds_mma(block, op):
             op.attrs["recompute_thread_coords"] = True
         for region in op.regions:
             for b in region.blocks:
                 _walk(k, b, in_loop or op.name in _LOOPS)
+
+
+def _next_loop_holds_mma(block: Block, loop: Operation) -> bool:
+    """The next loop of `block` after `loop` holds mma registers too (attention's loop split at the first
+    masked tile): it sets up the same operand addresses, which stay live through `loop` instead of being
+    computed again after it; the coordinates are read afresh after the last such loop."""
+    after = block.ops[block.ops.index(loop) + 1:]
+    nxt = next((o for o in after if o.name in _LOOPS), None)
+    return nxt is not None and _holds_mma_registers(nxt)
 
 
 def _holds_mma_registers(op: Operation) -> bool:
@@ -100,6 +118,28 @@ def fragment_loads(plan: MmaPlan, a, b, kc: int) -> FragmentLoads:
     ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
     ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
     return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
+
+
+def _sync_fragment_loads(op: Operation, plan, buffers: dict) -> None:
+    """`ldmatrix` on a synchronous mma.sync (`mmaf`/`mmai`, or `tilegpu.mma_prestaged` whose operand
+    `buffers` names is already staged at that offset): which operands read their fragments from the k-major
+    staging with one ldmatrix per fragment (A: .x4; B: .x4 over two n tiles, else .x2) instead of a 32-bit
+    load per word -- where every block row is 16 aligned bytes (tilegpu.analysis.mma.ldmatrix_lanes) at this
+    op's scratch offset."""
+    if not isinstance(plan, MmaPlan):
+        return
+    scratch = op.attrs.get("scratch_offset")
+    bases = {role: buffers.get(role, None if scratch is None else scratch + stage.base)
+             for role, stage in (("a", plan.a_stage), ("b", plan.b_stage))}
+
+    def fits(role: str, pairs: bool = False) -> bool:
+        base = bases[role]
+        return (base is not None and base % LDMATRIX_ROW_BYTES == 0
+                and ldmatrix_lanes(plan, role, pairs) is not None)
+    pairs = fits("b", True)
+    loads = FragmentLoads(fits("a"), pairs or fits("b"), pairs)
+    if loads.a or loads.b:
+        op.attrs["ldmatrix"] = loads
 
 
 def _converted(operand, to_half: bool) -> bool:
