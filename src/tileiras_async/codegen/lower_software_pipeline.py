@@ -490,3 +490,9 @@ def _cp_async(c: _Chunk, state: dict, inb: str, p: str) -> None:
     kind = "cg" if vb == 16 else "ca"
     b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
           [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
+
+
+@lowers("tilegpu.mma_landed")
+def _mma_landed(em: KernelEmitter, op: Operation) -> None:
+    from .lower_wgmma import lower_wgmma_landed
+    lower_wgmma_landed(em, op, op.attrs["mma_plan"], unit_offset(em, op))

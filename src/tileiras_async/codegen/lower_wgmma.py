@@ -347,6 +347,28 @@ def lower_wgmma_staged(em: KernelEmitter, staged: Operation, plan: WgmmaPlan, un
     em.set(staged.result, Tile(staged.result.type, p.c, unpack_accumulators(em, p, words)))
 
 
+def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_off: str) -> None:
+    """An mma whose B operand landed in a ring slot at `unit_off` (from the scratch; `operand.base` further)
+    in the plan's B layout, whole K: stage A from registers into the op's scratch, publish it, issue with B's
+    descriptors pointing into the slot, wait."""
+    lhs, acc = em.get(op.operands["lhs"]), em.expect(op.operands["acc"])
+    base = scratch_address(em, op, plan)
+    stage_operand(em, plan, "a", lhs, base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+    publish(em)
+    da, _ = descriptor_bases(em, plan, base)
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    _, db = descriptor_bases(em, plan, sym)
+    # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
+    rebase = op.attrs["operand"].base - plan.b_smem.base
+    shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
+    s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
+    db = em.b.value(f"add i64 {db}, {s64}", "desc")
+    words = pack_accumulators(em, plan, list(acc.regs))
+    words = issue_chunk(em, plan, words, (da, db))
+    words = wait(em, plan, words, 0)
+    em.set(op.result, Tile(op.result.type, plan.c, unpack_accumulators(em, plan, words)))
+
+
 def lower_wgmma(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> None:
     lhs, rhs = em.get(op.operands["lhs"]), em.get(op.operands["rhs"])
     acc = em.expect(op.operands["acc"])

@@ -20,6 +20,7 @@ from .ir import walk_ops
 SCHEDULE_REPORT = "schedule_report"
 PIPELINE_PLAN = "pipeline_plan"
 PIPELINED = "pipelined"
+ATTENTION_PLAN = "attention_plan"   # an attention-shaped loop schedule-loops accepted (analysis.attention_pipeline)
 
 _LOOPS = ("for", "loop")
 

@@ -29,6 +29,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_read`         | the tile of a `tma_issue` (`state`): every thread waits for that phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
+| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A is staged from registers through the op's scratch |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
@@ -91,7 +92,7 @@ ASYNC_COPY = TILEGPU.op(
     "async_copy", operands={"view": TILE_VIEW, "buffer": SMEM, "indices*": SCALAR_INT, "slot?": SCALAR_I32,
                             "barriers?": SCALAR_I32},
     attrs={"role": "str", "operand": "operand", "chunk": "int", "kc": "int", "vb": "int", "unit_bytes": "int",
-           "stages": "int", "slot?": "int", "tma?": "tensor_copy", "transpose!": "unit"},
+           "stages": "int", "slot?": "int", "tma?": "tensor_copy", "transpose!": "unit", "landed!": "unit"},
     traits=[MemoryEffects(Read("view"), Write("buffer", SHARED), Write(resource=ASYNC_GROUPS), ordered=True),
             RingAccess()],
     cls="AsyncCopyOp")
@@ -144,6 +145,12 @@ WARP_SPECIALIZE = TILEGPU.op(
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), Write(resource=ASYNC_GROUPS),
                           ordered=True)],
     cls="WarpSpecializeOp")
+MMA_LANDED = TILEGPU.op(
+    "mma_landed", operands={"lhs": ANY_TILE, "acc": ANY_TILE, "buffer": SMEM, "slot": SCALAR_I32},
+    results={"result": ANY_TILE},
+    attrs={"mma": "op", "mma_plan": "wgmma_plan", "operand": "operand", "unit_bytes": "int",
+           "scratch_bytes?": "int", "scratch_offset?": "int", "store_vectors?": "ints"},
+    traits=[MemoryEffects(Read("buffer", SHARED)), RingAccess()], cls="MmaLandedOp")
 STAGE_OPERAND = TILEGPU.op(
     "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM}, attrs={"mma": "op", "role": "str"},
     traits=[MemoryEffects(Write("buffer", SHARED))], cls="StageOperandOp")

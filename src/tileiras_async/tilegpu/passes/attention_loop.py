@@ -1,0 +1,176 @@
+"""The pipeline pass's expansion of an attention-shaped loop (schedule-loops' `attention_plan`:
+tilegpu.analysis.attention_pipeline): its mmas' B tiles land by TMA in a ring of slots, `ahead` iterations
+before the mmas read them.
+
+    ring = local_alloc (stages slots, aligned at run time);  bars = tma_barriers (one mbarrier a slot)
+    for d in 0 .. ahead-1: if lb + d*step < ub: async_copy (tma) of every landed tile of iteration d -> slot d
+    for iv ... iter (..., %consumed = 0):
+        barrier                                   every thread is done with iteration i-1's slot
+        if iv + ahead*step < ub: async_copy ...   iteration i+ahead's tiles -> slot (consumed + ahead) % stages
+        tma_wait bars, %consumed                  iteration i's tiles landed
+        ... the body, each landed load (and its reshapes) gone, each of its mmas a `tilegpu.mma_landed`
+            reading B from slot consumed % stages ...
+        continue ..., %consumed + 1
+
+The barrier is what frees a slot: the mmas of iteration i-1 completed their reads (each thread waits for its
+wgmma group) before that thread reached it, and the copies into the slot are issued after it.  The loop's ops
+lose the `stage`/`order` the schedule gave them (the expansion is where they run).
+"""
+from __future__ import annotations
+
+from ...bytecode.opspec import OPS_BY_NAME
+from ...ir import types as T
+from ...ir.core import Block, Operation, Region, Value
+from ...ir.enums import ComparisonPredicate, Signedness
+from .. import scalars
+from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, numbered
+from ..analysis.tensor_maps import param_layout, tile_copy_maps
+from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
+from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
+from ..ops import ASYNC_COPY, BARRIER, LOCAL_ALLOC, MMA_LANDED, TMA_BARRIERS, TMA_RELEASE, TMA_WAIT
+from ..types import LayoutTile, SmemType
+
+I1 = LayoutTile((), T.I1, None)
+I32 = LayoutTile((), T.I32, None)
+
+
+def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) -> None:
+    """Expand each planned loop in place; their maps numbered after the kernel's other maps, one per array
+    and box."""
+    first = len(param_layout(k.fn.type.inputs)) + _maps_before(k)
+    params: dict = {}   # a map's description with parameter 0 -> its parameter (loops of one array share it)
+    where = parent_blocks(k.fn.body)
+    for plan in plans:
+        for ld in plan.landed:
+            ld.x.tma = numbered(ld.x.tma, params.setdefault(numbered(ld.x.tma, 0).map, first + len(params)))
+        block = where[id(plan.loop)]
+        at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
+        new_ops, results = _Expansion(plan).build(runs_again(k, plan.loop))
+        block.ops[at:at + 1] = new_ops
+        replace_values(k.fn.body, {id(old): new for old, new in zip(plan.loop.results, results)})
+        k.remark("passed", "pipelining", "LoopPipelined",
+                 f"attention-shaped loop pipelined: {len(plan.landed)} B tile(s) land by TMA in a ring of "
+                 f"{plan.stages} slots, {plan.ahead} iteration(s) ahead of their mmas", plan.loop)
+
+
+def _maps_before(k: KernelIR) -> int:
+    """The maps select-tensor-copies gave the K-loops' operands and the tile loads' (numbered first)."""
+    cands = [op.attrs[PIPELINE_PLAN].cand for op in walk_ops(k.fn.body) if PIPELINE_PLAN in op.attrs]
+    return sum(x.tma is not None for c in cands for x in (c.a, c.b)) + len(tile_copy_maps(k.fn.body))
+
+
+class _Expansion:
+    def __init__(self, plan: AttentionPlan):
+        self.plan = plan
+        loop = plan.loop
+        self.lb, self.ub, self.step = (loop.operands[n] for n in ("lowerBound", "upperBound", "step"))
+        self.unsigned = bool(loop.attrs.get("unsignedCmp"))
+        self.loc = loop.loc
+        self.ring: Value | None = None
+        self.bars: Value | None = None
+
+    def build(self, release: bool) -> tuple[list[Operation], list[Value]]:
+        p, out = self.plan, []
+        ring = Operation(LOCAL_ALLOC, {}, {"align": p.align}, [SmemType(p.ring_bytes)], loc=self.loc)
+        bars = Operation(TMA_BARRIERS, {}, {"stages": p.stages, "count": len(p.landed),
+                                            "maps": [ld.x.tma.map.param for ld in p.landed]}, [I32], loc=self.loc)
+        out += [ring, bars]
+        self.ring, self.bars = ring.result, bars.result
+        for d in range(p.ahead):
+            self.copies(out, scalars.iteration(out, self.lb, self.step, d, self.loc), d)
+        results = self.loop(out)
+        if release:
+            out.append(Operation(TMA_RELEASE, {"barriers": self.bars}, {"stages": p.stages}, loc=self.loc))
+        return out, results
+
+    def copies(self, out: list, target: Value, slot) -> None:
+        """The tensor copies of iteration `target`'s landed tiles into `slot` (an int or an i32 value), if that
+        iteration runs."""
+        body: list[Operation] = []
+        vmap = {id(self.plan.loop.regions[0].block.args[0]): target}
+        body += [clone_op(o, vmap) for o in self.plan.slice_ops]
+        for o in body:
+            _unschedule(o)
+        for ld in self.plan.landed:
+            x = ld.x
+            operands = {"view": x.load.operands["view"], "buffer": self.ring, "barriers": self.bars,
+                        "indices": [vmap.get(id(v), v) for v in x.load.operands["index"]]}
+            attrs = {"role": x.role, "operand": x, "chunk": 0, "kc": ld.plan.K, "vb": x.eb, "tma": x.tma,
+                     "unit_bytes": self.plan.unit_bytes, "stages": self.plan.stages, "landed": True}
+            if isinstance(slot, int):
+                attrs["slot"] = slot
+            else:
+                operands["slot"] = slot
+            body.append(Operation(ASYNC_COPY, operands, attrs, loc=self.loc))
+        sign = Signedness.unsigned if self.unsigned else Signedness.signed
+        cond = scalars.op(out, "cmpi", {"lhs": target, "rhs": self.ub},
+                          {"comparison_predicate": ComparisonPredicate.less_than, "signedness": sign}, I1, self.loc)
+        body.append(Operation(OPS_BY_NAME["yield"], {"operands": []}, {}, [], loc=self.loc))
+        out.append(Operation(OPS_BY_NAME["if"], {"condition": cond}, {}, [],
+                             [Region([Block([], body)]), Region([])], loc=self.loc))
+
+    def free_slot(self, out: list) -> None:
+        """A barrier: every thread's mmas of the previous iteration completed their reads of the slot that
+        this iteration's copies refill before any copy is issued."""
+        out.append(Operation(BARRIER, loc=self.loc))
+
+    def slot(self, out: list, unit: Value) -> Value:
+        s = self.plan.stages
+        if s & (s - 1) == 0:
+            return scalars.op(out, "andi", {"lhs": unit, "rhs": scalars.const(out, s - 1, T.I32, self.loc)}, {},
+                              I32, self.loc)
+        return scalars.op(out, "remi", {"lhs": unit, "rhs": scalars.const(out, s, T.I32, self.loc)},
+                          {"signedness": Signedness.signed}, I32, self.loc)
+
+    def loop(self, out: list) -> list[Value]:
+        p = self.plan
+        loop = p.loop
+        old = loop.regions[0].block
+        body = Block([a.type for a in old.args] + [I32])
+        vmap = {id(a): b for a, b in zip(old.args, body.args)}
+        iv, consumed = body.args[0], body.args[-1]
+        ops = body.ops
+        self.free_slot(ops)
+        ahead = scalars.add(ops, consumed, scalars.const(ops, p.ahead, T.I32, self.loc), self.loc)
+        self.copies(ops, scalars.iteration(ops, iv, self.step, p.ahead, self.loc), self.slot(ops, ahead))
+        ops.append(Operation(TMA_WAIT, {"barriers": self.bars, "unit": consumed}, {"stages": p.stages},
+                             loc=self.loc))
+        slot = self.slot(ops, consumed)
+        landed = {id(ld.mma): ld for ld in p.landed}
+        gone = {id(o) for ld in p.landed for o in (ld.x.load, *ld.x.chain)}
+        for op in old.ops:
+            if id(op) in gone:
+                continue
+            if op is old.ops[-1]:
+                nxt = scalars.add(ops, consumed, scalars.const(ops, 1, T.I32, self.loc), self.loc)
+                vals = [vmap.get(id(v), v) for v in op.operands["operands"]] + [nxt]
+                ops.append(Operation(op.spec, {"operands": vals}, dict(op.attrs), [], loc=op.loc))
+                continue
+            ld = landed.get(id(op))
+            if ld is None:
+                copy = clone_op(op, vmap)
+                _unschedule(copy)
+                ops.append(copy)
+                continue
+            mma = Operation(MMA_LANDED, {"lhs": vmap.get(id(op.operands["lhs"]), op.operands["lhs"]),
+                                         "acc": vmap.get(id(op.operands["acc"]), op.operands["acc"]),
+                                         "buffer": self.ring, "slot": slot},
+                            {"mma": op, "mma_plan": ld.plan, "operand": ld.x, "unit_bytes": p.unit_bytes,
+                             "scratch_bytes": landed_scratch_bytes(ld.plan)}, [op.result.type], loc=op.loc)
+            ops.append(mma)
+            vmap[id(op.result)] = mma.result
+        inits = list(loop.operands["initValues"]) + [scalars.const(out, 0, T.I32, self.loc)]
+        new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
+                                    "initValues": inits},
+                        {n: v for n, v in loop.attrs.items() if n != ATTENTION_PLAN},
+                        [r.type for r in loop.results] + [I32], [Region([body])], loop.loc)
+        new.attrs[PIPELINED] = True
+        out.append(new)
+        return list(new.results[:len(loop.results)])
+
+
+def _unschedule(op: Operation) -> None:
+    """The schedule is spent once the loop is expanded: an op is where it runs."""
+    for o in [op, *(x for r in op.regions for b in r.blocks for x in b.walk())]:
+        o.attrs.pop("stage", None)
+        o.attrs.pop("order", None)
