@@ -98,3 +98,30 @@ def _expect_failure(case: str, stages: int) -> None:
     except EmuError:
         return
     assert problems, "the mutated kernel still computes the reference"
+
+
+def _body_ops(case: str, until: str, stages: int | None = None) -> list:
+    k = _kernel(case, "sm_90", until, stages)
+    loop = next(op for op in walk_ops(k.fn.body) if op.name == "for")
+    return loop.regions[0].block.ops
+
+
+def test_the_copies_into_a_slot_follow_the_barrier_that_frees_it():
+    """The emulator runs a CTA's warps in step, so a copy issued before the other warps are done with the
+    slot shows there as no race; the order is held here instead: after insert-barriers the iteration's one
+    barrier comes first, then the copies of the iteration ahead, the wait for this one's slot, the mmas."""
+    ops = _body_ops("fmha_f16", "insert-barriers", 2)
+    names = [o.name for o in ops]
+    copies = next(i for i, o in enumerate(ops) if o.name == "if"
+                  and any(x.name == "tilegpu.async_copy" for x in o.regions[0].block.ops))
+    assert names.count("tilegpu.barrier") == 1
+    assert names.index("tilegpu.barrier") < copies < names.index("tilegpu.tma_wait") < \
+        names.index("tilegpu.mma_landed")
+
+
+def test_q_is_staged_once_and_p_stays_in_registers():
+    ops = _body_ops("fmha_f16", "pipeline")
+    first, second = [o for o in ops if o.name == "tilegpu.mma_landed"]
+    assert "a_buffer" in first.operands and "scratch_bytes" not in first.attrs
+    assert second.attrs.get("a_registers") and "scratch_bytes" not in second.attrs
+    assert not any(o.name == "tilegpu.stage_operand" for o in ops)

@@ -29,9 +29,9 @@ from ..tilegpu.analysis.tcgen05 import Tcgen05Plan
 from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
 from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_software_pipeline import unit_offset
+from .lower_software_pipeline import aligned_buffer, unit_offset
 from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
-from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
+from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits, stage_hoisted
 from .values import SHARED_PTR, Tile, llvm_type
 
 # ---------------------------------------------------------------------------------------------------------
@@ -299,6 +299,9 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
 
 @lowers("tilegpu.stage_operand")
 def _stage_operand(em: KernelEmitter, op: Operation) -> None:
+    if isinstance(op.attrs.get("mma_plan"), WgmmaPlan):     # an attention loop's hoisted A, for wgmma
+        stage_hoisted(em, op, op.attrs["mma_plan"], aligned_buffer(em, op.operands["buffer"].owner))
+        return
     mma, role = op.attrs["mma"], op.attrs["role"]
     plan = recorded_plan(mma)
     st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..ir.core import Operation
 from ..tilegpu.layout import LinearLayout
-from ..tilegpu.analysis.wgmma import SmemOperand, WgmmaPlan
+from ..tilegpu.analysis.wgmma import SmemOperand, WgmmaPlan, register_a_fragments
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile
 
@@ -199,6 +199,14 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
         em.b.emit(f"store {vty} {val}, {SHARED_PTR} {ptr}, align {vec * sm.ebytes}")
 
 
+def stage_hoisted(em: KernelEmitter, op: Operation, plan: WgmmaPlan, base: str) -> None:
+    """A loop-invariant A (`stage_operand` with a wgmma plan) into its swizzled place at shared address `base`
+    (aligned to the swizzle repeat), whole K, fenced for the async proxy: a barrier before the first mma that
+    reads it publishes it."""
+    stage_operand(em, plan, "a", em.get(op.operands["value"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+    em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
+
+
 def stage_chunk(em: KernelEmitter, op: Operation, plan: WgmmaPlan, lhs: Tile, rhs: Tile, base: str,
                 chunk: int) -> None:
     """A and B of K chunk `chunk` of mma `op` into the scratch at `base` (publish before issuing), as many
@@ -347,26 +355,79 @@ def lower_wgmma_staged(em: KernelEmitter, staged: Operation, plan: WgmmaPlan, un
     em.set(staged.result, Tile(staged.result.type, p.c, unpack_accumulators(em, p, words)))
 
 
-def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_off: str) -> None:
+def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_off: str,
+                       a_buffer: str | None) -> None:
     """An mma whose B operand landed in a ring slot at `unit_off` (from the scratch; `operand.base` further)
-    in the plan's B layout, whole K: stage A from registers into the op's scratch, publish it, issue with B's
-    descriptors pointing into the slot, wait."""
+    in the plan's B layout, whole K.  A: from the buffer at shared address `a_buffer` (an entry value: staged
+    before the loop and published), from the lhs's registers (`a_registers`: wgmma's register-A fragments),
+    or staged from registers into the op's scratch and published here.  Issue with B's descriptors pointing
+    into the slot, wait."""
     lhs, acc = em.get(op.operands["lhs"]), em.expect(op.operands["acc"])
-    base = scratch_address(em, op, plan)
-    stage_operand(em, plan, "a", lhs, base, 0, (op.attrs.get("store_vectors") or (1,))[0])
-    publish(em)
-    da, _ = descriptor_bases(em, plan, base)
+    fragments = None
+    if op.attrs.get("a_registers"):
+        fragments = register_a_fragments(plan, lhs.layout)
+        if fragments is None:
+            raise LoweringError("internal: the lhs does not hold wgmma's register-A fragments")
+        base = None
+    elif a_buffer is not None:
+        base = a_buffer
+    else:
+        base = scratch_address(em, op, plan)
+        stage_operand(em, plan, "a", lhs, base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+        publish(em)
     sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    _, db = descriptor_bases(em, plan, sym)
+    da, db = descriptor_bases(em, plan, sym if base is None else base)
+    if base is not None:
+        _, db = descriptor_bases(em, plan, sym)
     # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
     rebase = op.attrs["operand"].base - plan.b_smem.base
     shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
     s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
     db = em.b.value(f"add i64 {db}, {s64}", "desc")
     words = pack_accumulators(em, plan, list(acc.regs))
-    words = issue_chunk(em, plan, words, (da, db))
+    if fragments is None:
+        words = issue_chunk(em, plan, words, (da, db))
+    else:
+        words = _issue_register_a(em, plan, words, db, _pack_fragments(em, lhs, fragments))
     words = wait(em, plan, words, 0)
     em.set(op.result, Tile(op.result.type, plan.c, unpack_accumulators(em, plan, words)))
+
+
+def _pack_fragments(em: KernelEmitter, lhs: Tile, fragments) -> list[list[str]]:
+    """Per issue, A's four 32-bit registers: each two 16-bit lhs elements (the first in the low half)."""
+    lt = lhs.llvm
+    out = []
+    for regs in fragments:
+        words = []
+        for lo, hi in regs:
+            v = em.b.value(f"insertelement <2 x {lt}> poison, {lt} {lhs.regs[lo]}, i32 0")
+            v = em.b.value(f"insertelement <2 x {lt}> {v}, {lt} {lhs.regs[hi]}, i32 1")
+            words.append(em.b.value(f"bitcast <2 x {lt}> {v} to i32"))
+        out.append(words)
+    return out
+
+
+def _issue_register_a(em: KernelEmitter, plan: WgmmaPlan, words: list[str], db: str,
+                      a_words: list[list[str]]) -> list[str]:
+    """wgmma.fence, every instruction with A from registers (`a_words`: per K step and M tile) and B through
+    descriptor base `db`, commit_group."""
+    em.b.asm("void", "wgmma.fence.sync.aligned;", "~{memory}", [])
+    words = list(words)
+    per = plan.instr.acc_per_reg
+    for ks, step in enumerate(plan.issues()):
+        for i, iss in enumerate(step):
+            a = a_words[ks * plan.rm + i // plan.rn]
+            idx = [r // per for r in iss.c_regs[::per]]
+            n = len(idx)
+            d = ", ".join(f"${j}" for j in range(n))
+            av = ", ".join(f"${2 * n + j}" for j in range(4))
+            template = f"{plan.ptx} {{{d}}}, {{{av}}}, ${2 * n + 4}, 1, 1, 1, {int(plan.b_major == 'mn')};"
+            out = _tied_asm(em, plan, template, [words[j] for j in idx],
+                            [("i32", w, "r") for w in a] + [("i64", _desc(em, db, iss.b_off >> 4), "l")])
+            for j, v in zip(idx, out):
+                words[j] = v
+    em.b.asm("void", "wgmma.commit_group.sync.aligned;", "~{memory}", [])
+    return words
 
 
 def lower_wgmma(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> None:

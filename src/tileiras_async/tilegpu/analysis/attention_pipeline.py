@@ -11,8 +11,10 @@ through a view made outside the loop, at tile indices computed from the inductio
 invariants (`software_pipeline.index_slice`), directly or through reshapes that drop leading unit dimensions --
 and that tile lands by TMA (`tensor_maps.plan_landed_copy`: the mma's B layout in shared memory is what a box
 writes, K loaded through a transposed view included).  The body must not write memory nor end an iteration
-early.  The A operands stay as they are: Q (loop-invariant) and P (computed) are staged from registers by
-their mma.
+early.  Each mma reads A where it is cheapest (`Landed.a_source`): a loop-invariant A (Q) is staged once
+before the loop into a buffer of its own (shared by the loops that read the same value the same way), one
+the loop computes in the layout of wgmma's register-A fragments (P, the softmax of S's accumulator converted
+to f16) from its registers, any other is staged by its mma each iteration.
 
 What the pipeline builds from it: a ring of `stages` slots, each holding every landed tile of one iteration
 (each tile where its mma's descriptors read it, on its swizzle repeat), one mbarrier per slot on which each
@@ -29,13 +31,14 @@ from dataclasses import dataclass
 from ...ir.core import Operation
 from ...ir.enums import MemoryOrderingSemantics as MO
 from ..ir import own_ops
-from ..types import align
+from ..types import align, layout_of
 from .mma import recorded_plan
-from .software_pipeline import (_EARLY_EXITS, _WRITE_PREFIXES, MIN_STAGES, TMA_ALIGN, Operand, _trace_operand,
+from .software_pipeline import (_EARLY_EXITS, _WRITE_PREFIXES, MIN_STAGES, TMA_ALIGN, Operand, _inside,
+                                _trace_operand,
                                 defined_in, index_slice, use_counts)
 from .tcgen05 import Tcgen05Plan
 from .tensor_maps import TensorCopy, plan_landed_copy
-from .wgmma import SCRATCH_ALIGN, WgmmaPlan
+from .wgmma import SCRATCH_ALIGN, WgmmaPlan, register_a_fragments
 
 _MMAS = ("mmaf", "mmai")
 
@@ -47,6 +50,8 @@ class Landed:
     mma: Operation
     x: Operand
     plan: WgmmaPlan
+    a_source: str = "scratch"   # where the mma reads A: "registers", "hoisted" (staged once before the loop) or
+                                # "scratch" (staged from registers by the mma, every iteration)
 
 
 @dataclass
@@ -137,19 +142,37 @@ def _landed_operand(k, mma: Operation, body, top: set[int], uses: dict, slices: 
     if isinstance(tma, str):
         return f"the B tile cannot land by TMA: {tma}"
     x.tma = tma
-    return Landed(mma, x, whole)
+    return Landed(mma, x, whole, _a_source(mma, whole, body))
+
+
+def _a_source(mma: Operation, plan: WgmmaPlan, body) -> str:
+    """Where the mma reads A: an lhs the loop does not change is staged once before it ("hoisted"); one the
+    loop computes in the register-A fragments' layout is read from its registers ("registers"); any other is
+    staged by the mma each iteration ("scratch")."""
+    lhs = mma.operands["lhs"]
+    owner = lhs.owner
+    invariant = not defined_in(owner, body) if isinstance(owner, Operation) else \
+        owner is not body and not _inside(owner, body)
+    if invariant:
+        return "hoisted"
+    layout = layout_of(lhs.type)
+    if layout is not None and register_a_fragments(plan, layout) is not None:
+        return "registers"
+    return "scratch"
 
 
 def _body_scratch(body) -> int:
-    """The scratch the body's ops stage through, the mmas' at their landed size."""
-    total = 0
+    """The scratch the body's ops stage through and the buffers of the A operands staged before the loop (an
+    upper bound: each mma's A at its landed size, staged in the loop or before it)."""
+    total, hoisted = 0, 0
     for o in body.walk():
         n = o.attrs.get("scratch_bytes", 0)
         if o.name in _MMAS:
             n = landed_scratch_bytes(dataclasses.replace(recorded_plan(o), chunk=recorded_plan(o).K,
                                                          budget=1 << 20))
+            hoisted += align(n, 16)
         total = max(total, align(n, 16))    # allocate-shared-memory lets scratches of one body share bytes
-    return total
+    return total + hoisted
 
 
 def _geometry(plan: AttentionPlan, stages: int, budget: int) -> AttentionPlan | str:

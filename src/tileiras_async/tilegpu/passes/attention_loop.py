@@ -2,6 +2,7 @@
 tilegpu.analysis.attention_pipeline): its mmas' B tiles land by TMA in a ring of slots, `ahead` iterations
 before the mmas read them.
 
+    a = local_alloc; stage_operand Q -> a        a loop-invariant A (Q), staged once (loops share it)
     ring = local_alloc (stages slots, aligned at run time);  bars = tma_barriers (one mbarrier a slot)
     for d in 0 .. ahead-1: if lb + d*step < ub: async_copy (tma) of every landed tile of iteration d -> slot d
     for iv ... iter (..., %consumed = 0):
@@ -9,11 +10,12 @@ before the mmas read them.
         if iv + ahead*step < ub: async_copy ...   iteration i+ahead's tiles -> slot (consumed + ahead) % stages
         tma_wait bars, %consumed                  iteration i's tiles landed
         ... the body, each landed load (and its reshapes) gone, each of its mmas a `tilegpu.mma_landed`
-            reading B from slot consumed % stages ...
+            reading B from slot consumed % stages, A from `a`, from its registers (P) or its scratch ...
         continue ..., %consumed + 1
 
 The barrier is what frees a slot: the mmas of iteration i-1 completed their reads (each thread waits for its
-wgmma group) before that thread reached it, and the copies into the slot are issued after it.  The loop's ops
+wgmma group) before that thread reached it, and the copies into the slot are issued after it.  It also
+publishes the hoisted A buffers (each thread fenced its stores for the async proxy) before any mma reads them.  The loop's ops
 lose the `stage`/`order` the schedule gave them (the expansion is where they run).
 """
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, n
 from ..analysis.tensor_maps import param_layout, tile_copy_maps
 from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
-from ..ops import ASYNC_COPY, BARRIER, LOCAL_ALLOC, MMA_LANDED, TMA_BARRIERS, TMA_RELEASE, TMA_WAIT
+from ..ops import (ASYNC_COPY, BARRIER, LOCAL_ALLOC, MMA_LANDED, STAGE_OPERAND, TMA_BARRIERS, TMA_RELEASE,
+                   TMA_WAIT)
 from ..types import LayoutTile, SmemType
 
 I1 = LayoutTile((), T.I1, None)
@@ -39,18 +42,41 @@ def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) 
     and box."""
     first = len(param_layout(k.fn.type.inputs)) + _maps_before(k)
     params: dict = {}   # a map's description with parameter 0 -> its parameter (loops of one array share it)
+    staged: dict = {}   # (id(value), A layout) -> the buffer a stage_operand filled (loops share it)
     where = parent_blocks(k.fn.body)
     for plan in plans:
         for ld in plan.landed:
             ld.x.tma = numbered(ld.x.tma, params.setdefault(numbered(ld.x.tma, 0).map, first + len(params)))
         block = where[id(plan.loop)]
         at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
-        new_ops, results = _Expansion(plan).build(runs_again(k, plan.loop))
+        expansion = _Expansion(plan)
+        new_ops = _hoisted_a(plan, expansion, staged)
+        more, results = expansion.build(runs_again(k, plan.loop))
+        new_ops += more
         block.ops[at:at + 1] = new_ops
         replace_values(k.fn.body, {id(old): new for old, new in zip(plan.loop.results, results)})
         k.remark("passed", "pipelining", "LoopPipelined",
                  f"attention-shaped loop pipelined: {len(plan.landed)} B tile(s) land by TMA in a ring of "
                  f"{plan.stages} slots, {plan.ahead} iteration(s) ahead of their mmas", plan.loop)
+
+
+def _hoisted_a(plan: AttentionPlan, expansion: "_Expansion", staged: dict) -> list[Operation]:
+    """The buffers and `stage_operand`s of the plan's hoisted A operands (before the loop; one a value and
+    layout, whichever loop stages it first), each recorded in `expansion.a_buffers`."""
+    out = []
+    for ld in plan.landed:
+        if ld.a_source != "hoisted":
+            continue
+        value = ld.mma.operands["lhs"]
+        key = (id(value), ld.plan.a_smem)
+        if key not in staged:
+            alloc = Operation(LOCAL_ALLOC, {}, {"align": ld.plan.align}, [SmemType(landed_scratch_bytes(ld.plan))],
+                              loc=ld.mma.loc)
+            out += [alloc, Operation(STAGE_OPERAND, {"value": value, "buffer": alloc.result},
+                                     {"mma": ld.mma, "role": "a", "mma_plan": ld.plan}, loc=ld.mma.loc)]
+            staged[key] = alloc.result
+        expansion.a_buffers[id(ld.mma)] = staged[key]
+    return out
 
 
 def _maps_before(k: KernelIR) -> int:
@@ -68,6 +94,7 @@ class _Expansion:
         self.loc = loop.loc
         self.ring: Value | None = None
         self.bars: Value | None = None
+        self.a_buffers: dict[int, Value] = {}   # id(mma) -> the buffer its hoisted A was staged into
 
     def build(self, release: bool) -> tuple[list[Operation], list[Value]]:
         p, out = self.plan, []
@@ -152,11 +179,16 @@ class _Expansion:
                 _unschedule(copy)
                 ops.append(copy)
                 continue
-            mma = Operation(MMA_LANDED, {"lhs": vmap.get(id(op.operands["lhs"]), op.operands["lhs"]),
-                                         "acc": vmap.get(id(op.operands["acc"]), op.operands["acc"]),
-                                         "buffer": self.ring, "slot": slot},
-                            {"mma": op, "mma_plan": ld.plan, "operand": ld.x, "unit_bytes": p.unit_bytes,
-                             "scratch_bytes": landed_scratch_bytes(ld.plan)}, [op.result.type], loc=op.loc)
+            operands = {"lhs": vmap.get(id(op.operands["lhs"]), op.operands["lhs"]),
+                        "acc": vmap.get(id(op.operands["acc"]), op.operands["acc"]), "buffer": self.ring, "slot": slot}
+            attrs = {"mma": op, "mma_plan": ld.plan, "operand": ld.x, "unit_bytes": p.unit_bytes}
+            if ld.a_source == "hoisted":
+                operands["a_buffer"] = self.a_buffers[id(op)]
+            elif ld.a_source == "registers":
+                attrs["a_registers"] = True
+            else:
+                attrs["scratch_bytes"] = landed_scratch_bytes(ld.plan)
+            mma = Operation(MMA_LANDED, operands, attrs, [op.result.type], loc=op.loc)
             ops.append(mma)
             vmap[id(op.result)] = mma.result
         inits = list(loop.operands["initValues"]) + [scalars.const(out, 0, T.I32, self.loc)]
