@@ -1,7 +1,7 @@
 """Pipelining of attention-shaped loops (issue 30, attention): cuTile's FMHA sample as cuTile launches it
-(examples/suite/launch: D=64, 128x128 tiles, the launch hints that make its views TMA-able) on sm_90.
-schedule-loops accepts the attention loop (two wgmma mmas whose B tiles, K through a transposed view and V,
-the body loads) with a rule of its own and the loads a stage ahead; the pipeline pass lands K and V by TMA
+(examples/suite/launch: D=64, 128x128 tiles, the launch hints that make its views TMA-able) on sm_90 and
+sm_100.  schedule-loops accepts the attention loop (two wgmma / tcgen05 mmas whose B tiles, K through a
+transposed view and V, the body loads) with a rule of its own and the loads a stage ahead; the pipeline pass lands K and V by TMA
 (rank-4 maps) in a ring of --num-stages slots.  The emulated kernel computes the reference with the race
 detector on at --num-stages 2, 3 and 4, and it needs its mbarrier wait: without it the emulator reports a
 race or the result is wrong."""
@@ -49,9 +49,10 @@ def _emulate(case: str, stages: int | None, gpu: str = "sm_90"):
     return run, refs.check(case, pristine, dict(zip(inputs, args)))
 
 
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("case", CASES)
-def test_the_schedule_accepts_the_attention_loop(case):
-    k = _kernel(case, "sm_90", "schedule-loops")
+def test_the_schedule_accepts_the_attention_loop(case, gpu):
+    k = _kernel(case, gpu, "schedule-loops")
     reports = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if op.name == "for"]
     assert reports and all(r.rule.startswith("attention-pipelined: the B tiles of 2 mmas land by TMA in a ring "
                                              "of 4 slots") for r in reports)
@@ -61,16 +62,20 @@ def test_the_schedule_accepts_the_attention_loop(case):
         assert {o.attrs["stage"] for o in loop.regions[0].block.ops if o.name == "mmaf"} == {3}
 
 
-def test_tcgen05_keeps_the_loop_serial():
-    k = _kernel("fmha_f16", "sm_100", "schedule-loops")
+def test_unhinted_views_keep_the_loop_serial():
+    """Without cuTile's launch hints nothing promises K's and V's views what a tensor map needs."""
+    m = read_module((SUITE / "fmha_f16.v13.4.tileirbc").read_bytes())
+    k = KernelIR(m, clone_function(m.functions[0]), CodegenOptions(target="sm_90", opt_level=3))
+    run_pipeline(k, until="schedule-loops")
     [report] = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if op.name == "for"]
-    assert report.rule.startswith("kept serial:") and "not attention-shaped" in report.rule
+    assert report.rule.startswith("kept serial:") and "cannot land by TMA" in report.rule
 
 
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("stages", [2, 3, 4])
-def test_emulated_at_every_stage_count(case, stages):
-    run, problems = _emulate(case, stages)
+def test_emulated_at_every_stage_count(case, stages, gpu):
+    run, problems = _emulate(case, stages, gpu)
     assert not problems, problems
     # K and V by rank-4 tensor copies: per loop the stages - 1 iterations of the prologue and one in the loop
     loops = 1 if case == "fmha_f16" else 2
@@ -78,7 +83,8 @@ def test_emulated_at_every_stage_count(case, stages):
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == stages * loops
 
 
-def test_without_the_mbarrier_wait_the_mmas_read_early(monkeypatch):
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_without_the_mbarrier_wait_the_mmas_read_early(monkeypatch, gpu):
     import tileiras_async.driver as driver
     compile_ptx = driver.module_ptx
 
@@ -89,12 +95,12 @@ def test_without_the_mbarrier_wait_the_mmas_read_early(monkeypatch):
         return ptx[:m.start()] + ptx[m.end():]
 
     monkeypatch.setattr(driver, "module_ptx", without_wait)
-    _expect_failure("fmha_f16", 2)
+    _expect_failure("fmha_f16", 2, gpu)
 
 
-def _expect_failure(case: str, stages: int) -> None:
+def _expect_failure(case: str, stages: int, gpu: str = "sm_90") -> None:
     try:
-        _, problems = _emulate(case, stages)
+        _, problems = _emulate(case, stages, gpu)
     except EmuError:
         return
     assert problems, "the mutated kernel still computes the reference"

@@ -30,8 +30,8 @@ from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
 from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
 from .lower_software_pipeline import aligned_buffer, unit_offset
-from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
-from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits, stage_hoisted
+from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_landed, lower_tcgen05_staged
+from .lower_wgmma import lower_wgmma, lower_wgmma_landed, lower_wgmma_staged, over_thread_bits, stage_hoisted
 from .values import SHARED_PTR, Tile, llvm_type
 
 # ---------------------------------------------------------------------------------------------------------
@@ -295,6 +295,14 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
                 for j, v in zip(cs, d):
                     c_regs[j] = v
     em.set(node.result, Tile(op.result.type, plan.c, c_regs))
+
+
+@lowers("tilegpu.mma_landed")
+def _mma_landed(em: KernelEmitter, op: Operation) -> None:
+    a = op.operands.get("a_buffer")
+    plan = op.attrs["mma_plan"]
+    lower = lower_tcgen05_landed if isinstance(plan, Tcgen05Plan) else lower_wgmma_landed
+    lower(em, op, plan, unit_offset(em, op), None if a is None else aligned_buffer(em, a.owner))
 
 
 @lowers("tilegpu.stage_operand")

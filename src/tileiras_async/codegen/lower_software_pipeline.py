@@ -23,7 +23,7 @@ from ..ir.core import Operation
 from ..tilegpu.analysis.software_pipeline import Operand
 from .emitter import LOWERINGS, KernelEmitter, lowers  # noqa: F401  (LOWERINGS: tests swap a pattern)
 from .lower_tensor_copy import tensor_copy
-from .lower_wgmma import lower_wgmma_landed, swizzled_offset
+from .lower_wgmma import swizzled_offset
 from .values import GLOBAL_PTR, SHARED_PTR, PartitionView, Tile, llvm_type
 
 # a thread's copies of one operand chunk are unrolled up to this many, else a loop of one copy per iteration
@@ -490,13 +490,6 @@ def _cp_async(c: _Chunk, state: dict, inb: str, p: str) -> None:
     kind = "cg" if vb == 16 else "ca"
     b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
           [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
-
-
-@lowers("tilegpu.mma_landed")
-def _mma_landed(em: KernelEmitter, op: Operation) -> None:
-    a = op.operands.get("a_buffer")
-    lower_wgmma_landed(em, op, op.attrs["mma_plan"], unit_offset(em, op),
-                       None if a is None else aligned_buffer(em, a.owner))
 
 
 def aligned_buffer(em: KernelEmitter, alloc: Operation) -> str:

@@ -29,7 +29,8 @@ from ..tilegpu.analysis.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
 from .lower_tensor_copy import tcgen05_commit
-from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
+from .lower_wgmma import (_desc, _i64, descriptor_bases, landed_descriptors, scratch_address, stage_chunk,
+                          stage_operand)
 from .values import SHARED_PTR, Tile
 
 MBAR_BYTES = 8
@@ -213,6 +214,22 @@ def lower_tcgen05_staged(em: KernelEmitter, staged: Operation, plan: Tcgen05Plan
     taddr = acquire(em, p, list(em.expect(staged.operands["acc"]).regs))
     issue_and_wait(em, p, taddr, descs, 0, shift)
     em.set(staged.result, Tile(staged.result.type, p.c, release(em, p, taddr)))
+
+
+def lower_tcgen05_landed(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, unit_off: str,
+                         a_buffer: str | None) -> None:
+    """An mma whose B operand landed in a ring slot (`tilegpu.mma_landed`, codegen/lower_wgmma.py's
+    `landed_descriptors`), whole K: A from the buffer at `a_buffer` (staged before the loop) or staged into
+    the op's scratch (the acquire's barrier publishes it), then acquire, issue, wait and release as an
+    unpipelined op does."""
+    base = a_buffer
+    if base is None:
+        base = scratch_address(em, op, plan)
+        stage_operand(em, plan, "a", em.get(op.operands["lhs"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+    descs = landed_descriptors(em, op, plan, base, unit_off)
+    taddr = acquire(em, plan, list(em.expect(op.operands["acc"]).regs))
+    issue_and_wait(em, plan, taddr, descs, 0)
+    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
 
 
 def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple[tuple[str, str], str | int]:

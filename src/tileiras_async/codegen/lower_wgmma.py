@@ -375,15 +375,7 @@ def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_o
         base = scratch_address(em, op, plan)
         stage_operand(em, plan, "a", lhs, base, 0, (op.attrs.get("store_vectors") or (1,))[0])
         publish(em)
-    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    da, db = descriptor_bases(em, plan, sym if base is None else base)
-    if base is not None:
-        _, db = descriptor_bases(em, plan, sym)
-    # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
-    rebase = op.attrs["operand"].base - plan.b_smem.base
-    shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
-    s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
-    db = em.b.value(f"add i64 {db}, {s64}", "desc")
+    da, db = landed_descriptors(em, op, plan, base, unit_off)
     words = pack_accumulators(em, plan, list(acc.regs))
     if fragments is None:
         words = issue_chunk(em, plan, words, (da, db))
@@ -391,6 +383,20 @@ def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_o
         words = _issue_register_a(em, plan, words, db, _pack_fragments(em, lhs, fragments))
     words = wait(em, plan, words, 0)
     em.set(op.result, Tile(op.result.type, plan.c, unpack_accumulators(em, plan, words)))
+
+
+def landed_descriptors(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base: str | None,
+                       unit_off: str) -> tuple[str | None, str]:
+    """(A's descriptor base at shared address `a_base`, None without one; B's, pointing into the ring slot at
+    `unit_off` from the scratch) of an mma whose B landed (`tilegpu.mma_landed`)."""
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    da = descriptor_bases(em, plan, a_base)[0] if a_base is not None else None
+    _, db = descriptor_bases(em, plan, sym)
+    # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
+    rebase = op.attrs["operand"].base - plan.b_smem.base
+    shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
+    s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
+    return da, em.b.value(f"add i64 {db}, {s64}", "desc")
 
 
 def _pack_fragments(em: KernelEmitter, lhs: Tile, fragments) -> list[list[str]]:

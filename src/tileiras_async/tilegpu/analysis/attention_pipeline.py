@@ -5,8 +5,7 @@ than one mma (what `software_pipeline.analyze` refuses) is attention-shaped, the
 accepted.
 
 An attention-shaped loop (flash attention's: S = Q K^T, the softmax, O += P V) is a counted `for` loop at the
-top of whose body two or more mmas run on wgmma (sm_90; tcgen05 keeps its accumulators elsewhere and is not
-done yet), each with a B operand the body loads itself -- a weak `load_view_tko` whose token orders nothing,
+top of whose body two or more mmas run on wgmma (sm_90) or tcgen05 (sm_100), each with a B operand the body loads itself -- a weak `load_view_tko` whose token orders nothing,
 through a view made outside the loop, at tile indices computed from the induction variable and loop
 invariants (`software_pipeline.index_slice`), directly or through reshapes that drop leading unit dimensions --
 and that tile lands by TMA (`tensor_maps.plan_landed_copy`: the mma's B layout in shared memory is what a box
@@ -14,7 +13,8 @@ writes, K loaded through a transposed view included).  The body must not write m
 early.  Each mma reads A where it is cheapest (`Landed.a_source`): a loop-invariant A (Q) is staged once
 before the loop into a buffer of its own (shared by the loops that read the same value the same way), one
 the loop computes in the layout of wgmma's register-A fragments (P, the softmax of S's accumulator converted
-to f16) from its registers, any other is staged by its mma each iteration.
+to f16) from its registers (wgmma only: tcgen05 reads A from shared or tensor memory), any other is staged
+by its mma each iteration.
 
 What the pipeline builds from it: a ring of `stages` slots, each holding every landed tile of one iteration
 (each tile where its mma's descriptors read it, on its swizzle repeat), one mbarrier per slot on which each
@@ -118,8 +118,8 @@ def analyze_attention(k, op: Operation, stages: int, budget: int) -> AttentionPl
 
 def _landed_operand(k, mma: Operation, body, top: set[int], uses: dict, slices: dict) -> Landed | str:
     plan = recorded_plan(mma)
-    if isinstance(plan, Tcgen05Plan) or not isinstance(plan, WgmmaPlan):
-        return "an mma of the body does not run on wgmma (tcgen05 and mma.sync loops are not pipelined so)"
+    if not isinstance(plan, WgmmaPlan):     # (a Tcgen05Plan is one)
+        return "an mma of the body does not run on wgmma or tcgen05 (mma.sync loops are not pipelined so)"
     x = _trace_operand("b", mma.operands["rhs"], top, uses)
     if isinstance(x, str):
         return x
@@ -156,8 +156,8 @@ def _a_source(mma: Operation, plan: WgmmaPlan, body) -> str:
     if invariant:
         return "hoisted"
     layout = layout_of(lhs.type)
-    if layout is not None and register_a_fragments(plan, layout) is not None:
-        return "registers"
+    if not isinstance(plan, Tcgen05Plan) and layout is not None and register_a_fragments(plan, layout) is not None:
+        return "registers"      # (tcgen05 reads A from shared or tensor memory only)
     return "scratch"
 
 
