@@ -3,20 +3,24 @@ tilegpu.analysis.attention_pipeline): its mmas' B tiles land by TMA in a ring of
 before the mmas read them.
 
     a = local_alloc; stage_operand Q -> a        a loop-invariant A (Q), staged once (loops share it)
-    ring = local_alloc (stages slots, aligned at run time);  bars = tma_barriers (one mbarrier a slot)
+    ring = local_alloc (stages slots, aligned at run time)
+    bars = tma_barriers                           per slot a "full" mbarrier (the copies' bytes) and an
+                                                  "empty" one (every thread's release); its CTA barrier
+                                                  publishes `a` too
     for d in 0 .. ahead-1: if lb + d*step < ub: async_copy (tma) of every landed tile of iteration d -> slot d
     for iv ... iter (..., %consumed = 0):
-        barrier                                   every thread is done with iteration i-1's slot
+        tma_wait empty bars, %consumed + ahead    that slot was released for its previous unit (every thread)
         if iv + ahead*step < ub: async_copy ...   iteration i+ahead's tiles -> slot (consumed + ahead) % stages
         tma_wait bars, %consumed                  iteration i's tiles landed
         ... the body, each landed load (and its reshapes) gone, each of its mmas a `tilegpu.mma_landed`
             reading B from slot consumed % stages, A from `a`, from its registers (P) or its scratch ...
+        tma_arrive bars, %consumed                (after the last mma) every thread releases the slot
         continue ..., %consumed + 1
 
-The barrier is what frees a slot: the mmas of iteration i-1 completed their reads (each thread waits for its
-wgmma group) before that thread reached it, and the copies into the slot are issued after it.  It also
-publishes the hoisted A buffers (each thread fenced its stores for the async proxy) before any mma reads them.  The loop's ops
-lose the `stage`/`order` the schedule gave them (the expansion is where they run).
+A slot is refilled once every thread released it: each thread's mmas completed their reads of it (it waited
+for its wgmma group, or for its tcgen05 commit) before it arrives, and every thread waits for the phase of
+those arrivals before the copies are issued -- no CTA barrier in the loop.  The loop's ops lose the `stage`/`order` the schedule gave
+them (the expansion is where they run).
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, n
 from ..analysis.tensor_maps import param_layout, tile_copy_maps
 from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
-from ..ops import (ASYNC_COPY, BARRIER, LOCAL_ALLOC, MMA_LANDED, STAGE_OPERAND, TMA_BARRIERS, TMA_RELEASE,
+from ..ops import (ASYNC_COPY, LOCAL_ALLOC, MMA_LANDED, STAGE_OPERAND, TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE,
                    TMA_WAIT)
 from ..types import LayoutTile, SmemType
 
@@ -49,7 +53,7 @@ def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) 
             ld.x.tma = numbered(ld.x.tma, params.setdefault(numbered(ld.x.tma, 0).map, first + len(params)))
         block = where[id(plan.loop)]
         at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
-        expansion = _Expansion(plan)
+        expansion = _Expansion(plan, k.options.num_threads)
         new_ops = _hoisted_a(plan, expansion, staged)
         more, results = expansion.build(runs_again(k, plan.loop))
         new_ops += more
@@ -86,8 +90,9 @@ def _maps_before(k: KernelIR) -> int:
 
 
 class _Expansion:
-    def __init__(self, plan: AttentionPlan):
+    def __init__(self, plan: AttentionPlan, threads: int):
         self.plan = plan
+        self.threads = threads      # the arrivals that release a slot: every thread's
         loop = plan.loop
         self.lb, self.ub, self.step = (loop.operands[n] for n in ("lowerBound", "upperBound", "step"))
         self.unsigned = bool(loop.attrs.get("unsignedCmp"))
@@ -99,7 +104,7 @@ class _Expansion:
     def build(self, release: bool) -> tuple[list[Operation], list[Value]]:
         p, out = self.plan, []
         ring = Operation(LOCAL_ALLOC, {}, {"align": p.align}, [SmemType(p.ring_bytes)], loc=self.loc)
-        bars = Operation(TMA_BARRIERS, {}, {"stages": p.stages, "count": len(p.landed),
+        bars = Operation(TMA_BARRIERS, {}, {"stages": p.stages, "count": len(p.landed), "empty": self.threads,
                                             "maps": [ld.x.tma.map.param for ld in p.landed]}, [I32], loc=self.loc)
         out += [ring, bars]
         self.ring, self.bars = ring.result, bars.result
@@ -136,10 +141,23 @@ class _Expansion:
         out.append(Operation(OPS_BY_NAME["if"], {"condition": cond}, {}, [],
                              [Region([Block([], body)]), Region([])], loc=self.loc))
 
-    def free_slot(self, out: list) -> None:
-        """A barrier: every thread's mmas of the previous iteration completed their reads of the slot that
-        this iteration's copies refill before any copy is issued."""
-        out.append(Operation(BARRIER, loc=self.loc))
+    def released(self, out: list, unit: Value) -> None:
+        """Every thread waits until the slot of `unit` was released by every thread for its previous unit
+        (unit - stages; a fresh mbarrier's first round passes).  All threads wait, not only the issuing warp:
+        a warp held back alone would reach its warpgroup's next wgmma out of step with the others."""
+        out.append(Operation(TMA_WAIT, {"barriers": self.bars, "unit": unit},
+                             {"stages": self.plan.stages, "empty": True}, loc=self.loc))
+
+    def landed(self, out: list, unit: Value) -> None:
+        """Every thread waits until the tiles of `unit` landed (the phase of its slot's "full" mbarrier)."""
+        out.append(Operation(TMA_WAIT, {"barriers": self.bars, "unit": unit}, {"stages": self.plan.stages},
+                             loc=self.loc))
+
+    def release(self, out: list, unit: Value) -> None:
+        """Every thread arrives on the "empty" mbarrier of `unit`'s slot: its mmas completed their reads of it
+        (each waited for its wgmma group, or its tcgen05 commit), so the copies of unit + stages may land."""
+        out.append(Operation(TMA_ARRIVE, {"barriers": self.bars, "unit": unit}, {"stages": self.plan.stages},
+                             loc=self.loc))
 
     def slot(self, out: list, unit: Value) -> Value:
         s = self.plan.stages
@@ -157,11 +175,10 @@ class _Expansion:
         vmap = {id(a): b for a, b in zip(old.args, body.args)}
         iv, consumed = body.args[0], body.args[-1]
         ops = body.ops
-        self.free_slot(ops)
         ahead = scalars.add(ops, consumed, scalars.const(ops, p.ahead, T.I32, self.loc), self.loc)
+        self.released(ops, ahead)
         self.copies(ops, scalars.iteration(ops, iv, self.step, p.ahead, self.loc), self.slot(ops, ahead))
-        ops.append(Operation(TMA_WAIT, {"barriers": self.bars, "unit": consumed}, {"stages": p.stages},
-                             loc=self.loc))
+        self.landed(ops, consumed)
         slot = self.slot(ops, consumed)
         landed = {id(ld.mma): ld for ld in p.landed}
         gone = {id(o) for ld in p.landed for o in (ld.x.load, *ld.x.chain)}
@@ -191,6 +208,8 @@ class _Expansion:
             mma = Operation(MMA_LANDED, operands, attrs, [op.result.type], loc=op.loc)
             ops.append(mma)
             vmap[id(op.result)] = mma.result
+            if op is p.landed[-1].mma:      # the iteration's last read of its slot
+                self.release(ops, consumed)
         inits = list(loop.operands["initValues"]) + [scalars.const(out, 0, T.I32, self.loc)]
         new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
                                     "initValues": inits},
