@@ -32,12 +32,11 @@ def _path(case: str):
     return LAUNCH_SUITE / f"{case}.v13.4.tileirbc"
 
 
-def _kernel(case: str, gpu: str, until: str, stages: int | None = None) -> KernelIR:
-    m = read_module(_path(case).read_bytes())
-    opts = CodegenOptions(target=gpu, opt_level=3)
-    if stages is not None:
-        opts.pipeline_stages = stages
-    k = KernelIR(m, clone_function(m.functions[0]), opts)
+def _kernel(case: str, gpu: str, until: str, stages: int | None = None, folder=LAUNCH_SUITE) -> KernelIR:
+    """The kernel of `case` (the launch variant, or the one in `folder`) after the passes up to `until`."""
+    m = read_module((folder / f"{case}.v13.4.tileirbc").read_bytes())
+    given = {} if stages is None else {"pipeline_stages": stages}
+    k = KernelIR(m, clone_function(m.functions[0]), CodegenOptions(target=gpu, opt_level=3, **given))
     run_pipeline(k, until=until)
     return k
 
@@ -84,9 +83,7 @@ def test_the_schedule_accepts_the_attention_loop(case, gpu):
 
 def test_unhinted_views_keep_the_loop_serial():
     """Without cuTile's launch hints nothing promises K's and V's views what a tensor map needs."""
-    m = read_module((SUITE / "fmha_f16.v13.4.tileirbc").read_bytes())
-    k = KernelIR(m, clone_function(m.functions[0]), CodegenOptions(target="sm_90", opt_level=3))
-    run_pipeline(k, until="schedule-loops")
+    k = _kernel("fmha_f16", "sm_90", "schedule-loops", folder=SUITE)
     [report] = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if op.name == "for"]
     assert report.rule.startswith("kept serial:") and "cannot land by TMA" in report.rule
 

@@ -28,14 +28,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import msgspec
+
 from ...ir.core import Operation
 from ...ir.enums import MemoryOrderingSemantics as MO
-from ..ir import own_ops
 from ..types import align, layout_of
 from .mma import recorded_plan
-from .software_pipeline import (_EARLY_EXITS, _WRITE_PREFIXES, MIN_STAGES, TMA_ALIGN, Operand, _inside,
-                                _trace_operand,
-                                defined_in, index_slice, use_counts)
+from .software_pipeline import (MIN_STAGES, TMA_ALIGN, Operand, _inside, _trace_operand, defined_in, index_slice,
+                                unmovable_body, use_counts)
 from .tcgen05 import Tcgen05Plan
 from .tensor_maps import TensorCopy, plan_landed_copy
 from .wgmma import SCRATCH_ALIGN, WgmmaPlan, register_a_fragments
@@ -72,9 +72,6 @@ class AttentionPlan:
         """Iterations the copies run ahead of the mmas that read them."""
         return self.stages - 1
 
-    def __repr__(self) -> str:
-        return f"#attention_plan<stages = {self.stages}, landed = {len(self.landed)}>"
-
 
 def landed_scratch_bytes(plan: WgmmaPlan) -> int:
     """The scratch an mma whose B landed needs: its A for the whole K, aligned at run time to the swizzle."""
@@ -97,12 +94,9 @@ def analyze_attention(k, op: Operation, stages: int, budget: int) -> AttentionPl
         return "the target has no tensor copies whose launch hooks are known"
     if sum(o.name in _MMAS for o in body.walk()) != len(mmas):
         return "an mma runs in a nested region of the body"
-    for o in own_ops(body):
-        if o.name in _EARLY_EXITS and o is not body.ops[-1]:
-            return "an iteration may end early"
-    for o in body.walk():
-        if o.name.startswith(_WRITE_PREFIXES):
-            return f"the loop body writes memory ('{o.name}')"
+    why = unmovable_body(body)
+    if why:
+        return why
     top = {id(o) for o in body.ops}
     uses = use_counts(body)
     slices: dict[int, Operation] = {}
@@ -193,5 +187,4 @@ def _geometry(plan: AttentionPlan, stages: int, budget: int) -> AttentionPlan | 
 
 def numbered(tc: TensorCopy, param: int) -> TensorCopy:
     """The copy with its map in entry parameter `param`."""
-    import msgspec
     return dataclasses.replace(tc, map=msgspec.structs.replace(tc.map, param=param))

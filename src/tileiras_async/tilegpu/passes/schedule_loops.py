@@ -114,19 +114,24 @@ def _prefetched(loop: Operation, serial):
     regs = sum(load_registers(ld) for ld in loads)
     if not loads or DISTANCE * regs > PREFETCH_REGS:
         return None
+    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
+            f"per thread in flight")
+    return _ahead(loop, serial, {id(ld) for ld in loads}, DISTANCE, rule)
+
+
+def _ahead(loop: Operation, serial, moved: set[int], distance: int, rule: str):
+    """`serial` with the body's ops `moved` (ids) in stage 0 and every other one in stage `distance`, each
+    stage in the serial order, the ops given their `stage`/`order`: loads `distance` iterations ahead."""
     body = [o for o in loop.regions[0].block.ops if not o.spec.is_terminator]
-    moved = {id(ld) for ld in loads}
-    stage = {r.index: 0 if id(body[r.index]) in moved else DISTANCE for r in serial.ops}
-    order, placed = {}, {0: 0, DISTANCE: 0}    # each stage in the serial order
+    stage = {r.index: 0 if id(body[r.index]) in moved else distance for r in serial.ops}
+    order, placed = {}, {0: 0, distance: 0}    # each stage in the serial order
     for r in sorted(serial.ops, key=lambda r: r.order):
         order[r.index] = placed[stage[r.index]]
         placed[stage[r.index]] += 1
     ops = [msgspec.structs.replace(r, stage=stage[r.index], order=order[r.index]) for r in serial.ops]
     for r in ops:
         body[r.index].attrs["stage"], body[r.index].attrs["order"] = r.stage, r.order
-    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
-            f"per thread in flight")
-    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=DISTANCE + 1, prologue_copies=DISTANCE)
+    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=distance + 1, prologue_copies=distance)
 
 
 def _attention_plan(k: KernelIR, loop: Operation):
@@ -142,20 +147,9 @@ def _landed(loop: Operation, serial, plan):
     `stage`/`order`; None where the serial schedule failed."""
     if not serial.ok:
         return None
-    body = [o for o in loop.regions[0].block.ops if not o.spec.is_terminator]
-    moved = {id(ld.x.load) for ld in plan.landed}
-    ahead = plan.ahead
-    stage = {r.index: 0 if id(body[r.index]) in moved else ahead for r in serial.ops}
-    order, placed = {}, {0: 0, ahead: 0}
-    for r in sorted(serial.ops, key=lambda r: r.order):
-        order[r.index] = placed[stage[r.index]]
-        placed[stage[r.index]] += 1
-    ops = [msgspec.structs.replace(r, stage=stage[r.index], order=order[r.index]) for r in serial.ops]
-    for r in ops:
-        body[r.index].attrs["stage"], body[r.index].attrs["order"] = r.stage, r.order
     rule = (f"attention-pipelined: the B tiles of {len(plan.landed)} mmas land by TMA in a ring of {plan.stages} "
-            f"slots of {plan.unit_bytes} bytes, {ahead} iteration(s) ahead of their mmas")
-    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=ahead + 1, prologue_copies=ahead)
+            f"slots of {plan.unit_bytes} bytes, {plan.ahead} iteration(s) ahead of their mmas")
+    return _ahead(loop, serial, {id(ld.x.load) for ld in plan.landed}, plan.ahead, rule)
 
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):
