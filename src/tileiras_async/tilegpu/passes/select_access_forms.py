@@ -10,8 +10,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `mmaf`/`mmai` on wgmma or tcgen05 gets `store_vectors` (registers per `st.shared` of A and of B
   when code generation stages them in their swizzled layouts): the leading register bits whose elements
   are consecutive bytes of one 16-byte chunk, no wider than 16 bytes, with every other basis of the layout
-  a multiple of the vector's bytes away; so does the A an attention loop's `tilegpu.mma_landed` stages, or
-  its hoisted `tilegpu.stage_operand` (one entry: A alone).
+  a multiple of the vector's bytes away; so does the A an attention loop's `tilegpu.mma_landed` stages
+  through its scratch, or its hoisted `tilegpu.stage_operand` (one entry: A alone).
 * every mma on the FMA chain (`mmaf`/`mmai` select-mma planned no tensor-core instruction for, and the
   `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
   FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
@@ -65,7 +65,8 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
         elif op.name in ("mmaf", "mmai"):
             _store_vectors(op)
             _fma_unrolled(op, layout_of(op.result.type))
-        elif op.name in ("tilegpu.mma_landed", "tilegpu.stage_operand") and "mma_plan" in op.attrs:
+        elif (op.name == "tilegpu.stage_operand" and "mma_plan" in op.attrs
+              or op.name == "tilegpu.mma_landed" and "scratch_bytes" in op.attrs):
             _landed_store_vector(op)
         elif op.name == "mmaf_scaled":
             _fma_unrolled(op, scaled_result_layout(k.options, op))
