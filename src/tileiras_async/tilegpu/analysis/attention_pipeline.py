@@ -16,7 +16,7 @@ the loop computes in the layout of wgmma's register-A fragments (P, the softmax 
 to f16) from its registers (wgmma only: tcgen05 reads A from shared or tensor memory), any other is staged
 by its mma each iteration.
 
-What the pipeline builds from it: a ring of `stages` slots, each holding every landed tile of one iteration
+What the pipeline builds from it: a ring of `stages` slots (--num-stages, at most MAX_SLOTS), each holding every landed tile of one iteration
 (each tile where its mma's descriptors read it, on its swizzle repeat), one mbarrier per slot on which each
 tile's copy expects its bytes; the tiles of iteration i + stages - 1 are issued in iteration i, after the
 barrier that follows every thread's reads of iteration i - 1 (that slot's previous tiles).  Each mma's B
@@ -41,6 +41,15 @@ from .tensor_maps import TensorCopy, plan_landed_copy
 from .wgmma import SCRATCH_ALIGN, WgmmaPlan, register_a_fragments
 
 _MMAS = ("mmaf", "mmai")
+# at most this many slots (iterations in flight), whatever --num-stages asks above it: an attention iteration
+# runs two mmas and the softmax, and each iteration ahead keeps its copies' addresses live through the loop.
+# Measured on the FMHA sample as launched (bench/codegen_quality.py, bench/dynamic_instructions.py;
+# sm_90 / sm_100), 4 -> 3 slots: static SASS fmha_f16 1020 -> 989 / 1228 -> 1197, causal 1936 -> 1875 /
+# 2346 -> 2283; registers 220 -> 216 / 218 -> 190, causal 252 -> 222 / 222 -> 220 (NVIDIA's consumer
+# warpgroup: 224 after setmaxnreg); executed instructions within 0.3%; shared memory 149.5 -> 116.8 KB.  2 slots
+# measure alike (NVIDIA's tool keeps about that much in flight: 64-80 KB of shared memory); 3 leave one
+# more iteration of latency to hide until a device timing says otherwise.
+MAX_SLOTS = 3
 
 
 @dataclass
@@ -178,7 +187,7 @@ def _geometry(plan: AttentionPlan, stages: int, budget: int) -> AttentionPlan | 
         at = ld.x.base + ld.x.smem.nbytes
         al = max(al, rep)
     plan.unit_bytes, plan.align = align(at, al), al
-    for s in range(stages, MIN_STAGES - 1, -1):
+    for s in range(min(stages, MAX_SLOTS), MIN_STAGES - 1, -1):
         plan.stages = s
         if plan.ring_bytes <= budget:
             return plan
