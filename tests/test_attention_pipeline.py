@@ -100,6 +100,8 @@ def test_emulated_at_every_stage_count(case, stages, gpu):
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.4d", run.ptx)) == 2 * slots * loops
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == slots * loops
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 256;", run.ptx)) == slots * loops
+    if gpu == "sm_90":  # S's first K step (K-major B) with scale-d 0, per N tile and loop: no zeros moved into D
+        assert len(re.findall(r"wgmma\.mma_async[^;]*, 0, 1, 1, 0, 0;", run.ptx)) == loops
 
 
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
@@ -154,4 +156,6 @@ def test_q_is_staged_once_and_p_stays_in_registers():
     first, second = [o for o in ops if o.name == "tilegpu.mma_landed"]
     assert "a_buffer" in first.operands and "scratch_bytes" not in first.attrs
     assert second.attrs.get("a_registers") and "scratch_bytes" not in second.attrs
+    # S = Q K^T starts from zero: its first K step writes D with scale-d 0; O += P V accumulates
+    assert first.attrs.get("acc_zero") and not second.attrs.get("acc_zero")
     assert not any(o.name == "tilegpu.stage_operand" for o in ops)

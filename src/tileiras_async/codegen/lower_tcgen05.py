@@ -95,11 +95,12 @@ def _half_split(plan: Tcgen05Plan) -> str:
     return f", {plan.ld_regs}" if plan.ld_shape == "16x32bx2" else ""
 
 
-def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: bool = True) -> str:
+def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str] | None, sync: bool = True) -> str:
     """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
     The caller staged the first chunk's operands before (their registers are dead by the time the
     accumulator's are stored): the first barrier publishes them too.  Ends with the threads synchronised,
-    the accumulator in TMEM, ready for the mma."""
+    the accumulator in TMEM, ready for the mma.  `acc_regs` None: nothing to store (a zero accumulator the
+    first mma overwrites, enable-input-d off)."""
     bar, slot = _bars(em)
     _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
           [("i32", slot)], "r")
@@ -108,13 +109,14 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
           [("i32", bar)], "r")
     _publish(em)
     taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
-    mine = _thread_taddr(em, plan, taddr)
-    words = _to_words(em, plan, acc_regs)
-    n = len(words)
-    regs = ", ".join(f"${j + 1}" for j in range(n))
-    em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
-             ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
-    em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    if acc_regs is not None:
+        mine = _thread_taddr(em, plan, taddr)
+        words = _to_words(em, plan, acc_regs)
+        n = len(words)
+        regs = ", ".join(f"${j + 1}" for j in range(n))
+        em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
+                 ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
+        em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
     if sync:    # else a barrier of the caller's comes between the stores and the first issue
         _sync(em)
     else:
@@ -123,26 +125,32 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
 
 
 def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int | str,
-                   shift: str | int = 0, committed: bool = False) -> None:
+                   shift: str | int = 0, committed: bool = False, zero: bool = False) -> None:
     """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
     to the mbarrier; every thread waits for that (phase's) completion.  `phase`: the parity, or an i32
     register holding it.  `committed`: only the issue (what follows commits them: a tma_arrive with
-    `commit`)."""
+    `commit`).  `zero`: the first K step ignores D (enable-input-d off): the accumulator was not stored."""
     bar, _ = _bars(em)
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
         descs = tuple(em.b.value(f"add i64 {d}, {s64}", "desc") for d in descs)
         shift = 0
     idesc = plan.instr_descriptor()
-    for step in plan.issues():
+    steps = plan.issues()
+    for step in steps:
         for iss in step:
             da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
             db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
             d = em.b.value(f"add i32 {taddr}, {iss.d_col}") if iss.d_col else taddr
-            # enable-input-d: always (the accumulator was stored into TMEM); q is p, true where issued
-            em.b.asm("void", f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}",
-                     "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
-                                              ("i32", str(_i32(idesc)))])
+            # enable-input-d: p (true where issued: the accumulator was stored into TMEM), or for a zero
+            # accumulator's first K step q, false
+            if zero and step is steps[0]:
+                text = (f"{{ .reg .pred p, q; setp.eq.u32 p, $0, 0; setp.ne.u32 q, $0, $0; "
+                        f"@p {plan.ptx} [$1], $2, $3, $4, q; }}")
+            else:
+                text = f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}"
+            em.b.asm("void", text, "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
+                                                          ("i32", str(_i32(idesc)))])
     if committed:
         return
     tcgen05_commit(em, bar)
@@ -227,8 +235,9 @@ def lower_tcgen05_landed(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, un
         base = scratch_address(em, op, plan)
         stage_operand(em, plan, "a", em.get(op.operands["lhs"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
     descs = landed_descriptors(em, op, plan, base, unit_off)
-    taddr = acquire(em, plan, list(em.expect(op.operands["acc"]).regs))
-    issue_and_wait(em, plan, taddr, descs, 0)
+    zero = bool(op.attrs.get("acc_zero"))
+    taddr = acquire(em, plan, None if zero else list(em.expect(op.operands["acc"]).regs))
+    issue_and_wait(em, plan, taddr, descs, 0, zero=zero)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
 
 
