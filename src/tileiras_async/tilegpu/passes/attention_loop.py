@@ -33,7 +33,7 @@ from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, n
 from ..analysis.tensor_maps import param_layout, tile_copy_maps
 from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
-from ..ops import (ASYNC_COPY, LOCAL_ALLOC, MMA_LANDED, STAGE_OPERAND, TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE,
+from ..ops import (ASYNC_COPY, LOCAL_ALLOC, MATERIALIZE, MMA_LANDED, STAGE_OPERAND, TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE,
                    TMA_WAIT)
 from ..types import LayoutTile, SmemType
 
@@ -141,6 +141,18 @@ class _Expansion:
         out.append(Operation(OPS_BY_NAME["if"], {"condition": cond}, {}, [],
                              [Region([Block([], body)]), Region([])], loc=self.loc))
 
+    def held(self, out: list, v: Value) -> Value:
+        """A loop-carried accumulator's initial value (O's), a constant, materialised in registers
+        (`tilegpu.materialize`, as a warp-specialised K-loop's): left a constant, the loop's zero-trip path
+        copies it into the registers the loop's results live in.  (The running max and sum hold each row's
+        value in many registers: materialised, their copies cost more moves than they save.)"""
+        if not (isinstance(v.owner, Operation) and v.owner.name == "constant") or \
+                all(v.type != ld.mma.result.type for ld in self.plan.landed):
+            return v
+        op = Operation(MATERIALIZE, {"source": v}, {}, [v.type], loc=self.loc)
+        out.append(op)
+        return op.result
+
     def released(self, out: list, unit: Value) -> None:
         """Every thread waits until the slot of `unit` was released by every thread for its previous unit
         (unit - stages; a fresh mbarrier's first round passes).  All threads wait, not only the issuing warp:
@@ -212,7 +224,7 @@ class _Expansion:
             vmap[id(op.result)] = mma.result
             if op is p.landed[-1].mma:      # the iteration's last read of its slot
                 self.release(ops, consumed)
-        inits = list(loop.operands["initValues"]) + [scalars.const(out, 0, T.I32, self.loc)]
+        inits = [self.held(out, v) for v in loop.operands["initValues"]] + [scalars.const(out, 0, T.I32, self.loc)]
         new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
                                     "initValues": inits},
                         {n: v for n, v in loop.attrs.items() if n != ATTENTION_PLAN},
