@@ -373,7 +373,8 @@ def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_o
     before the loop and published), from the lhs's registers (`a_registers`: wgmma's register-A fragments),
     or staged from registers into the op's scratch and published here.  Issue with B's descriptors pointing
     into the slot, wait."""
-    lhs, acc = em.get(op.operands["lhs"]), em.expect(op.operands["acc"])
+    lhs = em.get(op.operands["lhs"]) if "lhs" in op.operands else None
+    acc = em.expect(op.operands["acc"])
     fragments = None
     if op.attrs.get("a_registers"):
         fragments = register_a_fragments(plan, lhs.layout)

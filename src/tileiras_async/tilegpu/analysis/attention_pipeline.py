@@ -10,8 +10,10 @@ through a view made outside the loop, at tile indices computed from the inductio
 invariants (`software_pipeline.index_slice`), directly or through reshapes that drop leading unit dimensions --
 and that tile lands by TMA (`tensor_maps.plan_landed_copy`: the mma's B layout in shared memory is what a box
 writes, K loaded through a transposed view included).  The body must not write memory nor end an iteration
-early.  Each mma reads A where it is cheapest (`Landed.a_source`): a loop-invariant A (Q) is staged once
-before the loop into a buffer of its own (shared by the loops that read the same value the same way), one
+early.  Each mma reads A where it is cheapest (`Landed.a_source`): a loop-invariant A (Q) is put once
+before the loop into a buffer of its own (shared by the loops that read the same value the same way) -- by
+TMA where it is a tile load whose registers only mmas read (`Landed.a_tma`: the load goes), else staged by
+the threads from its registers --, one
 the loop computes in the layout of wgmma's register-A fragments (P, the softmax of S's accumulator converted
 to f16) from its registers (wgmma only: tcgen05 reads A from shared or tensor memory), any other is staged
 by its mma each iteration.
@@ -61,6 +63,7 @@ class Landed:
     plan: WgmmaPlan
     a_source: str = "scratch"   # where the mma reads A: "registers", "hoisted" (staged once before the loop) or
                                 # "scratch" (staged from registers by the mma, every iteration)
+    a_tma: Operand | None = None    # a hoisted A that lands by TMA instead (its load, chain and copy)
 
 
 @dataclass
@@ -145,7 +148,46 @@ def _landed_operand(k, mma: Operation, body, top: set[int], uses: dict, slices: 
     if isinstance(tma, str):
         return f"the B tile cannot land by TMA: {tma}"
     x.tma = tma
-    return Landed(mma, x, whole, _a_source(mma, whole, body))
+    source = _a_source(mma, whole, body)
+    return Landed(mma, x, whole, source, _landed_a(k, mma, whole) if source == "hoisted" else None)
+
+
+def _landed_a(k, mma: Operation, plan: WgmmaPlan) -> Operand | None:
+    """A hoisted A that is a tile load's (through reshapes dropping unit dimensions) and lands by TMA in its
+    buffer, the load's registers left to no one but mmas (Q: NVIDIA's tool loads it so too); else None."""
+    value = mma.operands["lhs"]
+    chain = []
+    while isinstance(value.owner, Operation) and value.owner.name == "reshape":
+        chain.append(value.owner)
+        value = value.owner.operands["source"]
+    load = value.owner
+    if not isinstance(load, Operation) or load.name != "load_view_tko" or \
+            load.attrs.get("memory_ordering_semantics", MO.weak) != MO.weak:
+        return None
+    users = use_sites(k.fn.body)
+    if any(o.name not in _MMAS and o not in chain for v in (load.results[0], *(c.result for c in chain))
+           for o in users.get(id(v), ())) or users.get(id(load.results[1])):
+        return None
+    tile = tuple(load.results[0].type.shape)
+    lead = len(tile) - len(mma.operands["lhs"].type.shape)
+    if lead < 0 or any(d != 1 for d in tile[:lead]):
+        return None
+    x = Operand("a", load, list(reversed(chain)), tile, lead, load.results[0].type.elem)
+    x.smem, x.kdim = plan.a_smem, lead + 1
+    tma = plan_landed_copy(x, k.fn.body.args, 0)
+    if isinstance(tma, str):
+        return None
+    x.tma = tma
+    return x
+
+
+def use_sites(body) -> dict[int, list[Operation]]:
+    """id(value) -> the ops that use it, anywhere under `body`."""
+    sites: dict[int, list[Operation]] = {}
+    for o in body.walk():
+        for v in o.operand_values():
+            sites.setdefault(id(v), []).append(o)
+    return sites
 
 
 def _a_source(mma: Operation, plan: WgmmaPlan, body) -> str:

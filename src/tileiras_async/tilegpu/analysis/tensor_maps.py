@@ -179,6 +179,7 @@ def _tensor_rows_aligned(view: Value, rank: int, eb: int) -> bool:
 def plan_landed_copy(x, args: list[Value], param: int) -> TensorCopy | str:
     """A TensorCopy for the B operand `x` of an mma that reads its whole K from one slot of a ring (an
     attention-shaped loop's K or V tile: tilegpu.analysis.attention_pipeline; `x.smem` the mma's B layout), or
+    for its loop-invariant A (Q, landed once before the loop: `x.role` "a", `x.smem` the A layout), or
     why its tile cannot land by TMA.  Unlike a K-loop operand the tile may have leading unit dimensions and
     its view may order the tensor's dimensions otherwise (K loaded transposed), as long as the buffer is
     contiguous along the tensor's innermost dimension; the map has the tensor's rank, a box of 1 along the
@@ -196,7 +197,8 @@ def plan_landed_copy(x, args: list[Value], param: int) -> TensorCopy | str:
     if isinstance(operands, str):
         return operands
     base, shape, strides = operands
-    k_dim, n_dim = x.lead, x.lead + 1            # a B operand: ([unit dims,] K, N)
+    # B: ([unit dims,] K, N), its rows N; A: ([unit dims,] M, K), its rows M
+    k_dim, n_dim = (x.lead, x.lead + 1) if x.role == "b" else (x.lead + 1, x.lead)
     contiguous, other = (k_dim, n_dim) if staged.major == "k" else (n_dim, k_dim)
     if dim_map[contiguous] != rank - 1:
         return "the stage buffer is contiguous along another dimension than the tensor"

@@ -2,12 +2,16 @@
 tilegpu.analysis.attention_pipeline): its mmas' B tiles land by TMA in a ring of slots, `ahead` iterations
 before the mmas read them.
 
-    a = local_alloc; stage_operand Q -> a        a loop-invariant A (Q), staged once (loops share it)
+    a = local_alloc; Q -> a                       a loop-invariant A (Q), once (loops share it): a tensor
+                                                  copy on an mbarrier of its own (Landed.a_tma; its load
+                                                  goes), else a stage_operand
     ring = local_alloc (stages slots, aligned at run time)
     bars = tma_barriers                           per slot a "full" mbarrier (the copies' bytes) and an
                                                   "empty" one (every thread's release); its CTA barrier
                                                   publishes `a` too
     for d in 0 .. ahead-1: if lb + d*step < ub: async_copy (tma) of every landed tile of iteration d -> slot d
+    tma_wait (Q's mbarrier)                       Q landed
+    materialize O's init                          (the zero-trip path then copies nothing)
     for iv ... iter (..., %consumed = 0):
         tma_wait empty bars, %consumed + ahead    that slot was released for its previous unit (every thread)
         if iv + ahead*step < ub: async_copy ...   iteration i+ahead's tiles -> slot (consumed + ahead) % stages
@@ -19,8 +23,8 @@ before the mmas read them.
 
 A slot is refilled once every thread released it: each thread's mmas completed their reads of it (it waited
 for its wgmma group, or for its tcgen05 commit) before it arrives, and every thread waits for the phase of
-those arrivals before the copies are issued -- no CTA barrier in the loop.  The loop's ops lose the `stage`/`order` the schedule gave
-them (the expansion is where they run).
+those arrivals before the copies are issued -- no CTA barrier in the loop.  The loop's ops lose the
+`stage`/`order` the schedule gave them (the expansion is where they run).
 """
 from __future__ import annotations
 
@@ -49,8 +53,8 @@ def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) 
     staged: dict = {}   # (id(value), A layout) -> the buffer a stage_operand filled (loops share it)
     where = parent_blocks(k.fn.body)
     for plan in plans:
-        for ld in plan.landed:
-            ld.x.tma = numbered(ld.x.tma, params.setdefault(numbered(ld.x.tma, 0).map, first + len(params)))
+        for x in [ld.x for ld in plan.landed] + [ld.a_tma for ld in plan.landed if ld.a_tma is not None]:
+            x.tma = numbered(x.tma, params.setdefault(numbered(x.tma, 0).map, first + len(params)))
         block = where[id(plan.loop)]
         at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
         expansion = _Expansion(plan, k.options.num_threads)
@@ -62,6 +66,20 @@ def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) 
         k.remark("passed", "pipelining", "LoopPipelined",
                  f"attention-shaped loop pipelined: {len(plan.landed)} B tile(s) land by TMA in a ring of "
                  f"{plan.stages} slots, {plan.ahead} iteration(s) ahead of their mmas", plan.loop)
+    _drop_unused_loads(k, [ld.a_tma for plan in plans for ld in plan.landed if ld.a_tma is not None])
+
+
+def _drop_unused_loads(k: KernelIR, landed: list) -> None:
+    """The loads (and their reshapes) of the A operands that landed by TMA, once nothing reads their
+    registers any more (every mma that did reads the buffer now)."""
+    where = parent_blocks(k.fn.body)
+    for x in {id(x.load): x for x in landed}.values():
+        ops = list(reversed(x.chain)) + [x.load]     # users first
+        for op in ops:
+            if any(v is r for o in walk_ops(k.fn.body) for v in o.operand_values() for r in op.results):
+                return
+            block = where[id(op)]
+            block.ops = [o for o in block.ops if o is not op]
 
 
 def _hoisted_a(plan: AttentionPlan, expansion: "_Expansion", staged: dict) -> list[Operation]:
@@ -76,8 +94,12 @@ def _hoisted_a(plan: AttentionPlan, expansion: "_Expansion", staged: dict) -> li
         if key not in staged:
             alloc = Operation(LOCAL_ALLOC, {}, {"align": ld.plan.align}, [SmemType(landed_scratch_bytes(ld.plan))],
                               loc=ld.mma.loc)
-            out += [alloc, Operation(STAGE_OPERAND, {"value": value, "buffer": alloc.result},
-                                     {"mma": ld.mma, "role": "a", "mma_plan": ld.plan}, loc=ld.mma.loc)]
+            out.append(alloc)
+            if ld.a_tma is None:
+                out.append(Operation(STAGE_OPERAND, {"value": value, "buffer": alloc.result},
+                                     {"mma": ld.mma, "role": "a", "mma_plan": ld.plan}, loc=ld.mma.loc))
+            else:
+                out += expansion.land_a(ld, alloc.result)
             staged[key] = alloc.result
         expansion.a_buffers[id(ld.mma)] = staged[key]
     return out
@@ -100,6 +122,7 @@ class _Expansion:
         self.ring: Value | None = None
         self.bars: Value | None = None
         self.a_buffers: dict[int, Value] = {}   # id(mma) -> the buffer its hoisted A was staged into
+        self.a_waits: list[Value] = []          # the mbarriers of hoisted A copies to wait for before the loop
 
     def build(self, release: bool) -> tuple[list[Operation], list[Value]]:
         p, out = self.plan, []
@@ -110,10 +133,27 @@ class _Expansion:
         self.ring, self.bars = ring.result, bars.result
         for d in range(p.ahead):
             self.copies(out, scalars.iteration(out, self.lb, self.step, d, self.loc), d)
+        for a in self.a_waits:
+            out.append(Operation(TMA_WAIT, {"barriers": a, "unit": scalars.const(out, 0, T.I32, self.loc)},
+                                 {"stages": 1}, loc=self.loc))
         results = self.loop(out)
         if release:
             out.append(Operation(TMA_RELEASE, {"barriers": self.bars}, {"stages": p.stages}, loc=self.loc))
         return out, results
+
+    def land_a(self, ld, buffer: Value) -> list[Operation]:
+        """A hoisted A's tensor copy into `buffer` on an mbarrier of its own, issued before the ring's
+        mbarriers are initialised (`barrier_follows`: their CTA barrier publishes this one's initialisation
+        before anyone waits); every thread waits for it right before the loop (`a_waits`)."""
+        x = ld.a_tma
+        bars = Operation(TMA_BARRIERS, {}, {"stages": 1, "count": 1, "maps": [x.tma.map.param],
+                                            "barrier_follows": True}, [I32], loc=self.loc)
+        copy = Operation(ASYNC_COPY, {"view": x.load.operands["view"], "buffer": buffer, "barriers": bars.result,
+                                      "indices": list(x.load.operands["index"])},
+                         {"role": "a", "operand": x, "chunk": 0, "kc": ld.plan.K, "vb": x.eb, "tma": x.tma,
+                          "unit_bytes": 0, "stages": 1, "slot": 0, "landed": True}, loc=self.loc)
+        self.a_waits.append(bars.result)
+        return [bars, copy]
 
     def copies(self, out: list, target: Value, slot) -> None:
         """The tensor copies of iteration `target`'s landed tiles into `slot` (an int or an i32 value), if that
@@ -213,8 +253,9 @@ class _Expansion:
             attrs = {"mma": op, "mma_plan": ld.plan, "operand": ld.x, "unit_bytes": p.unit_bytes}
             if _zero_constant(op.operands["acc"]):
                 attrs["acc_zero"] = True    # S = Q K^T starts from zero each iteration
-            if ld.a_source == "hoisted":
+            if ld.a_source == "hoisted":     # A is read from its buffer: the registers are no operand
                 operands["a_buffer"] = self.a_buffers[id(op)]
+                del operands["lhs"]
             elif ld.a_source == "registers":
                 attrs["a_registers"] = True
             else:
