@@ -30,9 +30,10 @@ from ..tilegpu.analysis.tcgen05 import Tcgen05Plan
 from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
 from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_software_pipeline import unit_offset
-from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
-from .lower_wgmma import combine_bits, lower_wgmma, lower_wgmma_staged, over_thread_bits
+from .lower_software_pipeline import aligned_buffer, unit_offset
+from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_landed, lower_tcgen05_staged
+from .lower_wgmma import (combine_bits, lower_wgmma, lower_wgmma_landed, lower_wgmma_staged, over_thread_bits,
+                          stage_hoisted)
 from .values import SHARED_PTR, Tile, llvm_type
 
 # ---------------------------------------------------------------------------------------------------------
@@ -335,8 +336,19 @@ def _ldmatrix_rows(em: KernelEmitter, plan: MmaPlan, role: str, pairs: bool) -> 
     return combine_bits(em, em.lane, list(lanes), _warp_offset(em, layout, st.contrib))[0]
 
 
+@lowers("tilegpu.mma_landed")
+def _mma_landed(em: KernelEmitter, op: Operation) -> None:
+    a = op.operands.get("a_buffer")
+    plan = op.attrs["mma_plan"]
+    lower = lower_tcgen05_landed if isinstance(plan, Tcgen05Plan) else lower_wgmma_landed
+    lower(em, op, plan, unit_offset(em, op), None if a is None else aligned_buffer(em, a.owner))
+
+
 @lowers("tilegpu.stage_operand")
 def _stage_operand(em: KernelEmitter, op: Operation) -> None:
+    if isinstance(op.attrs.get("mma_plan"), WgmmaPlan):     # an attention loop's hoisted A, for wgmma
+        stage_hoisted(em, op, op.attrs["mma_plan"], aligned_buffer(em, op.operands["buffer"].owner))
+        return
     mma, role = op.attrs["mma"], op.attrs["role"]
     plan = recorded_plan(mma)
     st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))

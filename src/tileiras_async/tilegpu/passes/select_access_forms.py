@@ -13,7 +13,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `mmaf`/`mmai` on wgmma or tcgen05 gets `store_vectors` (registers per `st.shared` of A and of B
   when code generation stages them in their swizzled layouts): the leading register bits whose elements
   are consecutive bytes of one 16-byte chunk, no wider than 16 bytes, with every other basis of the layout
-  a multiple of the vector's bytes away.
+  a multiple of the vector's bytes away; so does the A an attention loop's `tilegpu.mma_landed` stages
+  through its scratch, or its hoisted `tilegpu.stage_operand` (one entry: A alone).
 * every mma on the FMA chain (`mmaf`/`mmai` select-mma planned no tensor-core instruction for, and the
   `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
   FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
@@ -73,6 +74,9 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
         elif op.name == "tilegpu.mma_prestaged":
             buffer = op.operands["buffer"].owner.attrs.get("offset")
             _sync_fragment_loads(op, recorded_plan(op.attrs["mma"]), {op.attrs["role"]: buffer})
+        elif (op.name == "tilegpu.stage_operand" and "mma_plan" in op.attrs
+              or op.name == "tilegpu.mma_landed" and "scratch_bytes" in op.attrs):
+            _landed_store_vector(op)
         elif op.name == "mmaf_scaled":
             _fma_unrolled(op, scaled_result_layout(k.options, op))
         elif op.name == "scan":
@@ -180,6 +184,13 @@ def _store_vectors(op: Operation) -> None:
     op.attrs["store_vectors"] = tuple(
         store_vector(layout_of(op.operands[name].type), plan, role, plan.operand(role).ebytes)
         for role, name in (("a", "lhs"), ("b", "rhs")))
+
+
+def _landed_store_vector(op: Operation) -> None:
+    """Registers per `st.shared` of the A an attention loop's wgmma stages (its scratch, or a hoisted buffer)."""
+    plan = op.attrs["mma_plan"]
+    value = op.operands["lhs" if op.name == "tilegpu.mma_landed" else "value"]
+    op.attrs["store_vectors"] = (store_vector(layout_of(value.type), plan, "a", plan.a_smem.ebytes),)
 
 
 def store_vector(layout: LinearLayout, plan, role: str, ebytes: int) -> int:
