@@ -109,14 +109,15 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str] | None, sy
           [("i32", bar)], "r")
     _publish(em)
     taddr = em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
-    if acc_regs is not None:
-        mine = _thread_taddr(em, plan, taddr)
-        words = _to_words(em, plan, acc_regs)
-        n = len(words)
-        regs = ", ".join(f"${j + 1}" for j in range(n))
-        em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
-                 ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
-        em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
+    if acc_regs is None:    # nothing stored: the publishing barrier is the last one the issue needs
+        return taddr
+    mine = _thread_taddr(em, plan, taddr)
+    words = _to_words(em, plan, acc_regs)
+    n = len(words)
+    regs = ", ".join(f"${j + 1}" for j in range(n))
+    em.b.asm("void", f"tcgen05.st.sync.aligned.{_ldst_suffix(plan)} [$0]{_half_split(plan)}, {{{regs}}};",
+             ",".join(["r"] * (n + 1) + ["~{memory}"]), [("i32", mine)] + [("i32", w) for w in words])
+    em.b.asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", [])
     if sync:    # else a barrier of the caller's comes between the stores and the first issue
         _sync(em)
     else:
