@@ -136,7 +136,9 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str] | None, sy
     _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
           [("i32", bar)], "r")
     _publish(em)
-    taddr = _address(em) if acc_regs is None else _store(em, plan, acc_regs)
+    if acc_regs is None:    # nothing stored: the publishing barrier is the last one the issue needs
+        return _address(em)
+    taddr = _store(em, plan, acc_regs)
     if sync:    # else a barrier of the caller's comes between the stores and the first issue
         _sync(em)
     else:
