@@ -397,6 +397,43 @@ def test_ldmatrix_reads_the_fragment_words(instr, bsz, m, n, k, nw):
         assert found == {("a", False): True, ("b", False): True, ("b", True): True}
 
 
+@pytest.mark.parametrize("instr,bsz,m,n,k,nw", LDMATRIX_PLANS,
+                         ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in LDMATRIX_PLANS])
+def test_ldmatrix_trans_reads_b_in_rows_of_n(instr, bsz, m, n, k, nw):
+    """B staged in rows of N (rows_of_n_stage): with the lane addressing of ldmatrix_trans_lanes, the ISA's
+    ldmatrix.trans (register j of lane l: elements (2 (l % 4) + x, l / 4) of block j, whose row r lane 8 j + r
+    addresses) delivers the elements the B fragment layout puts in each word. The 32x32x32 plan qualifies."""
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
+    st = P.rows_of_n_stage(plan)
+    if (m, n, k, nw) == (32, 32, 32, 4):
+        assert st is not None and P.ldmatrix_trans_lanes(plan, st, True) is not None
+    if st is None:
+        return
+    e = instr.elem_bytes
+    layout = plan.b
+    where = {st.base + st.contrib(layout.apply(r, lane, w)): layout.apply(r, lane, w)
+             for w in range(nw) for lane in range(WARP_SIZE) for r in range(layout.num_registers)}
+    for pairs in (False, True):
+        lanes = P.ldmatrix_trans_lanes(plan, st, pairs)
+        if lanes is None:
+            continue
+        for group in P._fragment_groups(plan, "b", pairs):
+            first = st.contrib(layout.register_coord(group[0]))
+            for w in range(nw):
+                warp_part = _thread_part(layout, st.contrib, 0, w)
+
+                def row_address(source_lane):
+                    return st.base + first + warp_part + sum(c for bit, c in enumerate(lanes)
+                                                             if source_lane >> bit & 1)
+                for lane in range(WARP_SIZE):
+                    for j, reg in enumerate(group):
+                        for x in range(2):
+                            row = row_address(8 * j + 2 * (lane % 4) + x)
+                            assert row % 16 == 0
+                            got = where[row + (lane // 4) * e]
+                            assert got == layout.apply(reg + x, lane, w), (pairs, lane, j, x)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 3. fp8 -> f16, all codes (the emitted IR constant-folded by LLVM)
 # ---------------------------------------------------------------------------------------------------------
