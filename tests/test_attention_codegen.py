@@ -6,9 +6,11 @@ instructions at most NVIDIA's):
   through the loop once per distinct row a thread holds (2), not once per register copy of the slice (8):
   their exp2 per iteration are the 8 of P plus 2;
 * K, read through a transposing view (order=(0, 1, 3, 2)), is read in vectors along its unit stride (no
-  element-wise 16-bit global loads), which also lets its staging for the mma store vectors;
-* the fragments of both mmas are read with ldmatrix (the 32x32x32 plans' k-major staging allows it): per
-  iteration 2 x (2 for A + 2 for B) ldmatrix.x4, no 32-bit shared loads of single words;
+  element-wise 16-bit global loads), which also lets its staging for the mma store vectors; V is staged in
+  the rows of N it is read in, with vector stores too (not transposed element by element);
+* the fragments of both mmas are read with ldmatrix (the 32x32x32 plans' staging allows it): per iteration
+  2 x (2 for A + 2 for B) ldmatrix.x4, V's (staged in rows of N, as it is read) with .trans, no 32-bit
+  shared loads of single words;
 * per-thread offsets add one field of thread-id bits at a time.
 """
 from __future__ import annotations
@@ -61,16 +63,18 @@ def test_k_is_read_in_vectors_and_staged_in_vectors(kernel):
     for body in _loop_bodies(_ptx(kernel, "sm_90")):
         assert "ld.global.u16" not in body and "ld.global.b16" not in body
         assert body.count("ld.global.v2.b32") == 2 + 2     # K and V: two 4-element vectors per thread
-        # K staged with two 8-byte stores; only V (transposed into the B staging) is stored element-wise
-        assert body.count("st.shared.v2.b32") == 2 and body.count("st.shared.b16") == 8
+        # both staged with two 8-byte stores: K along its rows of K, V in rows of N (nothing element-wise)
+        assert body.count("st.shared.v2.b32") == 2 + 2 and "st.shared.b16" not in body
 
 
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_fragments_are_read_with_ldmatrix(kernel, gpu):
     for body in _loop_bodies(_ptx(kernel, gpu)):
-        ldmatrix = body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16")
-        assert ldmatrix == 2 * (2 + 2)
+        # A of both mmas (Q, P) and B of the first (K, staged transposed): .x4; V in rows of N: .x4.trans
+        assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 + 2 + 2
+        assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2
+        ldmatrix = body.count("ldmatrix.sync")
         # what else reads shared memory: the row max's and sum's partials across the two warps of a row
         assert body.count("ld.shared") - ldmatrix <= 2 * 3
 

@@ -24,7 +24,7 @@ from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.analysis.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
                            FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, ldmatrix_lanes,
-                           recorded_plan)
+                           ldmatrix_trans_lanes, recorded_plan, rows_of_n_stage)
 from ..tilegpu.types import layout_of
 from ..tilegpu.analysis.tcgen05 import Tcgen05Plan
 from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
@@ -266,6 +266,9 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
     lhs = None if role == "a" else _operand_tile(em, node.operands["other"] if role else op.operands["lhs"], instr)
     rhs = None if role == "b" else _operand_tile(em, node.operands["other"] if role else op.operands["rhs"], instr)
     acc = em.expect(node.operands["acc"])
+    rows_of_n = bool(node.attrs.get("b_rows_of_n"))     # select-access-forms decided
+    if rows_of_n:
+        plan.b_stage = rows_of_n_stage(plan)
     _at_scratch(plan, em.scratch_base(node))
     if role == "a":
         plan.a_stage = replace(plan.a_stage, base=prestaged[1])
@@ -276,7 +279,7 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
     ldm_a, ldm_b, b_pairs = (loads.a, loads.b, loads.b_pairs) if loads is not None else (False, False, False)
     a_thread = (_ldmatrix_rows(em, plan, "a", False) if ldm_a else
                 _thread_offset(em, plan.a, plan.a_stage.contrib))
-    b_thread = (_ldmatrix_rows(em, plan, "b", b_pairs) if ldm_b else
+    b_thread = (_ldmatrix_rows(em, plan, "b", b_pairs, rows_of_n) if ldm_b else
                 _thread_offset(em, plan.b, plan.b_stage.contrib))
     a_ptr = b_ptr = None
     c_regs = list(acc.regs)
@@ -307,7 +310,7 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
                 for bt in range(plan.rb):
                     for nt in range(0, plan.rn, 2 if b_pairs else 1):
                         ws = _ldmatrix(em, instr, b_ptr, plan.word_offset("b", plan.b_reg(0, ks, nt, bt)),
-                                       4 if b_pairs else 2, False, in_address=True)
+                                       4 if b_pairs else 2, rows_of_n, in_address=True)
                         b_words.update({(bt, nt + j // 2, j % 2): w for j, w in enumerate(ws)})
             else:
                 b_words = {key: _load_word(em, instr, b_ptr, plan.word_offset("b", r)) for key, r in b_keys.items()}
@@ -326,10 +329,11 @@ def _ldmatrix_base(em: KernelEmitter, byte_off: str | int) -> str:
     return em.b.value(f"inttoptr i32 {em.b.value(f'add i32 {start}, {byte_off}')} to {SHARED_PTR}", "sp")
 
 
-def _ldmatrix_rows(em: KernelEmitter, plan: MmaPlan, role: str, pairs: bool) -> str:
+def _ldmatrix_rows(em: KernelEmitter, plan: MmaPlan, role: str, pairs: bool, rows_of_n: bool = False) -> str:
     """i32 from the thread id: the row address (relative to the staging base and a fragment group's first
-    word) this lane gives ldmatrix (tilegpu.analysis.mma.ldmatrix_lanes), plus the warp's part."""
-    lanes = ldmatrix_lanes(plan, role, pairs)
+    word) this lane gives ldmatrix (tilegpu.analysis.mma.ldmatrix_lanes; for B in rows of N read by
+    ldmatrix.trans, ldmatrix_trans_lanes), plus the warp's part."""
+    lanes = (ldmatrix_trans_lanes(plan, plan.b_stage, pairs) if rows_of_n else ldmatrix_lanes(plan, role, pairs))
     if lanes is None:
         raise LoweringError("internal: select-access-forms chose ldmatrix for fragments it cannot read")
     layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)

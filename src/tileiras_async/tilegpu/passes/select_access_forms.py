@@ -4,7 +4,10 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 
 * every synchronous mma.sync (`mmaf`/`mmai`, `tilegpu.mma_prestaged`) whose k-major staging allows it gets
   `ldmatrix` too: A one `.x4` per m16k16 fragment, B one `.x4` per two n tiles (else `.x2`) instead of a
-  32-bit shared load per fragment word, the words identical (tilegpu.analysis.mma.ldmatrix_lanes).
+  32-bit shared load per fragment word, the words identical (tilegpu.analysis.mma.ldmatrix_lanes); and
+  `b_rows_of_n` where B's registers run along N and its staging in rows of N fits the plan's bytes: B is
+  stored as it arrives (vectors, not transposed element by element) and read by ldmatrix.trans
+  (rows_of_n_stage, ldmatrix_trans_lanes).
 * every `tilegpu.mma_staged` on mma.sync gets `ldmatrix` (`FragmentLoads`): which operands read their
   fragments from the stage buffer with `ldmatrix` (8x8 blocks of 16-bit elements, one 16-byte row per
   thread: an m16n8k16 instruction with K chunks of 16 or more, an operand staged as 16-bit elements that
@@ -39,7 +42,7 @@ from ..ir import KernelIR
 from ..layout import LinearLayout
 from ..analysis.scaled_mma import result_layout as scaled_result_layout
 from ..analysis.mma import (_FP8, F16_F16, F16_F32, FMA_PLAN, LDMATRIX_ROW_BYTES, MmaPlan, _name, ldmatrix_lanes,
-                            recorded_plan)
+                            ldmatrix_trans_lanes, recorded_plan, rows_of_n_stage)
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..analysis.smem import dim_bits
 from ..types import layout_of
@@ -140,10 +143,31 @@ def _sync_fragment_loads(op: Operation, plan, buffers: dict) -> None:
         base = bases[role]
         return (base is not None and base % LDMATRIX_ROW_BYTES == 0
                 and ldmatrix_lanes(plan, role, pairs) is not None)
-    pairs = fits("b", True)
-    loads = FragmentLoads(fits("a"), pairs or fits("b"), pairs)
+    b_value = None if "b" in buffers else op.operands["other"] if buffers else op.operands["rhs"]
+    rows_of_n = None if b_value is None else _b_rows_of_n(b_value, plan, bases["b"])
+    if rows_of_n is not None:
+        op.attrs["b_rows_of_n"] = True
+        pairs = rows_of_n
+    else:
+        pairs = fits("b", True)
+    loads = FragmentLoads(fits("a"), rows_of_n is not None or pairs or fits("b"), pairs)
     if loads.a or loads.b:
         op.attrs["ldmatrix"] = loads
+
+
+def _b_rows_of_n(b_value, plan: MmaPlan, base: int | None) -> bool | None:
+    """Whether B (registers running along N, not K: a V tile read in rows) is staged in rows of N and read
+    by ldmatrix.trans (tilegpu.analysis.mma.rows_of_n_stage), and if so whether two n tiles per .x4; None
+    where it keeps the transposed staging (its stores then move one element each)."""
+    layout = layout_of(b_value.type)
+    if layout is None or base is None or layout.contiguous_registers(-1) < 2 or layout.contiguous_registers(-2) > 1:
+        return None
+    st = rows_of_n_stage(plan)
+    if st is None or base % LDMATRIX_ROW_BYTES:
+        return None
+    if ldmatrix_trans_lanes(plan, st, True) is not None:
+        return True
+    return False if ldmatrix_trans_lanes(plan, st, False) is not None else None
 
 
 def _converted(operand, to_half: bool) -> bool:
