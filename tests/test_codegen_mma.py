@@ -351,6 +351,86 @@ def test_thread_plus_constant_offsets_are_exact():
                 assert t + st.contrib(lay.register_coord(r)) == st.contrib(lay.apply(r, lane, w))
 
 
+LDMATRIX_PLANS = [c for c in PLAN_CASES if c[0] in (P.F16_F32, P.F16_F16, P.BF16_F32)]
+
+
+def _ldmatrix_rows(layout, st: P.Staging, lanes, first: int, warp: int):
+    """The row address lane L of warp `warp` gives an ldmatrix of a fragment group starting `first` bytes
+    into the staging: the group's start, the warp's part and `lanes` over L's bits."""
+    base = st.base + first + _thread_part(layout, st.contrib, 0, warp)
+    return lambda lane: base + sum(c for bit, c in enumerate(lanes) if lane >> bit & 1)
+
+
+@pytest.mark.parametrize("instr,bsz,m,n,k,nw", LDMATRIX_PLANS,
+                         ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in LDMATRIX_PLANS])
+def test_ldmatrix_reads_the_fragment_words(instr, bsz, m, n, k, nw):
+    """Where the plan allows ldmatrix on the synchronous staging, lane L's row address (ldmatrix_lanes over
+    its id bits, the warp part, the group's first word) makes the PTX ISA's ldmatrix semantics (register j of
+    lane l: bytes 4 (l % 4) .. +3 of row l / 4 of block j, whose address lane 8 j + l / 4 gives) deliver the
+    very elements the fragment layout puts in each word: two neighbouring k of (row, k) for A, (k, col) for
+    B.  The 32x32x32 plans of the attention kernels qualify for both operands."""
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
+    e = instr.elem_bytes
+    found = {}
+    for role, pairs in (("a", False), ("b", False), ("b", True)):
+        lanes = P.ldmatrix_lanes(plan, role, pairs)
+        found[role, pairs] = lanes is not None
+        if lanes is None:
+            continue
+        layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)
+        where = {}      # staging byte address -> element coordinate
+        for w in range(nw):
+            for lane in range(WARP_SIZE):
+                for r in range(layout.num_registers):
+                    coord = layout.apply(r, lane, w)
+                    if coord[st.kdim] < k:
+                        where[st.base + st.contrib(coord)] = coord
+        for group in P._fragment_groups(plan, role, pairs):
+            for w in range(nw):
+                row_address = _ldmatrix_rows(layout, st, lanes, plan.word_offset(role, group[0]), w)
+                for lane in range(WARP_SIZE):
+                    for j, reg in enumerate(group):
+                        row = row_address(8 * j + lane // 4)
+                        assert row % 16 == 0        # ldmatrix rows are 16-byte aligned
+                        addr = row + 4 * (lane % 4)
+                        got = [where[addr + x * e] for x in range(2)]
+                        assert got == [layout.apply(reg + x, lane, w) for x in range(2)], (role, lane, j)
+    if (m, n, k, nw) == (32, 32, 32, 4):
+        assert found == {("a", False): True, ("b", False): True, ("b", True): True}
+
+
+@pytest.mark.parametrize("instr,bsz,m,n,k,nw", LDMATRIX_PLANS,
+                         ids=[f"{c[0].key}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-w{c[5]}" for c in LDMATRIX_PLANS])
+def test_ldmatrix_trans_reads_b_in_rows_of_n(instr, bsz, m, n, k, nw):
+    """B staged in rows of N (rows_of_n_stage): with the lane addressing of ldmatrix_trans_lanes, the ISA's
+    ldmatrix.trans (register j of lane l: elements (2 (l % 4) + x, l / 4) of block j, whose row r lane 8 j + r
+    addresses) delivers the elements the B fragment layout puts in each word. The 32x32x32 plan qualifies."""
+    plan = P.MmaPlan(instr, bsz is not None, bsz or 1, m, n, k, nw)
+    st = P.rows_of_n_stage(plan)
+    if (m, n, k, nw) == (32, 32, 32, 4):
+        assert st is not None and P.ldmatrix_trans_lanes(plan, st, True) is not None
+    if st is None:
+        return
+    e = instr.elem_bytes
+    layout = plan.b
+    where = {st.base + st.contrib(layout.apply(r, lane, w)): layout.apply(r, lane, w)
+             for w in range(nw) for lane in range(WARP_SIZE) for r in range(layout.num_registers)}
+    for pairs in (False, True):
+        lanes = P.ldmatrix_trans_lanes(plan, st, pairs)
+        if lanes is None:
+            continue
+        for group in P._fragment_groups(plan, "b", pairs):
+            for w in range(nw):
+                row_address = _ldmatrix_rows(layout, st, lanes, st.contrib(layout.register_coord(group[0])), w)
+                for lane in range(WARP_SIZE):
+                    for j, reg in enumerate(group):
+                        for x in range(2):
+                            row = row_address(8 * j + 2 * (lane % 4) + x)
+                            assert row % 16 == 0
+                            got = where[row + (lane // 4) * e]
+                            assert got == layout.apply(reg + x, lane, w), (pairs, lane, j, x)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 3. fp8 -> f16, all codes (the emitted IR constant-folded by LLVM)
 # ---------------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ __all__ = ["MAP_ALIGN", "MAP_BYTES", "HostObjectError", "KernelHooks", "HookValu
 _ELEMENTS = {"i32": (2, 4, 0), "f16": (6, 2, 0), "f32": (7, 4, 0), "tf32": (7, 4, 1), "bf16": (10, 2, 0)}
 # swizzle -> (swizzle code, swizzle-atom code); "128B_base32B": sm_100's 128-byte swizzle of 32-byte atoms
 _SWIZZLES = {"none": (0, 0), "32B": (1, 0), "64B": (2, 0), "128B": (3, 0), "128B_base32B": (3, 1)}
+MAX_RANK = 5                # the tile mode's ranks (cp.async.bulk.tensor .1d to .5d)
 _ALWAYS = 0x40002           # bits set in every map NVIDIA's hooks write
 _LARGE_SPAN = 0x20000       # arrays spanning this many bytes or more get bit 21
 _ADDRESS_MASK = 0x01FFFFFFFFFFFFF0
@@ -96,9 +97,9 @@ def _element(spec: TensorMapSpec) -> tuple[int, int, int]:
 
 def _check(spec: TensorMapSpec) -> None:
     rank = len(spec.box)
-    if not 1 <= rank <= 3 or len(spec.shape) != rank or len(spec.strides) != rank:
+    if not 1 <= rank <= MAX_RANK or len(spec.shape) != rank or len(spec.strides) != rank:
         raise HostObjectError(f"tensor map {spec.param}: rank {rank} with {len(spec.shape)} extents and "
-                              f"{len(spec.strides)} strides (ranks 1 to 3 are encoded)")
+                              f"{len(spec.strides)} strides (ranks 1 to {MAX_RANK} are encoded)")
     if spec.strides[-1] != HookValue(value=1):
         raise HostObjectError(f"tensor map {spec.param}: the innermost stride must be the literal 1")
     if any(not 1 <= b <= 256 for b in spec.box):
@@ -166,24 +167,39 @@ def _map_words(e: _Emitter, spec: TensorMapSpec, kernel: KernelHooks, offsets: l
     large = e.emit(f"zext i1 {e.emit(f'icmp uge i64 {span}, {_LARGE_SPAN}')} to i64")
     stride_units = [e.emit(f"lshr i64 {e.emit(f'mul i64 {s}, {size}')}, 4") for s in strides]
     word1 = e.emit(f"or i64 {e.emit(f'shl i64 {large}, 21')}, {flags_word(spec)}")
+    # dimension d counted from the innermost: its stride / 16 in 32-bit half 2 + d (d >= 1), its extent - 1
+    # in half 8 + d, its box extent - 1 in byte d - 1 of word 7 (d = 0: the top byte of word 6)
+    def stride(d: int) -> str:
+        return stride_units[rank - 1 - d] if d < rank else "0"
+
+    def extent(d: int) -> str:
+        return less_one[rank - 1 - d] if d < rank else "0"
+
     if rank >= 2:
-        word1 = e.emit(f"or i64 {word1}, {e.emit(f'shl i64 {stride_units[-1]}, 32')}")
-    word4 = e.low32(less_one[-1])
+        word1 = e.emit(f"or i64 {word1}, {e.emit(f'shl i64 {stride(1)}, 32')}")
+    word4 = e.low32(extent(0))
     if rank >= 2:
-        word4 = e.emit(f"or i64 {word4}, {e.emit(f'shl i64 {less_one[-2]}, 32')}")
-    box = [b - 1 for b in spec.box]
-    words = {
-        0x00: e.emit(f"and i64 {address}, {_ADDRESS_MASK}"),
-        0x08: word1,
-        0x10: stride_units[0] if rank == 3 else "0",
-        0x18: "0",
-        0x20: word4,
-        0x28: e.low32(less_one[0]) if rank == 3 else "0",
-        0x30: str(box[-1] << 56),
-        0x38: str((box[-2] if rank >= 2 else 0) | (box[0] << 8 if rank == 3 else 0)),
-    }
+        word4 = e.emit(f"or i64 {word4}, {e.emit(f'shl i64 {extent(1)}, 32')}")
+    box = [b - 1 for b in reversed(spec.box)]
+    words = {0x00: e.emit(f"and i64 {address}, {_ADDRESS_MASK}"), 0x08: word1,
+             0x10: _halves(e, e.low32(stride(2)) if rank >= 4 else stride(2), stride(3)), 0x18: _halves(e, stride(4), "0"), 0x20: word4,
+             0x28: _halves(e, e.low32(extent(2)) if rank >= 3 else "0", extent(3)),
+             0x30: _halves(e, e.low32(extent(4)) if rank >= 5 else "0", "0", box[0] << 56),
+             0x38: str(sum(b << 8 * (d - 1) for d, b in enumerate(box) if d))}
     for at, value in words.items():
         e.lines.append(f"  store i64 {value}, ptr {e.at(offsets[spec.param] + at)}, align 1")
+
+
+def _halves(e: _Emitter, low: str, high: str, const: int = 0) -> str:
+    """An i64 map word: `low` (a value below 2**32 where `high` is given), `high` shifted into the upper 32
+    bits, and a constant's bits."""
+    parts = [x for x in (low, e.emit(f"shl i64 {high}, 32") if high != "0" else "0") if x != "0"]
+    word = parts[0] if parts else "0"
+    for x in parts[1:]:
+        word = e.emit(f"or i64 {word}, {x}")
+    if const:
+        word = str(const) if word == "0" else e.emit(f"or i64 {word}, {const}")
+    return word
 
 
 def _callbacks_table(kernels: int) -> str:

@@ -41,14 +41,25 @@ class _Edges:
             if not isinstance(first, Tile):
                 out.append(_same_on_every_edge(first, [tiles[i] for _, tiles in self.incoming]))
                 continue
+            dup = _copies(first)
             regs = []
             for r in range(len(first.regs)):
+                if r & dup:
+                    regs.append(regs[r & ~dup])
+                    continue
                 phi = em.b.phi(first.llvm)
                 for label, tiles in self.incoming:
                     phi.add(tiles[i].regs[r], label)
                 regs.append(phi.name)
             out.append(Tile(ty, first.layout, regs))
         return out
+
+
+def _copies(t: Tile) -> int:
+    """Register bits of t's layout that hold copies of another register's element: a join needs no phi for
+    them (the copies are equal on every edge), and carrying them separately would make each iteration compute
+    every copy again (the optimizer cannot see through a loop that the phis of copies stay equal)."""
+    return 0 if t.layout is None else t.layout.duplicate_register_mask()
 
 
 @dataclass
@@ -79,12 +90,17 @@ def _carried_phis(em: KernelEmitter, inits: list, pre: str) -> list[tuple[list, 
         if not isinstance(t, Tile):  # tokens and views: no registers, no phis
             out.append(([], t))
             continue
-        phis = []
-        for reg in t.regs:
+        dup = _copies(t)
+        phis, regs = [], []
+        for r, reg in enumerate(t.regs):
+            if r & dup:
+                regs.append(regs[r & ~dup])
+                continue
             p = em.b.phi(t.llvm)
             p.add(reg, pre)
             phis.append(p)
-        out.append((phis, Tile(t.type, t.layout, [p.name for p in phis])))
+            regs.append(p.name)
+        out.append((phis, Tile(t.type, t.layout, regs)))
     return out
 
 
@@ -93,7 +109,8 @@ def _close_back_edge(carried, next_values: list, label: str) -> None:
         if not isinstance(init, Tile):
             _same_on_every_edge(init, [t])
             continue
-        for p, reg in zip(phis, t.regs):
+        dup = _copies(t)
+        for p, reg in zip(phis, [reg for r, reg in enumerate(t.regs) if not r & dup]):
             p.add(reg, label)
 
 

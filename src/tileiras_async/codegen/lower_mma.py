@@ -23,15 +23,17 @@ from ..ir.core import Operation
 from ..ir.enums import Signedness
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.analysis.mma import (_FP8, F16_F16, BF16_F32, F16_F32, F8_F16, F8_F32, F64_F64,
-                           FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, recorded_plan)
+                           FMA_PLAN, I8_I32, TF32_F32, Coord, Instr, MmaPlan, Staging, _name, ldmatrix_lanes,
+                           ldmatrix_trans_lanes, recorded_plan, rows_of_n_stage)
 from ..tilegpu.types import layout_of
 from ..tilegpu.analysis.tcgen05 import Tcgen05Plan
 from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES
 from ..tilegpu.analysis.wgmma import WgmmaPlan
 from .emitter import KernelEmitter, LoweringError, lowers
-from .lower_software_pipeline import unit_offset
-from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_staged
-from .lower_wgmma import lower_wgmma, lower_wgmma_staged, over_thread_bits
+from .lower_software_pipeline import aligned_buffer, unit_offset
+from .lower_tcgen05 import lower_tcgen05, lower_tcgen05_landed, lower_tcgen05_staged
+from .lower_wgmma import (combine_bits, lower_wgmma, lower_wgmma_landed, lower_wgmma_staged, over_thread_bits,
+                          stage_hoisted)
 from .values import SHARED_PTR, Tile, llvm_type
 
 # ---------------------------------------------------------------------------------------------------------
@@ -264,14 +266,21 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
     lhs = None if role == "a" else _operand_tile(em, node.operands["other"] if role else op.operands["lhs"], instr)
     rhs = None if role == "b" else _operand_tile(em, node.operands["other"] if role else op.operands["rhs"], instr)
     acc = em.expect(node.operands["acc"])
+    rows_of_n = bool(node.attrs.get("b_rows_of_n"))     # select-access-forms decided
+    if rows_of_n:
+        plan.b_stage = rows_of_n_stage(plan)
     _at_scratch(plan, em.scratch_base(node))
     if role == "a":
         plan.a_stage = replace(plan.a_stage, base=prestaged[1])
     elif role == "b":
         plan.b_stage = replace(plan.b_stage, base=prestaged[1])
     # fragment addresses: a per-thread part (computed once) plus a constant per fragment register
-    a_thread = _thread_offset(em, plan.a, plan.a_stage.contrib)
-    b_thread = _thread_offset(em, plan.b, plan.b_stage.contrib)
+    loads = node.attrs.get("ldmatrix")      # select-access-forms decided
+    ldm_a, ldm_b, b_pairs = (loads.a, loads.b, loads.b_pairs) if loads is not None else (False, False, False)
+    a_thread = (_ldmatrix_rows(em, plan, "a", False) if ldm_a else
+                _thread_offset(em, plan.a, plan.a_stage.contrib))
+    b_thread = (_ldmatrix_rows(em, plan, "b", b_pairs, rows_of_n) if ldm_b else
+                _thread_offset(em, plan.b, plan.b_stage.contrib))
     a_ptr = b_ptr = None
     c_regs = list(acc.regs)
     for chunk, ksteps in enumerate(plan.chunks()):
@@ -283,12 +292,28 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
             _stage(em, rhs, plan.b_stage, chunk, plan.trash)
         em.barrier()
         if a_ptr is None:
-            a_ptr = _smem_ptr(em, _add(em, a_thread, plan.a_stage.base))
-            b_ptr = _smem_ptr(em, _add(em, b_thread, plan.b_stage.base))
+            a_ptr = (_ldmatrix_base if ldm_a else _smem_ptr)(em, _add(em, a_thread, plan.a_stage.base))
+            b_ptr = (_ldmatrix_base if ldm_b else _smem_ptr)(em, _add(em, b_thread, plan.b_stage.base))
         for ks in ksteps:
             a_keys, b_keys, mmas = plan.kstep(ks)
-            a_words = {key: _load_word(em, instr, a_ptr, plan.word_offset("a", r)) for key, r in a_keys.items()}
-            b_words = {key: _load_word(em, instr, b_ptr, plan.word_offset("b", r)) for key, r in b_keys.items()}
+            if ldm_a:
+                a_words = {}
+                for bt in range(plan.rb):
+                    for mt in range(plan.rm):
+                        ws = _ldmatrix(em, instr, a_ptr, plan.word_offset("a", plan.a_reg(0, ks, mt, bt)), 4, False,
+                                       in_address=True)
+                        a_words.update({(bt, mt, w): ws[w] for w in range(4)})
+            else:
+                a_words = {key: _load_word(em, instr, a_ptr, plan.word_offset("a", r)) for key, r in a_keys.items()}
+            if ldm_b:
+                b_words = {}
+                for bt in range(plan.rb):
+                    for nt in range(0, plan.rn, 2 if b_pairs else 1):
+                        ws = _ldmatrix(em, instr, b_ptr, plan.word_offset("b", plan.b_reg(0, ks, nt, bt)),
+                                       4 if b_pairs else 2, rows_of_n, in_address=True)
+                        b_words.update({(bt, nt + j // 2, j % 2): w for j, w in enumerate(ws)})
+            else:
+                b_words = {key: _load_word(em, instr, b_ptr, plan.word_offset("b", r)) for key, r in b_keys.items()}
             for ak, bk, cs in mmas:
                 d = _mma_call(em, op, instr, [a_words[x] for x in ak], [b_words[x] for x in bk],
                               [c_regs[j] for j in cs])
@@ -297,8 +322,37 @@ def _lower_tensor_core(em: KernelEmitter, op: Operation, plan: MmaPlan, node: Op
     em.set(node.result, Tile(op.result.type, plan.c, c_regs))
 
 
+def _ldmatrix_base(em: KernelEmitter, byte_off: str | int) -> str:
+    """The pointer ldmatrix reads at, from a 32-bit shared address: its arithmetic stays in 32 bits (a
+    getelementptr of the scratch array is split into 64-bit adds, one per term)."""
+    start = em.b.value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    return em.b.value(f"inttoptr i32 {em.b.value(f'add i32 {start}, {byte_off}')} to {SHARED_PTR}", "sp")
+
+
+def _ldmatrix_rows(em: KernelEmitter, plan: MmaPlan, role: str, pairs: bool, rows_of_n: bool = False) -> str:
+    """i32 from the thread id: the row address (relative to the staging base and a fragment group's first
+    word) this lane gives ldmatrix (tilegpu.analysis.mma.ldmatrix_lanes; for B in rows of N read by
+    ldmatrix.trans, ldmatrix_trans_lanes), plus the warp's part."""
+    lanes = (ldmatrix_trans_lanes(plan, plan.b_stage, pairs) if rows_of_n else ldmatrix_lanes(plan, role, pairs))
+    if lanes is None:
+        raise LoweringError("internal: select-access-forms chose ldmatrix for fragments it cannot read")
+    layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)
+    return combine_bits(em, em.lane, list(lanes), _warp_offset(em, layout, st.contrib))[0]
+
+
+@lowers("tilegpu.mma_landed")
+def _mma_landed(em: KernelEmitter, op: Operation) -> None:
+    a = op.operands.get("a_buffer")
+    plan = op.attrs["mma_plan"]
+    lower = lower_tcgen05_landed if isinstance(plan, Tcgen05Plan) else lower_wgmma_landed
+    lower(em, op, plan, unit_offset(em, op), None if a is None else aligned_buffer(em, a.owner))
+
+
 @lowers("tilegpu.stage_operand")
 def _stage_operand(em: KernelEmitter, op: Operation) -> None:
+    if isinstance(op.attrs.get("mma_plan"), WgmmaPlan):     # an attention loop's hoisted A, for wgmma
+        stage_hoisted(em, op, op.attrs["mma_plan"], aligned_buffer(em, op.operands["buffer"].owner))
+        return
     mma, role = op.attrs["mma"], op.attrs["role"]
     plan = recorded_plan(mma)
     st = replace(plan.a_stage if role == "a" else plan.b_stage, base=_buffer_offset(em, op))
@@ -539,14 +593,18 @@ def _ldmatrix_thread(em: KernelEmitter, warp_part: str, rows_mask: int, row_byte
     return off if warp_part == "0" else em.thread_value(f"add i32 {off}, {warp_part}")
 
 
-def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, trans: bool) -> list[str]:
-    """`ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16` at ptr + off: `count` fragment registers."""
-    p = ptr if off == 0 else em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {off}", "sp")
+def _ldmatrix(em: KernelEmitter, instr: Instr, ptr: str, off: int, count: int, trans: bool,
+              in_address: bool = False) -> list[str]:
+    """`ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16` at ptr + off: `count` fragment registers.
+    `in_address`: the constant offset goes into the instruction's address (`[r+off]`), so that the loads of
+    one base share its register instead of an add each."""
+    p = ptr if off == 0 or in_address else em.b.value(f"getelementptr i8, {SHARED_PTR} {ptr}, i32 {off}", "sp")
     p32 = em.b.value(f"ptrtoint {SHARED_PTR} {p} to i32")
     outs = ",".join(f"${j}" for j in range(count))
     rt = "{ " + ", ".join(["i32"] * count) + " }"
+    addr = f"[${count}+{off}]" if in_address and off else f"[${count}]"
     res = em.b.asm(rt, f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{outs}}}, "
-                       f"[${count}];", ",".join(["=r"] * count) + ",r,~{memory}", [("i32", p32)], hint="ldm")
+                       f"{addr};", ",".join(["=r"] * count) + ",r,~{memory}", [("i32", p32)], hint="ldm")
     words = [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(count)]
     if instr.word != "i32":
         words = [em.b.value(f"bitcast i32 {w} to {instr.word}") for w in words]

@@ -547,3 +547,11 @@ def _cp_async(c: _Chunk, state: dict, inb: str, p: str) -> None:
     kind = "cg" if vb == 16 else "ca"
     b.asm("void", f"cp.async.{kind}.shared.global [$0], [$1], {vb}, $2;", "r,l,r,~{memory}",
           [("i32", p32), (GLOBAL_PTR, safe), ("i32", nbytes)])
+
+
+def aligned_buffer(em: KernelEmitter, alloc: Operation) -> str:
+    """i32 (entry block): the shared address of a buffer with `align`, rounded up at run time."""
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    off = ring_offset(em, alloc)
+    em.reserve_shared(alloc.attrs["offset"] + alloc.result.type.nbytes)
+    return em.b.entry_value(f"add i32 {sym}, {off}")

@@ -36,7 +36,8 @@ from ..tilegpu.analysis.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
 from .lower_tensor_copy import _thread0, tcgen05_commit
-from .lower_wgmma import _desc, _i64, descriptor_bases, scratch_address, stage_chunk
+from .lower_wgmma import (_desc, _i64, descriptor_bases, landed_descriptors, scratch_address, stage_chunk,
+                          stage_operand)
 from .values import SHARED_PTR, Tile
 
 MBAR_BYTES = 8
@@ -122,11 +123,12 @@ def _store(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
     return taddr
 
 
-def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: bool = True) -> str:
+def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str] | None, sync: bool = True) -> str:
     """Allocate the columns and the mbarrier, store the accumulator into TMEM; returns the TMEM address.
     The caller staged the first chunk's operands before (their registers are dead by the time the
     accumulator's are stored): the first barrier publishes them too.  Ends with the threads synchronised,
-    the accumulator in TMEM, ready for the mma."""
+    the accumulator in TMEM, ready for the mma.  `acc_regs` None: nothing to store (a zero accumulator the
+    first mma overwrites, enable-input-d off)."""
     bar, slot = _bars(em)
     _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
           [("i32", slot)], "r")
@@ -134,6 +136,8 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
     _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
           [("i32", bar)], "r")
     _publish(em)
+    if acc_regs is None:    # nothing stored: the publishing barrier is the last one the issue needs
+        return _address(em)
     taddr = _store(em, plan, acc_regs)
     if sync:    # else a barrier of the caller's comes between the stores and the first issue
         _sync(em)
@@ -143,26 +147,32 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], sync: boo
 
 
 def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int | str,
-                   shift: str | int = 0, committed: bool = False) -> None:
+                   shift: str | int = 0, committed: bool = False, zero: bool = False) -> None:
     """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
     to the mbarrier; every thread waits for that (phase's) completion.  `phase`: the parity, or an i32
     register holding it.  `committed`: only the issue (what follows commits them: a tma_arrive with
-    `commit`)."""
+    `commit`).  `zero`: the first K step ignores D (enable-input-d off): the accumulator was not stored."""
     bar, _ = _bars(em)
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
         descs = tuple(em.b.value(f"add i64 {d}, {s64}", "desc") for d in descs)
         shift = 0
     idesc = plan.instr_descriptor()
-    for step in plan.issues():
+    steps = plan.issues()
+    for step in steps:
         for iss in step:
             da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
             db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
             d = em.b.value(f"add i32 {taddr}, {iss.d_col}") if iss.d_col else taddr
-            # enable-input-d: always (the accumulator was stored into TMEM); q is p, true where issued
-            em.b.asm("void", f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}",
-                     "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
-                                              ("i32", str(_i32(idesc)))])
+            # enable-input-d: p (true where issued: the accumulator was stored into TMEM), or for a zero
+            # accumulator's first K step q, false
+            if zero and step is steps[0]:
+                text = (f"{{ .reg .pred p, q; setp.eq.u32 p, $0, 0; setp.ne.u32 q, $0, $0; "
+                        f"@p {plan.ptx} [$1], $2, $3, $4, q; }}")
+            else:
+                text = f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}"
+            em.b.asm("void", text, "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
+                                                          ("i32", str(_i32(idesc)))])
     if committed:
         return
     tcgen05_commit(em, bar)
@@ -239,6 +249,23 @@ def lower_tcgen05_staged(em: KernelEmitter, staged: Operation, plan: Tcgen05Plan
     taddr = acquire(em, p, list(em.expect(staged.operands["acc"]).regs))
     issue_and_wait(em, p, taddr, descs, 0, shift)
     em.set(staged.result, Tile(staged.result.type, p.c, release(em, p, taddr)))
+
+
+def lower_tcgen05_landed(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, unit_off: str,
+                         a_buffer: str | None) -> None:
+    """An mma whose B operand landed in a ring slot (`tilegpu.mma_landed`, codegen/lower_wgmma.py's
+    `landed_descriptors`), whole K: A from the buffer at `a_buffer` (staged before the loop) or staged into
+    the op's scratch (the acquire's barrier publishes it), then acquire, issue, wait and release as an
+    unpipelined op does."""
+    base = a_buffer
+    if base is None:
+        base = scratch_address(em, op, plan)
+        stage_operand(em, plan, "a", em.get(op.operands["lhs"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+    descs = landed_descriptors(em, op, plan, base, unit_off)
+    zero = bool(op.attrs.get("acc_zero"))
+    taddr = acquire(em, plan, None if zero else list(em.expect(op.operands["acc"]).regs))
+    issue_and_wait(em, plan, taddr, descs, 0, zero=zero)
+    em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
 
 
 def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple[tuple[str, str], str | int]:

@@ -127,6 +127,8 @@ def tensor_copy(em: KernelEmitter, op: Operation, buf_off: str) -> None:
         if d == x.kdim and op.attrs["chunk"]:
             start = em.b.value(f"add i32 {start}, {op.attrs['chunk'] * op.attrs['kc']}")
         starts.append(start)
+    if tc.order:        # the map's dimensions are the tensor's, which the view orders otherwise
+        starts = [starts[d] for d in tc.order]
     scratch = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
     dst = em.b.value(f"add i32 {em.b.value(f'add i32 {scratch}, {buf_off}')}, {x.base}")
     lines = [f"mbarrier.arrive.expect_tx.shared.b64 st, [$1], {tc.chunk_bytes}"]

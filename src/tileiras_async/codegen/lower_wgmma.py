@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..ir.core import Operation
 from ..tilegpu.layout import LinearLayout
-from ..tilegpu.analysis.wgmma import SmemOperand, WgmmaPlan
+from ..tilegpu.analysis.wgmma import SmemOperand, WgmmaPlan, register_a_fragments
 from .emitter import KernelEmitter, LoweringError
 from .values import SHARED_PTR, Tile
 
@@ -49,17 +49,46 @@ def over_thread_bits(em: KernelEmitter, layout: LinearLayout, part, combine: str
                      lanes: bool = True) -> tuple[str, int]:
     """(i32 computed from the thread id (em.thread_value), bits it may set): `combine` ("add" or "xor")
     over this thread's set lane (unless not `lanes`) and warp bits of part(basis)."""
+    if lanes and combine == "add":
+        # lane bits are the thread id's bits 0-4 and warp bits the next ones: a field may run across both
+        # (an operand's row bits often do), so the fields are taken over the thread id itself
+        contribs = [part(b) for b in layout.bases[1]] + [part(b) for b in layout.bases[2]]
+        return combine_bits(em, em.tid, contribs)
     acc, mask = "0", 0
     for src, bases in ((em.lane, layout.bases[1] if lanes else ()), (em.warp, layout.bases[2])):
-        for bit, basis in enumerate(bases):
-            c = part(basis)
-            if not c:
-                continue
-            one = em.thread_value(f"and i32 {em.thread_value(f'lshr i32 {src}, {bit}')}, 1")
-            term = em.thread_value(f"mul i32 {one}, {c}")
-            acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
-            mask |= c
+        acc, m = combine_bits(em, src, [part(b) for b in bases], acc, combine)
+        mask |= m
     return acc, mask
+
+
+def combine_bits(em: KernelEmitter, src: str, contribs: list[int], acc: str = "0",
+                 combine: str = "add") -> tuple[str, int]:
+    """(`acc` combined with contribs[bit] for each set bit of the thread value `src`, bits it may set)."""
+    mask = 0
+    for bit, width, c in thread_bit_fields(contribs, combine == "add"):
+        field = em.thread_value(f"lshr i32 {src}, {bit}") if bit else src
+        field = em.thread_value(f"and i32 {field}, {(1 << width) - 1}")
+        term = em.thread_value(f"mul i32 {field}, {c}")
+        acc = term if acc == "0" else em.thread_value(f"{combine} i32 {acc}, {term}")
+        mask |= c * ((1 << width) - 1)
+    return acc, mask
+
+
+def thread_bit_fields(contribs: list[int], merge: bool) -> list[tuple[int, int, int]]:
+    """(first bit, width, contribution of the first bit) per field of consecutive thread-id bits whose
+    contributions double from one bit to the next (with `merge`; else one field per bit), zero ones left out:
+    such a field adds (its bits as a number) x (the first contribution) -- one shift, mask and multiply for
+    the field instead of one per bit (a staging offset's lane and warp bits often form two or three)."""
+    fields: list[list[int]] = []
+    for bit, c in enumerate(contribs):
+        if not c:
+            continue
+        last = fields[-1] if fields else None
+        if merge and last is not None and last[0] + last[1] == bit and c == last[2] << last[1]:
+            last[1] += 1
+        else:
+            fields.append([bit, 1, c])
+    return [tuple(f) for f in fields]
 
 
 def _smem_ptr(em: KernelEmitter, addr: str, const: int = 0) -> str:
@@ -199,6 +228,14 @@ def stage_operand(em: KernelEmitter, plan: WgmmaPlan, role: str, t: Tile, base: 
         em.b.emit(f"store {vty} {val}, {SHARED_PTR} {ptr}, align {vec * sm.ebytes}")
 
 
+def stage_hoisted(em: KernelEmitter, op: Operation, plan: WgmmaPlan, base: str) -> None:
+    """A loop-invariant A (`stage_operand` with a wgmma plan) into its swizzled place at shared address `base`
+    (aligned to the swizzle repeat), whole K, fenced for the async proxy: a barrier before the first mma that
+    reads it publishes it."""
+    stage_operand(em, plan, "a", em.get(op.operands["value"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+    em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
+
+
 def stage_chunk(em: KernelEmitter, op: Operation, plan: WgmmaPlan, lhs: Tile, rhs: Tile, base: str,
                 chunk: int) -> None:
     """A and B of K chunk `chunk` of mma `op` into the scratch at `base` (publish before issuing), as many
@@ -269,36 +306,44 @@ def unpack_accumulators(em: KernelEmitter, plan: WgmmaPlan, words: list[str]) ->
     return regs
 
 
-def _tied_asm(em: KernelEmitter, plan: WgmmaPlan, template: str, words: list[str],
+def _tied_asm(em: KernelEmitter, plan: WgmmaPlan, template: str, words: list[str] | int,
               extra: list[tuple[str, str, str]] = ()) -> list[str]:
     """An asm statement that reads and rewrites `words` (tied operands $0..), with `extra` (type, value,
-    constraint) inputs after them; returns the new words."""
+    constraint) inputs after them; returns the new words.  `words` a count: that many fresh outputs, read
+    from nothing (an mma with scale-d 0: D = A B)."""
     lt, c = _acc_kind(plan)
-    n = len(words)
+    fresh = isinstance(words, int)
+    n = words if fresh else len(words)
     rt = "{ " + ", ".join([lt] * n) + " }"
-    cons = ",".join([f"={c}"] * n + [str(j) for j in range(n)] + [x[2] for x in extra] + ["~{memory}"])
-    args = [(lt, w) for w in words] + [(x[0], x[1]) for x in extra]
+    tied = [] if fresh else [str(j) for j in range(n)]
+    cons = ",".join([f"={c}"] * n + tied + [x[2] for x in extra] + ["~{memory}"])
+    args = ([] if fresh else [(lt, w) for w in words]) + [(x[0], x[1]) for x in extra]
     res = em.b.asm(rt, template, cons, args, hint="wg")
     return [em.b.value(f"extractvalue {rt} {res}, {j}") for j in range(n)]
 
 
-def _mma_template(plan: WgmmaPlan, nregs: int) -> str:
+def _mma_template(plan: WgmmaPlan, nregs: int, fresh: bool = False) -> str:
+    """One wgmma.mma_async of `nregs` D registers ($0..), A's and B's descriptors after the tied inputs (or,
+    `fresh`, right after D: scale-d 0, D = A B)."""
     d = ", ".join(f"${j}" for j in range(nregs))
-    a, b = f"${2 * nregs}", f"${2 * nregs + 1}"
+    first = nregs if fresh else 2 * nregs
+    a, b = f"${first}", f"${first + 1}"
+    scale_d = 0 if fresh else 1
     if not plan.instr.scaled:
-        tail = ", 1"
+        tail = f", {scale_d}"
     elif plan.instr.transposable:   # imm-trans-a 0 (A K-major), imm-trans-b 1 when B is N-major
-        tail = f", 1, 1, 1, 0, {int(plan.b_major == 'mn')}"
+        tail = f", {scale_d}, 1, 1, 0, {int(plan.b_major == 'mn')}"
     else:
-        tail = ", 1, 1, 1"
+        tail = f", {scale_d}, 1, 1"
     return f"{plan.ptx} {{{d}}}, {a}, {b}{tail};"
 
 
 def issue_chunk(em: KernelEmitter, plan: WgmmaPlan, words: list[str], descs: tuple[str, str],
-                shift: str | int = 0) -> list[str]:
+                shift: str | int = 0, zero: bool = False) -> list[str]:
     """wgmma.fence, every instruction of one K chunk, commit_group.  The operands are where `stage_chunk`
     put them, `shift` bytes further (i32 value or constant: the stage buffer of a pipelined loop, a multiple
-    of plan.align).  `words`: D registers (pack_accumulators), returned updated (not readable before `wait`)."""
+    of plan.align).  `words`: D registers (pack_accumulators), returned updated (not readable before `wait`).
+    `zero`: the accumulator is zero: the first K step writes D with scale-d 0, reading no register."""
     em.b.asm("void", "wgmma.fence.sync.aligned;", "~{memory}", [])
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
@@ -306,13 +351,16 @@ def issue_chunk(em: KernelEmitter, plan: WgmmaPlan, words: list[str], descs: tup
         shift = 0
     words = list(words)
     per = plan.instr.acc_per_reg
-    for step in plan.issues():
+    steps = plan.issues()
+    first = steps[0]
+    for step in steps:
         for iss in step:
             idx = [r // per for r in iss.c_regs[::per]]
             da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
             db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
-            out = _tied_asm(em, plan, _mma_template(plan, len(idx)), [words[i] for i in idx],
-                            [("i64", da, "l"), ("i64", db, "l")])
+            fresh = zero and step is first
+            out = _tied_asm(em, plan, _mma_template(plan, len(idx), fresh), len(idx) if fresh else
+                            [words[i] for i in idx], [("i64", da, "l"), ("i64", db, "l")])
             for i, v in zip(idx, out):
                 words[i] = v
     em.b.asm("void", "wgmma.commit_group.sync.aligned;", "~{memory}", [])
@@ -345,6 +393,94 @@ def lower_wgmma_staged(em: KernelEmitter, staged: Operation, plan: WgmmaPlan, un
     words = issue_chunk(em, p, words, descs, shift)
     words = wait(em, p, words, 0)
     em.set(staged.result, Tile(staged.result.type, p.c, unpack_accumulators(em, p, words)))
+
+
+def lower_wgmma_landed(em: KernelEmitter, op: Operation, plan: WgmmaPlan, unit_off: str,
+                       a_buffer: str | None) -> None:
+    """An mma whose B operand landed in a ring slot at `unit_off` (from the scratch; `operand.base` further)
+    in the plan's B layout, whole K.  A: from the buffer at shared address `a_buffer` (an entry value: staged
+    before the loop and published), from the lhs's registers (`a_registers`: wgmma's register-A fragments),
+    or staged from registers into the op's scratch and published here.  Issue with B's descriptors pointing
+    into the slot, wait."""
+    lhs = em.get(op.operands["lhs"]) if "lhs" in op.operands else None
+    acc = em.expect(op.operands["acc"])
+    fragments = None
+    if op.attrs.get("a_registers"):
+        fragments = register_a_fragments(plan, lhs.layout)
+        if fragments is None:
+            raise LoweringError("internal: the lhs does not hold wgmma's register-A fragments")
+        base = None
+    elif a_buffer is not None:
+        base = a_buffer
+    else:
+        base = scratch_address(em, op, plan)
+        stage_operand(em, plan, "a", lhs, base, 0, (op.attrs.get("store_vectors") or (1,))[0])
+        publish(em)
+    da, db = landed_descriptors(em, op, plan, base, unit_off)
+    zero = bool(op.attrs.get("acc_zero"))
+    words = [] if zero else pack_accumulators(em, plan, list(acc.regs))
+    if zero:    # D is written whole by the first K step (scale-d 0): its registers need no zeros first
+        words = [""] * (len(acc.regs) // plan.instr.acc_per_reg)
+    if fragments is None:
+        words = issue_chunk(em, plan, words, (da, db), zero=zero)
+    else:
+        words = _issue_register_a(em, plan, words, db, _pack_fragments(em, lhs, fragments), zero)
+    words = wait(em, plan, words, 0)
+    em.set(op.result, Tile(op.result.type, plan.c, unpack_accumulators(em, plan, words)))
+
+
+def landed_descriptors(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base: str | None,
+                       unit_off: str) -> tuple[str | None, str]:
+    """(A's descriptor base at shared address `a_base`, None without one; B's, pointing into the ring slot at
+    `unit_off` from the scratch) of an mma whose B landed (`tilegpu.mma_landed`)."""
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    da = descriptor_bases(em, plan, a_base)[0] if a_base is not None else None
+    _, db = descriptor_bases(em, plan, sym)
+    # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
+    rebase = op.attrs["operand"].base - plan.b_smem.base
+    shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
+    s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
+    return da, em.b.value(f"add i64 {db}, {s64}", "desc")
+
+
+def _pack_fragments(em: KernelEmitter, lhs: Tile, fragments) -> list[list[str]]:
+    """Per issue, A's four 32-bit registers: each two 16-bit lhs elements (the first in the low half)."""
+    lt = lhs.llvm
+    out = []
+    for regs in fragments:
+        words = []
+        for lo, hi in regs:
+            v = em.b.value(f"insertelement <2 x {lt}> poison, {lt} {lhs.regs[lo]}, i32 0")
+            v = em.b.value(f"insertelement <2 x {lt}> {v}, {lt} {lhs.regs[hi]}, i32 1")
+            words.append(em.b.value(f"bitcast <2 x {lt}> {v} to i32"))
+        out.append(words)
+    return out
+
+
+def _issue_register_a(em: KernelEmitter, plan: WgmmaPlan, words: list[str], db: str,
+                      a_words: list[list[str]], zero: bool = False) -> list[str]:
+    """wgmma.fence, every instruction with A from registers (`a_words`: per K step and M tile) and B through
+    descriptor base `db`, commit_group (`zero`: as issue_chunk's)."""
+    em.b.asm("void", "wgmma.fence.sync.aligned;", "~{memory}", [])
+    words = list(words)
+    per = plan.instr.acc_per_reg
+    for ks, step in enumerate(plan.issues()):
+        for i, iss in enumerate(step):
+            a = a_words[ks * plan.rm + i // plan.rn]
+            idx = [r // per for r in iss.c_regs[::per]]
+            n = len(idx)
+            fresh = zero and ks == 0
+            first = n if fresh else 2 * n
+            d = ", ".join(f"${j}" for j in range(n))
+            av = ", ".join(f"${first + j}" for j in range(4))
+            template = (f"{plan.ptx} {{{d}}}, {{{av}}}, ${first + 4}, {0 if fresh else 1}, 1, 1, "
+                        f"{int(plan.b_major == 'mn')};")
+            out = _tied_asm(em, plan, template, n if fresh else [words[j] for j in idx],
+                            [("i32", w, "r") for w in a] + [("i64", _desc(em, db, iss.b_off >> 4), "l")])
+            for j, v in zip(idx, out):
+                words[j] = v
+    em.b.asm("void", "wgmma.commit_group.sync.aligned;", "~{memory}", [])
+    return words
 
 
 def lower_wgmma(em: KernelEmitter, op: Operation, plan: WgmmaPlan) -> None:

@@ -24,6 +24,7 @@ SCHEDULE_REPORT = "schedule_report"
 PIPELINE_PLAN = "pipeline_plan"
 PIPELINED = "pipelined"
 STAGE_COPY = "stage_copy"
+ATTENTION_PLAN = "attention_plan"   # an attention-shaped loop schedule-loops accepted (analysis.attention_pipeline)
 
 _LOOPS = ("for", "loop")
 

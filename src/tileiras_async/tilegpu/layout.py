@@ -121,11 +121,13 @@ class LinearLayout:
             idx = idx * s + c
         return idx
 
-    def contiguous_registers(self) -> int:
-        """How many consecutive registers hold consecutive elements of the last dimension (vector width)."""
+    def contiguous_registers(self, dim: int = -1) -> int:
+        """How many consecutive registers hold consecutive elements of dimension `dim` (default the last):
+        the vector width along it."""
+        dim %= self.rank
         n = 1
         for bit, basis in enumerate(self.bases[0]):
-            expected = tuple(0 for _ in self.shape[:-1]) + (1 << bit,)
+            expected = tuple(1 << bit if d == dim else 0 for d in range(self.rank))
             if basis != expected:
                 break
             n <<= 1
@@ -280,13 +282,19 @@ def _rank_gf2(vectors) -> int:
     return rank
 
 
-def blocked(shape: tuple[int, ...], num_warps: int, vector: int = 4) -> LinearLayout:
+def blocked(shape: tuple[int, ...], num_warps: int, vector: int = 4, fastest: int = -1) -> LinearLayout:
     """A row-major blocked layout: `vector` consecutive elements of the last dim per thread,
     then lanes, then warps along the fastest dims first; bits left over go to registers
-    (a thread holds several chunks) or, when the tile is small, replicate."""
+    (a thread holds several chunks) or, when the tile is small, replicate.  `fastest`: the dimension
+    that takes the vector and the first lanes instead of the last (the others keep their order): a tile
+    read through a transposing view runs along memory there."""
     rank = len(shape)
     dim_bits = [_log2(s) for s in shape]
     order = list(range(rank - 1, -1, -1))  # last dimension fastest
+    if rank:
+        first = fastest % rank
+        order.remove(first)
+        order.insert(0, first)
     used = [0] * rank                      # bits of each dim assigned so far
 
     def take(count: int) -> list[Coord]:
@@ -303,7 +311,7 @@ def blocked(shape: tuple[int, ...], num_warps: int, vector: int = 4) -> LinearLa
                 out.append((0,) * rank)    # tile exhausted: replicate
         return out
 
-    vec_bits = min(_log2(max(1, vector)), dim_bits[-1] if rank else 0)
+    vec_bits = min(_log2(max(1, vector)), dim_bits[order[0]] if rank else 0)
     reg = take(vec_bits)
     lane = take(_log2(WARP_SIZE))
     warp = take(_log2(num_warps))

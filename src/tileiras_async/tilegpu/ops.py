@@ -29,7 +29,8 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_read`         | the tile of a `tma_issue` (`state`): every thread waits for that phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
-| `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out |
+| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A read from `a_buffer` (filled before the loop by a `stage_operand` or a tensor copy; no `lhs` then), from its registers (`a_registers`: they hold wgmma's register-A fragments) or else staged through the op's scratch; `acc_zero`: the accumulator is a zero constant (the first K step ignores D: wgmma's scale-d 0, tcgen05's enable-input-d off; tcgen05 stores no accumulator into tensor memory) |
+| `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out (`mma_plan`: a wgmma's swizzled layout, into a buffer aligned at run time, fenced for the async proxy) |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
@@ -93,7 +94,7 @@ ASYNC_COPY = TILEGPU.op(
     "async_copy", operands={"view": TILE_VIEW, "buffer": SMEM, "indices*": SCALAR_INT, "slot?": SCALAR_I32,
                             "barriers?": SCALAR_I32},
     attrs={"role": "str", "operand": "operand", "chunk": "int", "kc": "int", "vb": "int", "unit_bytes": "int",
-           "stages": "int", "slot?": "int", "tma?": "tensor_copy", "transpose!": "unit"},
+           "stages": "int", "slot?": "int", "tma?": "tensor_copy", "transpose!": "unit", "landed!": "unit"},
     traits=[MemoryEffects(Read("view"), Write("buffer", SHARED), Write(resource=ASYNC_GROUPS), ordered=True),
             RingAccess()],
     cls="AsyncCopyOp")
@@ -147,8 +148,16 @@ WARP_SPECIALIZE = TILEGPU.op(
     traits=[MemoryEffects(Read(resource=SHARED), Write(resource=SHARED), Write(resource=ASYNC_GROUPS),
                           ordered=True)],
     cls="WarpSpecializeOp")
+MMA_LANDED = TILEGPU.op(
+    "mma_landed", operands={"lhs?": ANY_TILE, "acc": ANY_TILE, "buffer": SMEM, "slot": SCALAR_I32,
+                            "a_buffer?": SMEM},
+    results={"result": ANY_TILE},
+    attrs={"mma": "op", "mma_plan": "wgmma_plan", "operand": "operand", "unit_bytes": "int",
+           "a_registers!": "unit", "acc_zero!": "unit", "scratch_bytes?": "int", "scratch_offset?": "int", "store_vectors?": "ints"},
+    traits=[MemoryEffects(Read("buffer", SHARED), Read("a_buffer", SHARED)), RingAccess()], cls="MmaLandedOp")
 STAGE_OPERAND = TILEGPU.op(
-    "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM}, attrs={"mma": "op", "role": "str"},
+    "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM},
+    attrs={"mma": "op", "role": "str", "mma_plan?": "wgmma_plan", "store_vectors?": "ints"},
     traits=[MemoryEffects(Write("buffer", SHARED))], cls="StageOperandOp")
 MMA_PRESTAGED = TILEGPU.op(
     "mma_prestaged", operands={"other": ANY_TILE, "acc": ANY_TILE, "buffer": SMEM}, results={"result": ANY_TILE},

@@ -588,8 +588,11 @@ def _record_fields(cls: type) -> dict[str, tuple[object, bool]]:
 
 
 def _defaulted(cls: type) -> set[str]:
-    """The fields a record's text may leave out: a schedule report's fields with defaults (a dump written
-    before they existed reads back with their defaults)."""
+    """The fields a record's text may leave out: a schedule report's or dataclass record's fields with
+    defaults (a dump written before they existed reads back with their defaults)."""
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls) if f.init and (f.default is not dataclasses.MISSING
+                                                                      or f.default_factory is not dataclasses.MISSING)}
     if not issubclass(cls, msgspec.Struct):
         return set()
     fields = cls.__struct_fields__

@@ -46,6 +46,31 @@ def view_strides_and_base(partition_view: Value) -> tuple[int, list[tuple[int, i
     return known_divisor(tview.operands["base"]), strides
 
 
+def unit_stride_dim(partition_view: Value, rank: int) -> int | None:
+    """The tile dimension that runs along the tensor dimension of literal stride 1 (the last one, or another
+    where the view's dim_map transposes), None when the facts promise none."""
+    facts = view_strides_and_base(partition_view)
+    if facts is None:
+        return None
+    dims = partition_view.type.dim_map
+    return next((i for i in range(rank) if facts[1][dims[i]][0] == 1), None)
+
+
+def read_along_k(rhs: Value) -> bool:
+    """Whether an mma's B operand (K x N) is a tile read (through reshapes) from a view whose unit stride runs
+    along K: a transposed read such as attention's K^T, whose rows of K are what memory holds contiguously."""
+    while isinstance(rhs.owner, Operation) and rhs.owner.name == "reshape":
+        src = rhs.owner.operands["source"]
+        if tuple(src.type.shape[-2:]) != tuple(rhs.type.shape[-2:]):
+            return False
+        rhs = src
+    owner = rhs.owner
+    if not isinstance(owner, Operation) or owner.name != "load_view_tko" or len(rhs.type.shape) < 2:
+        return False
+    rank = len(rhs.type.shape)
+    return unit_stride_dim(owner.operands["view"], rank) == rank - 2
+
+
 def view_rows_aligned(partition_view: Value, tile_rank: int, elem_bytes: int, width: int) -> bool:
     """Whether the promises alone make every row of the view's tiles start on a `width`-byte boundary with unit
     stride along the tile's last dimension: what `tilegpu.views_aligned` checks at run time (innermost stride 1,

@@ -326,6 +326,112 @@ class MmaPlan:
         return a_words, b_words, mmas
 
 
+LDMATRIX_ROW_BYTES = 16     # one row of an 8x8 block of 16-bit elements
+
+
+def _fragment_groups(plan: "MmaPlan", role: str, pairs: bool) -> list[list[int]]:
+    """The registers (of layout a/b) one ldmatrix reads, per group, in its result order: A's four words of one
+    m16k16 fragment; B's two of one n8k16 fragment, or (`pairs`) those of n tiles nt and nt + 1."""
+    i = plan.instr
+    groups = []
+    for ks in range(plan.tk):
+        for bt in range(plan.rb):
+            if role == "a":
+                groups += [[plan.a_reg(w, ks, mt, bt) for w in range(i.a_regs)] for mt in range(plan.rm)]
+            else:
+                tiles = [(nt, nt + 1) for nt in range(0, plan.rn, 2)] if pairs else [(nt,) for nt in range(plan.rn)]
+                groups += [[plan.b_reg(w, ks, nt, bt) for nt in ts for w in range(i.b_regs)] for ts in tiles]
+    return groups
+
+
+def ldmatrix_lanes(plan: "MmaPlan", role: str, pairs: bool = False) -> tuple[int, ...] | None:
+    """What each lane-id bit adds to the shared-memory row address a lane gives `ldmatrix` (bits 0-2: the row
+    of an 8x8 block, bits 3-4: the block, the group's registers in order) so that it loads exactly the
+    fragment words of a synchronous mma's operand `role` that `word_offset` addresses one by one -- relative
+    to the group's first word, the warp part unchanged; None where it would not (an instruction other than
+    m16n8k16 on 16-bit elements, K padding or chunks under 16, block rows that are not 16 contiguous bytes at
+    16-byte boundaries, groups whose blocks lie differently)."""
+    i = plan.instr
+    if (i.m, i.k, i.elem_bits) != (16, 16, 16) or plan.K < 16 or plan.kc < 16 or plan.M < 16 or plan.N < 8:
+        return None
+    if role == "b" and pairs and plan.rn < 2:
+        return None
+    layout, st = (plan.a, plan.a_stage) if role == "a" else (plan.b, plan.b_stage)
+
+    def lane_part(lane: int) -> int:
+        return sum(st.contrib(b) for bit, b in enumerate(layout.bases[1]) if lane >> bit & 1)
+
+    groups = _fragment_groups(plan, role, pairs)
+    offsets = [[plan.word_offset(role, r) for r in g] for g in groups]
+    if any(o is None for g in offsets for o in g):
+        return None
+    deltas = [o - offsets[0][0] for o in offsets[0]]
+    if any([o - g[0] for o in g] != deltas for g in offsets):
+        return None
+    # lane L gives row L & 7 of block L >> 3: the row a lane 4 * (L & 7) holds the first word of
+    blocks = deltas + [0] * (4 - len(deltas))     # .x2: lanes 16-31 give no address
+    if len(deltas) == 4 and blocks[3] != blocks[1] + blocks[2]:
+        return None
+    lanes = (lane_part(4), lane_part(8), lane_part(16), blocks[1], blocks[2])
+    for r in (reg for g in groups for reg in g):   # a word is two neighbouring elements
+        if st.contrib(layout.register_coord(r + 1)) != st.contrib(layout.register_coord(r)) + 2:
+            return None
+    for lane in range(32):
+        for j, d in enumerate(deltas):
+            source = sum(c for bit, c in enumerate(lanes) if (8 * j + (lane >> 2)) >> bit & 1)
+            if source + 4 * (lane & 3) != lane_part(lane) + d:
+                return None
+    aligned = list(lanes) + [g[0] for g in offsets] + [st.contrib(b) for b in layout.bases[2]]
+    return lanes if all(x % LDMATRIX_ROW_BYTES == 0 for x in aligned) else None
+
+
+def rows_of_n_stage(plan: "MmaPlan") -> Staging | None:
+    """B staged in rows of N (k-major rows of N elements plus ROW_PAD_BYTES) instead of transposed, in the
+    same bytes: what a B whose registers run along N (a V tile, rows of N contiguous in memory) is stored
+    into with vectors, its fragments then read by ldmatrix.trans. None where it does not fit the plan's
+    staging (batched, K in several chunks, an instruction other than m16n8k16 on 16-bit elements, rows that
+    are not whole 16-byte units, more bytes than the transposed rows)."""
+    i = plan.instr
+    if plan.batched or plan.kc != plan.K or (i.m, i.k, i.elem_bits) != (16, 16, 16) or plan.K < 16:
+        return None
+    row = plan.N * i.elem_bytes + ROW_PAD_BYTES
+    if (plan.N * i.elem_bytes) % LDMATRIX_ROW_BYTES or plan.b_stage.base + plan.K * row > plan.trash:
+        return None
+    return Staging(plan.b_stage.base, (row, i.elem_bytes), plan.b.rank - 2, plan.kc)
+
+
+def ldmatrix_trans_lanes(plan: "MmaPlan", st: Staging, pairs: bool = False) -> tuple[int, ...] | None:
+    """As `ldmatrix_lanes`, for B staged in rows of N (`rows_of_n_stage`) and read by ldmatrix.trans: block j
+    of a group holds fragment word j's 8 k rows of 8 n; lane L gives row L & 7 of block L >> 3 (bits 0-2: one
+    row of N further each, bits 3-4: the blocks). Relative to the staging base plus the group's first
+    element; None where the blocks do not lie alike in every group or a row is not 16 aligned bytes."""
+    i = plan.instr
+    if (i.m, i.k, i.elem_bits) != (16, 16, 16) or (pairs and plan.rn < 2):
+        return None
+    layout = plan.b
+    groups = _fragment_groups(plan, "b", pairs)
+    firsts = [[st.contrib(layout.register_coord(r)) for r in g] for g in groups]
+    deltas = [o - firsts[0][0] for o in firsts[0]]
+    if any([o - g[0] for o in g] != deltas for g in firsts):
+        return None
+    blocks = deltas + [0] * (4 - len(deltas))
+    if len(deltas) == 4 and blocks[3] != blocks[1] + blocks[2]:
+        return None
+    k_row = st.strides[st.kdim]
+    lanes = (k_row, 2 * k_row, 4 * k_row, blocks[1], blocks[2])
+    e = i.elem_bytes
+    for lane in range(32):
+        for j, reg in enumerate(groups[0]):
+            row = 2 * (lane % 4)         # .trans: lane l takes rows 2 (l % 4) and +1 of column l / 4
+            block = sum(c for bit, c in enumerate(lanes) if (8 * j) >> bit & 1) + firsts[0][0]
+            for x in range(2):
+                if block + (row + x) * k_row + (lane // 4) * e != st.contrib(layout.apply(reg + x, lane, 0)):
+                    return None
+    warp = [st.contrib(b) for b in layout.bases[2]]
+    aligned = list(lanes) + [g[0] for g in firsts] + warp + [st.base]
+    return lanes if all(x % LDMATRIX_ROW_BYTES == 0 for x in aligned) else None
+
+
 @dataclass
 class FmaPlan:
     """The FMA chain: A (B x M x K) and B (B x K x N) row-major in shared memory (in K chunks); result

@@ -239,12 +239,9 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
     mmas = [o for o in body.ops if o.name in ("mmaf", "mmai")]
     if len(mmas) != 1 or sum(o.name in ("mmaf", "mmai") for o in body.walk()) != 1:
         return "the loop body does not run exactly one mma"
-    for o in own_ops(body):
-        if o.name in _EARLY_EXITS and o is not body.ops[-1]:
-            return "an iteration may end early"
-    for o in body.walk():
-        if o.name.startswith(_WRITE_PREFIXES):
-            return f"the loop body writes memory ('{o.name}')"
+    why = unmovable_body(body)
+    if why:
+        return why
     mma = mmas[0]
     top = {id(o) for o in body.ops}
     uses = use_counts(body)
@@ -274,6 +271,18 @@ def analyze(options: CodegenOptions, op: Operation) -> Candidate | str | None:
                 return f"the {x.role} tile index depends on values the loop computes"
     slice_ops = [o for o in body.ops if id(o) in slices]
     return Candidate(op, mma, a, b, slice_ops)
+
+
+def unmovable_body(body: Block) -> str:
+    """Why iterations of a loop with this body cannot overlap ('' where they can): an iteration may end
+    early, or the body writes memory (a later iteration's loads could not run before it)."""
+    for o in own_ops(body):
+        if o.name in _EARLY_EXITS and o is not body.ops[-1]:
+            return "an iteration may end early"
+    for o in body.walk():
+        if o.name.startswith(_WRITE_PREFIXES):
+            return f"the loop body writes memory ('{o.name}')"
+    return ""
 
 
 def read_as_tf32(o: Operation) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ...ir.core import Operation
 from ..layout import LinearLayout
 from ..options import CodegenOptions
+from .facts import read_along_k
 from .wgmma import (ACC_REG_LIMIT, K_BYTES, MAX_N, SHARED_LIMIT, WG_BF16_F32, WG_F8_F32, WG_F16_F32, WG_I8_I32,
                     WG_TF32_F32, SmemDescriptor, WgmmaPlan, _instr_for, _log2)
 
@@ -215,7 +216,7 @@ def tcgen05_choice(options: CodegenOptions, op: Operation) -> Tcgen05Plan | str:
         plan = Tcgen05Plan(instr, at, bt, batched, bsz, m, n, k, nw, SHARED_LIMIT)
         if plan.ld_regs < 1 or plan.per_warp % 2:
             return f"the accumulator's {plan.cols} columns do not split over {nw} warps"
-        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:
+        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES and not read_along_k(op.operands["rhs"]):
             plan = Tcgen05Plan(instr, at, bt, batched, bsz, m, n, k, nw, SHARED_LIMIT, b_major="mn")
         return plan
     except LoweringError as e:

@@ -28,7 +28,7 @@ from ...ir import types as T
 from ...ir.core import Operation, Value
 from ...ir.enums import PaddingValue
 from ..types import layout_of
-from .facts import view_rows_aligned
+from .facts import view_rows_aligned, view_strides_and_base
 from .software_pipeline import read_as_tf32, staged_conversions
 
 MAP_BYTES, MAP_ALIGN = 128, 64
@@ -91,6 +91,7 @@ class TensorCopy:
     column_bytes: int
     box: tuple[int, ...]
     elem_bytes: int
+    order: tuple[int, ...] = ()     # the tile dimension of each map dimension, outermost first (): the same
 
     @property
     def chunk_bytes(self) -> int:
@@ -142,26 +143,78 @@ def _view_operands(tview: Operation, args: list[Value]):
     return None if base is None else (base, out["dynamicShape"], out["dynamicStrides"])
 
 
-def _mapped_view(view: Value, rank: int, eb: int, args: list[Value], unpadded: bool = True):
+def _mapped_view(view: Value, rank: int, eb: int, args: list[Value], unpadded: bool = True,
+                 any_order: bool = False):
     """(base argument, [shape HookValue], [stride HookValue]) of the tensor view a `rank`-D tile of `eb`-byte
     elements is loaded from through partition view `view`, when a map can describe it: made from kernel
-    arguments, of the tile's rank in its own dimension order, zero padded (or, with `unpadded`, not padded),
-    its rows promised 16-byte aligned with a unit inner stride; else why not."""
+    arguments, of the tile's rank in its own dimension order (`any_order`: in any), zero padded (or, with
+    `unpadded`, not padded), its rows promised 16-byte aligned with a unit inner stride; else why not."""
     pv = view.type
     part = view.owner if isinstance(view.owner, Operation) else None
     tview = part.operands["tensor_view"].owner if part is not None and part.name == "make_partition_view" else None
     if tview is None or not isinstance(tview, Operation) or tview.name != "make_tensor_view":
         return "the view's tensor view is not in sight"
-    if len(tview.result.type.shape) != rank or tuple(pv.dim_map) != tuple(range(rank)):
+    if len(tview.result.type.shape) != rank or (tuple(pv.dim_map) != tuple(range(rank)) and not any_order):
         return f"not a {rank}-D tensor view in its own dimension order"
     if pv.padding not in ((None, PaddingValue.zero) if unpadded else (PaddingValue.zero,)):
         return "the view pads with a non-zero value" if unpadded else "the view does not pad with zeros"
-    if not view_rows_aligned(view, rank, eb, 16):
+    if not (_tensor_rows_aligned(view, rank, eb) if any_order else view_rows_aligned(view, rank, eb, 16)):
         return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
     operands = _view_operands(tview, args)
     if operands is None:
         return "the tensor view's base, extents or strides are not kernel arguments"
     return operands
+
+
+def _tensor_rows_aligned(view: Value, rank: int, eb: int) -> bool:
+    """Whether the launch hints promise the tensor's own rows (its innermost dimension, whatever the view's
+    order) a unit stride and a 16-byte aligned base and outer strides: what a map of it requires."""
+    facts = view_strides_and_base(view)
+    if facts is None:
+        return False
+    base, strides = facts
+    return strides[rank - 1][0] == 1 and base % 16 == 0 and all((strides[d][1] * eb) % 16 == 0
+                                                                 for d in range(rank - 1))
+
+
+def plan_landed_copy(x, args: list[Value], param: int) -> TensorCopy | str:
+    """A TensorCopy for the B operand `x` of an mma that reads its whole K from one slot of a ring (an
+    attention-shaped loop's K or V tile: tilegpu.analysis.attention_pipeline; `x.smem` the mma's B layout), or
+    for its loop-invariant A (Q, landed once before the loop: `x.role` "a", `x.smem` the A layout), or
+    why its tile cannot land by TMA.  Unlike a K-loop operand the tile may have leading unit dimensions and
+    its view may order the tensor's dimensions otherwise (K loaded transposed), as long as the buffer is
+    contiguous along the tensor's innermost dimension; the map has the tensor's rank, a box of 1 along the
+    unit dimensions, and its dimensions follow the tensor's (`TensorCopy.order`)."""
+    staged = x.smem
+    if staged is None or any(o.name == "ftof" for o in x.chain):
+        return "not an mma operand landed as it is"
+    element = _ELEMENT_NAMES.get(x.elem)
+    if element is None:
+        return f"{x.elem} elements"
+    rank = len(x.tile_shape)
+    view = x.load.operands["view"]
+    dim_map = tuple(view.type.dim_map)
+    operands = _mapped_view(view, rank, x.eb, args, any_order=True)
+    if isinstance(operands, str):
+        return operands
+    base, shape, strides = operands
+    # B: ([unit dims,] K, N), its rows N; A: ([unit dims,] M, K), its rows M
+    k_dim, n_dim = (x.lead, x.lead + 1) if x.role == "b" else (x.lead + 1, x.lead)
+    contiguous, other = (k_dim, n_dim) if staged.major == "k" else (n_dim, k_dim)
+    if dim_map[contiguous] != rank - 1:
+        return "the stage buffer is contiguous along another dimension than the tensor"
+    if (staged.rows, staged.kc) != (x.tile_shape[n_dim], x.tile_shape[k_dim]) or staged.batches != 1:
+        return "the stage buffer's rows are not the tile's"
+    width = staged.width
+    per = width // x.eb
+    outer, inner = x.tile_shape[other], x.tile_shape[contiguous]
+    if width not in _SWIZZLE_NAMES or inner % per or outer > _MAX_BOX or per > _MAX_BOX:
+        return f"a box of {outer} x {per} does not fit the stage layout"
+    order = tuple(dim_map.index(t) for t in range(rank))
+    box = tuple(outer if i == other else per if i == contiguous else 1 for i in order)
+    swizzle = "128B_base32B" if staged.atom == 32 else _SWIZZLE_NAMES[width]
+    spec = TensorMapSpec(param, base, shape, strides, element, box, swizzle)
+    return TensorCopy(spec, inner // per, outer * width, box, x.eb, order)
 
 
 def plan_tensor_copy(x, kc: int, args: list[Value], param: int) -> TensorCopy | str:
@@ -233,12 +286,14 @@ def plan_staged_tensor_copy(x, kc: int, args: list[Value], param: int, swizzled:
 def kernel_hooks(k) -> KernelHooks | None:
     """The launch hooks of a kernel the passes have run on, as its IR records them: every entry parameter,
     then one hidden tensor map per operand select-tensor-copies gave TMA copies, per tile load
-    select-tile-tensor-copies made a `tilegpu.tma_issue` and per tile store select-tile-tensor-stores gave
-    `tma` (in parameter order); None without maps."""
+    select-tile-tensor-copies made a `tilegpu.tma_issue`, per tile an attention-shaped loop lands and per tile
+    store select-tile-tensor-stores gave `tma` (in parameter order: the passes number them in that order, loads
+    before stores); None without maps."""
     from ..decisions import pipelined_loops
-    maps = sorted([x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
-                   if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body) + tile_store_maps(k.fn.body),
-                  key=lambda m: m.param)
+    maps = [x.tma.map for rec in pipelined_loops(k.fn.body) for x in (rec.cand.a, rec.cand.b)
+            if getattr(x, "tma", None) is not None] + tile_copy_maps(k.fn.body) + landed_copy_maps(k.fn.body) \
+        + tile_store_maps(k.fn.body)
+    maps = sorted({m.param: m for m in maps}.values(), key=lambda m: m.param)
     if not maps:
         return None
     layout = param_layout(k.fn.type.inputs)
@@ -321,6 +376,13 @@ def plan_tile_copy(load: Operation, args: list[Value], param: int, slot: int) ->
     for d in box:
         per *= d
     return TileCopy(spec, copies, per, eb, slot)
+
+
+def landed_copy_maps(body) -> list[TensorMapSpec]:
+    """The maps of the tiles an attention-shaped loop lands by TMA (their `async_copy`s carry `landed`)."""
+    from ..ir import walk_ops
+    return [op.attrs["tma"].map for op in walk_ops(body)
+            if op.name == "tilegpu.async_copy" and op.attrs.get("landed") and op.attrs.get("tma") is not None]
 
 
 def tile_copy_maps(body) -> list[TensorMapSpec]:

@@ -48,6 +48,7 @@ from ...ir.core import Operation
 from ...ir.enums import Signedness
 from ..layout import LinearLayout
 from ..options import CodegenOptions
+from .facts import read_along_k
 
 Coord = tuple[int, ...]
 
@@ -488,8 +489,9 @@ def wgmma_choice(options: CodegenOptions, op: Operation) -> WgmmaPlan | str:
     from ..errors import LoweringError
     try:
         plan = WgmmaPlan(instr, at, bt, batched, bsz, m, n, k, options.num_warps, SHARED_LIMIT)
-        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES:
-            # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores
+        if plan.b_transposable() and plan.n * instr.ebytes >= K_BYTES and not read_along_k(op.operands["rhs"]):
+            # B N-major: its tile arrives in rows of N (loads, cp.async), stored with vector stores; a B read
+            # through a transposing view arrives in rows of K and stays K-major, stored with vector stores too
             plan = replace(plan, b_major="mn")
         return plan
     except LoweringError as e:
@@ -502,3 +504,43 @@ def select_wgmma(options: CodegenOptions, op: Operation) -> WgmmaPlan | None:
     corpus's matmuls, exactly the 64+ row ones get HGMMA on sm_90), accumulators too big for registers."""
     r = wgmma_choice(options, op)
     return None if isinstance(r, str) else r
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A from registers
+# ---------------------------------------------------------------------------------------------------------
+
+# the lanes of wgmma's register-A fragment (m64 x k16 per warpgroup, like its accumulator's D fragment): lane
+# bits 0-1 step two columns, bits 2-4 a row; the first two warp bits 16 and 32 rows
+_FRAGMENT_LANES = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
+_FRAGMENT_WARPS = ((16, 0), (32, 0))
+
+
+def register_a_fragments(plan: WgmmaPlan, layout: LinearLayout) -> list[list[tuple[int, int]]] | None:
+    """Where an lhs tile in `layout` holds wgmma's register-A fragments, so that the mma reads A from
+    registers with no staging: per issue of `plan.issues()` (K step, then M tile; N tiles share it), the lhs
+    registers of A's four 32-bit registers, two 16-bit elements each (rows r, r + 8 x columns c, c + 8 of the
+    step, each pair of consecutive columns).  None where the layout does not hold them so: other lanes or
+    warps, a warpgroup split other than over M, elements not 16-bit, a batch."""
+    if plan.instr.ebytes != 2 or plan.batched or plan.wn != 1 or plan.wb != 1 or not plan.instr.transposable:
+        return None
+    lane, warp = layout.bases[1], layout.bases[2]
+    if tuple(map(tuple, lane)) != _FRAGMENT_LANES or tuple(map(tuple, warp[:2])) != _FRAGMENT_WARPS:
+        return None
+    if tuple(map(tuple, warp[2:])) != tuple(map(tuple, plan.c.bases[2][2:])):
+        return None
+    where: dict[tuple, int] = {}
+    for r in range(layout.num_registers):
+        where.setdefault(tuple(layout.register_coord(r)), r)
+    out = []
+    for ks in range(plan.K // plan.instr.k):
+        for mt in range(plan.rm):
+            row, col = mt * TILE_M, ks * plan.instr.k
+            regs = []
+            for dr, dc in ((0, 0), (8, 0), (0, 8), (8, 8)):
+                pair = tuple(where.get((row + dr, col + dc + j)) for j in (0, 1))
+                if None in pair:
+                    return None
+                regs.append(pair)
+            out.append(regs)
+    return out

@@ -39,10 +39,11 @@ produces them in: one conversion before the loop) and (2) index-like values conv
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from math import prod
 
 from ...ir import types as T
 from ...ir.core import Block, Operation, Value
-from ..layout import LinearLayout
+from ..layout import LinearLayout, blocked
 from ..errors import LoweringError
 from ..ir import KernelIR, clone_function, walk_ops
 from ..analysis import scaled_mma
@@ -50,6 +51,8 @@ from ..analysis.mma import SHARED_LIMIT, carried_layouts, check_size, recorded_p
 from ..ops import CONVERT_LAYOUT
 from ..analysis.smem import register_extract
 from ..types import LayoutTile, bare, elem_bytes, is_splat, layout_of, with_layout
+from ..analysis.facts import unit_stride_dim
+from .vectorize_accesses import vector_width
 
 INDEX_SOURCES = frozenset({"iota", "constant", "broadcast"})
 CONSUMER_DEPTH = 4     # elementwise steps a broadcast looks through for the tile its result is combined with
@@ -274,6 +277,8 @@ class _Assign:
             hint = self.op_hints.get(id(op))
             for r in op.results:
                 self.set_layout(r, hint if hint is not None and r.type.shape == hint.shape else self.default(r.type))
+            if name == "load_view_tko" and hint is None:
+                self.set_layout(op.results[0], self.transposed_load_layout(op) or layout_of(op.results[0].type))
             return
         if name == "permute":
             src = layout_of(op.operands["source"].type)
@@ -327,6 +332,37 @@ class _Assign:
                 if isinstance(v, Value):
                     op.operands[name] = self.convert(v, layout, new, op.loc)
         self.set_layout(res, layout if res.type.shape else None)
+
+    def transposed_load_layout(self, op: Operation) -> LinearLayout | None:
+        """For a tile read through a view that transposes it (the tensor's unit-stride dimension is not the
+        tile's last) and used only as an mma operand: the blocked layout whose vectors run along the tile
+        dimension over the unit stride, when the launch hints let that one be read in vectors and the default
+        not. The operand is staged in shared memory whatever its layout, so nothing converts; the default's
+        vectors run across memory rows and read element by element."""
+        ty = op.results[0].type
+        view = op.operands["view"]
+        run_dim = unit_stride_dim(view, len(ty.shape))
+        if run_dim is None or run_dim == len(ty.shape) - 1 or not self.only_mma_operand(op.results[0]):
+            return None
+        default = self.default(ty)
+        vector = max(1, prod(ty.shape) // self.options.num_threads)
+        layout = blocked(ty.shape, self.options.num_warps, min(self.options.vector_width, vector), run_dim)
+        return layout if vector_width(view, ty, layout) > vector_width(view, ty, default) else None
+
+    def only_mma_operand(self, v: Value) -> bool:
+        """Every use of `v` (through reshapes and permutes) is as an mma's lhs or rhs."""
+        work = [v]
+        while work:
+            x = work.pop()
+            users = self.users.get(id(x), ())
+            if not users:
+                return False
+            for user in users:
+                if user.name in ("reshape", "permute"):
+                    work.append(user.result)
+                elif user.name not in ("mmaf", "mmai") or x is user.operands.get("acc"):
+                    return False
+        return True
 
     def index_like(self, v: Value) -> bool:
         """`v` is computed only from iota, constants and broadcasts (elementwise, reshaped): a mask or an

@@ -5,14 +5,16 @@ access that overlaps an access made since the last barrier, when one of the two 
 across threads); none elsewhere. Every thread runs the same path (conditions and loop bounds are uniform),
 so a barrier inside an `if` or a loop is legal. Loops: what the end of an iteration left pending meets the
 start of the next; an op that stages through its own scratch writes it first and reads it last (a reduce or
-scan across warps waits at its own barrier in between, which orders every earlier access too).
+scan across warps waits at its own barrier in between, which orders every earlier access too).  A
+`tma_barriers` ends with a CTA barrier of its own (but with `barrier_follows`): it orders what came before
+(an attention loop's hoisted A, staged before its ring's mbarriers are initialised).
 """
 from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
 from ...ir.opdef import effects_of
 from ..ir import KernelIR, parents_of, walk_ops
-from ..ops import BARRIER, LOCAL_ALLOC, SHARED, RingAccess
+from ..ops import BARRIER, LOCAL_ALLOC, SHARED, TMA_BARRIERS, RingAccess
 from ..analysis.smem import self_syncing
 
 Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
@@ -20,6 +22,12 @@ State = frozenset
 
 # ops that synchronise the CTA themselves
 _SYNCING = frozenset({BARRIER.name, "memory_fence_alias_tko"})
+
+
+def _synchronises(op: Operation) -> bool:
+    """A CTA barrier: the ops above, and a `tma_barriers` that ends with its own (unless a later barrier
+    publishes its mbarriers: `barrier_follows`)."""
+    return op.name in _SYNCING or (op.name == TMA_BARRIERS.name and not op.attrs.get("barrier_follows"))
 _EXITS = frozenset({"continue", "break", "return"})
 
 def run(k: KernelIR) -> None:
@@ -64,7 +72,7 @@ class _Barriers:
     def block(self, block: Block, state: State, insert: bool) -> State:
         out = []
         for op in block.ops:
-            if op.name in _SYNCING:
+            if _synchronises(op):
                 state = frozenset()
                 out.append(op)
                 continue
@@ -119,7 +127,7 @@ def _tail(block: Block) -> State:
         # an iteration may end (or the loop be left) anywhere: all of the body's accesses
         return frozenset(a for o in walk_ops(block) for part in accesses(o) for a in part)
     for op in reversed(block.ops):
-        if op.name in _SYNCING:
+        if _synchronises(op):
             break
         first, pending = accesses(op)
         out.update(pending)
@@ -136,7 +144,7 @@ def _ops_touching_smem(body: Block) -> set[int]:
     parent = parents_of(body)
     out: set[int] = set()
     for op in walk_ops(body):
-        if op.name in _SYNCING or any(accesses(op)):
+        if _synchronises(op) or any(accesses(op)):
             p = parent.get(id(op))
             while p is not None and id(p) not in out:
                 out.add(id(p))

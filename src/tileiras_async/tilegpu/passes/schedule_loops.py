@@ -16,8 +16,15 @@ does them, but for those select-tile-tensor-copies, before this pass, gave `tma`
 PREFETCH_REGS registers per thread for DISTANCE iterations is scheduled prefetched: those loads in stage 0, every
 other op of the body in stage DISTANCE (the loads of iteration i + DISTANCE run beside the rest of iteration i),
 each stage in program order; every op of the body gets its `stage`/`order`, the report says "prefetched DISTANCE
-iterations ahead", and the pipeline pass expands the loop as they say.  Any other loop's rule says
-"kept serial: <why>".  Prefetching and tile TMA are one or the other: a load select-tile-tensor-copies made a
+iterations ahead", and the pipeline pass expands the loop as they say.  A loop that runs several mmas (no K-loop) whose B
+tiles the body loads and that `tilegpu.analysis.attention_pipeline.analyze_attention` accepts -- an attention loop on
+wgmma whose K and V can land by TMA -- gets an `attention_plan` (the ring: slots, the tiles' places and maps) and
+its serial schedule with those loads `stages - 1` iterations ahead of the rest of the body (loads in stage 0,
+the rest in stage `stages - 1`, each stage in program order; rule "attention-pipelined: ..."); the pipeline
+pass expands it.  That loop's TMA decision is made here, by analyze_attention (choose-stage-copies decides only
+K-loops', which such a loop is not, so no load gets both): its maps, boxes and B majors (select-mma's) are fixed
+with the ring.  Any other loop's rule says "kept serial: <why>" (for a loop with several mmas, also why it is
+not attention-shaped).  Prefetching and tile TMA are one or the other: a load select-tile-tensor-copies made a
 TMA copy already lands in shared memory while the iteration runs up to its first use (its issue is hoisted), and
 carrying it in registers too would pay the mbarrier and the registers both.  The machine model's classes name
 what the lowering emits: cp.async copies, TMA copies (`tma_load`) for the K-loop loads choose-stage-copies,
@@ -30,11 +37,13 @@ import msgspec
 
 from ...ir.core import Block, Operation, Region
 from ...schedule.machine import machine_model
-from ..decisions import PIPELINE_PLAN, SCHEDULE_REPORT, STAGE_COPY, PipelinePlan
+from ...targets import shared_memory_limit
+from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, SCHEDULE_REPORT, STAGE_COPY, PipelinePlan
 from ..ir import KernelIR
 from ..analysis.mma import SHARED_LIMIT
 from ..analysis.tcgen05 import Tcgen05Plan
 from ...schedule.report import Partition
+from ..analysis.attention_pipeline import analyze_attention
 from ..analysis.software_pipeline import (_WRITE_PREFIXES, DISTANCE, FAILED, MIN_STAGES, PREFETCH_REGS,
                                  Candidate, analyze, chunk_bounds, copy_versions, load_registers, movable_loads,
                                  plan_geometry, stage_budget)
@@ -76,6 +85,12 @@ def run(k: KernelIR) -> None:
                 report = _partitioned(k, cand, geom, report)
         elif isinstance(cand, str):
             why = cand
+        attention = _attention_plan(k, op) if enabled and isinstance(cand, str) else None
+        if isinstance(attention, str):
+            why = f"{why}; not attention-shaped: {attention}"
+        elif attention is not None:
+            why = None
+            op.attrs[ATTENTION_PLAN] = attention
         if why is not None:
             k.remark("missed", "pipelining", "LoopNotPipelined", f"{FAILED}: {why}", op)
         if report is None:   # the code runs the body in program order: say so, and why
@@ -85,7 +100,8 @@ def run(k: KernelIR) -> None:
                 why = "not a K-loop (no mma fed by loads of its body)" if enabled else "pipelining is off"
             report = schedule_loop(op, serial_model, ScheduleOptions(strategy="serial"), kernel=k.name,
                                    loop=ordinal, depth=depth, parent=parent, module=k.source)
-            report = _prefetched(op, report) or msgspec.structs.replace(report, rule=f"kept serial: {why}")
+            report = (_landed(op, report, attention) if ATTENTION_PLAN in op.attrs else _prefetched(op, report)) or \
+                msgspec.structs.replace(report, rule=f"kept serial: {why}")
         op.attrs[SCHEDULE_REPORT] = report
 
 
@@ -96,19 +112,42 @@ def _prefetched(loop: Operation, serial):
     regs = sum(load_registers(ld) for ld in loads)
     if not loads or DISTANCE * regs > PREFETCH_REGS:
         return None
+    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
+            f"per thread in flight")
+    return _ahead(loop, serial, {id(ld) for ld in loads}, DISTANCE, rule)
+
+
+def _ahead(loop: Operation, serial, moved: set[int], distance: int, rule: str):
+    """`serial` with the body's ops `moved` (ids) in stage 0 and every other one in stage `distance`, each
+    stage in the serial order, the ops given their `stage`/`order`: loads `distance` iterations ahead."""
     body = [o for o in loop.regions[0].block.ops if not o.spec.is_terminator]
-    moved = {id(ld) for ld in loads}
-    stage = {r.index: 0 if id(body[r.index]) in moved else DISTANCE for r in serial.ops}
-    order, placed = {}, {0: 0, DISTANCE: 0}    # each stage in the serial order
+    stage = {r.index: 0 if id(body[r.index]) in moved else distance for r in serial.ops}
+    order, placed = {}, {0: 0, distance: 0}    # each stage in the serial order
     for r in sorted(serial.ops, key=lambda r: r.order):
         order[r.index] = placed[stage[r.index]]
         placed[stage[r.index]] += 1
     ops = [msgspec.structs.replace(r, stage=stage[r.index], order=order[r.index]) for r in serial.ops]
     for r in ops:
         body[r.index].attrs["stage"], body[r.index].attrs["order"] = r.stage, r.order
-    rule = (f"prefetched {DISTANCE} iterations ahead: {len(loads)} tile load(s), {regs * DISTANCE} register(s) "
-            f"per thread in flight")
-    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=DISTANCE + 1, prologue_copies=DISTANCE)
+    return msgspec.structs.replace(serial, ops=ops, rule=rule, stage_count=distance + 1, prologue_copies=distance)
+
+
+def _attention_plan(k: KernelIR, loop: Operation):
+    """An attention-shaped loop's AttentionPlan (tilegpu.analysis.attention_pipeline), why the loop is not one
+    that can be pipelined so, or None (it runs fewer than two mmas)."""
+    gpu = getattr(k.options.target, "name", k.options.target)
+    return analyze_attention(k, loop, int(k.options.pipeline_stages), shared_memory_limit(gpu))
+
+
+def _landed(loop: Operation, serial, plan):
+    """The serial schedule `serial` of an attention-shaped loop with its landed B loads `plan.ahead`
+    iterations ahead of the rest of the body (each stage in program order), its body's ops given their
+    `stage`/`order`; None where the serial schedule failed."""
+    if not serial.ok:
+        return None
+    rule = (f"attention-pipelined: the B tiles of {len(plan.landed)} mmas land by TMA in a ring of {plan.stages} "
+            f"slots of {plan.unit_bytes} bytes, {plan.ahead} iteration(s) ahead of their mmas")
+    return _ahead(loop, serial, {id(ld.x.load) for ld in plan.landed}, plan.ahead, rule)
 
 
 def _pipelined(k: KernelIR, model, cand: Candidate, ordinal: int, depth: int, parent: int):

@@ -2,6 +2,12 @@
 
 Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only attributes are added:
 
+* every synchronous mma.sync (`mmaf`/`mmai`, `tilegpu.mma_prestaged`) whose k-major staging allows it gets
+  `ldmatrix` too: A one `.x4` per m16k16 fragment, B one `.x4` per two n tiles (else `.x2`) instead of a
+  32-bit shared load per fragment word, the words identical (tilegpu.analysis.mma.ldmatrix_lanes); and
+  `b_rows_of_n` where B's registers run along N and its staging in rows of N fits the plan's bytes: B is
+  stored as it arrives (vectors, not transposed element by element) and read by ldmatrix.trans
+  (rows_of_n_stage, ldmatrix_trans_lanes).
 * every `tilegpu.mma_staged` on mma.sync gets `ldmatrix` (`FragmentLoads`): which operands read their
   fragments from the stage buffer with `ldmatrix` (8x8 blocks of 16-bit elements, one 16-byte row per
   thread: an m16n8k16 instruction with K chunks of 16 or more, an operand staged as 16-bit elements that
@@ -10,7 +16,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `mmaf`/`mmai` on wgmma or tcgen05 gets `store_vectors` (registers per `st.shared` of A and of B
   when code generation stages them in their swizzled layouts): the leading register bits whose elements
   are consecutive bytes of one 16-byte chunk, no wider than 16 bytes, with every other basis of the layout
-  a multiple of the vector's bytes away.
+  a multiple of the vector's bytes away; so does the A an attention loop's `tilegpu.mma_landed` stages
+  through its scratch, or its hoisted `tilegpu.stage_operand` (one entry: A alone).
 * every mma on the FMA chain (`mmaf`/`mmai` select-mma planned no tensor-core instruction for, and the
   `tilegpu.mma_staged` of one) gets `fma_unrolled`: whether its K steps are unrolled (up to
   FMA_UNROLL_LIMIT fmas per thread per K chunk: distinct accumulators x K) or a counted loop, which keeps
@@ -22,7 +29,8 @@ Contract: in/out: tile-GPU IR after the other passes; behaviour unchanged, only 
 * every `for`/`loop` outside any loop whose body holds an mma in registers (`mmaf`, `mmai`,
   `tilegpu.mma_prestaged`: not a pipelined K-loop's stage buffers) gets `recompute_thread_coords`: the
   register peak is in that loop, so thread coordinates are read afresh after it instead of kept live
-  through it (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
+  through it -- except a loop followed by another such loop (attention's K/V loop split at the first
+  masked tile), whose setup the next one repeats: kept live through the first, read afresh after the last (elsewhere, e.g. matmul epilogues after pipelined K-loops, measured: more instructions, no
   fewer registers).
 """
 from __future__ import annotations
@@ -33,7 +41,8 @@ from ...ir.core import Block, Operation
 from ..ir import KernelIR
 from ..layout import LinearLayout
 from ..analysis.scaled_mma import result_layout as scaled_result_layout
-from ..analysis.mma import _FP8, F16_F16, F16_F32, FMA_PLAN, MmaPlan, _name, recorded_plan
+from ..analysis.mma import (_FP8, F16_F16, F16_F32, FMA_PLAN, LDMATRIX_ROW_BYTES, MmaPlan, _name, ldmatrix_lanes,
+                            ldmatrix_trans_lanes, recorded_plan, rows_of_n_stage)
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..analysis.smem import dim_bits
 from ..types import layout_of
@@ -64,15 +73,31 @@ def _walk(k: KernelIR, block: Block, in_loop: bool) -> None:
         elif op.name in ("mmaf", "mmai"):
             _store_vectors(op)
             _fma_unrolled(op, layout_of(op.result.type))
+            _sync_fragment_loads(op, recorded_plan(op), {})
+        elif op.name == "tilegpu.mma_prestaged":
+            buffer = op.operands["buffer"].owner.attrs.get("offset")
+            _sync_fragment_loads(op, recorded_plan(op.attrs["mma"]), {op.attrs["role"]: buffer})
+        elif (op.name == "tilegpu.stage_operand" and "mma_plan" in op.attrs
+              or op.name == "tilegpu.mma_landed" and "scratch_bytes" in op.attrs):
+            _landed_store_vector(op)
         elif op.name == "mmaf_scaled":
             _fma_unrolled(op, scaled_result_layout(k.options, op))
         elif op.name == "scan":
             _lane_scan(op)
-        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op):
+        if op.name in _LOOPS and not in_loop and _holds_mma_registers(op) and not _next_loop_holds_mma(block, op):
             op.attrs["recompute_thread_coords"] = True
         for region in op.regions:
             for b in region.blocks:
                 _walk(k, b, in_loop or op.name in _LOOPS)
+
+
+def _next_loop_holds_mma(block: Block, loop: Operation) -> bool:
+    """The next loop of `block` after `loop` holds mma registers too (attention's loop split at the first
+    masked tile): it sets up the same operand addresses, which stay live through `loop` instead of being
+    computed again after it; the coordinates are read afresh after the last such loop."""
+    after = block.ops[block.ops.index(loop) + 1:]
+    nxt = next((o for o in after if o.name in _LOOPS), None)
+    return nxt is not None and _holds_mma_registers(nxt)
 
 
 def _holds_mma_registers(op: Operation) -> bool:
@@ -100,6 +125,49 @@ def fragment_loads(plan: MmaPlan, a, b, kc: int) -> FragmentLoads:
     ldm_a = m16 and a.eb == 2 and not _converted(a, to_half)
     ldm_b = m16 and b.eb == 2 and not _converted(b, to_half) and plan.N >= 8
     return FragmentLoads(ldm_a, ldm_b, ldm_b and plan.rn >= 2)
+
+
+def _sync_fragment_loads(op: Operation, plan, buffers: dict) -> None:
+    """`ldmatrix` on a synchronous mma.sync (`mmaf`/`mmai`, or `tilegpu.mma_prestaged` whose operand
+    `buffers` names is already staged at that offset): which operands read their fragments from the k-major
+    staging with one ldmatrix per fragment (A: .x4; B: .x4 over two n tiles, else .x2) instead of a 32-bit
+    load per word -- where every block row is 16 aligned bytes (tilegpu.analysis.mma.ldmatrix_lanes) at this
+    op's scratch offset."""
+    if not isinstance(plan, MmaPlan):
+        return
+    scratch = op.attrs.get("scratch_offset")
+    bases = {role: buffers.get(role, None if scratch is None else scratch + stage.base)
+             for role, stage in (("a", plan.a_stage), ("b", plan.b_stage))}
+
+    def fits(role: str, pairs: bool = False) -> bool:
+        base = bases[role]
+        return (base is not None and base % LDMATRIX_ROW_BYTES == 0
+                and ldmatrix_lanes(plan, role, pairs) is not None)
+    b_value = None if "b" in buffers else op.operands["other"] if buffers else op.operands["rhs"]
+    rows_of_n = None if b_value is None else _b_rows_of_n(b_value, plan, bases["b"])
+    if rows_of_n is not None:
+        op.attrs["b_rows_of_n"] = True
+        pairs = rows_of_n
+    else:
+        pairs = fits("b", True)
+    loads = FragmentLoads(fits("a"), rows_of_n is not None or pairs or fits("b"), pairs)
+    if loads.a or loads.b:
+        op.attrs["ldmatrix"] = loads
+
+
+def _b_rows_of_n(b_value, plan: MmaPlan, base: int | None) -> bool | None:
+    """Whether B (registers running along N, not K: a V tile read in rows) is staged in rows of N and read
+    by ldmatrix.trans (tilegpu.analysis.mma.rows_of_n_stage), and if so whether two n tiles per .x4; None
+    where it keeps the transposed staging (its stores then move one element each)."""
+    layout = layout_of(b_value.type)
+    if layout is None or base is None or layout.contiguous_registers(-1) < 2 or layout.contiguous_registers(-2) > 1:
+        return None
+    st = rows_of_n_stage(plan)
+    if st is None or base % LDMATRIX_ROW_BYTES:
+        return None
+    if ldmatrix_trans_lanes(plan, st, True) is not None:
+        return True
+    return False if ldmatrix_trans_lanes(plan, st, False) is not None else None
 
 
 def _converted(operand, to_half: bool) -> bool:
@@ -140,6 +208,13 @@ def _store_vectors(op: Operation) -> None:
     op.attrs["store_vectors"] = tuple(
         store_vector(layout_of(op.operands[name].type), plan, role, plan.operand(role).ebytes)
         for role, name in (("a", "lhs"), ("b", "rhs")))
+
+
+def _landed_store_vector(op: Operation) -> None:
+    """Registers per `st.shared` of the A an attention loop's wgmma stages (its scratch, or a hoisted buffer)."""
+    plan = op.attrs["mma_plan"]
+    value = op.operands["lhs" if op.name == "tilegpu.mma_landed" else "value"]
+    op.attrs["store_vectors"] = (store_vector(layout_of(value.type), plan, "a", plan.a_smem.ebytes),)
 
 
 def store_vector(layout: LinearLayout, plan, role: str, ebytes: int) -> int:

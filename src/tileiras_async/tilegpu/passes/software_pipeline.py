@@ -39,6 +39,11 @@ A K-loop whose ops the schedule put in partitions (a producer warpgroup for the 
 the mma: schedule-loops' warp specialisation) is expanded into the warp-specialised form instead
 (passes/warp_specialized_loop.py).
 
+An attention-shaped loop schedule-loops accepted (`attention_plan`: its mmas' B tiles land by TMA in a ring,
+tilegpu.analysis.attention_pipeline) is expanded by passes/attention_loop.py: a ring slot per iteration in
+flight, the tiles of the iterations the schedule runs ahead issued before the loop, each iteration issuing
+those of the one `stages - 1` ahead after a barrier and waiting for its own on the slot's mbarrier.
+
 A prefetched loop (no mma; its loads in a stage D before the rest of the body): the loads of iterations 0 .. D-1
 before the loop, and in the body the loads (with copies of their index arithmetic) for iteration i + D first,
 their tiles carried through D new loop-carried values each (the body reads the oldest), then the rest of the
@@ -54,12 +59,13 @@ from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
 from ..ops import (ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT, BARRIER, CONVERT_STAGE, LOCAL_ALLOC, MMA_STAGED,
                    TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE, TMA_WAIT, VIEWS_ALIGNED)
 from .. import scalars
-from ..decisions import PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
+from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED, SCHEDULE_REPORT, PipelinedLoop
 from ..errors import LoweringError
 from ..analysis.software_pipeline import (Candidate, Geometry, copy_versions, index_slice, load_registers,
                                            staged_conversions, transposed_copy)
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..types import LayoutTile, SmemType
+from .attention_loop import expand_attention_loops
 from .warp_specialized_loop import WarpSpecializedForm
 
 I1 = LayoutTile((), T.I1, None)
@@ -70,6 +76,9 @@ def run(k: KernelIR) -> None:
     plans = [op.attrs.pop(PIPELINE_PLAN) for op in list(walk_ops(k.fn.body)) if PIPELINE_PLAN in op.attrs]
     if plans:
         _expand_k_loops(k, plans)
+    attention = [op.attrs.pop(ATTENTION_PLAN) for op in list(walk_ops(k.fn.body)) if ATTENTION_PLAN in op.attrs]
+    if attention:
+        expand_attention_loops(k, attention, _runs_again)
     loops = [op for op in walk_ops(k.fn.body) if op.name == "for" and not op.attrs.get(PIPELINED) and _staged(op)]
     for loop in reversed(loops):          # inner loops first: an outer loop's body is final when it is done
         _prefetch(k, loop)

@@ -1,0 +1,193 @@
+"""Pipelining of attention-shaped loops (issue 30, attention): cuTile's FMHA sample as cuTile launches it
+(examples/suite/launch: D=64, 128x128 tiles, the launch hints that make its views TMA-able) on sm_90 and
+sm_100.  schedule-loops accepts the attention loop (two wgmma / tcgen05 mmas whose B tiles, K through a
+transposed view and V, the body loads) with a rule of its own and the loads a stage ahead; the pipeline pass lands K and V by TMA
+(rank-4 maps) in a ring of --num-stages slots.  The emulated kernel computes the reference with the race
+detector on at --num-stages 2, 3 and 4 (inputs whose loops run several iterations: the ring wraps), and it
+needs each of its mbarrier waits and arrivals: without one the emulator reports a race, a hang or a wrong
+result."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from tileiras_async.bytecode.reader import read_module
+from tileiras_async.emu.errors import EmuError
+from tileiras_async.emu.runner import run_compiled
+from tileiras_async.tilegpu.analysis.attention_pipeline import MAX_SLOTS
+from tileiras_async.tilegpu.analysis.mma import recorded_plan
+from tileiras_async.tilegpu.analysis.tensor_maps import kernel_hooks, param_layout
+from tileiras_async.tilegpu.decisions import ATTENTION_PLAN, SCHEDULE_REPORT, STAGE_COPY
+from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
+from tileiras_async.tilegpu.options import CodegenOptions
+from tileiras_async.tilegpu.passes import attention_loop, run_pipeline
+
+from test_suite import SUITE
+
+LAUNCH_SUITE = SUITE / "launch"
+CASES = ("fmha_f16", "fmha_causal_f16")
+
+
+def _path(case: str):
+    return LAUNCH_SUITE / f"{case}.v13.4.tileirbc"
+
+
+def _kernel(case: str, gpu: str, until: str, stages: int | None = None, folder=LAUNCH_SUITE) -> KernelIR:
+    """The kernel of `case` (the launch variant, or the one in `folder`) after the passes up to `until`."""
+    m = read_module((folder / f"{case}.v13.4.tileirbc").read_bytes())
+    given = {} if stages is None else {"pipeline_stages": stages}
+    k = KernelIR(m, clone_function(m.functions[0]), CodegenOptions(target=gpu, opt_level=3, **given))
+    run_pipeline(k, until=until)
+    return k
+
+
+def _long_inputs(case: str):
+    """Inputs whose attention loops run several iterations (the corpus's run one): 640 keys, so a ring of 2
+    to 4 slots wraps; the causal kernel's queries start at 512 (4 unmasked iterations, then the masked one)."""
+    rng = np.random.default_rng(7)
+    sq, sk, d = 128, 640, 64
+    q, k, v = (rng.uniform(-1, 1, (1, 1, n, d)).astype(np.float16) for n in (sq, sk, sk))
+    pos = 512 if case == "fmha_causal_f16" else 0
+    return [q, k, v, np.zeros((1, 1, sq, d), np.float16), np.float32(1 / math.sqrt(d)), np.int32(pos)], pos
+
+
+def _reference(q, k, v, scale, pos, causal):
+    s = q[0, 0].astype(np.float64) @ k[0, 0].astype(np.float64).T * float(scale)
+    if causal:
+        s = np.where(np.arange(s.shape[1])[None, :] <= np.arange(s.shape[0])[:, None] + pos, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return p @ v[0, 0].astype(np.float64) / p.sum(axis=-1, keepdims=True)
+
+
+def _emulate(case: str, stages: int | None, gpu: str = "sm_90"):
+    """Run the launch variant on `_long_inputs` in the emulator with the race detector on; (the run, whether
+    the output is off the reference)."""
+    args, pos = _long_inputs(case)
+    run = run_compiled(_path(case), (1, 1), args, gpu_name=gpu, check_races=True, pipeline_stages=stages)
+    want = _reference(args[0], args[1], args[2], args[4], pos, case == "fmha_causal_f16")
+    return run, not np.allclose(args[3][0, 0].astype(np.float64), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_schedule_accepts_the_attention_loop(case, gpu):
+    k = _kernel(case, gpu, "schedule-loops")
+    reports = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if op.name == "for"]
+    assert reports and all(r.rule.startswith("attention-pipelined: the B tiles of 2 mmas land by TMA in a ring "
+                                             "of 3 slots") for r in reports)
+    for loop in (op for op in walk_ops(k.fn.body) if op.name == "for"):
+        loads = [o for o in loop.regions[0].block.ops if o.name == "load_view_tko"]
+        assert [o.attrs["stage"] for o in loads] == [0, 0]
+        assert {o.attrs["stage"] for o in loop.regions[0].block.ops if o.name == "mmaf"} == {2}
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_ring_keeps_the_b_majors_select_mma_chose(case, gpu):
+    """K lands through its transposed view K-major and V N-major: the slot layout each TMA box writes is the
+    one select-mma planned the mma's descriptor for (a B read through a transposing view stays K-major);
+    choose-stage-copies, which decides K-loop copies before schedule-loops, leaves the attention loads to
+    schedule-loops' own TMA decision."""
+    k = _kernel(case, gpu, "schedule-loops")
+    plans = [op.attrs[ATTENTION_PLAN] for op in walk_ops(k.fn.body) if ATTENTION_PLAN in op.attrs]
+    landed = [ld for p in plans for ld in p.landed]
+    assert [ld.plan.b_major for ld in landed] == ["k", "mn"] * len(plans)
+    assert all(ld.plan.b_major == recorded_plan(ld.mma).b_major for ld in landed)
+    assert all(STAGE_COPY not in o.attrs for o in walk_ops(k.fn.body) if o.name == "load_view_tko")
+
+
+def test_unhinted_views_keep_the_loop_serial():
+    """Without cuTile's launch hints nothing promises K's and V's views what a tensor map needs."""
+    k = _kernel("fmha_f16", "sm_90", "schedule-loops", folder=SUITE)
+    [report] = [op.attrs[SCHEDULE_REPORT] for op in walk_ops(k.fn.body) if op.name == "for"]
+    assert report.rule.startswith("kept serial:") and "cannot land by TMA" in report.rule
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_emulated_at_every_stage_count(case, stages, gpu):
+    run, wrong = _emulate(case, stages, gpu)
+    assert not wrong
+    # K and V by rank-4 tensor copies: per loop the slots - 1 iterations of the prologue and one in the loop;
+    # Q once, before the first loop, into the buffer both loops read: no global load into registers left
+    loops, slots = 1 if case == "fmha_f16" else 2, min(stages, MAX_SLOTS)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.4d", run.ptx)) == 2 * slots * loops + 1
+    assert "ld.global" not in run.ptx
+    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == slots * loops
+    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 256;", run.ptx)) == slots * loops
+    if gpu == "sm_90":  # S's first K step (K-major B) with scale-d 0, per N tile and loop: no zeros moved into D
+        assert len(re.findall(r"wgmma\.mma_async[^;]*, 0, 1, 1, 0, 0;", run.ptx)) == loops
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("step", ["landed", "release"])
+def test_each_wait_and_arrive_is_needed(monkeypatch, gpu, step):
+    """Without the wait for the tiles (`landed`) the mmas read a slot before its copies complete; without the
+    release (`release`) the ring's second round waits forever: the emulator reports each (a race, a hang or a
+    wrong result).  (Without the wait for the release the issuing warp would run ahead of the others only on
+    a GPU: the emulator runs a CTA's warps in step; test_the_loop_releases_... holds that wait's place.)"""
+    monkeypatch.setattr(attention_loop._Expansion, step, lambda self, out, unit: None)
+    _expect_failure("fmha_f16", 2, gpu)
+
+
+def _expect_failure(case: str, stages: int, gpu: str = "sm_90") -> None:
+    try:
+        _, wrong = _emulate(case, stages, gpu)
+    except EmuError:
+        return
+    assert wrong, "the mutated kernel still computes the reference"
+
+
+def _body_ops(case: str, until: str, stages: int | None = None) -> list:
+    k = _kernel(case, "sm_90", until, stages)
+    loop = next(op for op in walk_ops(k.fn.body) if op.name == "for")
+    return loop.regions[0].block.ops
+
+
+def test_without_the_wait_for_the_release_the_order_check_fails(monkeypatch):
+    monkeypatch.setattr(attention_loop._Expansion, "released", lambda self, out, unit: None)
+    with pytest.raises(StopIteration):
+        test_the_loop_releases_its_slot_and_refills_it_after_the_release()
+
+
+def test_the_loop_releases_its_slot_and_refills_it_after_the_release():
+    """No CTA barrier in the loop: after its last mma every thread arrives on its slot's "empty" mbarrier,
+    and every thread waits for the release of the slot the iteration ahead fills before its copies."""
+    ops = _body_ops("fmha_f16", "insert-barriers", 2)
+    names = [o.name for o in ops]
+    copies = next(i for i, o in enumerate(ops) if o.name == "if")
+    assert len([x for x in ops[copies].regions[0].block.ops if x.name == "tilegpu.async_copy"]) == 2
+    release_wait = next(i for i, o in enumerate(ops) if o.name == "tilegpu.tma_wait" and o.attrs.get("empty"))
+    assert release_wait < copies
+    assert "tilegpu.barrier" not in names
+    last_mma = max(i for i, n in enumerate(names) if n == "tilegpu.mma_landed")
+    assert names[last_mma + 1] == "tilegpu.tma_arrive"
+    full_wait = next(i for i, o in enumerate(ops) if o.name == "tilegpu.tma_wait" and not o.attrs.get("empty"))
+    assert copies < full_wait < names.index("tilegpu.mma_landed")
+
+
+def test_q_lands_once_and_p_stays_in_registers():
+    ops = _body_ops("fmha_f16", "pipeline")
+    first, second = [o for o in ops if o.name == "tilegpu.mma_landed"]
+    assert "a_buffer" in first.operands and "lhs" not in first.operands and "scratch_bytes" not in first.attrs
+    assert second.attrs.get("a_registers") and "scratch_bytes" not in second.attrs
+    # S = Q K^T starts from zero: its first K step writes D with scale-d 0; O += P V accumulates
+    assert first.attrs.get("acc_zero") and not second.attrs.get("acc_zero")
+    assert not any(o.name == "tilegpu.stage_operand" for o in ops)
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_maps_follow_the_arrays(case, gpu):
+    """One map per array the loop lands (Q, K, V), in the hidden parameters after the entry's, numbered in the
+    order of the arrays' parameters as NVIDIA's tool numbers them (its host object: Q, K, V, then O's store)."""
+    k = _kernel(case, gpu, "select-access-forms")
+    hooks = kernel_hooks(k)
+    entry = len(param_layout(k.fn.type.inputs))
+    assert [m.param for m in hooks.maps] == [entry, entry + 1, entry + 2]
+    assert [m.base for m in hooks.maps] == sorted(m.base for m in hooks.maps)
+    assert len({m.base for m in hooks.maps}) == 3
