@@ -26,6 +26,7 @@ from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import attention_loop, run_pipeline
 
 from test_suite import SUITE
+from test_warp_specialization import MMAS_WAIT, STORES_WAIT, _mutated
 
 LAUNCH_SUITE = SUITE / "launch"
 CASES = ("fmha_f16", "fmha_causal_f16")
@@ -118,7 +119,11 @@ def test_emulated_at_every_stage_count(case, stages, gpu):
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.4d", run.ptx)) == 2 * slots * loops + 1
     assert "ld.global" not in run.ptx
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == slots * loops
-    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 256;", run.ptx)) == slots * loops
+    # every slot's empty mbarrier counts the 256 threads; on sm_100 so does the tcgen05 stores' mbarrier of the
+    # entry's tensor-memory allocation (its mmas' one counts the commit too: 257)
+    tcgen05 = gpu == "sm_100"
+    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 256;", run.ptx)) == slots * loops + tcgen05
+    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\], 257;", run.ptx)) == tcgen05
     if gpu == "sm_90":  # S's first K step (K-major B) with scale-d 0, per N tile and loop: no zeros moved into D
         assert len(re.findall(r"wgmma\.mma_async[^;]*, 0, 1, 1, 0, 0;", run.ptx)) == loops
 
@@ -132,6 +137,31 @@ def test_each_wait_and_arrive_is_needed(monkeypatch, gpu, step):
     a GPU: the emulator runs a CTA's warps in step; test_the_loop_releases_... holds that wait's place.)"""
     monkeypatch.setattr(attention_loop._Expansion, step, lambda self, out, unit: None)
     _expect_failure("fmha_f16", 2, gpu)
+
+
+@pytest.mark.parametrize(("pattern", "which"), [(STORES_WAIT, 1), (MMAS_WAIT, 0), (MMAS_WAIT, 1)],
+                         ids=["O-stores-wait", "S-mmas-wait", "O-mmas-wait"])
+def test_on_sm100_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(monkeypatch, pattern, which):
+    """On sm_100 S's and O's columns are allocated once at the entry (keep-accumulators-in-tensor-memory's
+    `tmem_column`), and mbarriers order what CTA barriers did each iteration: without warp 0's wait for the
+    stores' mbarrier thread 0 issues before every thread's tcgen05.st (O) or its load of the previous
+    iteration's accumulator (S) is done; without the wait for the commit the threads load D while the mmas
+    write it.  The emulator reports a race, or the result is wrong.  (S's stores wait only orders the other
+    warps' loads of the previous S before the issue: the emulator runs a CTA's warps in step and counts the
+    ring's mbarrier waits between as ordering them, so that one removal goes unnoticed there.)"""
+    import tileiras_async.driver as driver
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
+    _expect_failure("fmha_f16", 2, "sm_100")
+
+
+def test_on_sm100_no_barrier_runs_in_the_attention_loop():
+    """Only the entry's CTA barrier (the mbarriers' and the columns' publication) and the loop's two layout
+    conversions through shared memory are left: no per-iteration allocation, free or barrier around the mmas."""
+    run, wrong = _emulate("fmha_f16", 2, "sm_100")
+    assert not wrong
+    assert len(re.findall(r"tcgen05\.alloc\.", run.ptx)) == len(re.findall(r"tcgen05\.dealloc\.", run.ptx)) == 1
+    assert len(re.findall(r"\bbar\.sync\b", run.ptx)) == 3
 
 
 def _expect_failure(case: str, stages: int, gpu: str = "sm_90") -> None:

@@ -109,10 +109,10 @@ def _address(em: KernelEmitter) -> str:
     return em.b.asm("i32", "ld.shared.u32 $0, [$1];", "=r,r,~{memory}", [("i32", slot)], hint="taddr")
 
 
-def _store(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) -> str:
-    """Every thread stores its accumulator registers into the columns whose address the slot holds (after
-    their allocation was published) and waits for its stores; returns the address."""
-    taddr = _address(em)
+def _store(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str], taddr: str | None = None) -> str:
+    """Every thread stores its accumulator registers into the columns at `taddr` (default: those whose address
+    the slot holds, after their allocation was published) and waits for its stores; returns the address."""
+    taddr = taddr or _address(em)
     mine = _thread_taddr(em, plan, taddr)
     words = _to_words(em, plan, acc_regs)
     n = len(words)
@@ -263,9 +263,38 @@ def lower_tcgen05_landed(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, un
         stage_operand(em, plan, "a", em.get(op.operands["lhs"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
     descs = landed_descriptors(em, op, plan, base, unit_off)
     zero = bool(op.attrs.get("acc_zero"))
+    if "tmem_column" in op.attrs:
+        em.set(op.result, Tile(op.result.type, plan.c, _landed_allocated(em, op, plan, descs, staged=a_buffer is None)))
+        return
     taddr = acquire(em, plan, None if zero else list(em.expect(op.operands["acc"]).regs))
     issue_and_wait(em, plan, taddr, descs, 0, zero=zero)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
+
+
+def _landed_allocated(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, descs: tuple[str, str],
+                      staged: bool) -> list[str]:
+    """A `tmem_column` mma_landed on its columns of the entry's allocation: every thread stores its
+    accumulator (unless zero) and arrives on the stores' mbarrier after its stores, its staging of A and its
+    loads of these columns' previous accumulator; warp 0 waits for them all and thread 0 issues and commits
+    to the mmas' mbarrier; every thread arrives there too and waits for its own arrival's phase (no parity
+    carried), then loads D.  Returns D's registers."""
+    zero = bool(op.attrs.get("acc_zero"))
+    if staged:      # the staging stores visible to the tensor core
+        em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
+    taddr = em.b.value(f"add i32 {_address(em)}, {op.attrs['tmem_column']}") if op.attrs["tmem_column"] \
+        else _address(em)
+    _fence(em, "after")
+    if not zero:
+        _store(em, plan, list(em.expect(op.operands["acc"]).regs), taddr)
+    _fence(em, "before")
+    _arrive_and_wait(em, _stores_bar(em), warp0=True)
+    _fence(em, "after")
+    issue_and_wait(em, plan, taddr, descs, 0, committed=True, zero=zero)
+    bar, _ = _bars(em)
+    tcgen05_commit(em, bar)
+    _arrive_and_wait(em, bar, warp0=False)
+    _fence(em, "after")
+    return _from_words(em, plan, _load(em, plan, taddr))
 
 
 def _unit_operands(em: KernelEmitter, plan: Tcgen05Plan, unit_off: str) -> tuple[tuple[str, str], str | int]:
@@ -345,15 +374,19 @@ def _arrive_and_wait(em: KernelEmitter, bar: str, warp0: bool) -> None:
                      f"{wait} $$tsd${{:uid}}: }}", "r,r,~{memory}", [("i32", bar), ("i32", em.warp)])
 
 
+def _columns(em: KernelEmitter, op: Operation) -> int:
+    """A tmem_alloc's (tmem_free's) columns: its own `columns` (an attention loop's) or its mma's."""
+    return op.attrs["columns"] if "columns" in op.attrs else _loop_plan(em, op).tmem_cols
+
+
 @lowers("tilegpu.tmem_alloc")
 def _tmem_alloc(em: KernelEmitter, op: Operation) -> None:
     """Warp 0 allocates the columns, thread 0 initialises the mmas' mbarrier (the consumer threads' arrivals
     and the commit's) and the stores' (the consumer threads'); the CTA barrier that follows (the TMA
     mbarriers' publication, every thread's) publishes them."""
-    plan = _loop_plan(em, op)
     bar, slot = _bars(em, 3)
     threads = em.num_threads
-    _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {plan.tmem_cols};",
+    _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {_columns(em, op)};",
           [("i32", slot)], "r")
     _thread0(em, [f"mbarrier.init.shared.b64 [$1], {threads + 1}",
                   f"mbarrier.init.shared.b64 [$1+{2 * MBAR_BYTES}], {threads}",
@@ -378,7 +411,7 @@ def _tmem_free(em: KernelEmitter, op: Operation) -> None:
     """After every consumer thread's last tcgen05.ld (its arrival on the stores' mbarrier), warp 0 reads the
     columns' address and frees them; the other warps branch around all of it."""
     _, slot = _bars(em)
-    cols = _loop_plan(em, op).tmem_cols
+    cols = _columns(em, op)
     em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; .reg .b32 a; tcgen05.fence::before_thread_sync; "
                      "mbarrier.arrive.shared.b64 st, [$0]; setp.ne.u32 p, $2, 0; @p bra $$tfd${:uid}; "
                      "$$tfw${:uid}: mbarrier.try_wait.shared.b64 w, [$0], st; @!w bra $$tfw${:uid}; "

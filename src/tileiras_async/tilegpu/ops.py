@@ -29,7 +29,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_read`         | the tile of a `tma_issue` (`state`): every thread waits for that phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
-| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A read from `a_buffer` (filled before the loop by a `stage_operand` or a tensor copy; no `lhs` then), from its registers (`a_registers`: they hold wgmma's register-A fragments) or else staged through the op's scratch; `acc_zero`: the accumulator is a zero constant (the first K step ignores D: wgmma's scale-d 0, tcgen05's enable-input-d off; tcgen05 stores no accumulator into tensor memory) |
+| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A read from `a_buffer` (filled before the loop by a `stage_operand` or a tensor copy; no `lhs` then), from its registers (`a_registers`: they hold wgmma's register-A fragments) or else staged through the op's scratch; `acc_zero`: the accumulator is a zero constant (the first K step ignores D: wgmma's scale-d 0, tcgen05's enable-input-d off; tcgen05 stores no accumulator into tensor memory); `tmem_column` (tcgen05): its accumulator's columns start there in the kernel's `tmem_alloc`, whose mbarriers order its stores, issue and loads (no CTA barrier) |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out (`mma_plan`: a wgmma's swizzled layout, into a buffer aligned at run time, fenced for the async proxy) |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
@@ -37,7 +37,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
 | `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on |
 | `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below) |
-| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one |
+| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one.  `columns` (no `mma`): an attention loop's, every `tmem_column` mma_landed's |
 | `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
@@ -153,7 +153,8 @@ MMA_LANDED = TILEGPU.op(
                             "a_buffer?": SMEM},
     results={"result": ANY_TILE},
     attrs={"mma": "op", "mma_plan": "wgmma_plan", "operand": "operand", "unit_bytes": "int",
-           "a_registers!": "unit", "acc_zero!": "unit", "scratch_bytes?": "int", "scratch_offset?": "int", "store_vectors?": "ints"},
+           "a_registers!": "unit", "acc_zero!": "unit", "scratch_bytes?": "int", "scratch_offset?": "int", "store_vectors?": "ints",
+           "tmem_column?": "int"},
     traits=[MemoryEffects(Read("buffer", SHARED), Read("a_buffer", SHARED)), RingAccess()], cls="MmaLandedOp")
 STAGE_OPERAND = TILEGPU.op(
     "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM},
@@ -167,10 +168,10 @@ REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
 TMEM_ALLOC = TILEGPU.op(
-    "tmem_alloc", attrs={"mma": "op", "kc": "int"},
+    "tmem_alloc", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Write(resource=SHARED), ordered=True)], cls="TmemAllocOp")
 TMEM_FREE = TILEGPU.op(
-    "tmem_free", attrs={"mma": "op", "kc": "int"},
+    "tmem_free", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemFreeOp")
 TMEM_ACQUIRE = TILEGPU.op(
     "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},

@@ -13,6 +13,8 @@ Loops whose accumulator is read otherwise (an epilogue inside the loop), and loo
 op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.
 A warp-specialised consumer's columns are allocated once at the entry (`tilegpu.tmem_alloc` / `tmem_free`);
 its K-loop, when it only waits for stage buffers, issues and commits, gets `one_warp`: warp 0 alone runs it.
+An attention loop's tcgen05 `mma_landed`s (S = Q K^T, O += P V) get columns of one allocation at the entry
+(`tmem_column`), so no iteration allocates, frees or passes a CTA barrier for them.
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..analysis.mma import recorded_plan
-from ..ops import (TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
+from ..ops import (MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
                    WARP_SPECIALIZE)
-from ..analysis.tcgen05 import Tcgen05Plan
+from ..analysis.tcgen05 import TMEM_MIN_ALLOC, Tcgen05Plan
 from ..types import LayoutTile
 
 
@@ -43,6 +45,7 @@ def run(k: KernelIR) -> None:
             if (len(chain) > 1 or chain and chain[0].attrs.get("committed")) and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
     _allocate_at_entry(k)
+    _allocate_landed_at_entry(k)
 
 
 def _tcgen05_ops(body) -> int:
@@ -260,3 +263,63 @@ def _issue_from_one_warp(k: KernelIR, acquire: Operation) -> None:
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
              "warp 0 alone runs the K-loop (its waits, mmas and commits); the other consumer warps wait for "
              "the accumulator", acquire.attrs["mma"])
+
+
+TMEM_COLUMNS = 512      # an SM's tensor memory: 128 lanes x 512 columns of 32 bits
+
+
+def _landed_tcgen05(body) -> list[Operation]:
+    return [o for o in walk_ops(body) if o.name == MMA_LANDED.name and isinstance(o.attrs["mma_plan"], Tcgen05Plan)]
+
+
+def _allocate_landed_at_entry(k: KernelIR) -> None:
+    """Every tcgen05 `mma_landed` of the kernel (an attention loop's: S's 128 columns, O's 64) gets its own
+    columns of one allocation made at the entry, before the CTA barrier that publishes the ring's mbarriers
+    (it publishes the columns' address and the tcgen05 mbarriers too), freed once at the end: each execution
+    then orders its stores (and its staged A) before the issue, and the previous execution's loads of its
+    columns too, by warp 0's wait on the stores' mbarrier, and its loads after the mmas by every thread's
+    wait on the commit's, where the per-execution allocation took three or two CTA barriers (launch set sm_100
+    fmha: 5 of the loop's 7).  Only where they are the kernel's only tcgen05 ops, their columns fit, the kernel
+    is not warp-specialised and its code has a single exit at the end."""
+    body = k.fn.body
+    landed = _landed_tcgen05(body)
+    if not landed or _tcgen05_ops(body) or any(o.name == TMEM_ACQUIRE.name for o in walk_ops(body)):
+        return
+    top = [o.name for o in body.ops]
+    if WARP_SPECIALIZE.name in top or sum(o.name == "return" for o in walk_ops(body)) != 1 or top[-1] != "return":
+        return
+    publish = next((o for o in body.ops if o.name == TMA_BARRIERS.name and not o.attrs.get("barrier_follows")), None)
+    if publish is None or any(_top_level(body, op) < body.ops.index(publish) for op in landed):
+        return
+    first, columns = _assign_columns(landed)
+    if columns > TMEM_COLUMNS:
+        return
+    for op in landed:
+        op.attrs["tmem_column"] = first[id(op)]
+    loc = publish.loc
+    body.ops.insert(body.ops.index(publish), Operation(TMEM_ALLOC, {}, {"columns": columns}, [], loc=loc))
+    body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, {"columns": columns}, [], loc=body.ops[-1].loc))
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             f"the attention loop's {len(landed)} tcgen05 accumulators get {columns} tensor-memory columns "
+             "allocated once at the kernel's entry", landed[0].attrs["mma"])
+
+
+def _top_level(body, op: Operation) -> int:
+    """Index in `body` of the op that holds `op` (or is it)."""
+    return next(i for i, o in enumerate(body.ops) if o is op or any(n is op for n in _nested(o)))
+
+
+def _nested(op: Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            yield from walk_ops(block)
+
+
+def _assign_columns(landed: list[Operation]) -> tuple[dict[int, int], int]:
+    """({id(op): its first column}, the allocation's columns: a power of two, at least TMEM_MIN_ALLOC); the
+    widest first, so that each starts at a multiple of its own power-of-two width."""
+    first, at = {}, 0
+    for op in sorted(landed, key=lambda o: -o.attrs["mma_plan"].tmem_cols):
+        first[id(op)] = at
+        at += op.attrs["mma_plan"].tmem_cols
+    return first, max(TMEM_MIN_ALLOC, 1 << (at - 1).bit_length())
