@@ -307,21 +307,28 @@ _ROW_BYTES = 128                # a box row of a several-row box
 
 
 @dataclass(frozen=True)
-class TileCopy:
+class _BoxRun:
+    """A tile moved by TMA as `copies` boxes of `map`'s box side by side in a shared buffer, box j at byte
+    `j * copy_bytes`."""
+    map: TensorMapSpec
+    copies: int
+    copy_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        """The buffer's bytes: what the copies of a load deliver to its mbarrier (out-of-bounds elements count
+        too), what a store stages."""
+        return self.copies * self.copy_bytes
+
+
+@dataclass(frozen=True)
+class TileCopy(_BoxRun):
     """How a tile load lands by TMA: `copies` boxes of the map's `box` side by side along the innermost
     dimension (box j, row-major, at byte `j * copy_bytes` of the buffer, `j * box[-1]` elements further
     along the tensor; one box or a single row: the tile row-major); completion on mbarrier `slot` of the
     kernel's tile barriers."""
-    map: TensorMapSpec
-    copies: int
-    copy_bytes: int
     elem_bytes: int
     slot: int
-
-    @property
-    def bytes(self) -> int:
-        """The bytes the copies deliver to the mbarrier (out-of-bounds elements count too)."""
-        return self.copies * self.copy_bytes
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -400,7 +407,7 @@ _FRAGMENT_LANES = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))   # an mma fragment's
 
 
 @dataclass(frozen=True)
-class TileStore:
+class TileStore(_BoxRun):
     """How a 2-D tile of 16- or 32-bit elements in an mma fragment layout leaves by TMA: every thread writes
     its elements into a shared staging buffer -- 16-bit ones a thread's four 8x8 blocks at a time with
     `stmatrix` (x4), 32-bit ones a pair of columns at a time with `st.shared.v2` -- in `copies` boxes of 128
@@ -409,14 +416,6 @@ class TileStore:
     lanes' writes are fenced to the async proxy, stores the rows it wrote (whole rows: `warp_slabs`) with one
     lane's `cp.async.bulk.tensor`, in boxes of the map's `box` (a slab's rows by 128 bytes; the tensor's
     bounds clip them, as the bounds-checked stores did).  No warp waits for another: no CTA barrier."""
-    map: TensorMapSpec
-    copies: int
-    copy_bytes: int
-
-    @property
-    def bytes(self) -> int:
-        """The staging buffer's bytes."""
-        return self.copies * self.copy_bytes
 
 
 def stmatrix_layout(layout, eb: int) -> str | None:
