@@ -81,6 +81,18 @@ def terminal():
     term.close()
 
 
+def _open_next_error(terminal) -> str:
+    """The screen once `e` Enter has opened the next error's IR view; under load a key pressed while the
+    table redraws can be lost, so it is pressed again (each press moves on to the next error)."""
+    for _ in range(3):
+        terminal.keys("e", "Enter")
+        try:
+            return terminal.wait_for(r"IR around the op", 10)
+        except AssertionError:
+            continue
+    raise AssertionError(f"the IR view never opened:\n{terminal.screen()}")
+
+
 def test_dashboard_in_a_real_terminal(terminal, tmp_path, request):
     files = corpus_files("*.tileirbc") if request.config.getoption("--run-all") else corpus_files("*.v13.4.tileirbc")
     # the inputs go in one directory (a command line naming all 224 files is too long for tmux)
@@ -114,8 +126,7 @@ def test_dashboard_in_a_real_terminal(terminal, tmp_path, request):
     assert diag, f"the broken input's diagnostic is not on the screen:\n{screen}"
     # open the diagnostic, look, come back, quit: the exit status is the batch's
     for _ in range(12):                                    # `e`: the next error in the diagnostics pane
-        terminal.keys("e", "Enter")
-        screen = terminal.wait_for(r"IR around the op", 10)
+        screen = _open_next_error(terminal)
         terminal.keys("Escape")
         if "broken_input.tileirbc" in screen:
             break
