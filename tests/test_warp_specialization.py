@@ -209,8 +209,8 @@ def test_on_sm100_the_producer_sees_the_initialised_mbarriers(refs):
 
 RELEASE = r"mbarrier\.arrive\.shared\.b64 st, \[%r\d+\];"
 # tcgen05's release of a slot: the commit of the unit's mmas to its empty mbarrier (the first commit in the
-# PTX; the last one is the consumer's own, before it loads the accumulator)
-COMMIT = r"@p tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 \[%r\d+\];"
+# PTX, predicated on thread 0; the last one is the consumer's own, before it loads the accumulator)
+COMMIT = r"@%p\d+ tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 \[%r\d+\];"
 WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
 
 
@@ -294,16 +294,16 @@ def test_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(refs, mon
 def test_on_sm100_warp_0_alone_runs_the_k_loop(refs, cid, stages):
     """Where the accumulator stays in tensor memory through the whole loop, the consumer's K-loop only waits
     for stage buffers, issues mmas and commits them (keep-accumulators-in-tensor-memory's `one_warp`): warp 0
-    runs it alone, so each mma (one per 16 of K) executes on its 32 lanes (thread 0's predicate true), not on
-    all 128 consumer threads; the other warps wait for the release's commit.  Emulated with the race
-    detector, it computes the reference."""
+    runs it alone, and within it thread 0 alone takes the branch into each group of mmas (one per 16 of K),
+    so each executes once, not on all 32 lanes nor on all 128 consumer threads; the other warps wait for
+    the release's commit.  Emulated with the race detector, it computes the reference."""
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     grid = refs.grid(cid, inputs)
     run = run_compiled(_path(cid), grid, list(inputs.values()), gpu_name="sm_100", check_races=True,
                        pipeline_stages=stages)
     assert not refs.check(cid, orig, inputs)
     ctas = grid[0] * grid[1] * grid[2]
-    assert run.report.instruction_classes["tensor_core"] == 32 * ctas * inputs["A"].shape[1] // 16
+    assert run.report.instruction_classes["tensor_core"] == ctas * inputs["A"].shape[1] // 16
 
 
 @requires_corpus

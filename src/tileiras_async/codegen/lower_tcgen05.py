@@ -35,9 +35,8 @@ from ..tilegpu.analysis.mma import recorded_plan
 from ..tilegpu.analysis.tcgen05 import SUBPARTITION_WARPS, Tcgen05Plan
 from .emitter import KernelEmitter, lowers
 from .lower_software_pipeline import unit_offset
-from .lower_tensor_copy import _thread0, tcgen05_commit
-from .lower_wgmma import (_desc, _i64, descriptor_bases, landed_descriptors, scratch_address, stage_chunk,
-                          stage_operand)
+from .lower_tensor_copy import TCGEN05_COMMIT, _thread0, is_thread0, tcgen05_commit
+from .lower_wgmma import descriptor_bases, landed_bases, scratch_address, stage_chunk, stage_operand
 from .values import SHARED_PTR, Tile
 
 MBAR_BYTES = 8
@@ -147,36 +146,84 @@ def acquire(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str] | None, sy
 
 
 def issue_and_wait(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], phase: int | str,
-                   shift: str | int = 0, committed: bool = False, zero: bool = False) -> None:
+                   shift: str | int = 0, committed: bool = False, zero: bool = False,
+                   b_slot: tuple[str, int] | None = None) -> None:
     """After the chunk's operands were published: thread 0 issues the chunk's instructions and commits them
     to the mbarrier; every thread waits for that (phase's) completion.  `phase`: the parity, or an i32
     register holding it.  `committed`: only the issue (what follows commits them: a tma_arrive with
     `commit`).  `zero`: the first K step ignores D (enable-input-d off): the accumulator was not stored."""
     bar, _ = _bars(em)
+    issue(em, plan, taddr, descs, shift, zero, None if committed else bar, b_slot)
+    if not committed:
+        _wait(em, bar, phase)
+
+
+def issue(em: KernelEmitter, plan: Tcgen05Plan, taddr: str, descs: tuple[str, str], shift: str | int = 0,
+          zero: bool = False, commit: str | None = None, b_slot: tuple[str, int] | None = None) -> None:
+    """Thread 0 issues every `tcgen05.mma` of the op (all its K steps) and, given `commit` (an mbarrier),
+    commits them to it; the other threads branch past the whole group, so the instructions' descriptor
+    arithmetic runs on the issuing thread alone (a thread-0 predicate on each instruction had every thread
+    execute each one, and its descriptors).  One asm statement: the branch and the group stay inside it, so
+    the control flow is the tile program's and the threads reconverge right after it.
+    `descs`: the descriptor bases.  `shift`: the bytes both operands are from there, a constant or an i32
+    register (a stage buffer's offset: added outside the asm, where LLVM hoists it out of a loop that
+    reuses the buffer).  `b_slot`: (an i32 register, a constant) whose sum B alone is from there (a landed
+    tile's ring slot, a new one each iteration: added on the issuing thread)."""
     if isinstance(shift, str):
         s64 = em.b.value(f"zext i32 {em.b.value(f'lshr i32 {shift}, 4')} to i64")
         descs = tuple(em.b.value(f"add i64 {d}, {s64}", "desc") for d in descs)
         shift = 0
-    idesc = plan.instr_descriptor()
+    args = [("i32", taddr), ("i64", descs[0]), ("i64", descs[1])]
+    if b_slot is not None:
+        args.append(("i32", b_slot[0]))
+    body = _group_text(plan, shift, zero, None if b_slot is None else b_slot[1])
+    if commit is not None:
+        args.append(("i32", commit))
+        body += f" {TCGEN05_COMMIT} [${len(args) - 1}];"
+    regs = ".reg .pred on, off; .reg .b64 db, a, b; .reg .b32 d, id, s;"
+    if em.single_thread:     # one thread runs the code anyway (the producer's region)
+        text = f"{{ {regs} {body} }}"
+    else:
+        args.append(("i1", is_thread0(em, negate=True)))
+        text = f"{{ {regs} @${len(args) - 1} bra $$tci${{:uid}}; {body} $$tci${{:uid}}: }}"
+    em.b.asm("void", text, ",".join([("l" if t == "i64" else "b" if t == "i1" else "r") for t, _ in args]
+                                    + ["~{memory}"]), args)
+
+
+def _group_text(plan: Tcgen05Plan, shift: int, zero: bool, b_slot: int | None) -> str:
+    """PTX issuing the op's instructions: D's columns from $0 (the TMEM address), the descriptors from the
+    bases $1 (A) and $2 (B) plus the instruction's start offset + `shift` (>> 4: the start field counts 16
+    bytes), B's moved by $3 + `b_slot` bytes unless that is None; enable-input-d off for a `zero`
+    accumulator's first K step (the accumulator was not stored), on after it."""
+    out = ["setp.eq.u32 on, 0, 0;", f"mov.b32 id, {plan.instr_descriptor()};"]
+    if zero:
+        out.append("setp.ne.u32 off, 0, 0;")
+    db = "$2"
+    if b_slot is not None:
+        out += [f"add.s32 s, $3, {b_slot};" if b_slot else "mov.b32 s, $3;", "shr.s32 s, s, 4;",
+                "cvt.s64.s32 b, s;", "add.s64 db, $2, b;"]
+        db = "db"
     steps = plan.issues()
     for step in steps:
+        enable = "off" if zero and step is steps[0] else "on"
         for iss in step:
-            da = _desc(em, descs[0], (iss.a_off + shift) >> 4)
-            db = _desc(em, descs[1], (iss.b_off + shift) >> 4)
-            d = em.b.value(f"add i32 {taddr}, {iss.d_col}") if iss.d_col else taddr
-            # enable-input-d: p (true where issued: the accumulator was stored into TMEM), or for a zero
-            # accumulator's first K step q, false
-            if zero and step is steps[0]:
-                text = (f"{{ .reg .pred p, q; setp.eq.u32 p, $0, 0; setp.ne.u32 q, $0, $0; "
-                        f"@p {plan.ptx} [$1], $2, $3, $4, q; }}")
-            else:
-                text = f"{{ .reg .pred p; setp.eq.u32 p, $0, 0; @p {plan.ptx} [$1], $2, $3, $4, p; }}"
-            em.b.asm("void", text, "r,r,l,l,r,~{memory}", [("i32", em.tid), ("i32", d), ("i64", da), ("i64", db),
-                                                          ("i32", str(_i32(idesc)))])
-    if committed:
-        return
-    tcgen05_commit(em, bar)
-    _wait(em, bar, phase)
+            a = _offset_desc(out, "a", "$1", (iss.a_off + shift) >> 4)
+            b = _offset_desc(out, "b", db, (iss.b_off + shift) >> 4)
+            d = "$0"
+            if iss.d_col:
+                out.append(f"add.u32 d, $0, {iss.d_col};")
+                d = "d"
+            out.append(f"{plan.ptx} [{d}], {a}, {b}, id, {enable};")
+    return " ".join(out)
+
+
+def _offset_desc(out: list[str], reg: str, base: str, add: int) -> str:
+    """The descriptor `base` + `add` (the start address field's units, 16 bytes): `base` itself, or `reg`
+    computed into `out`."""
+    if not add:
+        return base
+    out.append(f"add.s64 {reg}, {base}, {add};")
+    return reg
 
 
 def _wait(em: KernelEmitter, bar: str, phase: int | str) -> None:
@@ -187,10 +234,6 @@ def _wait(em: KernelEmitter, bar: str, phase: int | str) -> None:
     em.b.asm("void", "{ .reg .pred w; $$tcw${:uid}: mbarrier.try_wait.parity.shared.b64 w, [$0], "
                      f"{parity}; @!w bra $$tcw${{:uid}}; }}", ",".join(["r"] * len(args) + ["~{memory}"]), args)
     _fence(em, "after")
-
-
-def _i32(x: int) -> int:
-    return x - (1 << 32) if x >= 1 << 31 else x
 
 
 def release(em: KernelEmitter, plan: Tcgen05Plan, taddr: str) -> list[str]:
@@ -261,18 +304,20 @@ def lower_tcgen05_landed(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, un
     if base is None:
         base = scratch_address(em, op, plan)
         stage_operand(em, plan, "a", em.get(op.operands["lhs"]), base, 0, (op.attrs.get("store_vectors") or (1,))[0])
-    descs = landed_descriptors(em, op, plan, base, unit_off)
+    da, db, rebase = landed_bases(em, op, plan, base)
+    descs, b_slot = (da, db), (unit_off, rebase)
     zero = bool(op.attrs.get("acc_zero"))
     if "tmem_column" in op.attrs:
-        em.set(op.result, Tile(op.result.type, plan.c, _landed_allocated(em, op, plan, descs, staged=a_buffer is None)))
+        em.set(op.result, Tile(op.result.type, plan.c,
+                               _landed_allocated(em, op, plan, descs, b_slot, staged=a_buffer is None)))
         return
     taddr = acquire(em, plan, None if zero else list(em.expect(op.operands["acc"]).regs))
-    issue_and_wait(em, plan, taddr, descs, 0, zero=zero)
+    issue_and_wait(em, plan, taddr, descs, 0, zero=zero, b_slot=b_slot)
     em.set(op.result, Tile(op.result.type, plan.c, release(em, plan, taddr)))
 
 
 def _landed_allocated(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, descs: tuple[str, str],
-                      staged: bool) -> list[str]:
+                      b_slot: tuple[str, int], staged: bool) -> list[str]:
     """A `tmem_column` mma_landed on its columns of the entry's allocation: every thread stores its
     accumulator (unless zero) and arrives on the stores' mbarrier after its stores, its staging of A and its
     loads of these columns' previous accumulator; warp 0 waits for them all and thread 0 issues and commits
@@ -289,9 +334,8 @@ def _landed_allocated(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, descs
     _fence(em, "before")
     _arrive_and_wait(em, _stores_bar(em), warp0=True)
     _fence(em, "after")
-    issue_and_wait(em, plan, taddr, descs, 0, committed=True, zero=zero)
     bar, _ = _bars(em)
-    tcgen05_commit(em, bar)
+    issue(em, plan, taddr, descs, zero=zero, commit=bar, b_slot=b_slot)
     _arrive_and_wait(em, bar, warp0=False)
     _fence(em, "after")
     return _from_words(em, plan, _load(em, plan, taddr))

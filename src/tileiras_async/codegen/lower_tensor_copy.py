@@ -181,9 +181,21 @@ def _tma_arrive(em: KernelEmitter, op: Operation) -> None:
              [("i32", bar)])
 
 
+TCGEN05_COMMIT = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64"
+
+
 def tcgen05_commit(em: KernelEmitter, bar: str) -> None:
-    """Thread 0 commits its tcgen05 operations so far to mbarrier `bar`: one arrival once they complete."""
-    _thread0(em, ["tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$1]"], [("i32", bar)])
+    """Thread 0 commits its tcgen05 operations so far to mbarrier `bar`: one arrival once they complete.
+    Predicated on the thread test LLVM hoists to the entry: one instruction per thread, not a test and it."""
+    if em.single_thread:
+        em.b.asm("void", f"{TCGEN05_COMMIT} [$0];", "r,~{memory}", [("i32", bar)])
+        return
+    em.b.asm("void", f"@$1 {TCGEN05_COMMIT} [$0];", "r,b,~{memory}", [("i32", bar), ("i1", is_thread0(em))])
+
+
+def is_thread0(em: KernelEmitter, negate: bool = False) -> str:
+    """i1: this thread is thread 0 (`negate`: is not); computed once per thread, LLVM hoists it to the entry."""
+    return em.b.value(f"icmp {'ne' if negate else 'eq'} i32 {em.tid}, 0")
 
 
 @lowers("tilegpu.tma_release")

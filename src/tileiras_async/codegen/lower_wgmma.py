@@ -433,14 +433,20 @@ def landed_descriptors(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base
                        unit_off: str) -> tuple[str | None, str]:
     """(A's descriptor base at shared address `a_base`, None without one; B's, pointing into the ring slot at
     `unit_off` from the scratch) of an mma whose B landed (`tilegpu.mma_landed`)."""
-    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
-    da = descriptor_bases(em, plan, a_base)[0] if a_base is not None else None
-    _, db = descriptor_bases(em, plan, sym)
-    # the instructions' B offsets count from plan.b_smem.base; the tile is at the slot's operand base instead
-    rebase = op.attrs["operand"].base - plan.b_smem.base
+    da, db, rebase = landed_bases(em, op, plan, a_base)
     shift = em.b.value(f"add i32 {unit_off}, {rebase}") if rebase else unit_off
     s64 = em.b.value(f"sext i32 {em.b.value(f'ashr i32 {shift}, 4')} to i64")
     return da, em.b.value(f"add i64 {db}, {s64}", "desc")
+
+
+def landed_bases(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base: str | None) -> tuple[str | None, str, int]:
+    """(A's descriptor base at shared address `a_base`, None without one; B's at the scratch (entry block);
+    the bytes B's slot is from there, besides the slot's own offset) of an mma whose B landed: the
+    instructions' B offsets count from plan.b_smem.base, the tile is at the slot's operand base instead."""
+    sym = em.b.entry_value(f"ptrtoint {SHARED_PTR} {em.scratch} to i32")
+    da = descriptor_bases(em, plan, a_base)[0] if a_base is not None else None
+    _, db = descriptor_bases(em, plan, sym)
+    return da, db, op.attrs["operand"].base - plan.b_smem.base
 
 
 def _pack_fragments(em: KernelEmitter, lhs: Tile, fragments) -> list[list[str]]:
