@@ -26,6 +26,7 @@ from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import attention_loop, run_pipeline
 
 from test_suite import SUITE
+from test_tcgen05_lowering import record_mma_issuers
 from test_warp_specialization import MMAS_WAIT, STORES_WAIT, _mutated
 
 LAUNCH_SUITE = SUITE / "launch"
@@ -153,6 +154,18 @@ def test_on_sm100_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
     _expect_failure("fmha_f16", 2, "sm_100")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_on_sm100_thread_0_alone_issues_each_group_of_mmas(monkeypatch, case):
+    """S's and O's mmas (their K steps) and the commit after them sit in one branch that thread 0 alone takes:
+    each mma executes on thread 0 alone (as many tensor-core thread-instructions as mmas issued), and with
+    the race detector on the result is the reference."""
+    issuers = record_mma_issuers(monkeypatch)
+    run, wrong = _emulate(case, 2, "sm_100")
+    assert not wrong
+    assert issuers and set(issuers) == {0}
+    assert run.report.instruction_classes["tensor_core"] == len(issuers)
 
 
 def test_on_sm100_no_barrier_runs_in_the_attention_loop():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, load_refs, requires_corpus
+from conftest import LAUNCH, PUBLIC, corpus_case, load_refs, requires_corpus
 from test_codegen_mma import build_mma, build_mma_loop
 from test_wgmma_lowering import F8A, F8B, S, U, _corpus_mma_ids, _mma_op, emulate_matmul, emulate_pointers
 
@@ -23,6 +23,7 @@ from tileiras_async.driver import emit_kernel, link_kernels_ptx, module_globals_
 from tileiras_async.codegen.emitter import CodegenOptions
 from tileiras_async.emu.isa import descriptors as EMU_DESC
 from tileiras_async.emu.isa import tcgen05 as EMU_TC
+from tileiras_async.emu.runner import run_compiled
 from tileiras_async.ir import types as T
 from tileiras_async.targets import target
 from tileiras_async.tilegpu.analysis import tcgen05 as TC
@@ -290,6 +291,61 @@ def test_corpus_matmul_with_tcgen05_matches_the_reference(cid, stages):
     inputs, orig = refs.make_inputs(cid), refs.make_inputs(cid)
     emulate(module, ptx, refs.grid(cid, inputs), list(inputs.values()))
     assert not refs.check(cid, orig, inputs)
+
+
+def record_mma_issuers(monkeypatch) -> list[int]:
+    """The thread (within its CTA) that issued each tcgen05.mma the emulator executes, as they execute."""
+    issuers = []
+    execute = EMU_TC.execute_mma
+
+    def recorded(mc, op_):
+        issuers.append(op_.lane % mc.Tp)
+        execute(mc, op_)
+    monkeypatch.setattr(EMU_TC, "execute_mma", recorded)
+    return issuers
+
+
+# an op's group of mmas as the unpipelined form issues it (then its commit, then every thread's wait), the
+# warp-specialised consumer's (keep-accumulators-in-tensor-memory: warp 0's K-loop, commits to the ring)
+ONE_ISSUER_CASES = [pytest.param(PUBLIC, "matmul_f16_f32acc_64x64x32", id="unhinted"),
+                    pytest.param(LAUNCH, "matmul_f16_f32acc_64x64x32", id="launch")]
+
+
+@requires_corpus
+@pytest.mark.parametrize("folder,cid", ONE_ISSUER_CASES)
+def test_thread_0_alone_issues_each_group_of_mmas(refs, monkeypatch, folder, cid):
+    """The other threads branch past an op's group of tcgen05.mma (and its commit): every mma executes on
+    thread 0 of its CTA alone -- as many tensor-core thread-instructions as mmas issued, each by thread 0,
+    where a predicate made all of a CTA's threads execute each one -- and with the race detector on the
+    result is the reference."""
+    issuers = record_mma_issuers(monkeypatch)
+    inputs, orig, grid = corpus_case(refs, cid)
+    run = run_compiled(folder / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name="sm_100",
+                       check_races=True)
+    assert not refs.check(cid, orig, inputs)
+    assert issuers and set(issuers) == {0}
+    assert run.report.instruction_classes["tensor_core"] == len(issuers)
+
+
+@requires_corpus
+def test_without_the_commit_in_the_issuing_branch_the_wait_never_ends(refs, monkeypatch):
+    """The commit inside the issuing branch is the only arrival the group's mbarrier phase gets (the mmas
+    complete when it is made): without it every thread waits forever, which the emulator reports."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.errors import EmuError
+    commit = r" tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 \[%r\d+\]; (\$tci\d+: \})"
+    compile_ptx = driver.module_ptx
+
+    def uncommitted(*a, **kw):
+        ptx, n = re.subn(commit, r" \1", compile_ptx(*a, **kw))
+        assert n, commit
+        return ptx
+    monkeypatch.setattr(driver, "module_ptx", uncommitted)
+    cid = "matmul_f16_f32acc_64x64x32"
+    inputs, _, grid = corpus_case(refs, cid)
+    with pytest.raises(EmuError, match="mbarrier wait can never complete"):
+        run_compiled(PUBLIC / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name="sm_100",
+                     check_races=True)
 
 
 @requires_corpus

@@ -26,7 +26,8 @@ to carry between executions), the deallocation after the last loads (the stores'
 
 `tcgen05.fence::before_thread_sync` / `after_thread_sync` order the tensor-memory accesses around each
 barrier and mbarrier synchronisation, as NVIDIA's sm_100 code does.  Single-thread and single-warp steps are predicated inside the asm
-(`setp` on the thread / warp index), so the control flow stays that of the tile program.
+(`setp` on the thread / warp index), so the control flow stays that of the tile program; an op's group of
+mmas and its commit are one asm statement the other threads branch through (`issue`).
 """
 from __future__ import annotations
 

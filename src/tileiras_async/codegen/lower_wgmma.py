@@ -439,7 +439,8 @@ def landed_descriptors(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base
     return da, em.b.value(f"add i64 {db}, {s64}", "desc")
 
 
-def landed_bases(em: KernelEmitter, op: Operation, plan: WgmmaPlan, a_base: str | None) -> tuple[str | None, str, int]:
+def landed_bases(em: KernelEmitter, op: Operation, plan: WgmmaPlan,
+                 a_base: str | None) -> tuple[str | None, str, int]:
     """(A's descriptor base at shared address `a_base`, None without one; B's at the scratch (entry block);
     the bytes B's slot is from there, besides the slot's own offset) of an mma whose B landed: the
     instructions' B offsets count from plan.b_smem.base, the tile is at the slot's operand base instead."""
