@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
 
 import numpy as np
 import pytest
-from conftest import LAUNCH, requires_corpus
+from conftest import LAUNCH, REPO, requires_corpus
 from test_host_object_gen import _described_maps, _entry
 
 from tileiras_async.bytecode.reader import read_module
@@ -57,6 +58,41 @@ def test_the_result_leaves_by_tma_through_nvidias_third_map(cid, monkeypatch):
     assert len(re.findall(STAGING_STORE, ptx)) == staged
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == stores
     assert "st.global" not in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    monkeypatch.setattr(tile_tensor_stores, "run", lambda k: None)
+    before = module_ptx(mod, target("sm_90"))
+    assert "st.global" in before and _barriers(ptx) == _barriers(before)
+
+
+FMHA = REPO / "examples" / "suite" / "launch" / "fmha_f16.v13.4.tileirbc"
+
+
+@x86_only
+def test_attentions_output_leaves_through_nvidias_fourth_map(monkeypatch):
+    """fmha as cuTile launches it (sm_90): O -- the loop's accumulator over the row sums, cast to f16 and
+    reshaped to the output's rank-4 view -- leaves by TMA through a map in the hidden parameter after Q's, K's
+    and V's (41, as NVIDIA's fourth), describing the array NVIDIA's hook fills that map from: rank 4, a box
+    of 1 along the unit dimensions by a warp's slab (16 rows) by one 128-byte swizzle span (NVIDIA's box is
+    64 rows: a store warp of its own stores each consumer warpgroup's half once an mbarrier says it is
+    staged).  NVIDIA's hook lists the two outer dimensions the other way round (its coordinates too), which
+    describes the same boxes: they are compared as a set.  No thread stores to global memory any more, and no
+    CTA barrier is added."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import _build
+    if _build.real_tool() is None:
+        pytest.skip("NVIDIA's tileiras (nvidia-cuda-tileiras) is not installed")
+    mod = read_module(FMHA.read_bytes())
+    hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_90")).tensor_maps
+    store = hooks.maps[-1]
+    real = _build.real_ptx(FMHA, "sm_90")
+    nvidia = {m.param: m for m in _described_maps(*_entry(real.with_suffix(".host.o")))}[41]
+    assert (store.param, store.base, store.element, store.swizzle) == (41, nvidia.base, "f16", nvidia.swizzle)
+    assert (store.shape[2:], store.strides[2:]) == (nvidia.shape[2:], nvidia.strides[2:])
+    assert set(zip(store.shape[:2], store.strides[:2])) == set(zip(nvidia.shape[:2], nvidia.strides[:2]))
+    assert store.box == (1, 1, 16, 64) and nvidia.box == (1, 1, 64, 64) and hooks.params[41] == (128, 64)
+    ptx = module_ptx(mod, target("sm_90"))
+    assert len(re.findall(STAGING_STORE, ptx)) == 4      # a thread's 32 elements: 8x8 blocks four at a time
+    assert ptx.count("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group") == 1
+    assert "st.global" not in ptx
     monkeypatch.setattr(tile_tensor_stores, "run", lambda k: None)
     before = module_ptx(mod, target("sm_90"))
     assert "st.global" in before and _barriers(ptx) == _barriers(before)
@@ -152,3 +188,72 @@ def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols):
     ref = (A.astype(np.float64) @ B.astype(np.float64))
     tol = 2e-2 if kind == "f16" else 3e-2      # f16 rounding of the result; tf32's 10-bit mantissa
     np.testing.assert_allclose(C.astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def build_hinted_heads(t: int):
+    """C[:, h, :] = A @ B for every head h (grid y), t x t output tiles (grid x: rows), f16 operands, f32
+    accumulation over `ktiles` t-wide chunks, f16 result: the accumulator reshaped to 1 x t x t and stored
+    through a view of C (rows x heads x columns) that orders the tile's dimensions (head, rows, columns) as
+    the tensor's 1, 0, 2 -- as attention stores a head's rows into a (sequence, heads, dimension) output.
+    Every array's base and strides carry cuTile's launch hints (16-byte aligned), no extent does.  Arguments
+    A, B (pointer, extents, strides), C (pointer, 3 extents, 3 strides), then ktiles."""
+    from tileiras_async.ir import types as T
+    from tileiras_async.ir.attrs import DivByAttr
+    from tileiras_async.ir.builder import ModuleBuilder, tile
+    from tileiras_async.ir.enums import MemoryOrderingSemantics as MO, RoundingMode as RM
+    from tileiras_async.ir.types import DYNAMIC as DYN
+    mb = ModuleBuilder((13, 4, 0))
+    i32 = tile(T.I32)
+    acc_t = tile(T.F32, t, t)
+    ptr = tile(T.PointerType(T.F16))
+    with mb.kernel("heads", [ptr] + [i32] * 4 + [ptr] + [i32] * 4 + [ptr] + [i32] * 6 + [i32]) as kb:
+        def hinted(v):
+            return kb.op("assume", [v.type], value=v, predicate=DivByAttr(16)).result
+
+        def view(base, shape, strides, tile_shape, dim_map):
+            rank = len(shape)
+            tv_t = T.TensorViewType(T.F16, (DYN,) * rank, (DYN,) * (rank - 1) + (1,))
+            tv = kb.op("make_tensor_view", [tv_t], base=hinted(base), dynamicShape=list(shape),
+                       dynamicStrides=[hinted(v) for v in strides]).result
+            return kb.op("make_partition_view", [T.PartitionViewType(tile_shape, tv_t, dim_map, None)],
+                         tensor_view=tv).result
+        a = view(kb.args[0], kb.args[1:3], kb.args[3:4], (t, t), (0, 1))
+        b = view(kb.args[5], kb.args[6:8], kb.args[8:9], (t, t), (0, 1))
+        c = view(kb.args[10], kb.args[11:14], kb.args[14:16], (1, t, t), (1, 0, 2))
+        bx, head, _ = kb.op("get_tile_block_id", [i32] * 3).results
+        zero, one = kb.constant(np.int32(0), i32), kb.constant(np.int32(1), i32)
+        init = kb.constant(np.float32(0), acc_t)
+        with kb.region([i32, acc_t]) as body:
+            k, acc = body.block.args
+            x = body.op("load_view_tko", [tile(T.F16, t, t), T.TOKEN], view=a, index=[bx, k],
+                        memory_ordering_semantics=MO.weak).results[0]
+            y = body.op("load_view_tko", [tile(T.F16, t, t), T.TOKEN], view=b, index=[k, zero],
+                        memory_ordering_semantics=MO.weak).results[0]
+            body.op("continue", operands=[body.op("mmaf", [acc_t], lhs=x, rhs=y, acc=acc).result])
+        res = kb.op("for", [acc_t], regions=[body.built_region], lowerBound=zero, upperBound=kb.args[-1], step=one,
+                    initValues=[init]).result
+        res = kb.op("ftof", [tile(T.F16, t, t)], **{"from": res}, rounding_mode=RM.nearest_even).result
+        res = kb.op("reshape", [tile(T.F16, 1, t, t)], source=res).result
+        kb.op("store_view_tko", [T.TOKEN], tile=res, view=c, index=[head, bx, zero], memory_ordering_semantics=MO.weak)
+        kb.op("return")
+    return mb.module
+
+
+@x86_only
+def test_a_store_through_a_reordering_view_lands_in_the_tensors_order():
+    """The heads of C (80 rows: the second row of tiles mostly outside, its boxes clipped) written through a
+    rank-3 map whose dimensions follow the tensor's (rows, heads, columns), the tile's (head, rows, columns)
+    coordinates reordered to them: the emulated kernel (race check on, strict memory checks) writes exactly
+    every head's product, nothing else."""
+    from tileiras_async.emu.runner import run_compiled
+    t, rows, heads, K = 64, 80, 3, 128
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((rows, K)).astype(np.float16)
+    B = rng.standard_normal((K, t)).astype(np.float16)
+    C = np.full((rows, heads, t), np.nan, np.float16)
+    run = run_compiled(build_hinted_heads(t), (-(-rows // t), heads, 1), [A, B, C, np.int32(K // t)],
+                       gpu_name="sm_90", check_races=True)
+    assert "cp.async.bulk.tensor.3d.global.shared::cta" in run.ptx and "st.global" not in run.ptx
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    for h in range(heads):
+        np.testing.assert_allclose(C[:, h, :].astype(np.float64), ref, rtol=2e-2, atol=2e-2)

@@ -30,7 +30,9 @@ the passes; this module spells it in PTX.
   over GF(2) in the element's coordinates: row, column, box and swizzle are bit placements and XORs); then a
   proxy fence, and each warp, its lanes synced (`bar.warp.sync`), stores the rows it wrote: one elected lane
   issues a `cp.async.bulk.tensor` shared -> global (`bulk_group`) per slab and box and waits until they have
-  read the buffer.  No CTA barrier: no warp reads what another wrote.
+  read the buffer.  No CTA barrier: no warp reads what another wrote.  A tile with unit dimensions besides
+  its rows and columns (attention's output as its rank-4 view) is staged as its rows and columns; its map
+  has the tensor's rank, the unit dimensions' coordinates being where the tile starts.
 
 A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
 ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
@@ -43,7 +45,7 @@ are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX dec
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES, warp_slabs
+from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES, plane_layout, store_plane, warp_slabs
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
@@ -388,7 +390,8 @@ def tensor_store(em: KernelEmitter, op: Operation) -> None:
     """A store_view_tko with `tma`: its elements into the staging buffer, then each warp's tensor stores."""
     ts = op.attrs["tma"]
     t: Tile = em.get(op.operands["tile"])
-    layout = t.layout
+    plane = store_plane(tuple(t.layout.shape))
+    layout = plane_layout(t.layout, plane)      # the registers as they are, over the rows and columns
     buf = em.unique_global("tma_out")
     em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{ts.bytes} x i8] undef, align {_PATTERN_ALIGN}")
     start = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
@@ -416,29 +419,43 @@ def tensor_store(em: KernelEmitter, op: Operation) -> None:
         em.b.asm("void", text, ",".join(["r"] * (len(words) + 1)) + ",~{memory}",
                  [("i32", addr)] + [("i32", w) for w in words])
     em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
-    _store_warp_slabs(em, op, ts, layout, start)
+    _store_warp_slabs(em, op, ts, layout, plane, start)
     em.set(op.results[0], TOKEN)
 
 
-def _store_warp_slabs(em: KernelEmitter, op: Operation, ts, layout: LinearLayout, start: str) -> None:
+def _store_warp_slabs(em: KernelEmitter, op: Operation, ts, layout: LinearLayout, plane: tuple[int, int],
+                      start: str) -> None:
     """Each warp, its lanes' writes fenced and synced, stores its slabs of rows: one elected lane issues a
-    tensor store per slab and box, then waits until they have read the buffer (before it may exit)."""
+    tensor store per slab and box, then waits until they have read the buffer (before it may exit).  The
+    tile's `plane` dimensions are its rows and columns (`layout`'s), any other a unit one starting where the
+    tile does; the map's coordinates follow the tensor's dimensions (`ts.order`), PTX listing the innermost
+    first."""
     starts = warp_slabs(layout)[1]
     warp_rows = LinearLayout((layout.shape[0],), ((), ((0,),) * 5, tuple((b[0],) for b in layout.bases[2])))
     wrow = em.thread_coords(warp_rows)[0]
-    tile = _tile_starts(em, op.operands["index"], tuple(layout.shape))
+    tile = _tile_starts(em, op.operands["index"], tuple(op.operands["tile"].type.shape))
     span = SWIZZLE_BYTES[ts.map.swizzle]
     src = em.b.value(f"add i32 {start}, {em.b.value(f'mul i32 {wrow}, {span}')}")
-    row0 = em.b.value(f"add i32 {tile[0]}, {wrow}")
+    row_dim, col_dim = plane
+    row0 = em.b.value(f"add i32 {tile[row_dim]}, {wrow}")
     args = [("i64", map_address(em, ts.map.param)), ("i32", src)]
+    fixed = {}
+    for d in range(len(tile)):
+        if d not in plane:
+            args.append(("i32", tile[d]))
+            fixed[d] = len(args) - 1
+    order = ts.order or tuple(range(len(tile)))
     lines = []
     for r in starts:
         args.append(("i32", row0 if not r else em.b.value(f"add i32 {row0}, {r}")))
-        outer = len(args)
+        operand = {**fixed, row_dim: len(args) - 1}
         for j in range(ts.copies):
-            args.append(("i32", tile[1] if not j else em.b.value(f"add i32 {tile[1]}, {j * ts.map.box[-1]}")))
-            lines.append(f"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {{${len(args) - 1}, "
-                         f"${outer - 1}}}], [$1+{j * ts.copy_bytes + r * span}]")
+            args.append(("i32", tile[col_dim] if not j else
+                         em.b.value(f"add i32 {tile[col_dim]}, {j * ts.map.box[-1]}")))
+            operand[col_dim] = len(args) - 1
+            coords = ", ".join(f"${operand[d]}" for d in reversed(order))
+            lines.append(f"cp.async.bulk.tensor.{len(tile)}d.global.shared::cta.tile.bulk_group [$0, {{{coords}}}], "
+                         f"[$1+{j * ts.copy_bytes + r * span}]")
     lines += ["cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"]
     body = " ".join(f"@p {line};" for line in lines)
     em.b.asm("void", f"{{ .reg .pred p; .reg .b32 e; bar.warp.sync -1; elect.sync e|p, -1; {body} }}",

@@ -415,7 +415,12 @@ class TileStore(_BoxRun):
     16-byte pieces XOR-swizzled by the row as the map's 128B swizzle reads them; then each warp, once its
     lanes' writes are fenced to the async proxy, stores the rows it wrote (whole rows: `warp_slabs`) with one
     lane's `cp.async.bulk.tensor`, in boxes of the map's `box` (a slab's rows by 128 bytes; the tensor's
-    bounds clip them, as the bounds-checked stores did).  No warp waits for another: no CTA barrier."""
+    bounds clip them, as the bounds-checked stores did).  No warp waits for another: no CTA barrier.
+
+    The tile may have unit dimensions besides its two (rows, columns: `store_plane`), as attention's output
+    reshaped to the tensor's rank has; the map then has the tensor's rank, a box of 1 along them, and
+    `order` is the tile dimension of each map dimension, outermost first (): the same)."""
+    order: tuple[int, ...] = ()
 
 
 def stmatrix_layout(layout, eb: int) -> str | None:
@@ -453,12 +458,30 @@ def warp_slabs(layout) -> tuple[int, list[int]]:
     return rows, starts
 
 
+def store_plane(shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """The (row, column) dimensions of a tile store's tile: its two dimensions of more than one element, the
+    others unit ones; None for any other tile."""
+    dims = [d for d, n in enumerate(shape) if n != 1]
+    return (dims[0], dims[1]) if len(dims) == 2 else None
+
+
+def plane_layout(layout, plane: tuple[int, int]):
+    """The 2-D layout of `layout` over its `plane` dimensions (store_plane's): the unit dimensions dropped,
+    whose coordinate every basis leaves at 0."""
+    from ..layout import LinearLayout
+    r, c = plane
+    return LinearLayout((layout.shape[r], layout.shape[c]),
+                        tuple(tuple((b[r], b[c]) for b in bases) for bases in layout.bases))
+
+
 def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStore | str:
-    """A TileStore for a `store_view_tko` of a 2-D tile through the map in entry parameter `param`, or why the
-    store stays per-thread st.global.  The tile's layout must be an mma fragment's with whole rows a warp
+    """A TileStore for a `store_view_tko` of a tile with two dimensions of more than one element (any others
+    unit ones: store_plane) through the map in entry parameter `param`, or why the store stays per-thread
+    st.global.  The tile's layout over those two must be an mma fragment's with whole rows a warp
     (stmatrix_layout), a whole number of 128-byte boxes wide, its warps' slabs at most a box's 256 rows; the
-    launch hints must promise what the map needs (unit inner stride, 16-byte aligned base and outer
-    strides)."""
+    view may order the tensor's dimensions otherwise as long as the tile's columns are the tensor's rows (no
+    transposing store); the launch hints must promise what the map needs (unit inner stride, 16-byte
+    aligned base and outer strides)."""
     ty = store.operands["tile"].type
     element = _STORE_ELEMENTS.get(ty.elem)
     if element is None:
@@ -466,21 +489,34 @@ def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStor
     layout = layout_of(ty)
     if layout is None:
         return "a tile without a layout"
+    plane = store_plane(tuple(ty.shape))
+    if plane is None:
+        return "not a tile of two dimensions besides unit ones"
+    rank, (r, c) = len(ty.shape), plane
+    if not isinstance(store.operands["view"].type, T.PartitionViewType):
+        return "not a partition view"
+    dim_map = tuple(store.operands["view"].type.dim_map)
+    if dim_map[c] != rank - 1:
+        return "the tile's columns are not the tensor's rows"
     eb = ty.elem.width // 8
+    layout = plane_layout(layout, plane)
     why = stmatrix_layout(layout, eb)
     if why is not None:
         return why
-    rows, cols = ty.shape
+    rows, cols = layout.shape
     width = _STORE_SWIZZLE // eb
     slab = warp_slabs(layout)[0]
     if cols % width or slab > _MAX_BOX:
         return f"a {rows} x {cols} tile is not boxes of at most {_MAX_BOX} rows by {width} elements"
-    operands = _mapped_view(store.operands["view"], 2, eb, args)
+    same = dim_map == tuple(range(rank))
+    operands = _mapped_view(store.operands["view"], rank, eb, args, any_order=not same)
     if isinstance(operands, str):
         return operands
     base, shape, strides = operands
-    spec = TensorMapSpec(param, base, shape, strides, element, (slab, width), _SWIZZLE_NAMES[_STORE_SWIZZLE])
-    return TileStore(spec, cols // width, rows * _STORE_SWIZZLE)
+    order = tuple(dim_map.index(t) for t in range(rank))
+    box = tuple(slab if d == r else width if d == c else 1 for d in order)
+    spec = TensorMapSpec(param, base, shape, strides, element, box, _SWIZZLE_NAMES[_STORE_SWIZZLE])
+    return TileStore(spec, cols // width, rows * _STORE_SWIZZLE, () if same else order)
 
 
 def tile_store_maps(body) -> list[TensorMapSpec]:

@@ -5,9 +5,10 @@ Contract: in: IR with final layouts and vector widths (after vectorize-view-acce
 run and numbered their maps).  out: the IR is unchanged but for attributes: a weak `store_view_tko` at the
 kernel's top level (not in a loop or a branch: the staging buffer is written once, and every thread of the
 CTA -- of the consumer warpgroup after a warp-specialised loop -- reaches it) whose token orders nothing, and
-that `tilegpu.analysis.tensor_maps.plan_tile_store` accepts -- a 2-D tile of f16/bf16/f32 in an mma fragment
-layout whose warps hold whole rows, rows of whole 128-byte boxes, through a view whose launch hints promise a
-unit inner stride and 16-byte aligned base and outer strides -- gets `tma`, its
+that `tilegpu.analysis.tensor_maps.plan_tile_store` accepts -- a tile of f16/bf16/f32 with two dimensions
+besides unit ones, over them in an mma fragment layout whose warps hold whole rows, rows of whole 128-byte
+boxes, through a view whose launch hints promise a unit inner stride and 16-byte aligned base and outer
+strides and whose tensor's rows are the tile's -- gets `tma`, its
 `tilegpu.analysis.tensor_maps.TileStore` (its map in the hidden entry parameter after the maps the loads took),
 and loses `vector_width` (no thread stores to global memory any more).  Code generation stages the tile in a
 shared buffer of its own (stmatrix for 16-bit elements, st.shared.v2 for 32-bit ones), fences it to the async
@@ -20,6 +21,12 @@ four instructions a pair -- where NVIDIA's tool stages through shared memory and
 form writes a pair in one or two (a conversion, a quarter of an stmatrix or a st.shared.v2, a share of the
 address XOR).  matmul_f16_f16out_128x128x64 162,020 -> 108,260 (1.10 -> 0.73), matmul_f16_f32acc_64x64x32
 205,530 -> 174,042 (0.50 -> 0.42), matmul_tf32_64x64x32's epilogue 89 -> 52 instructions a thread.
+
+Nothing here asks where the value comes from: an attention kernel's output (its loop's mma accumulator
+divided by the row sums, cast to f16, reshaped to the output tensor's rank-4 view: 1 x 1 x rows x columns)
+is in the same wgmma fragment layout as a matmul's result and leaves the same way, through a rank-4 map
+whose box is 1 along the unit dimensions -- as NVIDIA's tool stores it (its fourth map: stmatrix, then
+cp.async.bulk.tensor.4d).
 
 Nothing changes without launch hints (a map needs their promises), on targets without TMA or whose hooks'
 parameter layout is not known (targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100); on sm_100 an accumulator leaves
@@ -53,7 +60,7 @@ def run(k: KernelIR) -> None:
         op.attrs.pop("vector_width", None)
         param += 1
         k.remark("passed", "memory", "TileTensorStores",
-                 f"the {'x'.join(map(str, plan.map.box[:-1] + (plan.map.box[-1] * plan.copies,)))} tile store is "
+                 f"the {'x'.join(map(str, op.operands['tile'].type.shape))} tile store is "
                  f"TMA: stmatrix into shared memory, then {plan.copies} box(es) of "
                  f"{'x'.join(map(str, plan.map.box))} through the map in parameter {plan.map.param}", op)
 
