@@ -257,3 +257,23 @@ def test_a_store_through_a_reordering_view_lands_in_the_tensors_order():
     ref = A.astype(np.float64) @ B.astype(np.float64)
     for h in range(heads):
         np.testing.assert_allclose(C[:, h, :].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("buffers,fits", [(223232, True), (224256, False)])
+def test_shared_memory_is_placed_within_what_the_staging_buffer_leaves(buffers, fits):
+    """A TMA store's staging buffer is shared memory beside the kernel's buffers: allocate-shared-memory places
+    them within the target's limit (sm_90: 232448 bytes) less the buffer and its alignment's padding (8192 +
+    1024 for the 64x64 f16 tile), and says so when they do not fit rather than leave ptxas to refuse it."""
+    from tileiras_async.tilegpu.opt import OptError, opt_text
+    case = REPO / "tests" / "passes" / "select-tile-tensor-stores" / "fragment_tile.tir"
+    stored = opt_text(case.read_text(), str(case), ["select-tile-tensor-stores"])
+    assert "tilegpu.tile_store" in stored
+    constant = "  %17 = cuda_tile.constant dense<1.0> : tile<64x64xf16, #linear0>\n"
+    alloc = f'  %20 = "tilegpu.local_alloc"() {{align = 1024}} : () -> (smem<{buffers}>)\n'
+    text = stored.replace(constant, constant + alloc)
+    if fits:
+        assert re.search(r'"tilegpu.local_alloc"\(\) \{align = 1024, offset = 0\}',
+                         opt_text(text, "t", ["allocate-shared-memory"]))
+    else:
+        with pytest.raises(OptError, match=r"needs 224256 bytes of shared memory \(limit 223232\)"):
+            opt_text(text, "t", ["allocate-shared-memory"])

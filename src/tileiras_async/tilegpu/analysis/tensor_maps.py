@@ -422,6 +422,11 @@ class TileStore(_BoxRun):
     `order` is the tile dimension of each map dimension, outermost first (): the same)."""
     order: tuple[int, ...] = ()
 
+    @property
+    def align(self) -> int:
+        """The staging buffer's alignment: the swizzle's pattern (eight of its spans) starts with it."""
+        return 8 * SWIZZLE_BYTES[self.map.swizzle]
+
 
 def stmatrix_layout(layout, eb: int) -> str | None:
     """None when each warp of `layout` (a 2-D tile's of `eb`-byte elements) holds whole rows of an mma
@@ -517,6 +522,14 @@ def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStor
     box = tuple(slab if d == r else width if d == c else 1 for d in order)
     spec = TensorMapSpec(param, base, shape, strides, element, box, _SWIZZLE_NAMES[_STORE_SWIZZLE])
     return TileStore(spec, cols // width, rows * _STORE_SWIZZLE, () if same else order)
+
+
+def tile_store_bytes(body) -> int:
+    """The shared memory the staging buffers of the tile stores under `body` that select-tile-tensor-stores gave
+    `tma` take beside the kernel's other buffers: each buffer and the padding its alignment may need."""
+    from ..ir import walk_ops
+    return sum(op.attrs["tma"].bytes + op.attrs["tma"].align for op in walk_ops(body)
+               if op.name == "store_view_tko" and isinstance(op.attrs.get("tma"), TileStore))
 
 
 def tile_store_maps(body) -> list[TensorMapSpec]:

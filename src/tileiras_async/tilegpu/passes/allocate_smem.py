@@ -6,7 +6,8 @@ buffer used inside a loop it was not allocated in living through the whole loop;
 its own staging barrier living until the next op with scratch, unless that does not fit) never share bytes,
 others may. More than the target's per-CTA limit
 (targets.shared_memory_limit: above the 48 KiB a kernel may declare without opt-in, as NVIDIA's tool allows
-through ptxas --enable-extended-smem) is an error.
+through ptxas --enable-extended-smem), less the staging buffers of TMA stores (select-tile-tensor-stores:
+shared memory of their own), is an error.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..ir import KernelIR
 from ..ops import LOCAL_ALLOC
 from ..types import align
 from ..analysis.smem import self_syncing
+from ..analysis.tensor_maps import tile_store_bytes
 
 _LOOPS = ("for", "loop")
 
@@ -74,17 +76,26 @@ def _walk(k: KernelIR) -> _Walk:
 
 def run(k: KernelIR) -> None:
     w = _walk(k)
-    limit = shared_memory_limit(k.options.target)
+    # the staging buffers of TMA stores are shared memory of their own beside these buffers
+    limit = shared_memory_limit(k.options.target) - tile_store_bytes(k.fn.body)
     intervals = _lifetimes(w)
     spaced = list(intervals)
     _keep_apart_from_the_next_scratch(spaced, w)
-    total = _first_fit(spaced)
+    total, places = _first_fit(spaced)
     if total > limit:
         # Keeping each scratch apart from the next one's only saves barriers; where that costs more than the
         # target has, scratch lives just during its op and insert-barriers orders what then shares bytes.
-        total = _first_fit(intervals)
+        total, places = _first_fit(intervals)
     if total > limit:
         raise LoweringError(f"the kernel needs {total} bytes of shared memory (limit {limit})")
+    for op, attr, offset in places:
+        op.attrs[attr] = offset
+
+
+def least_shared_bytes(k: KernelIR) -> int:
+    """The fewest bytes this pass can place the kernel's buffers in as the IR is now (each scratch living
+    just during its op): what a buffer of another pass's choosing, beside them, has to fit with."""
+    return _first_fit(_lifetimes(_walk(k)))[0]
 
 
 def _lifetimes(w: _Walk) -> list:
@@ -127,9 +138,11 @@ def _keep_apart_from_the_next_scratch(intervals: list, w: _Walk) -> None:
         intervals[i] = (lo, hi, size, op, attr)
 
 
-def _first_fit(intervals) -> int:
-    """Place each buffer at the lowest 16-byte-aligned offset free of every buffer alive at the same time."""
+def _first_fit(intervals) -> tuple[int, list]:
+    """Place each buffer at the lowest 16-byte-aligned offset free of every buffer alive at the same time:
+    (the bytes they take, [(op, attribute, offset)])."""
     placed: list[tuple[int, int, int, int]] = []   # (lo, hi, offset, end)
+    places = []
     total = 0
     for lo, hi, size, op, attr in sorted(intervals, key=lambda x: (x[0], -x[2], x[1])):
         placed = [p for p in placed if p[1] >= lo]   # ended before this one starts: never overlaps again
@@ -138,7 +151,7 @@ def _first_fit(intervals) -> int:
             if offset + size <= o:
                 break
             offset = max(offset, align(e))
-        op.attrs[attr] = offset
+        places.append((op, attr, offset))
         placed.append((lo, hi, offset, offset + size))
         total = max(total, offset + size)
-    return total
+    return total, places

@@ -28,6 +28,11 @@ is in the same wgmma fragment layout as a matmul's result and leaves the same wa
 whose box is 1 along the unit dimensions -- as NVIDIA's tool stores it (its fourth map: stmatrix, then
 cp.async.bulk.tensor.4d).
 
+The staging buffer is shared memory of its own beside the kernel's buffers (an attention loop's ring may
+have taken most of the target's limit): a store whose buffer (and its alignment's padding) does not fit
+beside the fewest bytes allocate-shared-memory can place them in stays per-thread; that pass then keeps
+them within what the staging buffers leave.
+
 Nothing changes without launch hints (a map needs their promises), on targets without TMA or whose hooks'
 parameter layout is not known (targets.HOOK_PARAM_BANK_BASE: sm_90, sm_100); on sm_100 an accumulator leaves
 tensor memory in another layout (no fragment's), so its stores stay.
@@ -36,8 +41,10 @@ from __future__ import annotations
 
 from ...ir.core import Operation
 from ...ir.enums import MemoryOrderingSemantics as MO
+from ...targets import shared_memory_limit
 from ..analysis.tensor_maps import kernel_hooks, param_layout, plan_tile_store
 from ..ir import KernelIR, walk_ops
+from .allocate_smem import least_shared_bytes
 
 
 def run(k: KernelIR) -> None:
@@ -50,12 +57,14 @@ def run(k: KernelIR) -> None:
     used = {id(v) for op in walk_ops(k.fn.body) for v in op.operand_values()}
     hooks = kernel_hooks(k)
     param = len(param_layout(k.fn.type.inputs)) + (len(hooks.maps) if hooks is not None else 0)
+    room = shared_memory_limit(k.options.target) - least_shared_bytes(k)
     for op in stores:
         if not _eligible(op, used):
             continue
         plan = plan_tile_store(op, k.fn.body.args, param)
-        if isinstance(plan, str):
+        if isinstance(plan, str) or plan.bytes + plan.align > room:
             continue
+        room -= plan.bytes + plan.align
         op.attrs["tma"] = plan
         op.attrs.pop("vector_width", None)
         param += 1
@@ -68,3 +77,4 @@ def run(k: KernelIR) -> None:
 def _eligible(op: Operation, used: set[int]) -> bool:
     """A weak tile store whose token orders nothing."""
     return op.attrs.get("memory_ordering_semantics", MO.weak) == MO.weak and id(op.results[0]) not in used
+
