@@ -496,7 +496,7 @@ def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStor
         return "a tile without a layout"
     plane = store_plane(tuple(ty.shape))
     if plane is None:
-        return "not a tile of two dimensions besides unit ones"
+        return "not a tile of two dimensions of more than one element, the others unit ones"
     rank, (r, c) = len(ty.shape), plane
     if not isinstance(store.operands["view"].type, T.PartitionViewType):
         return "not a partition view"

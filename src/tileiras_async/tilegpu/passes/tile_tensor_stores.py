@@ -6,9 +6,9 @@ run and numbered their maps).  out: the IR is unchanged but for attributes: a we
 kernel's top level (not in a loop or a branch: the staging buffer is written once, and every thread of the
 CTA -- of the consumer warpgroup after a warp-specialised loop -- reaches it) whose token orders nothing, and
 that `tilegpu.analysis.tensor_maps.plan_tile_store` accepts -- a tile of f16/bf16/f32 with two dimensions of
-more than one element (any others unit ones), over them in an mma fragment layout whose warps hold whole rows, rows of whole 128-byte
-boxes, through a view whose launch hints promise a unit inner stride and 16-byte aligned base and outer
-strides and whose tensor's rows are the tile's -- gets `tma`, its
+more than one element (any others unit ones), over them in an mma fragment layout whose warps hold whole
+rows, rows of whole 128-byte boxes, through a view whose launch hints promise a unit inner stride and
+16-byte aligned base and outer strides and whose tensor's rows are the tile's -- gets `tma`, its
 `tilegpu.analysis.tensor_maps.TileStore` (its map in the hidden entry parameter after the maps the loads took),
 and loses `vector_width` (no thread stores to global memory any more).  Code generation stages the tile in a
 shared buffer of its own (stmatrix for 16-bit elements, st.shared.v2 for 32-bit ones), fences it to the async
