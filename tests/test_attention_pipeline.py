@@ -240,3 +240,21 @@ def test_the_maps_follow_the_arrays(case, gpu):
     assert [m.param for m in hooks.maps] == [entry + i for i in range(arrays)]
     assert [m.base for m in hooks.maps] == sorted(m.base for m in hooks.maps)
     assert len({m.base for m in hooks.maps}) == arrays
+
+
+def test_os_tma_store_clips_at_the_sequences_end():
+    """sm_90 stores O by rank-4 tensor stores (select-tile-tensor-stores): with 208 queries the second tile's
+    last 48 rows lie outside the output and two heads put the unit dimensions' coordinates to use.  Emulated
+    with the race detector and strict memory checks (a store past O faults), every head's every row is
+    written (O starts as NaN) and matches the reference."""
+    rng = np.random.default_rng(3)
+    heads, sq, sk, d = 2, 208, 640, 64
+    q, k, v = (rng.uniform(-1, 1, (1, heads, n, d)).astype(np.float16) for n in (sq, sk, sk))
+    o = np.full((1, heads, sq, d), np.nan, np.float16)
+    scale = np.float32(1 / math.sqrt(d))
+    run = run_compiled(_path("fmha_f16"), (-(-sq // 128), heads, 1), [q, k, v, o, scale, np.int32(0)],
+                       gpu_name="sm_90", check_races=True)
+    assert run.ptx.count("cp.async.bulk.tensor.4d.global.shared::cta") == 1 and "st.global" not in run.ptx
+    for h in range(heads):
+        want = _reference(q[:, h:h + 1], k[:, h:h + 1], v[:, h:h + 1], scale, 0, False)
+        np.testing.assert_allclose(o[0, h].astype(np.float64), want, rtol=1e-2, atol=1e-2)
