@@ -24,6 +24,7 @@ from tileiras_async.tilegpu.decisions import ATTENTION_PLAN, SCHEDULE_REPORT, ST
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
 from tileiras_async.tilegpu.options import CodegenOptions
 from tileiras_async.tilegpu.passes import attention_loop, run_pipeline
+from tileiras_async.tilegpu.types import layout_of
 
 from test_suite import SUITE
 from test_tcgen05_lowering import record_mma_issuers
@@ -124,11 +125,14 @@ def test_emulated_at_every_stage_count(case, stages, gpu):
     stores = len(re.findall(r"cp\.async\.bulk\.tensor\.4d\.global\.shared::cta", run.ptx))
     assert (stores, "st.global" in run.ptx) == ((1, False) if gpu == "sm_90" else (0, True))
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == slots * loops
-    # every slot's empty mbarrier counts the 256 threads; on sm_100 so does the tcgen05 stores' mbarrier of the
-    # entry's tensor-memory allocation (its mmas' one counts the commit too: 257)
+    # every slot's empty mbarrier counts the threads (sm_90: 256; sm_100: 128, choose-warps keeps its tensor-
+    # memory accumulators' rows in 4 warps' threads); on sm_100 so does the tcgen05 stores' mbarrier of the
+    # entry's tensor-memory allocation (its mmas' one counts the commit too: threads + 1)
     tcgen05 = gpu == "sm_100"
-    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 256;", run.ptx)) == slots * loops + tcgen05
-    assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\], 257;", run.ptx)) == tcgen05
+    threads = 128 if tcgen05 else 256
+    assert len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], {threads};", run.ptx)) == \
+        slots * loops + tcgen05
+    assert len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\], {threads + 1};", run.ptx)) == tcgen05
     if gpu == "sm_90":  # S's first K step (K-major B) with scale-d 0, per N tile and loop: no zeros moved into D
         assert len(re.findall(r"wgmma\.mma_async[^;]*, 0, 1, 1, 0, 0;", run.ptx)) == loops
 
@@ -172,13 +176,32 @@ def test_on_sm100_thread_0_alone_issues_each_group_of_mmas(monkeypatch, case):
     assert run.report.instruction_classes["tensor_core"] == len(issuers)
 
 
-def test_on_sm100_no_barrier_runs_in_the_attention_loop():
-    """Only the entry's CTA barrier (the mbarriers' and the columns' publication) and the loop's two layout
-    conversions through shared memory are left: no per-iteration allocation, free or barrier around the mmas."""
-    run, wrong = _emulate("fmha_f16", 2, "sm_100")
+@pytest.mark.parametrize("case", CASES)
+def test_on_sm100_no_barrier_runs_in_the_attention_loop_and_rows_reduce_in_their_thread(case):
+    """At 4 warps (choose-warps) a tcgen05.ld 32x32b gives each thread whole rows of S (its 128 columns in
+    registers): the softmax's row max and row sum reduce over registers alone -- no lane or warp of the
+    reduced tile holds another column --, so no warp shuffle and no exchange through shared memory runs, and
+    no CTA barrier is left in the loop: only the entry's (the mbarriers' and the columns' publication) and,
+    in the causal kernel, its second ring's.  No per-iteration allocation or free either."""
+    k = _kernel(case, "sm_100", "insert-barriers")
+    assert k.options.num_warps == 4
+    loops = [op for op in walk_ops(k.fn.body) if op.name == "for"]
+    assert len(loops) == (1 if case == "fmha_f16" else 2)
+    for loop in loops:
+        body = list(walk_ops(loop.regions[0].block))
+        assert not [o for o in body if o.name == "tilegpu.barrier"]
+        reduces = [o for o in body if o.name == "reduce"]
+        assert len(reduces) == 2
+        for r in reduces:
+            layout = layout_of(r.operands["operands"][0].type)
+            dim = r.attrs["dim"]
+            assert all(b[dim] == 0 for b in layout.bases[1] + layout.bases[2])
+    run, wrong = _emulate(case, 2, "sm_100")
     assert not wrong
     assert len(re.findall(r"tcgen05\.alloc\.", run.ptx)) == len(re.findall(r"tcgen05\.dealloc\.", run.ptx)) == 1
-    assert len(re.findall(r"\bbar\.sync\b", run.ptx)) == 3
+    assert len(re.findall(r"\bbar\.sync\b", run.ptx)) == len(loops)
+    assert "shfl" not in run.ptx and "red.shared" not in run.ptx
+    assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x128\.", run.ptx)) == len(loops)
 
 
 def _expect_failure(case: str, stages: int, gpu: str = "sm_90") -> None:

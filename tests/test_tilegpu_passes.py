@@ -922,18 +922,24 @@ def _suite_kernel(name: str, gpu: str, folder: str = "") -> KernelIR:
     return _kernel(read_module((suite / f"{name}.v13.4.tileirbc").read_bytes()), target=gpu)
 
 
-@pytest.mark.parametrize("gpu,warps", [("sm_80", 4), ("sm_90", 8), ("sm_100", 8)])
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90", "sm_100"])
 @pytest.mark.parametrize("name,folder", [("fmha_f16", ""), ("fmha_causal_f16", "launch")])
-def test_choose_warps_gives_attention_accumulators_two_warpgroups(name, folder, gpu, warps):
+def test_choose_warps_gives_attention_accumulators_two_warpgroups(name, folder, gpu):
     """cuTile's FMHA sample keeps S (128x128 f32) and O (128x64 f32) live in its loop: 192 registers a thread at
     4 warps. Where NVIDIA's tool runs it on 256 threads (wgmma/tcgen05 targets) so does ours, and the mma plans
-    made after the pass split the rows over the 8 warps; before sm_90 it stays at 128 threads, as NVIDIA's."""
+    made after the pass split the rows over the 8 warps; before sm_90 it stays at 128 threads, as NVIDIA's.
+    On tcgen05 as cuTile launches it (K and V land by TMA) it stays at 4 warps, each thread holding whole
+    rows of S and O (their row reductions thread-local), as NVIDIA's 128-thread softmax warpgroup."""
+    warps = 8 if gpu == "sm_90" or (gpu == "sm_100" and not folder) else 4
     k = _suite_kernel(name, gpu, folder)
     _passes(k, "select-mma")
     assert k.options.num_warps == warps
     plans = [o.attrs["mma_plan"] for o in walk_ops(k.fn.body) if o.name == "mmaf"]
     assert plans and all(p.num_warps == warps for p in plans)
     assert ("MoreWarpsForAccumulators" in {r.name for r in k.remarks}) == (warps == 8)
+    assert ("AccumulatorRowsInThreads" in {r.name for r in k.remarks}) == (gpu == "sm_100" and warps == 4)
+    if gpu == "sm_100" and warps == 4:
+        assert all(p.splits == 1 and p.per_warp == p.N for p in plans)
 
 
 def test_choose_warps_leaves_smaller_attention_and_matmul_loops_at_four():

@@ -158,7 +158,7 @@ def _mapped_view(view: Value, rank: int, eb: int, args: list[Value], unpadded: b
         return f"not a {rank}-D tensor view in its own dimension order"
     if pv.padding not in ((None, PaddingValue.zero) if unpadded else (PaddingValue.zero,)):
         return "the view pads with a non-zero value" if unpadded else "the view does not pad with zeros"
-    if not (_tensor_rows_aligned(view, rank, eb) if any_order else view_rows_aligned(view, rank, eb, 16)):
+    if not (tensor_rows_aligned(view, rank, eb) if any_order else view_rows_aligned(view, rank, eb, 16)):
         return "the launch hints do not promise a unit inner stride and 16-byte aligned base and strides"
     operands = _view_operands(tview, args)
     if operands is None:
@@ -166,7 +166,7 @@ def _mapped_view(view: Value, rank: int, eb: int, args: list[Value], unpadded: b
     return operands
 
 
-def _tensor_rows_aligned(view: Value, rank: int, eb: int) -> bool:
+def tensor_rows_aligned(view: Value, rank: int, eb: int) -> bool:
     """Whether the launch hints promise the tensor's own rows (its innermost dimension, whatever the view's
     order) a unit stride and a 16-byte aligned base and outer strides: what a map of it requires."""
     facts = view_strides_and_base(view)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...ir.core import Block, Operation, Value
 from ...ir.opdef import effects_of
 from ..ir import KernelIR, parents_of, walk_ops
-from ..ops import BARRIER, LOCAL_ALLOC, SHARED, TMA_BARRIERS, RingAccess
+from ..ops import BARRIER, LOCAL_ALLOC, MMA_LANDED, SHARED, TMA_BARRIERS, RingAccess
 from ..analysis.smem import self_syncing
 
 Access = tuple[int, int, str, int]      # (first byte, end byte, "r" | "w", protocol: 0 or a ring's id)
@@ -55,8 +55,18 @@ def accesses(op: Operation) -> tuple[list[Access], list[Access]]:
         return a, a
     lo = op.attrs["scratch_offset"]
     hi = lo + op.attrs["scratch_bytes"]
+    if _waits_for_its_reads(op):
+        return [(lo, hi, "w", 0)], a
     # with scratch, buffers are read after the op's own barrier (mma_prestaged's hoisted operand)
     return [(lo, hi, "w", 0)], [(lo, hi, "r", 0)] + a
+
+
+def _waits_for_its_reads(op: Operation) -> bool:
+    """A `tmem_column` mma_landed (tcgen05 on columns allocated at the entry) leaves no read of its scratch
+    pending: every thread waits for the commit of its mmas before loading D, so the tensor core has read the
+    staged A before any thread goes on to write there again (an attention loop's P, staged each iteration:
+    no CTA barrier between two iterations' stagings)."""
+    return op.name == MMA_LANDED.name and "tmem_column" in op.attrs
 
 
 def _conflict(state: State, acc: Access) -> bool:
