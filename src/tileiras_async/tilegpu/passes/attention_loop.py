@@ -28,12 +28,15 @@ those arrivals before the copies are issued -- no CTA barrier in the loop.  The 
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...bytecode.opspec import OPS_BY_NAME
 from ...ir import types as T
 from ...ir.core import Block, Operation, Region, Value
 from ...ir.enums import ComparisonPredicate, Signedness
 from .. import scalars
 from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, numbered
+from ..analysis.tcgen05 import Tcgen05Plan
 from ..analysis.tensor_maps import param_layout, tile_copy_maps
 from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
 from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
@@ -50,14 +53,21 @@ def expand_attention_loops(k: KernelIR, plans: list[AttentionPlan], runs_again) 
     _number_maps(k, plans)
     staged: dict = {}   # (id(value), A layout) -> the buffer a stage_operand filled (loops share it)
     where = parent_blocks(k.fn.body)
+    last = None         # the previous loop's _Ring
     for plan in plans:
         block = where[id(plan.loop)]
-        at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
         expansion = _Expansion(plan, k.options.num_threads)
         new_ops = _hoisted_a(plan, expansion, staged)
-        more, results = expansion.build(runs_again(k, plan.loop))
+        release = runs_again(k, plan.loop)
+        shared = last if last is not None and last.shares_with(block, plan, release) else None
+        more, results = expansion.build(release, shared.ring if shared else None)
+        if shared:
+            # initialised with the first ring's mbarriers, published by their CTA barrier
+            block.ops.insert(block.ops.index(shared.bars), more.pop(0))
+        at = next(i for i, o in enumerate(block.ops) if o is plan.loop)
         new_ops += more
         block.ops[at:at + 1] = new_ops
+        last = shared or _Ring(block, expansion.ring, expansion.bars.owner, plan, release)
         replace_values(k.fn.body, {id(old): new for old, new in zip(plan.loop.results, results)})
         k.remark("passed", "pipelining", "LoopPipelined",
                  f"attention-shaped loop pipelined: {len(plan.landed)} B tile(s) land by TMA in a ring of "
@@ -118,6 +128,30 @@ def _maps_before(k: KernelIR) -> int:
     return sum(x.tma is not None for c in cands for x in (c.a, c.b)) + len(tile_copy_maps(k.fn.body))
 
 
+def _tcgen05(plan: AttentionPlan) -> bool:
+    return all(isinstance(ld.plan, Tcgen05Plan) for ld in plan.landed)
+
+
+@dataclasses.dataclass
+class _Ring:
+    """An expanded loop's ring (its buffer and the `tma_barriers` that publishes its mbarriers)."""
+    block: Block
+    ring: Value
+    bars: Operation
+    plan: AttentionPlan
+    release: bool
+
+    def shares_with(self, block: Block, plan: AttentionPlan, release: bool) -> bool:
+        """A later tcgen05 loop of the same block with a ring of the same geometry (the causal kernel's masked
+        loop after its unmasked one) fills this ring's buffer again, on mbarriers of its own initialised with
+        this ring's, before their CTA barrier: between the loops no CTA barrier is needed, as every thread
+        (the lane of warp 0 that issues the next copies too) waited for the commit of the first loop's last
+        mmas, whose completion covers every read of the slots by the earlier ones (one thread issued them
+        all).  Not where either loop runs again (its mbarriers are invalidated and initialised each time)."""
+        return (block is self.block and not (release or self.release) and _tcgen05(plan) and _tcgen05(self.plan)
+                and (plan.ring_bytes, plan.align) == (self.plan.ring_bytes, self.plan.align))
+
+
 class _Expansion:
     def __init__(self, plan: AttentionPlan, threads: int):
         self.plan = plan
@@ -131,13 +165,21 @@ class _Expansion:
         self.a_buffers: dict[int, Value] = {}   # id(mma) -> the buffer its hoisted A was staged into
         self.a_waits: list[Value] = []          # the mbarriers of hoisted A copies to wait for before the loop
 
-    def build(self, release: bool) -> tuple[list[Operation], list[Value]]:
+    def build(self, release: bool, ring: Value | None = None) -> tuple[list[Operation], list[Value]]:
+        """(the ops replacing the loop, its results); given an earlier loop's `ring`, the ops start with this
+        ring's `tma_barriers` (with `barrier_follows`), for the caller to put beside the earlier one."""
         p, out = self.plan, []
-        ring = Operation(LOCAL_ALLOC, {}, {"align": p.align}, [SmemType(p.ring_bytes)], loc=self.loc)
-        bars = Operation(TMA_BARRIERS, {}, {"stages": p.stages, "count": len(p.landed), "empty": self.threads,
-                                            "maps": [ld.x.tma.map.param for ld in p.landed]}, [I32], loc=self.loc)
-        out += [ring, bars]
-        self.ring, self.bars = ring.result, bars.result
+        attrs = {"stages": p.stages, "count": len(p.landed), "empty": self.threads,
+                 "maps": [ld.x.tma.map.param for ld in p.landed]}
+        if ring is None:
+            alloc = Operation(LOCAL_ALLOC, {}, {"align": p.align}, [SmemType(p.ring_bytes)], loc=self.loc)
+            out.append(alloc)
+            ring = alloc.result
+        else:
+            attrs["barrier_follows"] = True
+        bars = Operation(TMA_BARRIERS, {}, attrs, [I32], loc=self.loc)
+        out.append(bars)
+        self.ring, self.bars = ring, bars.result
         for d in range(p.ahead):
             self.copies(out, scalars.iteration(out, self.lb, self.step, d, self.loc), d)
         for a in self.a_waits:
