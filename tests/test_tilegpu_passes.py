@@ -942,6 +942,17 @@ def test_choose_warps_gives_attention_accumulators_two_warpgroups(name, folder, 
         assert all(p.splits == 1 and p.per_warp == p.N for p in plans)
 
 
+def test_choose_warps_widens_sm100_attention_that_keeps_mma_sync():
+    """With tcgen05 turned off (mma_instruction="mma.sync") the accumulators of the FMHA sample as launched live
+    in registers on sm_100 too: 192 a thread at 4 warps, so it gets two warpgroups."""
+    from tileiras_async.bytecode.reader import read_module
+    suite = Path(__file__).resolve().parents[1] / "examples" / "suite" / "launch"
+    k = _kernel(read_module((suite / "fmha_f16.v13.4.tileirbc").read_bytes()), target="sm_100",
+                mma_instruction="mma.sync")
+    _passes(k, "choose-warps")
+    assert k.options.num_warps == 8
+
+
 def test_choose_warps_leaves_smaller_attention_and_matmul_loops_at_four():
     """flash attention's 64-row tiles fit 4 warps' registers; a matmul loop has a single accumulator."""
     from tileiras_async.tilegpu.passes.choose_warps import accumulator_registers, warps_for

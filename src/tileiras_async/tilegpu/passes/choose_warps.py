@@ -26,9 +26,9 @@ from dataclasses import replace
 from math import prod
 
 from ...ir.core import Operation
+from ..analysis.mma import TCGEN05_PREFIX, choose_instruction
 from ..analysis.tcgen05 import SUBPARTITION_WARPS, TMEM_COLUMNS
 from ..analysis.tensor_maps import tensor_rows_aligned
-from ..analysis.wgmma import ACC_REG_LIMIT
 from ..ir import KernelIR, own_ops, walk_ops
 from ..layout import WARP_SIZE
 from ..types import elem_bytes
@@ -64,27 +64,26 @@ def _landed_by_tma(mma: Operation) -> bool:
     return tensor_rows_aligned(load.operands["view"], len(rhs.type.shape), elem_bytes(rhs.type))
 
 
-def rows_in_threads(mmas, num_warps: int) -> bool:
-    """On tcgen05 at `num_warps` (4: one warp per tensor-memory sub-partition), each thread holds whole rows
-    of every accumulator of `mmas` (each has 128-row tiles and fits tcgen05's per-thread limit), and their B
+def rows_in_threads(mmas, options) -> bool:
+    """At the options' warp count (4: one warp per tensor-memory sub-partition) every mma of `mmas` runs on
+    tcgen05 (select-mma's choice: its accumulator within tcgen05's per-thread limit), each thread holds
+    whole rows of every accumulator (128-row tiles; their columns fit tensor memory together), and their B
     tiles land by TMA: the loop needs no more warps (module docstring)."""
-    if num_warps != SUBPARTITION_WARPS:
+    if options.num_warps != SUBPARTITION_WARPS:
         return False
     shapes = [op.result.type.shape for op in mmas]
     if any(len(s) != 2 or s[0] % TMEM_LANES for s in shapes):
         return False
-    if any(accumulator_registers([op], num_warps) > ACC_REG_LIMIT for op in mmas):
-        return False
     if sum(s[0] // TMEM_LANES * s[1] for s in shapes) > TMEM_COLUMNS:
         return False
-    return all(_landed_by_tma(op) for op in mmas)
+    return all(choose_instruction(options, op).startswith(TCGEN05_PREFIX) and _landed_by_tma(op) for op in mmas)
 
 
-def warps_for(loops_mmas: list[list], num_warps: int, tcgen05: bool = False) -> int:
-    """The warp count the heaviest multi-mma loop needs to keep its accumulators within the budget (on
-    tcgen05, none more for a loop whose rows stay in threads)."""
+def warps_for(loops_mmas: list[list], num_warps: int, options=None) -> int:
+    """The warp count the heaviest multi-mma loop needs to keep its accumulators within the budget (given a
+    tcgen05 target's `options`, none more for a loop whose rows stay in threads)."""
     for mmas in loops_mmas:
-        if len(mmas) < 2 or (tcgen05 and rows_in_threads(mmas, num_warps)):
+        if len(mmas) < 2 or (options is not None and rows_in_threads(mmas, options)):
             continue
         while (accumulator_registers(mmas, num_warps) > ACC_REGISTER_BUDGET and num_warps * 2 <= MAX_WARPS
                and _splits_rows(mmas, num_warps * 2)):
@@ -104,10 +103,10 @@ def run(k: KernelIR) -> None:
     loops = [[o for o in own_ops(b) if o.name in _MMA]
              for op in walk_ops(k.fn.body) if op.name in _LOOPS for r in op.regions for b in r.blocks]
     before = k.options.num_warps
-    tcgen05 = k.options.known_target.has_tcgen05
+    tcgen05 = k.options if k.options.known_target.has_tcgen05 else None
     after = warps_for(loops, before, tcgen05)
     if after == before:
-        if tcgen05 and any(len(m) > 1 and rows_in_threads(m, before) for m in loops):
+        if tcgen05 and any(len(m) > 1 and rows_in_threads(m, tcgen05) for m in loops):
             k.remark("passed", "mma", "AccumulatorRowsInThreads",
                      f"{before} warps: each thread holds whole rows of the attention loop's tensor-memory "
                      "accumulators, its row reductions thread-local")
