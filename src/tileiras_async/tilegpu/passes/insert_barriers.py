@@ -5,7 +5,8 @@ access that overlaps an access made since the last barrier, when one of the two 
 across threads); none elsewhere. Every thread runs the same path (conditions and loop bounds are uniform),
 so a barrier inside an `if` or a loop is legal. Loops: what the end of an iteration left pending meets the
 start of the next; an op that stages through its own scratch writes it first and reads it last (a reduce or
-scan across warps waits at its own barrier in between, which orders every earlier access too).  A
+scan across warps waits at its own barrier in between, which orders every earlier access too) -- but a
+`tmem_column` mma_landed, whose every thread waits for its mmas, leaves no read of it pending.  A
 `tma_barriers` ends with a CTA barrier of its own (but with `barrier_follows`): it orders what came before
 (an attention loop's hoisted A, staged before its ring's mbarriers are initialised).
 """
