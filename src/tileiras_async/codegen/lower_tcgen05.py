@@ -360,8 +360,9 @@ def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
     acc = list(em.expect(op.operands["acc"]).regs)
     if op.attrs.get("allocated"):
         taddr = _store_allocated(em, _loop_plan(em, op), acc)
-    else:
-        taddr = acquire(em, _loop_plan(em, op), acc, sync=not op.attrs.get("barrier_follows"))
+    else:   # acc_zero: nothing stored, the acquire's barrier is its last step
+        taddr = acquire(em, _loop_plan(em, op), None if op.attrs.get("acc_zero") else acc,
+                        sync=not op.attrs.get("barrier_follows"))
     em.set(op.result, Tile(op.result.type, None, [taddr]))
 
 
@@ -372,7 +373,8 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
     phase = em.expect(op.operands["phase"]).regs[0]
     committed = bool(op.attrs.get("committed"))
     _fence(em, "after")     # the barrier before this unit may be the one that ordered the acquire's stores
-    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift, committed)
+    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift, committed,
+                   zero=bool(op.attrs.get("acc_zero")))
     nxt = phase if committed else em.b.value(f"xor i32 {phase}, 1")   # committed: its mbarrier unused
     em.set(op.result, Tile(op.result.type, None, [nxt]))
 
