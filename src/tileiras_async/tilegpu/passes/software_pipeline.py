@@ -339,13 +339,16 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
+        group = 2 if self.pairs_units else 1    # units published by one wait and barrier
         for u in range(c):
-            if not self.tma_only:
+            published = u % group != 0          # with the unit before it
+            if not self.tma_only and not published:
                 attrs = {} if converted else self.wait_attrs()
                 if self.synchronous:    # no group to wait for: the fence alone, where there is one
                     attrs = {**attrs, "groupless": True} if attrs else None
                 if attrs is not None:
-                    out.append(Operation(ASYNC_WAIT, {}, {"pending": self.ahead - 1, **attrs}, loc=self.loc))
+                    out.append(Operation(ASYNC_WAIT, {}, {"pending": self.ahead - group, **attrs},
+                                         loc=self.loc))
             if self.tma:        # the unit's tensor copies landed (their mbarrier phase completed)
                 unit = self.consumed if u == 0 else self.add(out, self.consumed, self.const(out, u, T.I32))
                 out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": unit}, {"stages": s},
@@ -358,7 +361,7 @@ class _Expander:
                 operands = {"buffer": ring}
                 _place_slot(unit_slot, attrs, operands)
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
-            if self.unit_barrier:
+            if self.unit_barrier and not published:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
             ahead = u + self.ahead     # the copies (earlier stage) before the mma (later stage)
             d, chunk = divmod(ahead, c)
@@ -410,6 +413,21 @@ class _Expander:
         them before the refill -- cost more than the barrier they replace in one warpgroup: on the launch set
         matmul_f16_f16out_128x128x64 827 vs 751 static SASS instructions, 1.68 vs 1.61 x NVIDIA's executed.)"""
         return not (self.tma_only and isinstance(self.cand.wgmma, Tcgen05Plan) or self.mbarrier_releases)
+
+    @property
+    def pairs_units(self) -> bool:
+        """Whether one wait and one barrier publish two units (the even one and the next), halving the loop's
+        CTA barriers: where each thread's copies of both have been issued by then (the copies run at least
+        two units ahead) and the barrier is not needed for the buffer a unit's copies refill: on tcgen05 one
+        mma reads the whole buffer and every thread waits for its commit before the next unit.  (Not on
+        wgmma: there each thread's wgmma.wait_group orders its warpgroup's reads, which the race checker does
+        not take for an order between threads.)  cp.async or register copies only (TMA copies have their
+        mbarriers) and no chunk converted in place (its conversion comes after its own wait).  The odd unit's
+        copies are then waited for one unit earlier: they have the copies of D-1 units to land behind, not D
+        (unhinted sm_100: matmul_f16_f16out_128x128x64 12 -> 8 CTA barriers, matmul_bf16_64x64x64 6 -> 4)."""
+        return (isinstance(self.cand.wgmma, Tcgen05Plan) and not self.tma and self.geom.chunks % 2 == 0
+                and self.ahead >= 2
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
 
     def commit(self, out: list) -> None:
         """Close a unit's cp.async group (none without cp.async copies: every operand by TMA, or by TMA and
