@@ -467,6 +467,29 @@ def test_ragged_kernel_inputs(K, layout):
     np.testing.assert_allclose(outs[1], ref, rtol=1e-3, atol=1e-3)
 
 
+@requires_corpus
+@pytest.mark.parametrize("kid", ("matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"))
+def test_tcgen05_element_version(refs, kid):
+    """On sm_100 an A whose rows are not 16-byte aligned runs the element-at-a-time version of the loop (the
+    one that shares the wide version's acquire and release, or whose acquire publishes its first unit): race
+    checked, and the same bits as the synchronous build on the aligned A."""
+    path = next(p for p in KLOOPS if _kid(p) == kid)
+    module = _read(path)
+    inputs = refs.make_inputs(kid)
+    grid = refs.grid(kid, inputs)
+    A, B = inputs["A"], inputs["B"]
+    shifted = np.zeros((A.shape[0], A.shape[1] + 8), A.dtype)[:, 1:A.shape[1] + 1]
+    shifted[...] = A
+    outs = []
+    for a, stages in ((A, 1), (shifted, None)):
+        C = np.zeros_like(inputs["C"])
+        ptx, _ = compile_ptx(module, "sm_100", stages)
+        emulate(module, ptx, grid, [a, B, C])
+        outs.append(C)
+    assert _bits(outs[0]) == _bits(outs[1])
+    assert np.any(outs[1])
+
+
 # ---------------------------------------------------------------------------------------------------------
 # built kernels: bounds, steps, indices computed in the body, scratch in the body, remarks
 # ---------------------------------------------------------------------------------------------------------

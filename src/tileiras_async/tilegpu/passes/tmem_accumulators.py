@@ -24,7 +24,7 @@ from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..analysis.mma import recorded_plan
 from ..ops import (MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
-                   WARP_SPECIALIZE)
+                   VIEWS_ALIGNED, WARP_SPECIALIZE)
 from ..analysis.tcgen05 import TMEM_MIN_ALLOC, Tcgen05Plan
 from .attention_loop import zero_constant
 from ..types import LayoutTile
@@ -45,6 +45,7 @@ def run(k: KernelIR) -> None:
             chain = _iteration_chain(body)
             if (len(chain) > 1 or chain and chain[0].attrs.get("committed")) and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
+    _share_across_versions(k)
     _allocate_at_entry(k)
     _allocate_landed_at_entry(k)
 
@@ -172,6 +173,64 @@ def _publishes_unit(body, at: int, acc, first: Operation) -> bool:
     matmul on sm_100, unhinted: 8 -> 6 CTA barriers, and no tcgen05.st per iteration."""
     return (body.ops[at].name == "tilegpu.barrier" and zero_constant(acc)
             and not first.attrs.get("committed"))
+
+
+def _share_across_versions(k: KernelIR) -> None:
+    """A K-loop emitted once per copy width (the pipeline's versions, an `if` on `tilegpu.views_aligned`) whose
+    versions each keep the accumulator in tensor memory for the whole loop gets one acquire before the `if`
+    and one release after it, instead of one of each per version: one allocation's barrier and one
+    deallocation's for the kernel, where each version had its own (a version's code holds both), and the
+    release's tcgen05.ld and unpacking emitted once (unhinted matmul_f16_f16out_128x128x64 on sm_100: 8 -> 6
+    CTA barriers).  The `if` then yields nothing: the release makes the accumulator."""
+    for ifop in [o for o in walk_ops(k.fn.body) if o.name == "if" and _versions_if(o)]:
+        found = [_whole_loop_pair(r.blocks[0], ifop) for r in ifop.regions]
+        if None in found:
+            continue
+        (acq, rel), (other_acq, other_rel) = found
+        if (acq.operands["acc"] is not other_acq.operands["acc"] or acq.attrs != other_acq.attrs
+                or rel.attrs != other_rel.attrs):
+            continue
+        then_block, else_block = (r.blocks[0] for r in ifop.regions)
+        then_block.ops.remove(acq)
+        else_block.ops.remove(other_acq)
+        replace_values(else_block, {id(other_acq.result): acq.result})
+        for block, release in ((then_block, rel), (else_block, other_rel)):
+            block.ops.remove(release)
+            block.ops[-1].operands["operands"] = []
+        outer = parent_blocks(k.fn.body)[id(ifop)]
+        at = outer.ops.index(ifop)
+        outer.ops[at:at + 1] = [acq, ifop, rel]
+        (result,) = ifop.results
+        ifop.results = []
+        replace_values(k.fn.body, {id(result): rel.result})
+        k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+                 "the K-loop's versions share one acquire before them and one release after them",
+                 acq.attrs["mma"])
+
+
+def _versions_if(op: Operation) -> bool:
+    """Whether `op` is the `if` between a pipelined loop's two versions, yielding its one result."""
+    cond = op.operands["condition"].owner
+    return (isinstance(cond, Operation) and cond.name == VIEWS_ALIGNED.name and len(op.results) == 1
+            and all(r.blocks for r in op.regions))
+
+
+def _whole_loop_pair(block, ifop: Operation) -> tuple[Operation, Operation] | None:
+    """(acquire, release) of the version in `block`: its only ones, at its top level, of an accumulator made
+    before `ifop`, the release's result only yielded by the block; None otherwise."""
+    nested = [o for o in walk_ops(block) if o.name in (TMEM_ACQUIRE.name, TMEM_RELEASE.name)]
+    acquires = [o for o in block.ops if o.name == TMEM_ACQUIRE.name]
+    releases = [o for o in block.ops if o.name == TMEM_RELEASE.name]
+    if len(nested) != 2 or len(acquires) != 1 or len(releases) != 1:
+        return None
+    acq, rel = acquires[0], releases[0]
+    acc = acq.operands["acc"].owner
+    if isinstance(acc, Operation) and any(acc is o for o in walk_ops(block)):
+        return None
+    if rel.operands["tmem"] is not acq.result or block.ops[-1].operand_values() != [rel.result]:
+        return None
+    users = [o for o in walk_ops(block) if any(v is rel.result for v in o.operand_values())]
+    return (acq, rel) if users == [block.ops[-1]] else None
 
 
 def _publish_tma_barriers_with(block, acquire: Operation) -> None:
