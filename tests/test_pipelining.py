@@ -306,6 +306,17 @@ def _force_version(monkeypatch, which: int):
 
 
 @requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_80", "sm_90", "sm_100"))
+@pytest.mark.parametrize("kid", ("matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"))
+def test_element_version_at_every_stage_count(refs, monkeypatch, kid, gpu):
+    """The one-element-at-a-time version alone (synchronous 16-bit copies: from 4 stages on, stored two units
+    after one barrier off tcgen05, published two units per barrier on it), race checked against the reference
+    at 2, 3 and 4 stages."""
+    _force_version(monkeypatch, 1)
+    _every_stage_count(refs, next(p for p in KLOOPS if _kid(p) == kid), gpu)
+
+
+@requires_corpus
 @pytest.mark.parametrize("which", (0, 1, 2))
 @pytest.mark.parametrize("kid", ("matmul_ragged_f16_32x32x32", "matmul_tf32_32x32x16", "bmm_f16_32x32x32",
                                  "matmul_ragged_f32_16x16x16", "matmul_bf16_f32out_32x64x32",

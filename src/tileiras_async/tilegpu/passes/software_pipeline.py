@@ -15,9 +15,11 @@ the loads, 1 <= D <= S-1 (schedule-loops schedules D = S-1): the copies of the f
 (`tilegpu.async_copy` + `async_commit`, guarded by whether their iteration runs); in the loop, for each unit t of
 the iteration: `async_wait` D-1, a barrier, the copies of the unit D ahead, `async_commit`, and
 `tilegpu.mma_staged` reading unit t from its buffer (the loads and the reshape/ftof chains between them and the
-mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. The ring's accesses are
-ordered among themselves by those waits and barriers; insert-barriers separates them from other accesses to the
-same bytes before and after the loop. The load indices of a future iteration are computed by copies of the
+mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. Two units share one wait
+and one barrier where that suffices: on tcgen05 (`pairs_units`: the even unit's wait, D-2, covers the odd one's
+copies too) and in a version whose copies are synchronous stores (`stores_pairs`: two units stored after the
+even unit's barrier, S-2 ahead). The ring's accesses are ordered among themselves by those waits and barriers;
+insert-barriers separates them from other accesses to the same bytes before and after the loop. The load indices of a future iteration are computed by copies of the
 body's index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is
 emitted once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
 vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the group
@@ -135,7 +137,9 @@ class _Expander:
         self.tma = [x for x in (cand.a, cand.b) if x.tma is not None]
         self.barriers: Value | None = None      # the tma_barriers result
         self.ahead, self.copy_order = _k_loop_schedule(cand, geom)
+        self.scheduled_ahead = self.ahead       # a version whose stores go in pairs runs them fewer units ahead
         self.synchronous = False                # the loop version being expanded copies nothing by cp.async
+        self.stores_synchronously = False       # ... nor asynchronously at all (loads, then shared stores)
 
     # -- scalar arithmetic on uniform values ------------------------------------------------------------
     def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
@@ -251,6 +255,9 @@ class _Expander:
         s, c = g.stages, g.chunks
         self.synchronous = all(x.tma is not None or transposed_copy(x, vbs[x.role]) for x in (self.cand.a,
                                                                                                 self.cand.b))
+        self.stores_synchronously = all(x.tma is None and (vbs[x.role] < 4 or transposed_copy(x, vbs[x.role]))
+                                        for x in (self.cand.a, self.cand.b))
+        self.ahead = self.geom.stages - 2 if self.stores_pairs else self.scheduled_ahead
         self.prologue(out, ring, vbs)
         loop = self.cand.loop
         old = loop.regions[0].block
@@ -339,7 +346,7 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
-        group = 2 if self.pairs_units else 1    # units published by one wait and barrier
+        group = 2 if self.pairs_units or self.stores_pairs else 1   # units published by one wait and barrier
         for u in range(c):
             published = u % group != 0          # with the unit before it
             if not self.tma_only and not published:
@@ -363,14 +370,14 @@ class _Expander:
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
             if self.unit_barrier and not published:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
-            ahead = u + self.ahead     # the copies (earlier stage) before the mma (later stage)
-            d, chunk = divmod(ahead, c)
-            if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
-                refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
-                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
-                                     {"stages": s, "empty": True}, loc=self.loc))
-            self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
-            self.commit(out)
+            for ahead in self.refills(u):   # the copies (earlier stage) before the mma (later stage)
+                d, chunk = divmod(ahead, c)
+                if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
+                    refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
+                    out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
+                                         {"stages": s, "empty": True}, loc=self.loc))
+                self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
+                self.commit(out)
             operands = {"acc": acc, "buffer": ring}
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
@@ -428,6 +435,27 @@ class _Expander:
         return (isinstance(self.cand.wgmma, Tcgen05Plan) and not self.tma and self.geom.chunks % 2 == 0
                 and self.ahead >= 2
                 and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    @property
+    def stores_pairs(self) -> bool:
+        """Whether a version whose copies are synchronous (loads into registers, then shared stores: 8/16-bit
+        elements one at a time, or transposed) stores two units after one barrier and passes none at the odd
+        units, halving its CTA barriers: after the barrier of even unit u it stores units u+S-2 and u+S-1,
+        into the buffers of units u-2 and u-1 (read before that barrier), so units u and u+1 were stored
+        before it.  The copies then run S-2 units ahead, not S-1: no loss where each thread's stores wait for
+        its loads anyway.  Needs S >= 4 (u+1 stored before u's barrier), an even number of units per
+        iteration, and the barrier for the refilled buffers (not tcgen05: `pairs_units` there).  Unhinted
+        matmul_f16_f16out_128x128x64 on sm_80 and sm_90: 8 -> 6 CTA barriers (the fallback version's 4 -> 2)."""
+        return (self.stores_synchronously and not isinstance(self.cand.wgmma, Tcgen05Plan)
+                and self.geom.stages >= 4 and self.geom.chunks % 2 == 0 and self.scheduled_ahead >= 2
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    def refills(self, u: int) -> list[int]:
+        """The units whose copies unit u issues (after its barrier, if it has one): the one `ahead` units on,
+        or with `stores_pairs` two at an even unit and none at an odd one."""
+        if not self.stores_pairs:
+            return [u + self.ahead]
+        return [u + self.ahead, u + self.ahead + 1] if u % 2 == 0 else []
 
     def commit(self, out: list) -> None:
         """Close a unit's cp.async group (none without cp.async copies: every operand by TMA, or by TMA and
