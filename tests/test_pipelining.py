@@ -154,7 +154,10 @@ def test_corpus_compiles_pipelined(path, gpu):
     assert re.search(r"cp\.async\.c[ag]\.shared\.global", ptx)
     if (_kid(path), gpu) in WGMMA_TF32:
         assert "ld.global" not in ptx and "cvt.rna.tf32" not in ptx
-    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 2" in ptx and "cp.async.wait_group 0" in ptx
+    # three units in flight, the oldest waited for -- but on tcgen05 two units share a wait (the oldest two)
+    paired = "tcgen05.mma" in ptx and info.chunks % 2 == 0
+    assert f"cp.async.wait_group {1 if paired else 2}" in ptx and f"cp.async.wait_group {2 if paired else 1}" not in ptx
+    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 0" in ptx
     assert assemble(ptx, PtxasOptions(arch=target(gpu).ptx_target, opt_level=3)).startswith(b"\x7fELF")
 
 
