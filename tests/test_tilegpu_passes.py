@@ -873,7 +873,8 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
     """cuTile's bf16 matmul rounds each K tile's product before adding it: the iteration's two K units
     accumulate from zero, then the result is rounded and added in registers. Nothing is carried through the
     mma, so the accumulator stays in tensor memory only through the iteration: one tmem_acquire before unit
-    0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding."""
+    0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding.  The columns are
+    allocated once for every iteration (and both versions), at the entry, and freed before the return."""
     from tileiras_async.bytecode.reader import read_module
     from tileiras_async.tilegpu.analysis.smem import constant_index
     k = _kernel(read_module((PUBLIC / "matmul_bf16_64x64x64.v13.4.tileirbc").read_bytes()), target="sm_100")
@@ -890,15 +891,18 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
         acquire = staged[0].operands["tmem"].owner
         assert acquire.name == "tilegpu.tmem_acquire" and staged[1].operands["tmem"] is acquire.result
         at = names.index("tilegpu.tmem_acquire")
-        # in place of the unit's barrier: the chain starts from zero, so the acquire stores nothing and its own
-        # barrier (after the unit's wait) publishes the unit; the first K step ignores D
-        assert names[at - 3] == "tilegpu.async_wait" and "tilegpu.barrier" not in names[at:body.ops.index(staged[0])]
-        assert acquire.attrs.get("acc_zero") and not acquire.attrs.get("barrier_follows")
+        # right after the unit's barrier (which publishes the entry's allocation): the chain starts from zero,
+        # so the acquire stores nothing; the first K step ignores D
+        assert names[at - 1] == "tilegpu.barrier" and "tilegpu.barrier" not in names[at:body.ops.index(staged[0])]
+        assert acquire.attrs.get("acc_zero") and acquire.attrs.get("allocated")
         assert staged[0].attrs.get("acc_zero") and not staged[1].attrs.get("acc_zero")
         assert constant_index(staged[0].operands["phase"]) == 0 and staged[1].operands["phase"] is staged[0].result
         release = body.ops[body.ops.index(staged[1]) + 1]
-        assert release.name == "tilegpu.tmem_release"
+        assert release.name == "tilegpu.tmem_release" and release.attrs.get("allocated")
         assert [o.name for o in walk_ops(body) if any(v is release.result for v in o.operand_values())] == ["ftof"]
+    top = [o.name for o in k.fn.body.ops]
+    assert top[0] == "tilegpu.tmem_alloc" and top[-2:] == ["tilegpu.tmem_free", "return"]
+    assert k.fn.body.ops[0].attrs.get("per_unit") and k.fn.body.ops[-2].attrs.get("per_unit")
 
 
 @requires_corpus

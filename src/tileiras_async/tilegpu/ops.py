@@ -36,9 +36,9 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
 | `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own; `acc_zero`: the accumulator is a zero constant, nothing is stored, and the op's barrier, which publishes the columns, is the last one before the first issue) |
 | `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on.  `acc_zero`: the first K step ignores D (enable-input-d off: nothing was stored) |
-| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below) |
-| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one.  `columns` (no `mma`): an attention loop's, every `tmem_column` mma_landed's |
-| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below); with `allocated` alone (the columns of a `per_unit` tmem_alloc) it only loads D |
+| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one.  `columns` (no `mma`): an attention loop's, every `tmem_column` mma_landed's.  `per_unit` (no warp specialisation, every acquire a per-iteration chain's from zero): the mmas' mbarrier counts the units' commits, and the first unit's barrier publishes it |
+| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns.  `per_unit`: after a CTA barrier, warp 0 frees the columns and thread 0 invalidates the mbarrier |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -168,10 +168,10 @@ REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
 TMEM_ALLOC = TILEGPU.op(
-    "tmem_alloc", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
+    "tmem_alloc", attrs={"mma?": "op", "kc?": "int", "columns?": "int", "per_unit!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Write(resource=SHARED), ordered=True)], cls="TmemAllocOp")
 TMEM_FREE = TILEGPU.op(
-    "tmem_free", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
+    "tmem_free", attrs={"mma?": "op", "kc?": "int", "columns?": "int", "per_unit!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemFreeOp")
 TMEM_ACQUIRE = TILEGPU.op(
     "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},

@@ -10,7 +10,11 @@ and the loop's result is %acc.  Each K chunk then only issues its mmas and waits
 phase alternates, so the loop carries it): the 64-128 accumulator registers per thread no longer cross
 between registers and tensor memory, and the allocation and its two barriers leave the loop.
 Loops whose accumulator is read otherwise (an epilogue inside the loop), and loops running another tcgen05
-op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.
+op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.  A loop's two
+versions (copy widths) share one acquire before them and one release after them.  A chain that starts afresh
+each iteration from zero (bf16) is acquired and released inside the loop, storing nothing: its acquire's
+barrier takes the place of the first unit's, or, where every acquire of the kernel is such a chain's, the
+columns are allocated once at the entry (`tmem_alloc` `per_unit`) and the iterations only read their address.
 A warp-specialised consumer's columns are allocated once at the entry (`tilegpu.tmem_alloc` / `tmem_free`);
 its K-loop, when it only waits for stage buffers, issues and commits, gets `one_warp`: warp 0 alone runs it.
 An attention loop's tcgen05 `mma_landed`s (S = Q K^T, O += P V) get columns of one allocation at the entry
@@ -23,7 +27,7 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..analysis.mma import recorded_plan
-from ..ops import (MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
+from ..ops import (BARRIER, MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
                    VIEWS_ALIGNED, WARP_SPECIALIZE)
 from ..analysis.tcgen05 import TMEM_MIN_ALLOC, Tcgen05Plan
 from .attention_loop import zero_constant
@@ -46,6 +50,7 @@ def run(k: KernelIR) -> None:
             if (len(chain) > 1 or chain and chain[0].attrs.get("committed")) and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
     _share_across_versions(k)
+    _allocate_for_every_iteration(k)
     _allocate_at_entry(k)
     _allocate_landed_at_entry(k)
 
@@ -206,6 +211,43 @@ def _share_across_versions(k: KernelIR) -> None:
         k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
                  "the K-loop's versions share one acquire before them and one release after them",
                  acq.attrs["mma"])
+
+
+def _allocate_for_every_iteration(k: KernelIR) -> None:
+    """Where every acquire of the kernel is a per-iteration chain's from zero (`acc_zero`: each iteration of
+    the bf16 matmul's loop, in each version), the columns are allocated once at the entry (`tmem_alloc`
+    `per_unit`: the mmas' mbarrier counts the units' commits, its phase back at 0 after each iteration's
+    even number of units) and freed once before the return, after a CTA barrier: an iteration neither
+    allocates nor frees, so its acquire only reads the columns' address after the unit's barrier (which
+    comes back: it publishes the allocation too) and its release only loads D, ordered before the next
+    iteration's issue by that iteration's barrier.  Per iteration one CTA barrier where there were two and the
+    allocation, deallocation and mbarrier set-up (unhinted matmul_bf16_64x64x64 on sm_100: 4 -> 3 CTA
+    barriers).  Only with one mma plan for them all, no other tcgen05 op and a single exit at the end."""
+    body = k.fn.body
+    acquires = [o for o in walk_ops(body) if o.name == TMEM_ACQUIRE.name]
+    releases = [o for o in walk_ops(body) if o.name == TMEM_RELEASE.name]
+    if not acquires or not all(a.attrs.get("acc_zero") and not a.attrs.get("allocated") for a in acquires):
+        return
+    if len({(id(a.attrs["mma"]), a.attrs["kc"]) for a in acquires}) != 1 or _tcgen05_ops(body) or \
+            _landed_tcgen05(body) or any(o.name in (TMEM_ALLOC.name, WARP_SPECIALIZE.name) for o in walk_ops(body)):
+        return
+    if sum(o.name == "return" for o in walk_ops(body)) != 1 or body.ops[-1].name != "return":
+        return
+    ops = list(walk_ops(body))
+    if any(sum(o.name == TMEM_MMA_STAGED.name and o.operands["tmem"] is a.result for o in ops) % 2 for a in acquires):
+        return      # an odd number of units would leave the mbarrier's phase at 1 for the next iteration
+    where = parent_blocks(body)
+    for acquire in acquires:
+        block = where[id(acquire)]
+        block.ops.insert(block.ops.index(acquire), Operation(BARRIER, loc=acquire.loc))
+        acquire.attrs["allocated"] = True
+    for release in releases:
+        release.attrs["allocated"] = True
+    attrs = {"mma": acquires[0].attrs["mma"], "kc": acquires[0].attrs["kc"], "per_unit": True}
+    body.ops.insert(0, Operation(TMEM_ALLOC, {}, dict(attrs), [], loc=acquires[0].loc))
+    body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, dict(attrs), [], loc=body.ops[-1].loc))
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             "the columns are allocated once for every iteration's accumulator", acquires[0].attrs["mma"])
 
 
 def _versions_if(op: Operation) -> bool:
