@@ -346,15 +346,20 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
-        group = 2 if self.pairs_units or self.stores_pairs else 1   # units published by one wait and barrier
+        early = self.stores_before_barrier
+        # units published by one wait and barrier
+        group = c if early else 2 if self.pairs_units or self.stores_pairs else 1
+        unit = None
         for u in range(c):
             published = u % group != 0          # with the unit before it
+            if early:
+                self.refill(out, u, iv, ring, vbs, bufj, unit)
             if not self.tma_only and not published:
                 attrs = {} if converted else self.wait_attrs()
                 if self.synchronous:    # no group to wait for: the fence alone, where there is one
                     attrs = {**attrs, "groupless": True} if attrs else None
                 if attrs is not None:
-                    out.append(Operation(ASYNC_WAIT, {}, {"pending": self.ahead - group, **attrs},
+                    out.append(Operation(ASYNC_WAIT, {}, {"pending": max(0, self.ahead - group), **attrs},
                                          loc=self.loc))
             if self.tma:        # the unit's tensor copies landed (their mbarrier phase completed)
                 unit = self.consumed if u == 0 else self.add(out, self.consumed, self.const(out, u, T.I32))
@@ -370,14 +375,8 @@ class _Expander:
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
             if self.unit_barrier and not published:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
-            for ahead in self.refills(u):   # the copies (earlier stage) before the mma (later stage)
-                d, chunk = divmod(ahead, c)
-                if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
-                    refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
-                    out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
-                                         {"stages": s, "empty": True}, loc=self.loc))
-                self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
-                self.commit(out)
+            if not early:
+                self.refill(out, u, iv, ring, vbs, bufj, unit)
             operands = {"acc": acc, "buffer": ring}
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
@@ -389,6 +388,19 @@ class _Expander:
                 out.append(Operation(TMA_ARRIVE, {"barriers": self.barriers, "unit": unit},
                                      {"stages": s, "fence_reads": True}, loc=self.loc))
         return acc
+
+    def refill(self, out: list, u: int, iv: Value, ring: Value, vbs: dict, bufj: Value | None, unit) -> None:
+        """Unit u's copies of the units ahead (`refills`), one commit group each (the copies: an earlier stage
+        than the mma, a later one)."""
+        c = self.geom.chunks
+        for ahead in self.refills(u):
+            d, chunk = divmod(ahead, c)
+            if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
+                refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
+                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
+                                     {"stages": self.geom.stages, "empty": True}, loc=self.loc))
+            self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
+            self.commit(out)
 
     # -- the ring's order when every operand lands by TMA ---------------------------------------------------
     @property
@@ -434,6 +446,17 @@ class _Expander:
         (unhinted sm_100: matmul_f16_f16out_128x128x64 12 -> 8 CTA barriers, matmul_bf16_64x64x64 6 -> 4)."""
         return (isinstance(self.cand.wgmma, Tcgen05Plan) and not self.tma and self.geom.chunks % 2 == 0
                 and self.ahead >= 2
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    @property
+    def stores_before_barrier(self) -> bool:
+        """Whether a version whose copies are synchronous stores, on tcgen05, passes one barrier per iteration
+        (at unit 0): each unit stores the unit S-1 ahead before anything else, so the stores of every unit of
+        the next C come before that barrier (they run S-1 >= C-1 units ahead), and the buffer a unit refills
+        was read by an mma whose commit every thread waited for.  Unhinted matmul_f16_f16out_128x128x64 on
+        sm_100: the fallback version's 2 CTA barriers -> 1."""
+        return (self.stores_synchronously and isinstance(self.cand.wgmma, Tcgen05Plan)
+                and self.geom.chunks > 1 and self.ahead >= self.geom.chunks - 1
                 and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
 
     @property
