@@ -15,15 +15,17 @@ the loads, 1 <= D <= S-1 (schedule-loops schedules D = S-1): the copies of the f
 (`tilegpu.async_copy` + `async_commit`, guarded by whether their iteration runs); in the loop, for each unit t of
 the iteration: `async_wait` D-1, a barrier, the copies of the unit D ahead, `async_commit`, and
 `tilegpu.mma_staged` reading unit t from its buffer (the loads and the reshape/ftof chains between them and the
-mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. Two units share one wait
-and one barrier where that suffices: on tcgen05 (`pairs_units`: the even unit's wait, D-2, covers the odd one's
-copies too) and in a version whose copies are synchronous stores (`stores_pairs`: two units stored after the
-even unit's barrier, S-2 ahead). The ring's accesses are ordered among themselves by those waits and barriers;
-insert-barriers separates them from other accesses to the same bytes before and after the loop. The load indices of a future iteration are computed by copies of the
-body's index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is
-emitted once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
-vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the group
-arithmetic holds for trip counts 0, 1 and fewer than S.
+mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. Fewer waits and barriers
+where they suffice: on tcgen05 two units share one (`pairs_units`: the even unit's wait, D-2, covers the odd
+one's copies too), or a version whose copies are synchronous stores passes one per iteration
+(`stores_before_barrier`: each unit stores first); elsewhere such a version stores two units after each even
+unit's barrier, S-2 ahead (`stores_pairs`). The ring's accesses are ordered among themselves by those waits and
+barriers; insert-barriers separates them from other accesses to the same bytes before and after the loop. The
+load indices of a future iteration are computed by copies of the body's index arithmetic with the induction
+variable advanced. Strides are run-time values, so the loop is emitted once per copy width the views may allow
+(`tilegpu.views_aligned` picks the widest at run time): 16-byte vectors, 4-byte copies, one element at a time. A
+group is committed even when nothing is issued, so the group arithmetic holds for trip counts 0, 1 and fewer
+than S.
 
 Operands select-tensor-copies gave `tma` are copied by TMA instead: one mbarrier per stage buffer
 (`tilegpu.tma_barriers` before the prologue, `tma_release` after the loop where it runs again inside another
