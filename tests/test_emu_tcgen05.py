@@ -509,6 +509,7 @@ def test_an_issue_before_the_other_warps_stores_are_ordered_is_a_race(barrier):
     if barrier:
         assert (run_mma(*args, check_races=True) == plain).all()
     else:
-        with pytest.raises(RaceError, match="tensor-memory race: tcgen05.mma issued by thread 0 \\(warp 0\\) "
-                                            "uses an accumulator that warp [123] stored"):
+        with pytest.raises(RaceError, match=r"tensor-memory race: read at tensor-memory lane \d+ column \d+ by "
+                                            r"tcgen05\.mma \(issued by thread 0, warp 0\) after thread \d+'s "
+                                            r"\(warp [123]\)"):
             run_mma(*args, check_races=True)

@@ -166,7 +166,7 @@ class Machine:
         self._bufviews = {}
         self.shared_buf = _Buf(self.shared)
         self.local_buf = _Buf(self.local)
-        self.races = RaceChecker(len(self.shared), L) if self.check_races else None
+        self.races = RaceChecker(len(self.shared), L, self.Tp) if self.check_races else None
         bx, by, _ = self.block
         tl = self.tlin
         self.sp = {
@@ -793,11 +793,11 @@ class Machine:
         if not pending and not blocked and cntf is None:
             if m is True:
                 if self.races is not None:
-                    self.races.sync(self.lane)
+                    self.races.barrier(self.lane)
                 return (m, self.L)
             if not (self.live & ~m).any():
                 if self.races is not None:
-                    self.races.sync(m)
+                    self.races.barrier(m)
                 return (m, int(np.count_nonzero(m)))
         _merge(blocked, pc, np.ones(self.L, bool) if m is True else m.copy())
         return None
@@ -820,6 +820,7 @@ class Machine:
         C = counts.reshape(B, Tp)
         LV = self.live.reshape(B, Tp)
         rel = np.zeros((B, Tp), dtype=bool)
+        group = np.zeros((B, Tp), dtype=np.int64)     # the barrier id each released lane completed
         for slot in np.flatnonzero(W.any(1)):
             w = W[slot]
             for bid in np.unique(ID[slot][w]):
@@ -829,13 +830,15 @@ class Machine:
                 ok = arrived >= need if need > 0 else not (LV[slot] & ~sel).any()
                 if ok:
                     rel[slot] |= sel
+                    group[slot][sel] = bid
                     if 0 <= bid < 16:
                         self.bar_arrived[slot, bid] = 0
         if not rel.any():
             return False
         flat = rel.reshape(-1)
-        if self.races is not None:
-            self.races.sync(flat)
+        if self.races is not None:     # each CTA's barriers join their own participants
+            lanes = np.flatnonzero(flat)
+            self.races.barrier(lanes, lanes // Tp * (1 << 32) + group.reshape(-1)[lanes])
         for pc in list(blocked):
             hit = blocked[pc] & flat
             if hit.any():

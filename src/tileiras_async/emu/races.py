@@ -1,17 +1,27 @@
-"""Shared-memory race checking for the emulator (`emulate_ptx(..., check_races=True)`).
+"""Shared- and tensor-memory race checking for the emulator (`emulate_ptx(..., check_races=True)`).
 
 The machine runs a CTA's lanes in lock step, so a store by one thread and a load of the same bytes by another
-see each other whether or not a barrier separates them: a missing `bar.sync` does not change the emulated
-result.  This checker finds it anyway.  Every shared-memory load and store is stamped with a step count; a
-thread's last synchronisation is the step at which a barrier it waited on completed (`bar.sync` /
-`barrier.sync`, the named and counted forms included, and `bar.warp.sync` for the lanes it names) or an
-mbarrier wait of it succeeded.  An access races when another thread's conflicting access to the same byte (a
-write before a read, a read before a write) came after the accessing thread's last synchronisation -- lanes of
-one warp too: with independent thread scheduling they need `bar.warp.sync` (`__syncwarp`) like any others.
+see each other whether or not anything orders them: a missing `bar.sync` or mbarrier wait does not change the
+emulated result.  This checker finds it anyway, with vector clocks (happens-before, not the emulator's order).
 
-A copy that lands asynchronously (cp.async, bulk and tensor copies) is a write by the thread that issued it,
-checked when it lands.  An mbarrier wait counts as synchronising with every earlier access (it cannot tell
-which arrivals it waited for): that only leaves races out, never reports one that is not there.
+Agents: every thread of a CTA, the CTA's tensor core (the tcgen05.mmas, which execute in issue order) and its
+asynchronous copies (bulk and tensor copies, each a unit of its own from a small pool of identities).  Each has
+a clock: per agent of its CTA, the step of that agent's latest event it is ordered after.  Accesses are
+stamped with a step (a counter per batch of CTAs).  Synchronisation joins clocks:
+
+* a CTA barrier (`bar.sync` / `barrier.sync`, named and counted forms) joins its participants' clocks, and
+  `bar.warp.sync` those of the lanes it names;
+* an mbarrier arrival (`mbarrier.arrive`, a thread's `complete_tx`, a copy's delivery of its bytes, a
+  `tcgen05.commit`'s arrival carrying the tensor core's clock) joins the arriver's clock into the barrier's
+  current phase; a completed phase keeps the join of its arrivals and of the phases before it;
+* a successful mbarrier wait joins the clock of the phase it waited for into the waiter's -- only that
+  barrier's arrivals, so a wait on the wrong mbarrier or a missing wait is a race;
+* an asynchronous unit starts from its issuing thread's clock at the issue (a tcgen05.mma, a copy).
+
+An access races when another agent's conflicting access to the same byte (or tensor-memory cell) -- a write
+before a read, a read or write before a write -- is not in the accessing agent's clock.  Per cell the checker
+keeps the last write and the last two reads by different agents, so a race among more readers than that can be
+missed, never invented.  cp.async copies land as writes of the thread that issued them.
 """
 from __future__ import annotations
 
@@ -20,85 +30,243 @@ import numpy as np
 from .errors import EmuError
 
 WARP = 32
+COPY_UNITS = 31        # identities of asynchronous copies per CTA (reused round robin: a reuse only hides)
+TMEM_LANES, TMEM_COLUMNS = 128, 512
 
 
 class RaceError(EmuError):
-    """Two threads of a CTA touch the same memory byte, at least one writing, with no barrier between."""
+    """Two agents of a CTA touch the same memory byte, at least one writing, with nothing ordering them."""
+
+
+class _Shadow:
+    """Per cell: the last writer and its step, the last two readers (different agents) since that write and
+    their steps, and a writer the last write was unordered with (-1: none); agents are CTA-local indices."""
+
+    def __init__(self, n: int):
+        self.w = np.full(n, -1, np.int32)
+        self.ws = np.zeros(n, np.int32)
+        self.r = np.full(n, -1, np.int32)
+        self.rs = np.zeros(n, np.int32)
+        self.r2 = np.full(n, -1, np.int32)
+        self.r2s = np.zeros(n, np.int32)
+        self.torn = np.full(n, -1, np.int32)
+
+    def reset(self) -> None:
+        for a in (self.w, self.r, self.r2, self.torn):
+            a.fill(-1)
 
 
 class RaceChecker:
-    """Per shared byte of a batch: its last writer and when, the thread that read it last and when, and the
-    latest read by any other thread since the write (so a write conflicts with every unsynchronised read of
-    another thread, not only the last one)."""
+    """Vector clocks of every agent of a batch of CTAs (rows: CTA x agent; columns: the CTA's agents) and the
+    shadow state of shared and tensor memory."""
 
-    def __init__(self, nbytes: int, lanes: int):
-        self.w_lane = np.full(nbytes, -1, np.int32)     # last writer (batch lane), -1: none
-        self.w_step = np.zeros(nbytes, np.int32)      # steps restart with each batch (< max_steps)
-        self.r_lane = np.full(nbytes, -1, np.int32)     # the thread that read it last since the write, -1: none
-        self.r_step = np.zeros(nbytes, np.int32)
-        self.r_other = np.zeros(nbytes, np.int32)       # the latest read by another thread than r_lane
-        self.synced = np.zeros(lanes, np.int32)         # per lane: step of its last synchronisation
-        self.torn = np.full(nbytes, -1, np.int32)       # a thread whose write the last one did not follow in order
+    def __init__(self, nbytes: int, lanes: int, threads: int):
+        self.Tp = threads                       # lanes per CTA
+        self.N = threads + 1 + COPY_UNITS       # agents per CTA: threads, the tensor core, copies
+        self.B = lanes // threads
+        lane = np.arange(lanes, dtype=np.int64)
+        self.lane_row = lane // threads * self.N + lane % threads
+        self.vc = np.zeros((self.B * self.N, self.N), np.int32)
+        self.mem = _Shadow(nbytes)
+        self.tmem = None
+        self.acting = None          # the row of an asynchronous unit whose accesses the next ones are
         self.step = 0
-        self.tm_warp = self.tm_step = None              # tensor memory: writer warp and step per cell
+        self._reset_units()
+
+    def _reset_units(self) -> None:
+        self.mbar = {}              # mbarrier key -> [clock of the current phase's arrivals, {phase: clock}]
+        self.units = {}             # row of an asynchronous unit -> (its name, the lane that issued it)
+        self.next_copy = np.zeros(self.B, np.int64)
 
     def reset(self) -> None:
-        """A new batch of CTAs: their shared memory starts unwritten."""
-        self.w_lane.fill(-1)
-        self.r_lane.fill(-1)
-        self.r_other.fill(0)
-        self.synced.fill(0)
-        self.torn.fill(-1)
+        """A new batch of CTAs: memory starts unwritten, no agent has synchronised."""
+        self.vc.fill(0)
+        self.mem.reset()
+        if self.tmem is not None:
+            self.tmem.reset()
+        self.acting = None
         self.step = 0
-        self.reset_tmem()
+        self._reset_units()
 
-    def sync(self, lanes) -> None:
-        """`lanes` (a mask or indices) completed a barrier or an mbarrier wait: ordered after all before."""
+    # ---------------------------------------------------------------- clocks
+    def _tick(self, rows) -> None:
+        """A release by `rows`: their clocks now cover everything they did so far."""
         self.step += 1
-        self.synced[lanes] = self.step
+        self.vc[rows, rows % self.N] = self.step
 
+    def barrier(self, lanes, groups=None) -> None:
+        """`lanes` (a mask or indices) completed a barrier together with the lanes of the same group (by
+        default their CTA): each one's clock becomes the join of its group's."""
+        idx = np.flatnonzero(lanes) if np.asarray(lanes).dtype == bool else np.asarray(lanes, np.int64)
+        if not len(idx):
+            return
+        rows = self.lane_row[idx]
+        self._tick(rows)
+        key = idx // self.Tp if groups is None else np.asarray(groups)
+        order = np.argsort(key, kind="stable")
+        rows, key = rows[order], key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        joined = np.maximum.reduceat(self.vc[rows], starts, axis=0)
+        self.vc[rows] = np.repeat(joined, np.diff(np.r_[starts, len(rows)]), axis=0)
+
+    def warp_barrier(self, lanes) -> None:
+        """`bar.warp.sync`: the named lanes of each warp join."""
+        idx = np.flatnonzero(lanes)
+        self.barrier(idx, idx // WARP)
+
+    def issue(self, lanes) -> np.ndarray:
+        """The clocks ([n, agents]) that asynchronous units issued now by `lanes` start from."""
+        rows = self.lane_row[np.asarray(lanes, np.int64)]
+        self._tick(rows)
+        return self.vc[rows]
+
+    def copy_unit(self, lane: int, clock: np.ndarray, name: str) -> int:
+        """The row of a new asynchronous copy issued by `lane` with `clock` (from `issue`)."""
+        slot = lane // self.Tp
+        row = slot * self.N + self.Tp + 1 + int(self.next_copy[slot] % COPY_UNITS)
+        self.next_copy[slot] += 1
+        self.vc[row] = clock
+        self.units[row] = (name, lane)
+        return row
+
+    def tensor_core(self, lane: int, clock: np.ndarray) -> int:
+        """The row of `lane`'s CTA's tensor core, now also ordered after an mma's issue `clock`."""
+        row = int(self.tensor_core_rows(lane))
+        np.maximum(self.vc[row], clock, out=self.vc[row])
+        self.units[row] = ("tcgen05.mma", lane)
+        return row
+
+    def tensor_core_rows(self, lanes) -> np.ndarray:
+        return np.asarray(lanes, np.int64) // self.Tp * self.N + self.Tp
+
+    def rows(self, lanes) -> np.ndarray:
+        """The clock rows of lanes' accesses: the acting asynchronous unit's, else the lanes' own."""
+        if self.acting is not None:
+            return np.full(len(lanes), self.acting, np.int64)
+        return self.lane_row[lanes]
+
+    # ---------------------------------------------------------------- mbarriers
+    def mbar_init(self, key: int) -> None:
+        self.mbar.pop(key, None)
+
+    def mbar_arrive(self, key: int, rows) -> None:
+        """Arrivals of `rows` on the current phase of mbarrier `key`."""
+        rows = np.asarray(rows, np.int64)
+        self._tick(rows)
+        ent = self.mbar.get(key)
+        if ent is None:
+            ent = self.mbar[key] = [np.zeros(self.N, np.int32), {}]
+        np.maximum(ent[0], self.vc[rows].max(0), out=ent[0])
+
+    def mbar_complete(self, key: int, phase: int) -> None:
+        """Phase `phase` of mbarrier `key` completed: it keeps its arrivals' clock (and its predecessors')."""
+        ent = self.mbar.get(key)
+        if ent is None:
+            ent = self.mbar[key] = [np.zeros(self.N, np.int32), {}]
+        done = ent[1]
+        prev = done.get(phase - 1)
+        done[phase] = ent[0].copy() if prev is None else np.maximum(ent[0], prev)
+        done.pop(phase - 4, None)
+        ent[0].fill(0)
+
+    def mbar_wait(self, keys, lanes, phases) -> None:
+        """`lanes[i]` waited successfully for phase `phases[i]` of mbarrier `keys[i]`: it joins that phase's
+        clock (or, once the barrier no longer keeps it, its latest phase's, which covers it)."""
+        pairs = np.stack([np.asarray(keys, np.int64), np.asarray(phases, np.int64)], 1)
+        for key, phase in np.unique(pairs, axis=0).tolist():
+            ent = self.mbar.get(key)
+            if ent is None or not ent[1]:
+                continue
+            clock = ent[1].get(phase)
+            if clock is None:
+                clock = ent[1][max(ent[1])]
+            sel = (pairs[:, 0] == key) & (pairs[:, 1] == phase)
+            rows = self.lane_row[np.asarray(lanes, np.int64)[sel]]
+            self.vc[rows] = np.maximum(self.vc[rows], clock)
+
+    # ---------------------------------------------------------------- checks
+    def _name(self, row: int, mc) -> tuple[str, str]:
+        """(name, detail) of the agent of `row`, e.g. ("thread 3", " (warp 0)")."""
+        ident = row % self.N
+        if ident < self.Tp:
+            return f"thread {ident}", f" (warp {ident // WARP})"
+        name, lane = self.units.get(row, ("an asynchronous unit", row // self.N * self.Tp))
+        return name, f" (issued by thread {lane % self.Tp}, warp {lane % self.Tp // WARP})"
+
+    def _raise(self, message: str, row: int, li, mc) -> None:
+        row = int(row)
+        ident = row % self.N
+        lane = row // self.N * self.Tp + ident if ident < self.Tp else self.units.get(row, ("", 0))[1]
+        e = RaceError(message, line=li.line if li else None, text=li.text if li else None, kernel=mc.prog.kernel)
+        e.lane = int(lane)
+        raise e
+
+    def _unordered(self, rows, me, peer, step):
+        return (peer >= 0) & (peer != me) & (self.vc[rows, peer] < step)
+
+    def _read(self, sh: _Shadow, c, rows, where, li, mc) -> None:
+        me = (rows % self.N).astype(np.int32)
+        w = sh.w[c]
+        bad = self._unordered(rows, me, w, sh.ws[c])
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._conflict("read", where(k), rows[k], int(w[k]), li, mc)
+        torn = sh.torn[c]
+        if (torn >= 0).any():
+            k = int(np.argmax(torn >= 0))
+            base = int(rows[k]) - int(rows[k]) % self.N
+            a, b = int(torn[k]), int(w[k])
+            who = (f"threads {a} and {b}" if max(a, b) < self.Tp else
+                   f"{self._name(base + a, mc)[0]} and {self._name(base + b, mc)[0]}")
+            name, detail = self._name(int(rows[k]), mc)
+            space, at = where(k)
+            self._raise(f"{space} race: read at {at} by {name}{detail}, which {who} wrote with no barrier "
+                        f"between (which value it holds depends on their order)", rows[k], li, mc)
+        r = sh.r[c]
+        moved = (r >= 0) & (r != me)
+        if moved.any():
+            sh.r2[c] = np.where(moved, r, sh.r2[c])
+            sh.r2s[c] = np.where(moved, sh.rs[c], sh.r2s[c])
+        sh.r[c] = me
+        sh.rs[c] = self.step
+
+    def _write(self, sh: _Shadow, c, rows, where, li, mc) -> None:
+        me = (rows % self.N).astype(np.int32)
+        w = sh.w[c]
+        # two unordered writes of different values: a race only if the cell is read before an ordered write
+        # (a branch-free store of unneeded values to a dump slot is never read)
+        sh.torn[c] = np.where(self._unordered(rows, me, w, sh.ws[c]), w, -1)
+        r, r2 = sh.r[c], sh.r2[c]
+        bad1 = self._unordered(rows, me, r, sh.rs[c])
+        bad = bad1 | self._unordered(rows, me, r2, sh.r2s[c])
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._conflict("write after a read", where(k), rows[k], int(r[k] if bad1[k] else r2[k]), li, mc)
+        sh.w[c] = me
+        sh.ws[c] = self.step
+        sh.r[c] = -1
+        sh.r2[c] = -1
+
+    def _conflict(self, what: str, where, row, peer: int, li, mc) -> None:
+        space, at = where
+        name, detail = self._name(int(row), mc)
+        pname, pdetail = self._name(int(row) - int(row) % self.N + peer, mc)
+        self._raise(f"{space} race: {what} at {at} by {name}{detail} after {pname}'s{pdetail} with no barrier "
+                    f"between", row, li, mc)
+
+    # ---------------------------------------------------------------- shared memory
     @staticmethod
     def _bytes(off, idx, nbytes: int):
         b = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
         return b, np.repeat(np.asarray(idx, np.int64), nbytes)
 
-    @staticmethod
-    def _raise(message: str, lane: int, li, mc) -> None:
-        e = RaceError(message, line=li.line if li else None, text=li.text if li else None, kernel=mc.prog.kernel)
-        e.lane = lane
-        raise e
-
-    def _report(self, bad, b, lanes, other, what: str, li, mc) -> None:
-        k = int(np.argmax(bad))
-        lane, peer = int(lanes[k]), int(other[k])
-        self._raise(f"shared-memory race: {what} at shared address {int(b[k] - mc.shbase[lane])} by thread "
-                    f"{lane % mc.Tp} (warp {lane % mc.Tp // WARP}) after thread {peer % mc.Tp}'s (warp "
-                    f"{peer % mc.Tp // WARP}) with no barrier between", lane, li, mc)
-
-    def _after_writes(self, b, lanes, what: str, li, mc) -> None:
-        """Fail when another thread's unordered write precedes this access to bytes `b` by `lanes`."""
-        w = self.w_lane[b]
-        bad = (w >= 0) & (w != lanes) & (self.w_step[b] > self.synced[lanes])
-        if bad.any():
-            self._report(bad, b, lanes, w, what, li, mc)
+    def _shared_at(self, b, mc):
+        return lambda k: ("shared-memory", f"shared address {int(b[k]) % mc.S}")
 
     def load(self, off, idx, nbytes: int, li, mc) -> None:
         self.step += 1
         b, lanes = self._bytes(off, idx, nbytes)
-        self._after_writes(b, lanes, "read", li, mc)
-        torn = self.torn[b]
-        if (torn >= 0).any():
-            k = int(np.argmax(torn >= 0))
-            self._raise(f"shared-memory race: read at shared address {int(b[k] - mc.shbase[int(lanes[k])])} by "
-                        f"thread {int(lanes[k]) % mc.Tp}, which threads {int(torn[k]) % mc.Tp} and "
-                        f"{int(self.w_lane[b[k]]) % mc.Tp} wrote with no barrier between (which value it "
-                        f"holds depends on their order)", int(lanes[k]), li, mc)
-        who = lanes.astype(np.int32)
-        r = self.r_lane[b]
-        moved = (r >= 0) & (r != who)
-        self.r_other[b] = np.where(moved, np.maximum(self.r_other[b], self.r_step[b]), self.r_other[b])
-        self.r_lane[b] = who
-        self.r_step[b] = self.step
+        self._read(self.mem, b, self.rows(lanes), self._shared_at(b, mc), li, mc)
 
     def store(self, off, idx, nbytes: int, li, mc, data) -> None:
         """A store of `data` ([n, nbytes] uint8).  Bytes it leaves as they are change nothing whatever the
@@ -109,51 +277,41 @@ class RaceChecker:
         changed = mc.shared[b] != np.asarray(data, np.uint8).reshape(-1)
         if not changed.all():
             b, lanes = b[changed], lanes[changed]
-        # two unordered writes of different values: a race only if the byte is read before an ordered write
-        # (a branch-free store of unneeded values to a dump slot is never read)
-        w = self.w_lane[b]
-        unordered = (w >= 0) & (w != lanes) & (self.w_step[b] > self.synced[lanes])
-        self.torn[b] = np.where(unordered, w, -1)
-        r = self.r_lane[b]
-        synced = self.synced[lanes]
-        bad = ((r >= 0) & (r != lanes) & (self.r_step[b] > synced)) | (self.r_other[b] > synced)
-        if bad.any():
-            self._report(bad, b, lanes, np.where(r >= 0, r, lanes), "write after a read", li, mc)
-        self.w_lane[b] = lanes
-        self.w_step[b] = self.step
-        self.r_lane[b] = -1
-        self.r_other[b] = 0
+        self._write(self.mem, b, self.rows(lanes), self._shared_at(b, mc), li, mc)
 
     # ---------------------------------------------------------------- tensor memory (tcgen05)
-    def tmem_store(self, shape, slots, lanes_, cols, warps) -> None:
-        """tcgen05.st: warp `warps[i]` (batch warp index) wrote tensor-memory cells [slots, lanes_, cols]."""
-        if self.tm_warp is None or self.tm_warp.shape != shape:
-            self.tm_warp = np.full(shape, -1, np.int32)
-            self.tm_step = np.zeros(shape, np.int32)
+    def _cells(self, slots, lanes_, cols):
+        if self.tmem is None:
+            self.tmem = _Shadow(self.B * TMEM_LANES * TMEM_COLUMNS)
+        return ((np.asarray(slots, np.int64) * TMEM_LANES + lanes_) * TMEM_COLUMNS + cols).reshape(-1)
+
+    @staticmethod
+    def _tmem_at(c):
+        return lambda k: ("tensor-memory", f"tensor-memory lane {int(c[k]) // TMEM_COLUMNS % TMEM_LANES} column "
+                                           f"{int(c[k]) % TMEM_COLUMNS}")
+
+    def _thread_rows(self, lanes, shape):
+        """Rows of the threads of tcgen05.ld/st cells [warps, 32, ...] (`lanes`: the warps' lanes in order)."""
+        r = self.lane_row[lanes].reshape(-1, WARP)
+        return np.broadcast_to(r.reshape(r.shape + (1,) * (len(shape) - 2)), shape).reshape(-1)
+
+    def tmem_store(self, slots, lanes_, cols, lanes, li, mc) -> None:
+        """tcgen05.st: the threads `lanes` (whole warps, [warps, 32, ...] cells) wrote tensor-memory cells."""
         self.step += 1
-        w = np.broadcast_to(np.asarray(warps).reshape((-1,) + (1,) * (lanes_.ndim - 1)), lanes_.shape)
-        self.tm_warp[slots, lanes_, cols] = w
-        self.tm_step[slots, lanes_, cols] = self.step
+        c = self._cells(slots, lanes_, cols)
+        rows = self._thread_rows(lanes, np.broadcast_shapes(np.shape(lanes_), np.shape(cols)))
+        self._write(self.tmem, c, rows, self._tmem_at(c), li, mc)
 
-    def issue_state(self, lane: int) -> tuple[int, int]:
-        """What an asynchronous tcgen05.mma issued by `lane` now is ordered after: (step, lane's last sync)."""
-        return self.step, int(self.synced[lane])
+    def tmem_load(self, slots, lanes_, cols, lanes, li, mc) -> None:
+        """tcgen05.ld by the threads `lanes`."""
+        self.step += 1
+        c = self._cells(slots, lanes_, cols)
+        rows = self._thread_rows(lanes, np.broadcast_shapes(np.shape(lanes_), np.shape(cols)))
+        self._read(self.tmem, c, rows, self._tmem_at(c), li, mc)
 
-    def tmem_access(self, slot: int, lanes_, cols, lane: int, issued: tuple[int, int], li, mc) -> None:
-        """The accumulator an MMA issued by `lane` reads or writes: a cell another warp stored after `lane`'s
-        last synchronisation before the issue is a race (the issue needs a barrier after those stores, and
-        none may come between the issue and the wait)."""
-        if self.tm_warp is None:
-            return
-        synced = issued[1]
-        w, s = self.tm_warp[slot, lanes_, cols], self.tm_step[slot, lanes_, cols]
-        bad = (w >= 0) & (w != lane // WARP) & (s > synced)
-        if bad.any():
-            peer = int(w.reshape(-1)[int(np.argmax(bad.reshape(-1)))])
-            self._raise(f"tensor-memory race: tcgen05.mma issued by thread {lane % mc.Tp} (warp "
-                        f"{lane % mc.Tp // WARP}) uses an accumulator that warp {peer * WARP % mc.Tp // WARP} "
-                        f"stored with no barrier between", lane, li, mc)
-
-    def reset_tmem(self) -> None:
-        if self.tm_warp is not None:
-            self.tm_warp.fill(-1)
+    def tmem_unit(self, slot: int, lanes_, cols, write: bool, li, mc) -> None:
+        """The acting unit (the tensor core) reads or writes cells of CTA `slot`'s tensor memory."""
+        self.step += 1
+        c = self._cells(slot, lanes_, cols)
+        rows = np.full(len(c), self.acting, np.int64)
+        (self._write if write else self._read)(self.tmem, c, rows, self._tmem_at(c), li, mc)

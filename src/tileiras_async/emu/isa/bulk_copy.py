@@ -44,22 +44,42 @@ def _drain(mc) -> None:
 @before_wait
 def deliver_bulk(mc, keys) -> None:
     """Land the pending bulk copies into shared memory whose mbarrier is in `keys` (all when None); with the
-    race check on, a landing is a write by the thread that issued the copy (so bytes other threads read since
-    that thread's last synchronisation race with it, as the copy may overwrite them before they are read)."""
+    race check on, each copy is a unit of its own, ordered after what its issuing thread did before the issue:
+    its landing is a write (so bytes read since, unordered with it, race with it), and the bytes it delivers to
+    the mbarrier are that unit's arrival."""
     if not mc.bulk_in:
         return
     keys = None if keys is None else set(np.asarray(keys).tolist())
     rest = []
     for rec in mc.bulk_in:
-        key, lanes, dsts, data, li = rec
+        key, lanes, dsts, data, li, clocks = rec
         if keys is not None and key not in keys:
             rest.append(rec)
             continue
-        if mc.races is not None:
-            mc.races.store(dsts, lanes, data.shape[1], li, mc, data)
+        rows = None if mc.races is None else _landing_writes(mc, li, lanes, dsts, data, clocks)
         mc.shared[(dsts[:, None] + np.arange(data.shape[1])).reshape(-1)] = data.reshape(-1)
-        mbar_tx(mc, li, np.full(len(lanes), key), lanes, np.full(len(lanes), data.shape[1]), complete=True)
+        mbar_tx(mc, li, np.full(len(lanes), key), lanes, np.full(len(lanes), data.shape[1]), complete=True,
+                rows=rows)
     mc.bulk_in = rest
+
+
+def issue_clocks(mc, lanes):
+    """What the race check needs of copies issued now by `lanes`: the clocks they start from."""
+    return None if mc.races is None else mc.races.issue(lanes)
+
+
+def _landing_writes(mc, li, lanes, dsts, data, clocks) -> np.ndarray:
+    """Race check: each lane's copy writes its bytes as a unit of its own; returns the units' clock rows."""
+    races = mc.races
+    name = "a tensor copy" if ".tensor" in li.opcode else "a bulk copy"
+    rows = np.empty(len(lanes), np.int64)
+    for j, lane in enumerate(lanes.tolist()):
+        rows[j] = races.acting = races.copy_unit(lane, clocks[j], name)
+        try:
+            races.store(dsts[j:j + 1], lanes[j:j + 1], data.shape[1], li, mc, data[j:j + 1])
+        finally:
+            races.acting = None
+    return rows
 
 
 def _retire_out(mc, mm, keep: int) -> None:
@@ -166,7 +186,7 @@ def build_bulk(mc, li, mods):
             keys = mbar_keys(mc, li, bfn(idx, full), idx)
             for key in np.unique(keys):
                 sel = keys == key
-                mc.bulk_in.append([int(key), idx[sel], dsts[sel], data[sel], li])
+                mc.bulk_in.append([int(key), idx[sel], dsts[sel], data[sel], li, issue_clocks(mc, idx[sel])])
         return copy_in
     if to_global and dst_space == "global" and src_space == "shared":
         check_nops(li, 3, 4)

@@ -78,10 +78,26 @@ def _over_arrival(mc, li, lane, st):
     return e
 
 
-def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False) -> np.ndarray:
+def _arrivals(mc, key: int, rows) -> None:
+    """Race check: the arrivers' clocks (rows of the checker) join the barrier's current phase."""
+    if mc.races is not None:
+        mc.races.mbar_arrive(key, rows)
+
+
+def _completed(mc, key: int, st: MBarrier) -> None:
+    """A phase completed: the race check keeps its arrivals' clock for the waits on it."""
+    phase = st.phase
+    if st.complete_if_done() and mc.races is not None:
+        mc.races.mbar_complete(key, phase)
+
+
+def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False, rows=None) -> np.ndarray:
     """Arrive `counts[i]` times on barrier keys[i] for lane idx[i] (after adding tx[i] to its transaction
-    count, for `arrive.expect_tx`), in lane order; returns each lane's state before its arrival."""
+    count, for `arrive.expect_tx`), in lane order; returns each lane's state before its arrival.  `rows`: the
+    race checker's clock rows of the arrivals when they are not the lanes' (a tcgen05.commit's tensor core)."""
     states = np.empty(len(idx), np.uint64)
+    if mc.races is not None and rows is None:
+        rows = mc.races.lane_row[idx]
     for key in np.unique(keys):
         sel = np.flatnonzero(keys == key)
         st = _barrier(mc, li, int(key), idx[sel[0]], "mbarrier arrive")
@@ -92,7 +108,9 @@ def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False
             states[sel] = (np.uint64((st.phase & 0xFFFFFFFF) << 32)
                            | (after.astype(np.uint64) & np.uint64(0xFFFFFFFF)))
             st.pending -= total
-            st.complete_if_done()
+            if rows is not None:
+                _arrivals(mc, int(key), rows[sel])
+            _completed(mc, int(key), st)
             mc.sync_version += 1
             continue
         for j in sel:
@@ -108,20 +126,27 @@ def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False
                                  kernel=mc.prog.kernel)
                 e.lane = int(idx[j])
                 raise e
-            st.complete_if_done()
+            if rows is not None:
+                _arrivals(mc, int(key), rows[j:j + 1])
+            _completed(mc, int(key), st)
         mc.sync_version += 1        # any change of a barrier is progress for the scheduler's deadlock check
     return states
 
 
-def mbar_tx(mc, li, keys, idx, nbytes, *, complete: bool) -> None:
-    """Announce (`expect_tx`) or deliver (`complete_tx`) transaction bytes on barriers."""
+def mbar_tx(mc, li, keys, idx, nbytes, *, complete: bool, rows=None) -> None:
+    """Announce (`expect_tx`) or deliver (`complete_tx`) transaction bytes on barriers; a delivery is an
+    arrival of `rows` (the race checker's clock rows of the delivering units; default: the lanes')."""
+    if mc.races is not None and complete and rows is None:
+        rows = mc.races.lane_row[idx]
     for key in np.unique(keys):
         sel = keys == key
         st = _barrier(mc, li, int(key), idx[np.flatnonzero(sel)[0]], "mbarrier transaction")
         n = int(np.asarray(nbytes)[sel].sum())
         st.tx += -n if complete else n
         if complete:
-            st.complete_if_done()
+            if rows is not None:
+                _arrivals(mc, int(key), rows[sel])
+            _completed(mc, int(key), st)
         mc.sync_version += 1
 
 
@@ -162,6 +187,8 @@ def _mbarrier(mc, li):
                 if not 1 <= cnt[k] <= MAX_COUNT:
                     raise _err(li, f"mbarrier.init count {int(cnt[k])} is outside 1..{MAX_COUNT}")
                 mc.mbar[int(key)] = MBarrier(int(cnt[k]))
+                if mc.races is not None:
+                    mc.races.mbar_init(int(key))
             mc.sync_version += 1
         return init
     if what == "inval":
@@ -236,13 +263,16 @@ def _mbarrier(mc, li):
         v = bl(np.asarray(g()), mc.L)[idx]
         if parity:
             ok = (cur & 1) != (v.astype(np.int64) & 1)
+            waited = cur - 1        # the phase of that parity that completed last
         else:
-            ok = (cur & 0xFFFFFFFF) != (v.astype(np.uint64) >> np.uint64(32)).astype(np.int64)
+            state_phase = (v.astype(np.uint64) >> np.uint64(32)).astype(np.int64)
+            ok = (cur & 0xFFFFFFFF) != state_phase
+            waited = cur - ((cur - state_phase) & 0xFFFFFFFF)
         out = np.zeros(mc.L, bool)
         out[idx] = ok
         put(p, m, out)
         if mc.races is not None and ok.any():
-            mc.races.sync(idx[ok])
+            mc.races.mbar_wait(keys[ok], idx[ok], waited[ok])
         if not ok.any():
             mc.wait_failed = True       # no lane got through: the scheduler lets the arriving threads run
     return wait

@@ -281,6 +281,8 @@ def _ldst(mc, li, mods, is_ld: bool):
             if not mm.any():
                 return
             slots, L_, C_, lanes = locate(mm)
+            if mc.races is not None:
+                mc.races.tmem_load(slots, L_, C_, lanes, li, mc)
             v = mc.tmem[slots, L_, C_]                              # [warps, 32, regs, 1|2]
             v = (v[..., 0] & 0xFFFF) | ((v[..., 1] & 0xFFFF) << 16) if pack else v[..., 0]
             v = v.reshape(-1, nregs)
@@ -298,7 +300,7 @@ def _ldst(mc, li, mods, is_ld: bool):
         v = np.stack([v & 0xFFFF, v >> 16], axis=2) if pack else v[:, :, None]
         mc.tmem[slots, L_, C_] = v.reshape(L_.shape)
         if mc.races is not None:
-            mc.races.tmem_store(mc.tmem.shape, slots, L_, C_, lanes[::32] // 32)
+            mc.races.tmem_store(slots, L_, C_, lanes, li, mc)
     return st
 
 
@@ -388,7 +390,7 @@ def _mma(mc, li, mods):
             op_.a_tmem = (op_.adesc + a_off) & 0xFFFFFFFF if a_tmem else None
             op_.enable = bool(vals["e"][j])
             op_.disabled = None if dis is None else dis[j].astype(np.uint32)
-            op_.issued = mc.races.issue_state(int(lane)) if mc.races is not None else None
+            op_.issued = mc.races.issue([lane])[0] if mc.races is not None else None
             mc.tc_queue[op_.slot].append(op_)
     return issue
 
@@ -408,7 +410,10 @@ def _tmem_operand(mc, op_, m: int, k: int, ty: str) -> np.ndarray:
     if lanes.max() >= LANES or col0 + ncols > COLUMNS or not mc.tmem_owner[op_.slot, col0:col0 + ncols].all():
         raise _fault(mc, op_.li, f"tcgen05.mma reads A from tensor-memory columns {col0}..{col0 + ncols - 1}, "
                                  f"which are not all allocated", op_.lane)
-    words = mc.tmem[op_.slot][lanes[:, None], col0 + np.arange(ncols)[None, :]]        # [m, ncols] u32
+    cols = col0 + np.arange(ncols)[None, :]
+    if mc.races is not None:
+        mc.races.tmem_unit(op_.slot, lanes[:, None], cols, False, op_.li, mc)
+    words = mc.tmem[op_.slot][lanes[:, None], cols]        # [m, ncols] u32
     if per == 1:
         raw = words
     else:
@@ -418,6 +423,18 @@ def _tmem_operand(mc, op_, m: int, k: int, ty: str) -> np.ndarray:
 
 
 def execute_mma(mc, op_: _Mma) -> None:
+    """Run a queued mma; with the race check on, as the CTA's tensor core, ordered after its issue."""
+    if mc.races is None:
+        _execute_mma(mc, op_)
+        return
+    mc.races.acting = mc.races.tensor_core(op_.lane, op_.issued)
+    try:
+        _execute_mma(mc, op_)
+    finally:
+        mc.races.acting = None
+
+
+def _execute_mma(mc, op_: _Mma) -> None:
     li = op_.li
     try:
         idesc = decode_idesc(op_.kind, op_.idesc, ws=op_.ws)
@@ -445,8 +462,10 @@ def execute_mma(mc, op_: _Mma) -> None:
     if dl.max() >= LANES or not mc.tmem_owner[op_.slot, int(dc.min()):int(dc.max()) + 1].all():
         raise _fault(mc, li, f"tcgen05.mma writes tensor-memory lanes {lane0}..{int(dl.max())} and columns "
                              f"{int(dc.min())}..{int(dc.max())}, which are not all allocated", op_.lane)
-    if op_.issued is not None:
-        mc.races.tmem_access(op_.slot, dl, dc, op_.lane, op_.issued, li, mc)
+    if mc.races is not None:
+        if op_.enable:
+            mc.races.tmem_unit(op_.slot, dl, dc, False, li, mc)
+        mc.races.tmem_unit(op_.slot, dl, dc, True, li, mc)
     tm = mc.tmem[op_.slot]
     old = tm[dl, dc]
     is_int = idesc.dtype == "s32"
@@ -496,7 +515,9 @@ def _commit(mc, li, mods):
             if not len(idx):
                 return
         addr = afn(idx, full)
-        mbar_arrive(mc, li, mbar_keys(mc, li, addr, idx), idx, np.ones(len(idx), np.int64))
+        # the arrival is the tensor core's (its mmas done), not the committing thread's
+        rows = None if mc.races is None else mc.races.tensor_core_rows(idx)
+        mbar_arrive(mc, li, mbar_keys(mc, li, addr, idx), idx, np.ones(len(idx), np.int64), rows=rows)
     return commit
 
 
@@ -525,6 +546,9 @@ def _tcgen05(mc, li):
             mm = full_mask(mc, m)
             if mm.any():
                 _aligned_check(mc, li, mm)
+                # each thread's tcgen05.ld/st are complete, and .sync has the warp's threads meet: ordered
+                if mc.races is not None:
+                    mc.races.warp_barrier(mm)
         return wait
     if what in ("fence::before_thread_sync", "fence::after_thread_sync"):
         mods.done()

@@ -25,7 +25,7 @@ import numpy as np
 from ..memory import PARAM_WINDOW
 from ..parser import TensorAddr, Vec
 from ..program import SymRef
-from .bulk_copy import _HINTS, bulk_load
+from .bulk_copy import _HINTS, bulk_load, issue_clocks
 from .core import _err, _lanes, _space, address_fn, bl, getter
 from .descriptors import swizzle_address
 from .mbarrier import mbar_keys
@@ -180,7 +180,8 @@ def _load(mc, li, m, dfn, tmap, coords, bfn) -> None:
         lanes = np.array([lane])
         mc.resolve("shared", np.arange(int(daddr[k]), int(daddr[k]) + tm.box_bytes, 16, dtype=np.uint64),
                    np.full(tm.box_bytes // 16, lane), 16, True, li)
-        mc.bulk_in.append([int(keys[k]), lanes, mc.shbase[lanes] + np.int64(daddr[k]), data[None, :], li])
+        mc.bulk_in.append([int(keys[k]), lanes, mc.shbase[lanes] + np.int64(daddr[k]), data[None, :], li,
+                           issue_clocks(mc, lanes)])
 
 
 @dataclass

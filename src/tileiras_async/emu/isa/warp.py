@@ -295,6 +295,6 @@ def _bar_warp(mc, li):
             if mm.any():
                 _warp_check(mc, li, mm, gm())
                 if mc.races is not None:    # __syncwarp orders the named lanes' memory accesses
-                    mc.races.sync(mm)
+                    mc.races.warp_barrier(mm)
         return f
     raise _err(li, f"{li.opcode} inside straight-line code")
