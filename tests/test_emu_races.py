@@ -121,3 +121,216 @@ def test_unordered_writes_of_different_values_race_only_when_read():
     emulate_ptx(DUMP.replace("READ", ""), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
     with pytest.raises(RaceError, match=r"which threads \d+ and \d+ wrote with no barrier between"):
         emulate_ptx(DUMP.replace("READ", read), "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
+
+
+# Happens-before: an mbarrier wait orders the waiter after the arrivals of the phase it waited for, no more.
+# Warp 1 (the producer) stores word t - 32 and arrives as PRODUCER says; warp 0 waits as CONSUMER says and reads
+# the word of its lane.
+MBAR = HEAD.replace(".target sm_80", ".target sm_90") + """  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<4>;
+  .shared .align 8 .b64 full;
+  .shared .align 8 .b64 early;
+  .shared .align 4 .b8 buf[128];
+  mov.u32 %r1, %tid.x;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared.b64 [full], COUNT;
+  @%p1 mbarrier.init.shared.b64 [early], 32;
+  bar.sync 0;
+  mov.u32 %r3, buf;
+  and.b32 %r2, %r1, 31;
+  shl.b32 %r2, %r2, 2;
+  add.u32 %r4, %r3, %r2;
+  setp.lt.u32 %p2, %r1, 32;
+  @%p2 bra $READER;
+  PRODUCER
+  ret;
+$READER:
+  CONSUMER
+  ld.shared.u32 %r7, [%r4];
+  ld.param.u64 %rd1, [out];
+  cvt.u64.u32 %rd2, %r2;
+  add.u64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r7;
+  ret;
+}
+"""
+STORE = "st.shared.u32 [%r4], %r1;"
+HALF = "setp.lt.u32 %p3, %r1, 48;\n  @%p3 "    # the first half of the producer warp only
+
+
+def arrive(bar: str) -> str:
+    return f"mbarrier.arrive.shared.b64 %rd5, [{bar}];"
+
+
+def wait(bar: str, parity: int) -> str:
+    return f"""$W{bar}{parity}:
+  mbarrier.try_wait.parity.shared.b64 %p3, [{bar}], {parity};
+  @!%p3 bra $W{bar}{parity};"""
+
+
+def run_mbar(producer: list[str], consumer: list[str], count: int = 32) -> np.ndarray:
+    ptx = MBAR.replace("COUNT", str(count)).replace("PRODUCER", "\n  ".join(producer)).replace(
+        "CONSUMER", "\n  ".join(consumer))
+    mem = DeviceMemory()
+    out = mem.alloc(4 * 32)
+    emulate_ptx(ptx, "k", (1, 1, 1), (64, 1, 1), [out], mem, check_races=True)
+    return mem.read_array(out, np.uint32, 32)
+
+
+def test_a_wait_orders_after_the_arrivals_of_its_own_mbarrier_only():
+    """The producer arrives on `early` before its stores and on `full` after them: waiting for `full` orders
+    the consumer's reads after the stores, waiting for `early` (which completed too) does not."""
+    producer = [arrive("early"), STORE, arrive("full")]
+    assert (run_mbar(producer, [wait("full", 0)]) == np.arange(32, 64)).all()
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after thread 32's "
+                                        r"\(warp 1\)"):
+        run_mbar(producer, [wait("early", 0)])
+
+
+def test_a_phase_orders_only_the_arrivals_that_completed_it():
+    """Two phases of `full`: the producer arrives, stores, and arrives again.  Waiting for the second phase (all
+    arrived) orders the reads; waiting for the first does not, though half the warp arrived again since."""
+    assert (run_mbar([arrive("full"), STORE, arrive("full")], [wait("full", 1)]) == np.arange(32, 64)).all()
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after thread 32's"):
+        run_mbar([arrive("full"), STORE, HALF + arrive("full")], [wait("full", 0)])
+
+
+def test_a_phase_needs_every_arrival_it_counts():
+    """With a count of 32 the phase completes when the whole producer warp has arrived: a consumer that waits
+    for it is ordered after every producer's store; an mbarrier counting fewer (16: the first half's arrivals
+    complete it) leaves the second half's stores unordered."""
+    assert (run_mbar([STORE, arrive("full")], [wait("full", 0)]) == np.arange(32, 64)).all()
+    with pytest.raises(RaceError, match=r"after thread (4[89]|5\d|6[0-3])'s"):
+        run_mbar([STORE, HALF + arrive("full")], [wait("full", 0)], count=16)
+
+
+# Each thread t stores t to word t; the warps then meet at a barrier (SYNC; named barriers by ID) and thread t
+# reads word t ^ PARTNER.
+NAMED = HEAD + """  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  .shared .align 4 .b8 buf[512];
+  mov.u32 %r1, %tid.x;
+  shl.b32 %r2, %r1, 2;
+  mov.u32 %r3, buf;
+  add.u32 %r4, %r3, %r2;
+  st.shared.u32 [%r4], %r1;
+  shr.u32 %r8, %r1, 6;
+  add.u32 %r8, %r8, 1;
+  SYNC
+  xor.b32 %r5, %r2, PARTNER;
+  add.u32 %r6, %r3, %r5;
+  ld.shared.u32 %r7, [%r6];
+  ld.param.u64 %rd1, [out];
+  cvt.u64.u32 %rd2, %r2;
+  add.u64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r7;
+  ret;
+}
+"""
+
+
+def run_named(sync: str, partner: int) -> np.ndarray:
+    mem = DeviceMemory()
+    out = mem.alloc(4 * 128)
+    emulate_ptx(NAMED.replace("SYNC", sync).replace("PARTNER", str(4 * partner)), "k", (1, 1, 1), (128, 1, 1),
+                [out], mem, check_races=True)
+    return mem.read_array(out, np.uint32, 128)
+
+
+def test_a_barrier_joins_only_its_own_participants():
+    """Warps 0-1 meet at named barrier 1 and warps 2-3 at barrier 2, both complete at once: each pair is
+    ordered within itself, not with the other pair (only a barrier of all four orders a read across)."""
+    named = "bar.sync %r8, 64;"
+    assert (run_named(named, 32) == np.arange(128) ^ 32).all()
+    assert (run_named("bar.sync 0;", 64) == np.arange(128) ^ 64).all()
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after thread 64's "
+                                        r"\(warp 2\)"):
+        run_named(named, 64)
+
+
+def test_barriers_order_transitively():
+    """Warps 0-1 meet at barrier 1, then warps 1-2 at barrier 3 (warp 1 carries what it saw), then every warp:
+    a read of warp 0's word by warp 2 is ordered through warp 1 without the last barrier too."""
+    chain = """bar.sync %r8, 64;
+  shr.u32 %r9, %r1, 5;
+  setp.eq.u32 %p1, %r9, 0;
+  setp.eq.u32 %p2, %r9, 3;
+  or.pred %p1, %p1, %p2;
+  @%p1 bra $OUT;
+  bar.sync 3, 64;
+$OUT:"""
+    src = NAMED.replace(".reg .b64 %rd<4>;", ".reg .b64 %rd<4>;\n  .reg .pred %p<3>;")
+    mem = DeviceMemory()
+    out = mem.alloc(4 * 128)
+    # thread t of warp 2 (64..95) reads word t ^ 64 (warp 0's); warp 3 reads warp 1's (ordered by barrier 2 only
+    # with warp 2: its read of warp 1's word races) -- so read t ^ 64 only in warp 2, own word elsewhere
+    ptx = src.replace("SYNC", chain).replace("xor.b32 %r5, %r2, PARTNER;", """shr.u32 %r9, %r1, 5;
+  setp.eq.u32 %p1, %r9, 2;
+  selp.b32 %r10, 256, 0, %p1;
+  xor.b32 %r5, %r2, %r10;""")
+    emulate_ptx(ptx, "k", (1, 1, 1), (128, 1, 1), [out], mem, check_races=True)
+    got = mem.read_array(out, np.uint32, 128)
+    want = np.arange(128)
+    want[64:96] ^= 64
+    assert (got == want).all()
+    with pytest.raises(RaceError, match=r"by thread \d+ \(warp 2\) after thread \d+'s \(warp 0\)"):
+        emulate_ptx(ptx.replace("  bar.sync %r8, 64;\n", "  ", 1), "k", (1, 1, 1), (128, 1, 1), [out], mem,
+                    check_races=True)
+
+
+# A bulk copy of 64 bytes into buf issued by thread 0, on mbarrier `full`; the threads WAITING names wait for it,
+# then threads below READERS read word t of buf.
+BULK = HEAD.replace(".target sm_80", ".target sm_90") + """  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<4>;
+  .shared .align 8 .b64 full;
+  .shared .align 16 .b8 buf[64];
+  mov.u32 %r1, %tid.x;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared.b64 [full], 1;
+  bar.sync 0;
+  mov.u32 %r3, buf;
+  mov.u32 %r5, full;
+  ld.param.u64 %rd1, [out];
+  @!%p1 bra $ISSUED;
+  mbarrier.arrive.expect_tx.shared.b64 %rd5, [full], 64;
+  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1], 64, [%r5];
+$ISSUED:
+  WAITING
+  @!%p2 bra $READ;
+$WAIT:
+  mbarrier.try_wait.parity.shared.b64 %p3, [full], 0;
+  @!%p3 bra $WAIT;
+$READ:
+  setp.lt.u32 %p2, %r1, READERS;
+  @!%p2 bra $DONE;
+  shl.b32 %r2, %r1, 2;
+  add.u32 %r4, %r3, %r2;
+  ld.shared.u32 %r7, [%r4];
+  cvt.u64.u32 %rd2, %r2;
+  add.u64 %rd3, %rd1, %rd2;
+  add.u64 %rd3, %rd3, 64;
+  st.global.u32 [%rd3], %r7;
+$DONE:
+  ret;
+}
+"""
+
+
+def run_bulk(waiting: str, readers: int) -> np.ndarray:
+    mem = DeviceMemory()
+    out = mem.alloc(128)
+    mem.write(out, np.arange(16, dtype=np.uint32) + 100)
+    emulate_ptx(BULK.replace("WAITING", waiting).replace("READERS", str(readers)), "k", (1, 1, 1), (64, 1, 1),
+                [out], mem, check_races=True)
+    return mem.read_array(out, np.uint32, 32)[16:16 + readers]
+
+
+def test_a_bulk_copy_lands_as_a_unit_of_its_own():
+    """The copy's landing is ordered for the threads that waited on its mbarrier, the issuing thread included
+    only if it waited too: thread 0 reading the buffer after warp 1's wait (which landed it) races."""
+    assert (run_bulk("setp.lt.u32 %p2, %r1, 64;", 16) == np.arange(16) + 100).all()
+    with pytest.raises(RaceError, match=r"read at shared address \d+ by thread 0 \(warp 0\) after a bulk copy's "
+                                        r"\(issued by thread 0, warp 0\)"):
+        run_bulk("setp.ge.u32 %p2, %r1, 32;", 1)

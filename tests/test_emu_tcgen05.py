@@ -513,3 +513,27 @@ def test_an_issue_before_the_other_warps_stores_are_ordered_is_a_race(barrier):
                                             r"tcgen05\.mma \(issued by thread 0, warp 0\) after thread \d+'s "
                                             r"\(warp [123]\)"):
             run_mma(*args, check_races=True)
+
+
+def test_reading_the_accumulator_needs_the_wait_for_the_commit():
+    """The MMA writes D when the tensor core gets to it: the threads' tcgen05.ld of D is ordered after it by the
+    wait on the mbarrier its commit arrives on, not by a CTA barrier after the commit (the tensor core is no
+    party to it).  In lock step the values are the same either way; the race check tells them apart."""
+    from tileiras_async.emu.races import RaceError
+    n = 16
+    ptx = mma_kernel("f16", n)
+    spin = "$SPIN:\n    mbarrier.try_wait.parity.shared.b64 %p3, [mbar], 0;\n    @!%p3 bra $SPIN;"
+    assert ptx.count(spin) == 1
+    rng = np.random.default_rng(5)
+    A = rng.integers(-4, 5, (64, 16)).astype(np.float16)
+    B = rng.integers(-4, 5, (n, 16)).astype(np.float16)
+    img = np.zeros(SMEM, np.uint8)
+    la, sa = place_k(img, 0, A.view(np.uint8).reshape(64, 32), "128B")
+    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "128B")
+    C = rng.integers(-8, 9, (64, n)).astype(np.float32)
+    args = (img, umma_desc(0, la, sa, "128B"), umma_desc(16384, lb, sb, "128B"), umma_idesc(64, n), 1,
+            tmem_image(C, 64, n))
+    assert (run_mma(ptx, *args, check_races=True) == run_mma(ptx, *args)).all()
+    with pytest.raises(RaceError, match=r"tensor-memory race: read at tensor-memory lane \d+ column \d+ by thread "
+                                        r"\d+ \(warp \d\) after tcgen05\.mma's \(issued by thread 0, warp 0\)"):
+        run_mma(ptx.replace(spin, "    bar.sync 0;"), *args, check_races=True)
