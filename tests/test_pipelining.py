@@ -806,9 +806,8 @@ def test_mma_sync_tma_rings_are_released_by_mbarriers(refs, cid, gpu, stages):
 @pytest.mark.parametrize("cid", MMA_SYNC_TMA)
 def test_without_the_release_the_refill_waits_forever(refs, monkeypatch, cid):
     """The releases are needed: without a thread's arrival on the empty mbarrier the copies that refill the
-    buffer wait for a phase that never completes, which the emulator reports.  (The refill's wait is needed as
-    much on the GPU, where warps run out of step; the emulator runs a warpgroup's warps in lock step, so every
-    thread has read the unit before the issuing thread gets past the unit's full mbarrier.)"""
+    buffer wait for a phase that never completes, which the emulator reports.  (The refill's wait for the
+    release is needed as much: test_without_the_wait_for_the_release_the_refill_races.)"""
     import tileiras_async.driver as driver
     from tileiras_async.emu.errors import BarrierError
     from tileiras_async.emu.runner import run_compiled
@@ -825,6 +824,40 @@ def test_without_the_release_the_refill_waits_forever(refs, monkeypatch, cid):
     with pytest.raises(BarrierError, match="can never complete"):
         run_compiled(LAUNCH / f"{cid}.v13.4.tileirbc", refs.grid(cid, inputs), list(inputs.values()),
                      gpu_name="sm_90", check_races=True, pipeline_stages=2)
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_without_the_wait_for_the_release_the_refill_races(refs, monkeypatch, gpu):
+    """The copies that refill a buffer wait for the release of its previous unit: without that wait they may
+    land while other warps still read the unit with ldmatrix.  The emulator runs the warps in lock step, so the
+    values are right either way; the race detector (happens-before through the mbarriers) reports the copy's
+    write after the reads.  K = 256: eight units, so the ring of 2 or 3 buffers is refilled."""
+    import tileiras_async.codegen.lower_tensor_copy  # noqa: F401  (registers the lowering patched here)
+    from tileiras_async.codegen.emitter import LOWERINGS
+    from tileiras_async.emu.races import RaceError
+    from tileiras_async.emu.runner import run_compiled
+    cid = "bmm_f16_32x32x32"
+    rng = np.random.default_rng(3)
+
+    def inputs():   # small integers: every sum is exact in f16
+        return {"A": rng.integers(-2, 3, (4, 64, 256)).astype(np.float16),
+                "B": rng.integers(-2, 3, (4, 256, 64)).astype(np.float16), "C": np.zeros((4, 64, 64), np.float16)}
+    path = LAUNCH / f"{cid}.v13.4.tileirbc"
+    for stages in (2, 3):
+        args = inputs()
+        orig = {k: v.copy() for k, v in args.items()}
+        run_compiled(path, refs.grid(cid, args), list(args.values()), gpu_name=gpu, check_races=True,
+                     pipeline_stages=stages)
+        assert not refs.check(cid, orig, args)
+    wait = LOWERINGS["tilegpu.tma_wait"]
+    monkeypatch.setitem(LOWERINGS, "tilegpu.tma_wait", lambda em, op: None if op.attrs.get("empty") else wait(em, op))
+    for stages in (2, 3):
+        args = inputs()
+        with pytest.raises(RaceError, match=r"write after a read at shared address \d+ by a tensor copy \(issued by "
+                                            r"thread 0, warp 0\) after thread \d+'s"):
+            run_compiled(path, refs.grid(cid, args), list(args.values()), gpu_name=gpu, check_races=True,
+                         pipeline_stages=stages)
 
 
 @requires_corpus

@@ -279,6 +279,16 @@ class RaceChecker:
             b, lanes = b[changed], lanes[changed]
         self._write(self.mem, b, self.rows(lanes), self._shared_at(b, mc), li, mc)
 
+    def mbar_object(self, keys, rows, write: bool, li, mc) -> None:
+        """An mbarrier's 8 bytes at shared-buffer offsets `keys` as `rows` use them: its initialisation and
+        invalidation write them, every other operation reads them (arrivals and waits are atomic: they never
+        conflict with one another, only with an initialisation not ordered before them)."""
+        self.step += 1
+        b = (np.asarray(keys, np.int64)[:, None] + np.arange(8)).reshape(-1)
+        rows = np.repeat(np.asarray(rows, np.int64), 8)
+        at = lambda k: ("shared-memory", f"the mbarrier at shared address {int(b[k]) // 8 * 8 % mc.S}")  # noqa: E731
+        (self._write if write else self._read)(self.mem, b, rows, at, li, mc)
+
     # ---------------------------------------------------------------- tensor memory (tcgen05)
     def _cells(self, slots, lanes_, cols):
         if self.tmem is None:

@@ -78,6 +78,12 @@ def _over_arrival(mc, li, lane, st):
     return e
 
 
+def _use(mc, li, keys, idx, rows=None, *, write: bool = False) -> None:
+    """Race check: lanes `idx` (or the units of `rows`) use the barriers at `keys` (see RaceChecker.mbar_object)."""
+    if mc.races is not None:
+        mc.races.mbar_object(keys, mc.races.rows(idx) if rows is None else rows, write, li, mc)
+
+
 def _arrivals(mc, key: int, rows) -> None:
     """Race check: the arrivers' clocks (rows of the checker) join the barrier's current phase."""
     if mc.races is not None:
@@ -97,7 +103,8 @@ def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False
     race checker's clock rows of the arrivals when they are not the lanes' (a tcgen05.commit's tensor core)."""
     states = np.empty(len(idx), np.uint64)
     if mc.races is not None and rows is None:
-        rows = mc.races.lane_row[idx]
+        rows = mc.races.rows(idx)
+    _use(mc, li, keys, idx, rows)
     for key in np.unique(keys):
         sel = np.flatnonzero(keys == key)
         st = _barrier(mc, li, int(key), idx[sel[0]], "mbarrier arrive")
@@ -136,8 +143,9 @@ def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False
 def mbar_tx(mc, li, keys, idx, nbytes, *, complete: bool, rows=None) -> None:
     """Announce (`expect_tx`) or deliver (`complete_tx`) transaction bytes on barriers; a delivery is an
     arrival of `rows` (the race checker's clock rows of the delivering units; default: the lanes')."""
-    if mc.races is not None and complete and rows is None:
-        rows = mc.races.lane_row[idx]
+    if mc.races is not None and rows is None:
+        rows = mc.races.rows(idx)
+    _use(mc, li, keys, idx, rows)
     for key in np.unique(keys):
         sel = keys == key
         st = _barrier(mc, li, int(key), idx[np.flatnonzero(sel)[0]], "mbarrier transaction")
@@ -189,6 +197,7 @@ def _mbarrier(mc, li):
                 mc.mbar[int(key)] = MBarrier(int(cnt[k]))
                 if mc.races is not None:
                     mc.races.mbar_init(int(key))
+            _use(mc, li, keys, idx, write=True)
             mc.sync_version += 1
         return init
     if what == "inval":
@@ -197,7 +206,9 @@ def _mbarrier(mc, li):
         def inval(m):
             idx, full = _lanes(mc, m)
             if len(idx):
-                for key in mbar_keys(mc, li, afn(idx, full), idx):
+                keys = mbar_keys(mc, li, afn(idx, full), idx)
+                _use(mc, li, keys, idx, write=True)
+                for key in keys:
                     mc.mbar.pop(int(key), None)
                 mc.sync_version += 1
         return inval
@@ -256,6 +267,7 @@ def _mbarrier(mc, li):
         keys = mbar_keys(mc, li, afn(idx, full), idx)
         for fn in BEFORE_WAIT:
             fn(mc, keys)
+        _use(mc, li, keys, idx)
         cur = np.empty(len(idx), np.int64)
         for key in np.unique(keys):
             sel = keys == key

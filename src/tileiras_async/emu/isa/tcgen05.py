@@ -515,8 +515,10 @@ def _commit(mc, li, mods):
             if not len(idx):
                 return
         addr = afn(idx, full)
-        # the arrival is the tensor core's (its mmas done), not the committing thread's
-        rows = None if mc.races is None else mc.races.tensor_core_rows(idx)
+        # the arrival is the tensor core's, once its mmas and the commit (issued after all the thread did) are done
+        rows = None
+        if mc.races is not None:
+            rows = np.array([mc.races.tensor_core(int(lane), mc.races.issue([lane])[0]) for lane in idx])
         mbar_arrive(mc, li, mbar_keys(mc, li, addr, idx), idx, np.ones(len(idx), np.int64), rows=rows)
     return commit
 
