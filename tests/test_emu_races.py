@@ -1,5 +1,6 @@
-"""The emulator's shared-memory race check (`emulate_ptx(..., check_races=True)`, emu/races.py): lanes run in
-lock step, so a missing barrier does not change an emulated result; the check reports it."""
+"""The emulator's race check (`emulate_ptx(..., check_races=True)`, emu/races.py): lanes run in lock step, so a
+missing barrier or mbarrier wait does not change an emulated result; the check (happens-before: barriers join
+their participants, an mbarrier wait orders after its phase's arrivals) reports it."""
 from __future__ import annotations
 
 import numpy as np

@@ -70,8 +70,9 @@ def emulate_ptx(ptx_text: str, kernel: str | None, grid: tuple, block: tuple, pa
 
     `params`: one value per entry parameter, in order -- Python/numpy ints and
     floats, or device addresses (ints from `DeviceMemory.alloc*`) for pointers.
-    Results are left in `memory`.  `check_races`: a shared-memory access of one warp that another warp's
-    conflicting access precedes with no barrier between raises `races.RaceError` (emu/races.py).
+    Results are left in `memory`.  `check_races`: a shared- or tensor-memory access that another thread's (or
+    asynchronous unit's) conflicting access precedes with no barrier or mbarrier wait ordering them raises
+    `races.RaceError` (happens-before: emu/races.py).
     `memcheck`: "strict" (every access outside an allocation faults) or "device" (a read just past an
     allocation returns 0xff bytes and is reported in the report's `warnings`, as on a GPU: memory.py).
     """
