@@ -50,10 +50,12 @@ class _Shadow:
         self.r2 = np.full(n, -1, np.int32)
         self.r2s = np.zeros(n, np.int32)
         self.torn = np.full(n, -1, np.int32)
+        self.any_torn = False
 
     def reset(self) -> None:
         for a in (self.w, self.r, self.r2, self.torn):
             a.fill(-1)
+        self.any_torn = False
 
 
 class RaceChecker:
@@ -66,7 +68,9 @@ class RaceChecker:
         self.B = lanes // threads
         lane = np.arange(lanes, dtype=np.int64)
         self.lane_row = lane // threads * self.N + lane % threads
+        self.lane_ident = (lane % threads).astype(np.int32)
         self.vc = np.zeros((self.B * self.N, self.N), np.int32)
+        self.vcf = self.vc.reshape(-1)          # vc[row, agent] is vcf[row * N + agent]
         self.mem = _Shadow(nbytes)
         self.tmem = None
         self.acting = None          # the row of an asynchronous unit whose accesses the next ones are
@@ -103,8 +107,9 @@ class RaceChecker:
         rows = self.lane_row[idx]
         self._tick(rows)
         key = idx // self.Tp if groups is None else np.asarray(groups)
-        order = np.argsort(key, kind="stable")
-        rows, key = rows[order], key[order]
+        if (key[1:] < key[:-1]).any():
+            order = np.argsort(key, kind="stable")
+            rows, key = rows[order], key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         joined = np.maximum.reduceat(self.vc[rows], starts, axis=0)
         self.vc[rows] = np.repeat(joined, np.diff(np.r_[starts, len(rows)]), axis=0)
@@ -145,6 +150,13 @@ class RaceChecker:
             return np.full(len(lanes), self.acting, np.int64)
         return self.lane_row[lanes]
 
+    def _agents(self, lanes, n: int):
+        """(rows, agents) of the accesses of `lanes`, each repeated `n` times (an access's bytes)."""
+        if self.acting is not None:
+            k = len(lanes) * n
+            return np.full(k, self.acting, np.int64), np.full(k, self.acting % self.N, np.int32)
+        return np.repeat(self.lane_row[lanes], n), np.repeat(self.lane_ident[lanes], n)
+
     # ---------------------------------------------------------------- mbarriers
     def mbar_init(self, key: int) -> None:
         self.mbar.pop(key, None)
@@ -172,17 +184,22 @@ class RaceChecker:
     def mbar_wait(self, keys, lanes, phases) -> None:
         """`lanes[i]` waited successfully for phase `phases[i]` of mbarrier `keys[i]`: it joins that phase's
         clock (or, once the barrier no longer keeps it, its latest phase's, which covers it)."""
-        pairs = np.stack([np.asarray(keys, np.int64), np.asarray(phases, np.int64)], 1)
-        for key, phase in np.unique(pairs, axis=0).tolist():
+        keys, phases, lanes = np.asarray(keys, np.int64), np.asarray(phases, np.int64), np.asarray(lanes, np.int64)
+        ukeys, inv = np.unique(keys, return_inverse=True)
+        first = np.empty(len(ukeys), np.int64)
+        first[inv] = phases
+        if (first[inv] != phases).any():      # lanes waiting for different phases of one barrier: one by one
+            for k in range(len(lanes)):
+                self.mbar_wait(keys[k:k + 1], lanes[k:k + 1], phases[k:k + 1])
+            return
+        clocks = np.zeros((len(ukeys), self.N), np.int32)
+        for i, (key, phase) in enumerate(zip(ukeys.tolist(), first.tolist())):
             ent = self.mbar.get(key)
-            if ent is None or not ent[1]:
-                continue
-            clock = ent[1].get(phase)
-            if clock is None:
-                clock = ent[1][max(ent[1])]
-            sel = (pairs[:, 0] == key) & (pairs[:, 1] == phase)
-            rows = self.lane_row[np.asarray(lanes, np.int64)[sel]]
-            self.vc[rows] = np.maximum(self.vc[rows], clock)
+            if ent is not None and ent[1]:
+                done = ent[1]
+                clocks[i] = done.get(phase, done[max(done)])
+        rows = self.lane_row[lanes]
+        self.vc[rows] = np.maximum(self.vc[rows], clocks[inv])
 
     # ---------------------------------------------------------------- checks
     def _name(self, row: int, mc) -> tuple[str, str]:
@@ -201,47 +218,67 @@ class RaceChecker:
         e.lane = int(lane)
         raise e
 
-    def _unordered(self, rows, me, peer, step):
-        return (peer >= 0) & (peer != me) & (self.vc[rows, peer] < step)
+    def _unordered(self, rows, me, peer, steps, c):
+        """Where the access of `rows` (agents `me`) is not ordered after the access of agent `peer` at the cell's
+        step in `steps` (None: wherever that is nowhere)."""
+        other = peer != me
+        other &= peer >= 0
+        if not other.any():
+            return None
+        other &= self.vcf.take(rows * self.N + peer) < steps[c]
+        return other if other.any() else None
 
-    def _read(self, sh: _Shadow, c, rows, where, li, mc) -> None:
-        me = (rows % self.N).astype(np.int32)
+    def _read(self, sh: _Shadow, c, rows, me, where, li, mc) -> None:
         w = sh.w[c]
-        bad = self._unordered(rows, me, w, sh.ws[c])
-        if bad.any():
+        bad = self._unordered(rows, me, w, sh.ws, c)
+        if bad is not None:
             k = int(np.argmax(bad))
             self._conflict("read", where(k), rows[k], int(w[k]), li, mc)
-        torn = sh.torn[c]
-        if (torn >= 0).any():
-            k = int(np.argmax(torn >= 0))
-            base = int(rows[k]) - int(rows[k]) % self.N
-            a, b = int(torn[k]), int(w[k])
-            who = (f"threads {a} and {b}" if max(a, b) < self.Tp else
-                   f"{self._name(base + a, mc)[0]} and {self._name(base + b, mc)[0]}")
-            name, detail = self._name(int(rows[k]), mc)
-            space, at = where(k)
-            self._raise(f"{space} race: read at {at} by {name}{detail}, which {who} wrote with no barrier "
-                        f"between (which value it holds depends on their order)", rows[k], li, mc)
+        if sh.any_torn:
+            torn = sh.torn[c]
+            if (torn >= 0).any():
+                self._torn(torn, w, rows, where, li, mc)
         r = sh.r[c]
-        moved = (r >= 0) & (r != me)
+        moved = r != me
+        moved &= r >= 0
         if moved.any():
             sh.r2[c] = np.where(moved, r, sh.r2[c])
             sh.r2s[c] = np.where(moved, sh.rs[c], sh.r2s[c])
         sh.r[c] = me
         sh.rs[c] = self.step
 
-    def _write(self, sh: _Shadow, c, rows, where, li, mc) -> None:
-        me = (rows % self.N).astype(np.int32)
+    def _torn(self, torn, w, rows, where, li, mc) -> None:
+        k = int(np.argmax(torn >= 0))
+        base = int(rows[k]) - int(rows[k]) % self.N
+        a, b = int(torn[k]), int(w[k])
+        who = (f"threads {a} and {b}" if max(a, b) < self.Tp else
+               f"{self._name(base + a, mc)[0]} and {self._name(base + b, mc)[0]}")
+        name, detail = self._name(int(rows[k]), mc)
+        space, at = where(k)
+        self._raise(f"{space} race: read at {at} by {name}{detail}, which {who} wrote with no barrier between "
+                    f"(which value it holds depends on their order)", rows[k], li, mc)
+
+    def _write(self, sh: _Shadow, c, rows, me, where, li, mc, reads: bool = False) -> None:
+        """A write (`reads`: that also reads the cells first, as an accumulating mma its accumulator)."""
         w = sh.w[c]
+        if reads:
+            bad = self._unordered(rows, me, w, sh.ws, c)
+            if bad is not None:
+                k = int(np.argmax(bad))
+                self._conflict("read", where(k), rows[k], int(w[k]), li, mc)
         # two unordered writes of different values: a race only if the cell is read before an ordered write
         # (a branch-free store of unneeded values to a dump slot is never read)
-        sh.torn[c] = np.where(self._unordered(rows, me, w, sh.ws[c]), w, -1)
-        r, r2 = sh.r[c], sh.r2[c]
-        bad1 = self._unordered(rows, me, r, sh.rs[c])
-        bad = bad1 | self._unordered(rows, me, r2, sh.r2s[c])
-        if bad.any():
-            k = int(np.argmax(bad))
-            self._conflict("write after a read", where(k), rows[k], int(r[k] if bad1[k] else r2[k]), li, mc)
+        unordered = self._unordered(rows, me, w, sh.ws, c)
+        if unordered is not None:
+            sh.torn[c] = np.where(unordered, w, -1)
+            sh.any_torn = True
+        elif sh.any_torn:
+            sh.torn[c] = -1
+        for r, steps in ((sh.r[c], sh.rs), (sh.r2[c], sh.r2s)):
+            bad = self._unordered(rows, me, r, steps, c)
+            if bad is not None:
+                k = int(np.argmax(bad))
+                self._conflict("write after a read", where(k), rows[k], int(r[k]), li, mc)
         sh.w[c] = me
         sh.ws[c] = self.step
         sh.r[c] = -1
@@ -256,28 +293,28 @@ class RaceChecker:
 
     # ---------------------------------------------------------------- shared memory
     @staticmethod
-    def _bytes(off, idx, nbytes: int):
-        b = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-        return b, np.repeat(np.asarray(idx, np.int64), nbytes)
+    def _bytes(off, nbytes: int):
+        return (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
 
     def _shared_at(self, b, mc):
         return lambda k: ("shared-memory", f"shared address {int(b[k]) % mc.S}")
 
     def load(self, off, idx, nbytes: int, li, mc) -> None:
         self.step += 1
-        b, lanes = self._bytes(off, idx, nbytes)
-        self._read(self.mem, b, self.rows(lanes), self._shared_at(b, mc), li, mc)
+        b = self._bytes(off, nbytes)
+        self._read(self.mem, b, *self._agents(idx, nbytes), self._shared_at(b, mc), li, mc)
 
     def store(self, off, idx, nbytes: int, li, mc, data) -> None:
         """A store of `data` ([n, nbytes] uint8).  Bytes it leaves as they are change nothing whatever the
         order (threads that write the same replicated values): only the bytes it changes are checked and
         stamped."""
         self.step += 1
-        b, lanes = self._bytes(off, idx, nbytes)
+        b = self._bytes(off, nbytes)
+        rows, me = self._agents(idx, nbytes)
         changed = mc.shared[b] != np.asarray(data, np.uint8).reshape(-1)
         if not changed.all():
-            b, lanes = b[changed], lanes[changed]
-        self._write(self.mem, b, self.rows(lanes), self._shared_at(b, mc), li, mc)
+            b, rows, me = b[changed], rows[changed], me[changed]
+        self._write(self.mem, b, rows, me, self._shared_at(b, mc), li, mc)
 
     def mbar_object(self, keys, rows, write: bool, li, mc) -> None:
         """An mbarrier's 8 bytes at shared-buffer offsets `keys` as `rows` use them: its initialisation and
@@ -287,7 +324,7 @@ class RaceChecker:
         b = (np.asarray(keys, np.int64)[:, None] + np.arange(8)).reshape(-1)
         rows = np.repeat(np.asarray(rows, np.int64), 8)
         at = lambda k: ("shared-memory", f"the mbarrier at shared address {int(b[k]) // 8 * 8 % mc.S}")  # noqa: E731
-        (self._write if write else self._read)(self.mem, b, rows, at, li, mc)
+        (self._write if write else self._read)(self.mem, b, rows, (rows % self.N).astype(np.int32), at, li, mc)
 
     # ---------------------------------------------------------------- tensor memory (tcgen05)
     def _cells(self, slots, lanes_, cols):
@@ -300,28 +337,35 @@ class RaceChecker:
         return lambda k: ("tensor-memory", f"tensor-memory lane {int(c[k]) // TMEM_COLUMNS % TMEM_LANES} column "
                                            f"{int(c[k]) % TMEM_COLUMNS}")
 
-    def _thread_rows(self, lanes, shape):
-        """Rows of the threads of tcgen05.ld/st cells [warps, 32, ...] (`lanes`: the warps' lanes in order)."""
-        r = self.lane_row[lanes].reshape(-1, WARP)
-        return np.broadcast_to(r.reshape(r.shape + (1,) * (len(shape) - 2)), shape).reshape(-1)
+    def _thread_agents(self, lanes, lanes_, cols):
+        """(rows, agents) of tcgen05.ld/st cells [warps, 32, ...] of the warps' `lanes` (in order)."""
+        shape = np.broadcast_shapes(np.shape(lanes_), np.shape(cols))
+        out = []
+        for table in (self.lane_row, self.lane_ident):
+            v = table[lanes].reshape(-1, WARP)
+            out.append(np.broadcast_to(v.reshape(v.shape + (1,) * (len(shape) - 2)), shape).reshape(-1))
+        return out
 
     def tmem_store(self, slots, lanes_, cols, lanes, li, mc) -> None:
         """tcgen05.st: the threads `lanes` (whole warps, [warps, 32, ...] cells) wrote tensor-memory cells."""
         self.step += 1
         c = self._cells(slots, lanes_, cols)
-        rows = self._thread_rows(lanes, np.broadcast_shapes(np.shape(lanes_), np.shape(cols)))
-        self._write(self.tmem, c, rows, self._tmem_at(c), li, mc)
+        self._write(self.tmem, c, *self._thread_agents(lanes, lanes_, cols), self._tmem_at(c), li, mc)
 
     def tmem_load(self, slots, lanes_, cols, lanes, li, mc) -> None:
         """tcgen05.ld by the threads `lanes`."""
         self.step += 1
         c = self._cells(slots, lanes_, cols)
-        rows = self._thread_rows(lanes, np.broadcast_shapes(np.shape(lanes_), np.shape(cols)))
-        self._read(self.tmem, c, rows, self._tmem_at(c), li, mc)
+        self._read(self.tmem, c, *self._thread_agents(lanes, lanes_, cols), self._tmem_at(c), li, mc)
 
-    def tmem_unit(self, slot: int, lanes_, cols, write: bool, li, mc) -> None:
-        """The acting unit (the tensor core) reads or writes cells of CTA `slot`'s tensor memory."""
+    def tmem_unit(self, slot: int, lanes_, cols, what: str, li, mc) -> None:
+        """The acting unit (the tensor core) reads, writes or updates ("read", "write", "update": reads, then
+        writes) cells of CTA `slot`'s tensor memory."""
         self.step += 1
         c = self._cells(slot, lanes_, cols)
         rows = np.full(len(c), self.acting, np.int64)
-        (self._write if write else self._read)(self.tmem, c, rows, self._tmem_at(c), li, mc)
+        me = np.full(len(c), self.acting % self.N, np.int32)
+        if what == "read":
+            self._read(self.tmem, c, rows, me, self._tmem_at(c), li, mc)
+        else:
+            self._write(self.tmem, c, rows, me, self._tmem_at(c), li, mc, reads=what == "update")

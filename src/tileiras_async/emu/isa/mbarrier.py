@@ -143,9 +143,9 @@ def mbar_arrive(mc, li, keys, idx, counts, tx=None, *, no_complete: bool = False
 def mbar_tx(mc, li, keys, idx, nbytes, *, complete: bool, rows=None) -> None:
     """Announce (`expect_tx`) or deliver (`complete_tx`) transaction bytes on barriers; a delivery is an
     arrival of `rows` (the race checker's clock rows of the delivering units; default: the lanes')."""
-    if mc.races is not None and rows is None:
-        rows = mc.races.rows(idx)
-    _use(mc, li, keys, idx, rows)
+    if mc.races is not None and rows is None:   # a thread's complete_tx uses the barrier (a copy's delivery:
+        rows = mc.races.rows(idx)                 # its issue named it)
+        _use(mc, li, keys, idx, rows)
     for key in np.unique(keys):
         sel = keys == key
         st = _barrier(mc, li, int(key), idx[np.flatnonzero(sel)[0]], "mbarrier transaction")

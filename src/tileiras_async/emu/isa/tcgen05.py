@@ -412,7 +412,7 @@ def _tmem_operand(mc, op_, m: int, k: int, ty: str) -> np.ndarray:
                                  f"which are not all allocated", op_.lane)
     cols = col0 + np.arange(ncols)[None, :]
     if mc.races is not None:
-        mc.races.tmem_unit(op_.slot, lanes[:, None], cols, False, op_.li, mc)
+        mc.races.tmem_unit(op_.slot, lanes[:, None], cols, "read", op_.li, mc)
     words = mc.tmem[op_.slot][lanes[:, None], cols]        # [m, ncols] u32
     if per == 1:
         raw = words
@@ -463,9 +463,7 @@ def _execute_mma(mc, op_: _Mma) -> None:
         raise _fault(mc, li, f"tcgen05.mma writes tensor-memory lanes {lane0}..{int(dl.max())} and columns "
                              f"{int(dc.min())}..{int(dc.max())}, which are not all allocated", op_.lane)
     if mc.races is not None:
-        if op_.enable:
-            mc.races.tmem_unit(op_.slot, dl, dc, False, li, mc)
-        mc.races.tmem_unit(op_.slot, dl, dc, True, li, mc)
+        mc.races.tmem_unit(op_.slot, dl, dc, "update" if op_.enable else "write", li, mc)
     tm = mc.tmem[op_.slot]
     old = tm[dl, dc]
     is_int = idesc.dtype == "s32"
