@@ -272,9 +272,8 @@ def test_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(refs, mon
     consumer barrier left (the columns allocated once at the entry): without warp 0's wait for the stores'
     mbarrier thread 0's mma reads an accumulator other warps' tcgen05.st may not have written yet; without
     the release's wait for the mmas' commit the other warps load D and store the next iteration's
-    accumulator while the mmas still write it (the race detector's tensor-memory race, each).  (Where the accumulator is acquired once, before the loop,
-    thread 0's first wait on the copies' mbarrier stands in for the stores' in the emulator, which counts
-    any mbarrier wait as ordering every earlier access.)"""
+    accumulator while the mmas still write it (the race detector's tensor-memory race, each).  (Where the
+    accumulator is acquired once, before the loop: test_where_the_accumulator_is_acquired_once_...)"""
     import tileiras_async.driver as driver
     from tileiras_async.emu.errors import EmuError
     compile_ptx = driver.module_ptx
@@ -286,6 +285,24 @@ def test_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(refs, mon
     except EmuError:
         return
     assert refs.check(SPLIT2, orig, inputs), "the mutated PTX still computes the reference"
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", [SPLIT, SPLIT4])
+@pytest.mark.parametrize("stages", [2, None])
+def test_where_the_accumulator_is_acquired_once_its_stores_wait_is_needed(refs, monkeypatch, cid, stages):
+    """The accumulator is acquired once, before the loop: without warp 0's wait for the stores' mbarrier thread
+    0's first mma reads accumulator columns the other warps' tcgen05.st are not ordered before.  Its wait for
+    the copies' mbarrier is no stand-in: only the copies and the issuing thread arrive on that one."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), STORES_WAIT, 0))
+    inputs = refs.make_inputs(cid)
+    with pytest.raises(RaceError, match=r"tensor-memory race: read at tensor-memory lane \d+ column \d+ by "
+                                        r"tcgen05\.mma \(issued by thread 0, warp 0\) after thread \d+'s"):
+        run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_100",
+                     check_races=True, pipeline_stages=stages)
 
 
 @requires_corpus
