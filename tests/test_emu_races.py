@@ -206,37 +206,12 @@ def test_a_phase_needs_every_arrival_it_counts():
         run_mbar([STORE, HALF + arrive("full")], [wait("full", 0)], count=16)
 
 
-# Each thread t stores t to word t; the warps then meet at a barrier (SYNC; named barriers by ID) and thread t
-# reads word t ^ PARTNER.
-NAMED = HEAD + """  .reg .b32 %r<12>;
-  .reg .b64 %rd<4>;
-  .shared .align 4 .b8 buf[512];
-  mov.u32 %r1, %tid.x;
-  shl.b32 %r2, %r1, 2;
-  mov.u32 %r3, buf;
-  add.u32 %r4, %r3, %r2;
-  st.shared.u32 [%r4], %r1;
-  shr.u32 %r8, %r1, 6;
-  add.u32 %r8, %r8, 1;
-  SYNC
-  xor.b32 %r5, %r2, PARTNER;
-  add.u32 %r6, %r3, %r5;
-  ld.shared.u32 %r7, [%r6];
-  ld.param.u64 %rd1, [out];
-  cvt.u64.u32 %rd2, %r2;
-  add.u64 %rd3, %rd1, %rd2;
-  st.global.u32 [%rd3], %r7;
-  ret;
-}
-"""
+# The warps meet at the barrier of ID: named barrier 1 for warps 0-1, 2 for warps 2-3.
+ID = "shr.u32 %r8, %r1, 6;\n  add.u32 %r8, %r8, 1;\n  "
 
 
 def run_named(sync: str, partner: int) -> np.ndarray:
-    mem = DeviceMemory()
-    out = mem.alloc(4 * 128)
-    emulate_ptx(NAMED.replace("SYNC", sync).replace("PARTNER", str(4 * partner)), "k", (1, 1, 1), (128, 1, 1),
-                [out], mem, check_races=True)
-    return mem.read_array(out, np.uint32, 128)
+    return run(ID + sync, partner, threads=128)
 
 
 def test_a_barrier_joins_only_its_own_participants():
@@ -261,12 +236,12 @@ def test_barriers_order_transitively():
   @%p1 bra $OUT;
   bar.sync 3, 64;
 $OUT:"""
-    src = NAMED.replace(".reg .b64 %rd<4>;", ".reg .b64 %rd<4>;\n  .reg .pred %p<3>;")
+    src = KERNEL.replace(".reg .b64 %rd<4>;", ".reg .b64 %rd<4>;\n  .reg .pred %p<3>;").replace("AFTER", "")
     mem = DeviceMemory()
     out = mem.alloc(4 * 128)
     # thread t of warp 2 (64..95) reads word t ^ 64 (warp 0's); warp 3 reads warp 1's (ordered by barrier 2 only
     # with warp 2: its read of warp 1's word races) -- so read t ^ 64 only in warp 2, own word elsewhere
-    ptx = src.replace("SYNC", chain).replace("xor.b32 %r5, %r2, PARTNER;", """shr.u32 %r9, %r1, 5;
+    ptx = src.replace("BETWEEN", ID + chain).replace("xor.b32 %r5, %r2, PARTNER;", """shr.u32 %r9, %r1, 5;
   setp.eq.u32 %p1, %r9, 2;
   selp.b32 %r10, 256, 0, %p1;
   xor.b32 %r5, %r2, %r10;""")

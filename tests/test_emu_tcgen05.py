@@ -483,6 +483,19 @@ def test_bad_instruction_descriptor_is_reported():
                 umma_desc(0, 128, 256, "none"), umma_idesc(48, 16), 1, np.zeros((128, 16), np.uint32))
 
 
+def _m64_operands(seed: int, n: int) -> tuple:
+    """run_mma's arguments after the PTX for an f16 M=64 x N=n x K=16 MMA on small random integers, 128B swizzle."""
+    rng = np.random.default_rng(seed)
+    A = rng.integers(-4, 5, (64, 16)).astype(np.float16)
+    B = rng.integers(-4, 5, (n, 16)).astype(np.float16)
+    img = np.zeros(SMEM, np.uint8)
+    la, sa = place_k(img, 0, A.view(np.uint8).reshape(64, 32), "128B")
+    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "128B")
+    C = rng.integers(-8, 9, (64, n)).astype(np.float32)
+    return (img, umma_desc(0, la, sa, "128B"), umma_desc(16384, lb, sb, "128B"), umma_idesc(64, n), 1,
+            tmem_image(C, 64, n))
+
+
 @pytest.mark.parametrize("barrier", [True, False])
 def test_an_issue_before_the_other_warps_stores_are_ordered_is_a_race(barrier):
     """Every warp stores its part of C into tensor memory, thread 0 issues the MMA that accumulates onto it:
@@ -496,15 +509,7 @@ def test_an_issue_before_the_other_warps_stores_are_ordered_is_a_race(barrier):
     assert ptx.count(fenced) == 1
     if not barrier:
         ptx = ptx.replace(fenced, fenced.replace("    bar.sync 0;\n", ""))
-    rng = np.random.default_rng(3)
-    A = rng.integers(-4, 5, (64, 16)).astype(np.float16)
-    B = rng.integers(-4, 5, (n, 16)).astype(np.float16)
-    img = np.zeros(SMEM, np.uint8)
-    la, sa = place_k(img, 0, A.view(np.uint8).reshape(64, 32), "128B")
-    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "128B")
-    C = rng.integers(-8, 9, (64, n)).astype(np.float32)
-    args = (ptx, img, umma_desc(0, la, sa, "128B"), umma_desc(16384, lb, sb, "128B"), umma_idesc(64, n), 1,
-            tmem_image(C, 64, n))
+    args = (ptx, *_m64_operands(3, n))
     plain = run_mma(*args)
     if barrier:
         assert (run_mma(*args, check_races=True) == plain).all()
@@ -524,15 +529,7 @@ def test_reading_the_accumulator_needs_the_wait_for_the_commit():
     ptx = mma_kernel("f16", n)
     spin = "$SPIN:\n    mbarrier.try_wait.parity.shared.b64 %p3, [mbar], 0;\n    @!%p3 bra $SPIN;"
     assert ptx.count(spin) == 1
-    rng = np.random.default_rng(5)
-    A = rng.integers(-4, 5, (64, 16)).astype(np.float16)
-    B = rng.integers(-4, 5, (n, 16)).astype(np.float16)
-    img = np.zeros(SMEM, np.uint8)
-    la, sa = place_k(img, 0, A.view(np.uint8).reshape(64, 32), "128B")
-    lb, sb = place_k(img, 16384, B.view(np.uint8).reshape(n, 32), "128B")
-    C = rng.integers(-8, 9, (64, n)).astype(np.float32)
-    args = (img, umma_desc(0, la, sa, "128B"), umma_desc(16384, lb, sb, "128B"), umma_idesc(64, n), 1,
-            tmem_image(C, 64, n))
+    args = _m64_operands(5, n)
     assert (run_mma(ptx, *args, check_races=True) == run_mma(ptx, *args)).all()
     with pytest.raises(RaceError, match=r"tensor-memory race: read at tensor-memory lane \d+ column \d+ by thread "
                                         r"\d+ \(warp \d\) after tcgen05\.mma's \(issued by thread 0, warp 0\)"):
