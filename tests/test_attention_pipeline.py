@@ -155,9 +155,10 @@ def test_on_sm100_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(
     stores' mbarrier thread 0 issues before every thread's tcgen05.st (O) or its load of the previous
     iteration's accumulator (S) is done; without the wait for the commit the threads load D while the mmas
     write it.  The emulator reports a race, or the result is wrong.  (S's stores wait, the first, is not
-    tested: it orders the other warps' loads of the previous S before thread 0's next S issue, which the loop's
-    CTA barriers after those loads -- its layout conversions through shared memory -- order already; the race
-    detector's happens-before finds no race without it.)"""
+    tested: it orders the other warps' loads of the previous S before thread 0's next S issue, which the waits
+    after those loads in the previous iteration order already -- every thread arrives on O's stores mbarrier and
+    on O's mmas' one after loading S, and thread 0 waits on both; the race detector's happens-before finds no
+    race without it.)"""
     import tileiras_async.driver as driver
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
