@@ -24,7 +24,7 @@ Once the select reads x, a mask element is made where its score is.  The plain d
 `select(c, x + 0.0, x + K)` would do as well, but LLVM's instcombine folds a select of two adds of one
 operand straight back into `x + select(c, 0.0, K)`; `t + K` has no operand in common with `t`, so it stays.
 
-Where: it costs one more add per element, so only where x is the result of an mmaf/mmai of the same block
+Where: it costs one more add per element, so only where x is the result of an mmaf of the same block
 that select-mma put on tcgen05 (hence after select-mma, before assign-layouts): there the scores come out of
 tensor memory late in the iteration and the hoisted mask doubles what is live (fmha_causal_f16, sm_100:
 255 -> 230 registers, 0 spills; NVIDIA's 224).  With wgmma (sm_90) or mma.sync the accumulator is in
@@ -85,9 +85,9 @@ def _mask_add(op: Operation, uses: dict[int, int], local: set[int]) -> tuple[Ope
 
 
 def _product(x: Value, local: set[int]) -> bool:
-    """Whether x is the result of an mma of this block that select-mma put on tcgen05."""
+    """Whether x is the result of an mmaf of this block that select-mma put on tcgen05."""
     owner = x.owner
-    return (isinstance(owner, Operation) and owner.name in ("mmaf", "mmai") and id(x) in local
+    return (isinstance(owner, Operation) and owner.name == "mmaf" and id(x) in local
             and str(owner.attrs.get("instruction", "")).startswith(TCGEN05_PREFIX))
 
 
