@@ -154,7 +154,10 @@ def test_corpus_compiles_pipelined(path, gpu):
     assert re.search(r"cp\.async\.c[ag]\.shared\.global", ptx)
     if (_kid(path), gpu) in WGMMA_TF32:
         assert "ld.global" not in ptx and "cvt.rna.tf32" not in ptx
-    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 2" in ptx and "cp.async.wait_group 0" in ptx
+    # three units in flight, the oldest waited for -- but on tcgen05 two units share a wait (the oldest two)
+    paired = "tcgen05.mma" in ptx and info.chunks % 2 == 0
+    assert f"cp.async.wait_group {1 if paired else 2}" in ptx and f"cp.async.wait_group {2 if paired else 1}" not in ptx
+    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 0" in ptx
     assert assemble(ptx, PtxasOptions(arch=target(gpu).ptx_target, opt_level=3)).startswith(b"\x7fELF")
 
 
@@ -306,6 +309,17 @@ def _force_version(monkeypatch, which: int):
 
 
 @requires_corpus
+@pytest.mark.parametrize("gpu", ("sm_80", "sm_90", "sm_100"))
+@pytest.mark.parametrize("kid", ("matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"))
+def test_element_version_at_every_stage_count(refs, monkeypatch, kid, gpu):
+    """The one-element-at-a-time version alone (synchronous 16-bit copies: from 4 stages on, stored two units
+    after one barrier off tcgen05, published two units per barrier on it), race checked against the reference
+    at 2, 3 and 4 stages."""
+    _force_version(monkeypatch, 1)
+    _every_stage_count(refs, next(p for p in KLOOPS if _kid(p) == kid), gpu)
+
+
+@requires_corpus
 @pytest.mark.parametrize("which", (0, 1, 2))
 @pytest.mark.parametrize("kid", ("matmul_ragged_f16_32x32x32", "matmul_tf32_32x32x16", "bmm_f16_32x32x32",
                                  "matmul_ragged_f32_16x16x16", "matmul_bf16_f32out_32x64x32",
@@ -388,6 +402,52 @@ def test_a_wrong_wait_is_caught(refs, monkeypatch):
     assert _bits(sync["C"]) != _bits(piped["C"])
 
 
+# the barriers the pipeline keeps are needed: dropping one, or pairing units where the mma's reads are not
+# waited for by every thread, makes the race checker fail on the unhinted 128x128x64 f16 matmul
+
+
+def _without_barriers(monkeypatch, pick):
+    """After the pipeline pass, the `tilegpu.barrier`s `pick` chooses from each pipelined loop body's removed."""
+    from tileiras_async.tilegpu.ir import walk_ops
+    expand = pipeline_pass._expand_k_loops
+
+    def expand_then_drop(k, plans):
+        expand(k, plans)
+        for loop in [o for o in walk_ops(k.fn.body) if o.name == "for" and o.attrs.get("pipelined")]:
+            body = loop.regions[0].blocks[0]
+            for bar in pick([o for o in body.ops if o.name == "tilegpu.barrier"]):
+                body.ops.remove(bar)
+    monkeypatch.setattr(pipeline_pass, "_expand_k_loops", expand_then_drop)
+
+
+@requires_corpus
+@pytest.mark.parametrize("gpu, dropped", [
+    ("sm_100", 1),      # units 2 and 3 published by unit 0's barrier alone: their copies never waited for
+    ("sm_80", 1),       # unit 1's: its copies refill the buffer other warps' mma.sync of unit 0 still read
+    ("sm_80", 0),       # unit 0's
+])
+def test_a_kept_barrier_is_required(refs, monkeypatch, gpu, dropped):
+    from tileiras_async.emu.races import RaceError
+    path = next(p for p in KLOOPS if _kid(p) == "matmul_f16_f16out_128x128x64")
+    _without_barriers(monkeypatch, lambda bars: bars[dropped:dropped + 1])
+    with pytest.raises(RaceError):
+        _run_corpus(refs, path, gpu, None)
+
+
+@requires_corpus
+def test_wgmma_units_are_not_paired(refs, monkeypatch):
+    """On wgmma the odd unit's copies would refill the buffer the even unit's wgmma read with no barrier after
+    those reads (each thread's wgmma.wait_group orders its warpgroup's reads, which the race checker does not
+    take for an order between threads): at 3 stages it reports the race, so the pipeline pairs units on
+    tcgen05 only."""
+    from tileiras_async.emu.races import RaceError
+    path = next(p for p in KLOOPS if _kid(p) == "matmul_f16_f16out_128x128x64")
+    monkeypatch.setattr(pipeline_pass._Expander, "pairs_units",
+                        property(lambda self: self.ahead >= 2 and self.geom.chunks % 2 == 0))
+    with pytest.raises(RaceError):
+        _run_corpus(refs, path, "sm_90", 3)
+
+
 # -- ragged, strided and misaligned inputs through a corpus kernel (the run-time copy path choice) -----------
 
 @requires_corpus
@@ -419,6 +479,29 @@ def test_ragged_kernel_inputs(K, layout):
     assert _bits(outs[0]) == _bits(outs[1])
     ref = A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(outs[1], ref, rtol=1e-3, atol=1e-3)
+
+
+@requires_corpus
+@pytest.mark.parametrize("kid", ("matmul_f16_f16out_128x128x64", "matmul_bf16_64x64x64"))
+def test_tcgen05_element_version(refs, kid):
+    """On sm_100 an A whose rows are not 16-byte aligned runs the element-at-a-time version of the loop (the
+    one that shares the wide version's acquire and release, or whose acquire publishes its first unit): race
+    checked, and the same bits as the synchronous build on the aligned A."""
+    path = next(p for p in KLOOPS if _kid(p) == kid)
+    module = _read(path)
+    inputs = refs.make_inputs(kid)
+    grid = refs.grid(kid, inputs)
+    A, B = inputs["A"], inputs["B"]
+    shifted = np.zeros((A.shape[0], A.shape[1] + 8), A.dtype)[:, 1:A.shape[1] + 1]
+    shifted[...] = A
+    outs = []
+    for a, stages in ((A, 1), (shifted, None)):
+        C = np.zeros_like(inputs["C"])
+        ptx, _ = compile_ptx(module, "sm_100", stages)
+        emulate(module, ptx, grid, [a, B, C])
+        outs.append(C)
+    assert _bits(outs[0]) == _bits(outs[1])
+    assert np.any(outs[1])
 
 
 # ---------------------------------------------------------------------------------------------------------

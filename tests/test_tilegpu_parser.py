@@ -3,15 +3,18 @@ prints back identically, compiling on from a parsed section gives the normal com
 text gets one `error: FILE:LINE:COL: ...` line, and `tileiras-async opt` runs passes over text."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tileiras_async.bytecode.reader import read_module
 from tileiras_async.ir import types as T
+from tileiras_async.ir.core import Operation
 from tileiras_async.cli.batch import run as batch_run
 from tileiras_async.driver import CodegenUnavailable, kernel_llvm_ir, module_ptx, resumed_kernel_ptx
 from tileiras_async.targets import target
@@ -24,19 +27,36 @@ from tileiras_async.tilegpu.records import RECORDS
 from conftest import LAUNCH, PUBLIC, positioned_refusals, requires_corpus
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+SUITE = EXAMPLES / "suite"
+SUITE_LAUNCH = SUITE / "launch"   # the suite's kernels as cuTile launches them: attention pipelined by TMA
 TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
 # a few of each set: mma (mma.sync / wgmma / tcgen05, pipelined), scans, reductions, control flow, gathers
 SAMPLE = [PUBLIC / "matmul_f16_f32acc_64x64x32.v13.4.tileirbc", PUBLIC / "cumsum_carry_f32_t512.v13.4.tileirbc",
           PUBLIC / "argmax_rows_f16_256.v13.4.tileirbc", LAUNCH / "matmul_f16_f16out_128x128x64.v13.4.tileirbc",
           LAUNCH / "layernorm_f16_128.v13.4.tileirbc", LAUNCH / "gather_idx_f32_t128.v13.4.tileirbc"]
+# and of this project's own sets (no corpus needed), on the targets whose lowerings differ most: attention-shaped
+# loops (causal fmha's two, each with its `attention_plan`, on wgmma and on tcgen05), a split-K matmul under a lock,
+# a scan
+OWN_SAMPLE = [SUITE_LAUNCH / "fmha_causal_f16.v13.4.tileirbc",
+              SUITE / "splitk_matmul_lock_f16.v13.4.tileirbc", EXAMPLES / "exclusive_scan_max_i32.v13.4.tileirbc"]
+OWN_TARGETS = ("sm_90", "sm_100")
 # the sections both runs compile on from (every section reads back): the passes' first decision, the schedules and
 # pipeline plans on the loops, the pipeline's output, the final IR
 RESUME_FROM = ("select-mma", "schedule-loops", "pipeline", "mark-uniform-branches")
 
 
 def _everything() -> list[Path]:
-    sets = [PUBLIC, LAUNCH, REPO / "examples" / "suite"]
+    """Every kernel of the corpus's sets (`public`, `public-launch`: NVIDIA's goldens) and of this project's."""
+    sets = [PUBLIC, LAUNCH, SUITE_LAUNCH, SUITE, EXAMPLES / "launch", EXAMPLES]
     return [p for d in sets if d.is_dir() for p in sorted(d.glob("*.v13.4.tileirbc"))]
+
+
+def _case_id(path: Path, gpu: str) -> str:
+    """The corpus's by their set (`public-launch/...`), this project's by their path (`examples/suite/...`):
+    `-k examples` picks this project's sets."""
+    where = path.parent.relative_to(REPO) if path.is_relative_to(REPO) else path.parent.name
+    return f"{where}/{path.name.split('.')[0]}-{gpu}"
 
 
 def _sections(path: Path, gpu: str):
@@ -71,10 +91,15 @@ def test_sections_read_back_and_compile_on(path, gpu):
     _round_trip(path, gpu, RESUME_FROM)
 
 
+@pytest.mark.parametrize("path,gpu", [pytest.param(p, g, id=_case_id(p, g)) for p in OWN_SAMPLE for g in OWN_TARGETS])
+def test_own_sections_read_back_and_compile_on(path, gpu):
+    _round_trip(path, gpu, RESUME_FROM)
+
+
 def _every_case():
     for path in _everything():
         for gpu in TARGETS:
-            yield pytest.param(path, gpu, id=f"{path.parent.name}/{path.name.split('.')[0]}-{gpu}")
+            yield pytest.param(path, gpu, id=_case_id(path, gpu))
 
 
 @pytest.mark.slow
@@ -250,6 +275,68 @@ def test_the_stage_copy_decision_reads_back_and_drives_the_schedule():
         booked = {o.rclass for o in report.ops if o.name == "load_view_tko"}
         assert booked == ({"tma_load"} if decided else {"cp_async_load"})
         assert bool(report.partitions) == decided
+
+
+def _plain(v, at: dict[int, int]):
+    """A record as nested tuples, each op it names as its place in the kernel: records of two kernels compare."""
+    if isinstance(v, Operation):
+        return ("op", at[id(v)])
+    if isinstance(v, msgspec.Struct):
+        return (type(v).__name__, *(_plain(getattr(v, f), at) for f in v.__struct_fields__))
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return (type(v).__name__, *(_plain(getattr(v, f.name), at) for f in dataclasses.fields(v)))
+    if isinstance(v, (list, tuple)):
+        return tuple(_plain(x, at) for x in v)
+    return v
+
+
+def _attention_plans(k) -> list:
+    from tileiras_async.tilegpu.decisions import ATTENTION_PLAN
+    from tileiras_async.tilegpu.ir import walk_ops
+    at = {id(op): i for i, op in enumerate(walk_ops(k.fn.body))}
+    return [_plain(op.attrs[ATTENTION_PLAN], at) for op in walk_ops(k.fn.body) if ATTENTION_PLAN in op.attrs]
+
+
+@pytest.mark.parametrize("gpu", OWN_TARGETS)
+def test_the_attention_plan_reads_back_and_drives_the_attention_loop(gpu):
+    """schedule-loops' `attention_plan` on fmha's loop (as cuTile launches it) reads back as the record the
+    pass made (its ops the parsed kernel's); the pipeline pass, run on the text, expands the loop as the normal
+    compile does; the text's slot count is what it builds; without the record the loop stays a plain one."""
+    from tileiras_async.tilegpu.analysis.attention_pipeline import AttentionPlan
+    from tileiras_async.tilegpu.decisions import ATTENTION_PLAN
+    from tileiras_async.tilegpu.ir import walk_ops
+    from tileiras_async.tilegpu.passes import run_pipeline
+    module = read_module((SUITE_LAUNCH / "fmha_f16.v13.4.tileirbc").read_bytes())
+    snapshots = []
+    kernel_llvm_ir(module, module.functions[0], CodegenOptions(target=gpu), snapshots=snapshots,
+                   printing=IRPrinting(after=frozenset({"choose-stage-copies", "select-tensor-copies", "pipeline"})))
+    unplanned, planned, pipelined = (s.text for s in snapshots)
+    made = parse_kernel(unplanned)
+    run_pipeline(made, after="choose-stage-copies", until="select-tensor-copies")
+    [plan] = [op.attrs[ATTENTION_PLAN] for op in walk_ops(made.fn.body) if ATTENTION_PLAN in op.attrs]
+    assert isinstance(plan, AttentionPlan) and plan.stages == 3 and len(plan.landed) == 2
+    back = parse_kernel(planned)
+    [read] = [op.attrs[ATTENTION_PLAN] for op in walk_ops(back.fn.body) if ATTENTION_PLAN in op.attrs]
+    assert isinstance(read, AttentionPlan) and ATTENTION_PLAN in read.loop.attrs
+    assert all(ld.mma.name == "mmaf" for ld in read.landed)
+    assert _attention_plans(back) == _attention_plans(made)
+
+    run_pipeline(back, after="select-tensor-copies", until="pipeline")
+    assert print_kernel(back) == pipelined
+
+    def built(text: str, keep_plan: bool = True):
+        k = parse_kernel(text)
+        if not keep_plan:
+            [loop] = [op for op in walk_ops(k.fn.body) if ATTENTION_PLAN in op.attrs]
+            del loop.attrs[ATTENTION_PLAN]
+        run_pipeline(k, after="select-tensor-copies", until="pipeline")
+        ops = list(walk_ops(k.fn.body))
+        return ([op.attrs["stages"] for op in ops if op.name == "tilegpu.tma_barriers"],
+                sum(op.name == "tilegpu.mma_landed" for op in ops))
+    two = planned.replace("stages = 3, unit_bytes = 32768", "stages = 2, unit_bytes = 32768")
+    assert two.count("stages = 2, unit_bytes = 32768") == 1
+    # (Q's own mbarrier, then the ring's: one per slot)
+    assert built(planned) == ([1, 3], 2) and built(two) == ([1, 2], 2) and built(planned, keep_plan=False) == ([], 0)
 
 
 @requires_corpus

@@ -832,9 +832,10 @@ def test_scan_totals_of_rows_match_the_interpreter(shape, reverse):
 @requires_corpus
 @pytest.mark.parametrize("cid, units", [("matmul_f16_f16out_128x128x64", 4), ("matmul_f16_f32acc_64x64x32", 1)])
 def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
-    """sm_100: each pipelined loop version's accumulator chain (one mma_staged per K unit) becomes one
-    tmem_acquire before the loop, tmem_mma_staged ops threading the mbarrier phase (carried from 0), and one
-    tmem_release after the loop whose result replaces the loop's; no mma_staged is left."""
+    """sm_100: each pipelined loop version's accumulator chain (one mma_staged per K unit) becomes
+    tmem_mma_staged ops threading the mbarrier phase (carried from 0) on one tmem_acquire, and one
+    tmem_release makes the result; the two versions share them: the acquire right before the versions' `if`,
+    the release right after it, in place of the `if`'s result.  No mma_staged is left."""
     from tileiras_async.bytecode.reader import read_module
     from tileiras_async.tilegpu.analysis.smem import constant_index
     k = _kernel(read_module((PUBLIC / f"{cid}.v13.4.tileirbc").read_bytes()), target="sm_100")
@@ -843,11 +844,13 @@ def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
     assert not [o for o in ops if o.name == "tilegpu.mma_staged"]
     loops = [o for o in ops if o.name == "for" and o.attrs.get("pipelined")]
     assert len(loops) == 2                  # the 16-byte and the element-wise copy versions
+    acquires = set()
     for loop in loops:
         body = loop.regions[0].block
         staged = [o for o in body.ops if o.name == "tilegpu.tmem_mma_staged"]
         assert len(staged) == units
         (acquire,) = {id(o.operands["tmem"].owner): o.operands["tmem"].owner for o in staged}.values()
+        acquires.add(id(acquire))
         assert acquire.name == "tilegpu.tmem_acquire" and acquire.operands["acc"].type.shape
         assert acquire.attrs.get("barrier_follows")     # the unit's barrier orders its stores before the issue
         phase = staged[0].operands["phase"]
@@ -856,10 +859,13 @@ def test_tcgen05_k_loops_keep_the_accumulator_in_tensor_memory(cid, units):
         for prev, nxt in zip(staged, staged[1:]):
             assert nxt.operands["phase"] is prev.result
         assert body.ops[-1].operand_values()[phase.index - 1] is staged[-1].result
-        outer = [b for o in ops for r in o.regions for b in r.blocks if loop in b.ops][0]
-        after = outer.ops[outer.ops.index(loop) + 1]
+        versions = next(o for o in ops if any(loop in b.ops for r in o.regions for b in r.blocks))
+        assert versions.name == "if" and not versions.results
+        outer = next((b for o in ops for r in o.regions for b in r.blocks if versions in b.ops), k.fn.body)
+        after = outer.ops[outer.ops.index(versions) + 1]
         assert after.name == "tilegpu.tmem_release" and after.operands["tmem"] is acquire.result
-        assert outer.ops[outer.ops.index(loop) - 2] is acquire
+        assert outer.ops[outer.ops.index(versions) - 1] is acquire
+    assert len(acquires) == 1
 
 
 @requires_corpus
@@ -867,7 +873,8 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
     """cuTile's bf16 matmul rounds each K tile's product before adding it: the iteration's two K units
     accumulate from zero, then the result is rounded and added in registers. Nothing is carried through the
     mma, so the accumulator stays in tensor memory only through the iteration: one tmem_acquire before unit
-    0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding."""
+    0, the mbarrier phase from 0 through both units, one tmem_release feeding the rounding.  The columns are
+    allocated once for every iteration (and both versions), at the entry, and freed before the return."""
     from tileiras_async.bytecode.reader import read_module
     from tileiras_async.tilegpu.analysis.smem import constant_index
     k = _kernel(read_module((PUBLIC / "matmul_bf16_64x64x64.v13.4.tileirbc").read_bytes()), target="sm_100")
@@ -884,13 +891,18 @@ def test_bf16_k_loops_keep_the_accumulator_in_tensor_memory_through_each_iterati
         acquire = staged[0].operands["tmem"].owner
         assert acquire.name == "tilegpu.tmem_acquire" and staged[1].operands["tmem"] is acquire.result
         at = names.index("tilegpu.tmem_acquire")
-        # placed before the unit's barrier (the accumulator starts from a constant made outside the loop),
-        # which then orders its stores before the first issue
-        assert "tilegpu.barrier" in names[at:body.ops.index(staged[0])] and acquire.attrs.get("barrier_follows")
+        # right after the unit's barrier (which publishes the entry's allocation): the chain starts from zero,
+        # so the acquire stores nothing; the first K step ignores D
+        assert names[at - 1] == "tilegpu.barrier" and "tilegpu.barrier" not in names[at:body.ops.index(staged[0])]
+        assert acquire.attrs.get("acc_zero") and acquire.attrs.get("allocated")
+        assert staged[0].attrs.get("acc_zero") and not staged[1].attrs.get("acc_zero")
         assert constant_index(staged[0].operands["phase"]) == 0 and staged[1].operands["phase"] is staged[0].result
         release = body.ops[body.ops.index(staged[1]) + 1]
-        assert release.name == "tilegpu.tmem_release"
+        assert release.name == "tilegpu.tmem_release" and release.attrs.get("allocated")
         assert [o.name for o in walk_ops(body) if any(v is release.result for v in o.operand_values())] == ["ftof"]
+    top = [o.name for o in k.fn.body.ops]
+    assert top[0] == "tilegpu.tmem_alloc" and top[-2:] == ["tilegpu.tmem_free", "return"]
+    assert k.fn.body.ops[0].attrs.get("per_unit") and k.fn.body.ops[-2].attrs.get("per_unit")
 
 
 @requires_corpus

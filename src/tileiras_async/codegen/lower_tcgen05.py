@@ -358,10 +358,13 @@ def _loop_plan(em: KernelEmitter, op: Operation) -> Tcgen05Plan:
 @lowers("tilegpu.tmem_acquire")
 def _tmem_acquire(em: KernelEmitter, op: Operation) -> None:
     acc = list(em.expect(op.operands["acc"]).regs)
-    if op.attrs.get("allocated"):
+    if op.attrs.get("allocated") and op.attrs.get("acc_zero"):   # after the unit's barrier: nothing to store
+        taddr = _address(em)
+    elif op.attrs.get("allocated"):
         taddr = _store_allocated(em, _loop_plan(em, op), acc)
-    else:
-        taddr = acquire(em, _loop_plan(em, op), acc, sync=not op.attrs.get("barrier_follows"))
+    else:   # acc_zero: nothing stored, the acquire's barrier is its last step
+        taddr = acquire(em, _loop_plan(em, op), None if op.attrs.get("acc_zero") else acc,
+                        sync=not op.attrs.get("barrier_follows"))
     em.set(op.result, Tile(op.result.type, None, [taddr]))
 
 
@@ -372,7 +375,8 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
     phase = em.expect(op.operands["phase"]).regs[0]
     committed = bool(op.attrs.get("committed"))
     _fence(em, "after")     # the barrier before this unit may be the one that ordered the acquire's stores
-    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift, committed)
+    issue_and_wait(em, plan, em.expect(op.operands["tmem"]).regs[0], descs, phase, shift, committed,
+                   zero=bool(op.attrs.get("acc_zero")))
     nxt = phase if committed else em.b.value(f"xor i32 {phase}, 1")   # committed: its mbarrier unused
     em.set(op.result, Tile(op.result.type, None, [nxt]))
 
@@ -381,7 +385,7 @@ def _tmem_mma_staged(em: KernelEmitter, op: Operation) -> None:
 def _tmem_release(em: KernelEmitter, op: Operation) -> None:
     plan = _loop_plan(em, op)
     taddr = em.expect(op.operands["tmem"]).regs[0]
-    if op.attrs.get("allocated"):
+    if op.attrs.get("allocated") and op.attrs.get("committed"):
         # one commit tracks the mmas (committed to the ring's mbarriers so far); every consumer thread
         # arrives too, so each waits for the phase its own arrival is in: no parity to carry from one
         # execution to the next (the mbarrier is initialised once, at the kernel's entry)
@@ -390,6 +394,11 @@ def _tmem_release(em: KernelEmitter, op: Operation) -> None:
         _arrive_and_wait(em, bar, warp0=False)
         _fence(em, "after")
         em.set(op.result, Tile(op.result.type, plan.c, _from_words(em, plan, _load(em, plan, taddr))))
+        return
+    if op.attrs.get("allocated"):   # every thread waited for the last unit's commit; the columns stay
+        words = _load(em, plan, taddr)
+        _fence(em, "before")        # the next barrier orders these loads before the next issue
+        em.set(op.result, Tile(op.result.type, plan.c, _from_words(em, plan, words)))
         return
     if op.attrs.get("committed"):   # the mmas went to other mbarriers: one commit here tracks them all
         bar, _ = _bars(em)
@@ -429,6 +438,9 @@ def _tmem_alloc(em: KernelEmitter, op: Operation) -> None:
     """Warp 0 allocates the columns, thread 0 initialises the mmas' mbarrier (the consumer threads' arrivals
     and the commit's) and the stores' (the consumer threads'); the CTA barrier that follows (the TMA
     mbarriers' publication, every thread's) publishes them."""
+    if op.attrs.get("per_unit"):
+        _alloc_per_unit(em, op)
+        return
     bar, slot = _bars(em, 3)
     threads = em.num_threads
     _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {_columns(em, op)};",
@@ -451,10 +463,30 @@ def _store_allocated(em: KernelEmitter, plan: Tcgen05Plan, acc_regs: list[str]) 
     return taddr
 
 
+def _alloc_per_unit(em: KernelEmitter, op: Operation) -> None:
+    """Warp 0 allocates the columns, thread 0 initialises the mmas' mbarrier for the units' commits (one
+    arrival a phase); the first unit's barrier publishes both (every thread reads the address after it)."""
+    bar, slot = _bars(em)
+    _only(em, "warp", f"tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], {_columns(em, op)};",
+          [("i32", slot)], "r")
+    _only(em, "thread", "mbarrier.init.shared.b64 [$1], 1; @p fence.mbarrier_init.release.cluster;",
+          [("i32", bar)], "r")
+    _fence(em, "before")
+
+
 @lowers("tilegpu.tmem_free")
 def _tmem_free(em: KernelEmitter, op: Operation) -> None:
     """After every consumer thread's last tcgen05.ld (its arrival on the stores' mbarrier), warp 0 reads the
-    columns' address and frees them; the other warps branch around all of it."""
+    columns' address and frees them; the other warps branch around all of it.  `per_unit`: after a CTA
+    barrier (every thread passes it, whether the loop ran or not), warp 0 frees the columns and thread 0
+    invalidates the mbarrier."""
+    if op.attrs.get("per_unit"):
+        bar, _ = _bars(em)
+        _sync(em)
+        _only(em, "warp", f"tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {_columns(em, op)};",
+              [("i32", _address(em))], "r")
+        _only(em, "thread", "mbarrier.inval.shared.b64 [$1];", [("i32", bar)], "r")
+        return
     _, slot = _bars(em)
     cols = _columns(em, op)
     em.b.asm("void", "{ .reg .pred p, w; .reg .b64 st; .reg .b32 a; tcgen05.fence::before_thread_sync; "

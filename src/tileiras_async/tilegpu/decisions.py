@@ -12,6 +12,11 @@ attributes whose values are records rather than plain numbers, and the readers t
                       them so, select-tensor-copies builds them for the geometry the schedule fixed
     pipelined         on each loop the pipeline pass emitted for a K-loop: `PipelinedLoop` (every copy version
                       of one K-loop carries the same record)
+    attention_plan    on an attention-shaped `for` loop schedule-loops scheduled so: its `AttentionPlan`
+                      (analysis.attention_pipeline: the landed B tiles, the ring's slots), what the pipeline
+                      pass expands (consumed by it)
+
+Every record class is declared in records.py, so each prints and reads back.
 """
 from __future__ import annotations
 

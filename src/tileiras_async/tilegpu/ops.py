@@ -34,11 +34,11 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
 | `tilegpu.scan_total`       | a `scan`'s total along its dimension (its last element in scan order), in the sliced layout: the scan computed it on the way |
-| `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own) |
-| `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on |
-| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below) |
-| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one.  `columns` (no `mma`): an attention loop's, every `tmem_column` mma_landed's |
-| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns |
+| `tilegpu.tmem_acquire`     | a tcgen05 accumulator moved into tensor memory for a whole loop: its columns (the result: their address) and the mma's mbarrier (`barrier_follows`: a `tilegpu.barrier` comes before the first issue, so the op ends without its own; `acc_zero`: the accumulator is a zero constant, nothing is stored, and the op's barrier, which publishes the columns, is the last one before the first issue) |
+| `tilegpu.tmem_mma_staged`  | `mma_staged` on an accumulator in tensor memory: issue, commit and wait for mbarrier phase `phase`; the result is the next phase.  `committed` (a warp-specialised consumer's): issue only, no commit or wait (a `tma_arrive` with `commit` follows), the phase passed on.  `acc_zero`: the first K step ignores D (enable-input-d off: nothing was stored) |
+| `tilegpu.tmem_release`     | the accumulator back from tensor memory into registers (the result's layout); frees the columns and the mbarrier.  `committed`: the mmas were committed elsewhere: first one more commit to the op's mbarrier and a wait for it.  `allocated`: the columns stay (a `tmem_free` frees them) and mbarriers, not CTA barriers, order the loads (below); with `allocated` alone (the columns of a `per_unit` tmem_alloc) it only loads D |
+| `tilegpu.tmem_alloc`       | a warp-specialised kernel's tensor memory, allocated once at its entry before the CTA barrier that publishes the TMA mbarriers (which publishes the columns' address and this op's two mbarriers too): warp 0 allocates, thread 0 initialises the mmas' mbarrier (every consumer thread's arrival and the commit's) and the stores' (every consumer thread's).  Its `allocated` acquires then order their `tcgen05.st`s before the issue by the stores' mbarrier (thread 0 waits), its releases wait for the mmas on the mmas' one.  `columns` (no `mma`): an attention loop's, every `tmem_column` mma_landed's.  `per_unit` (no warp specialisation, every acquire a per-iteration chain's from zero): the mmas' mbarrier counts the units' commits, and the first unit's barrier publishes it |
+| `tilegpu.tmem_free`        | at the end of the consumer's code: every consumer thread arrives on the stores' mbarrier after its last `tcgen05.ld`, warp 0 waits and deallocates the columns.  `per_unit`: after a CTA barrier, warp 0 frees the columns and thread 0 invalidates the mbarrier |
 
 Memory effects name two resources besides global memory: `SHARED` (the CTA's shared memory; reads and
 writes of a buffer are effects on the `local_alloc` result behind it) and `ASYNC_GROUPS` (the thread's
@@ -168,21 +168,21 @@ REPAD = TILEGPU.op(
     "repad", operands={"source": ANY_TILE, "view": TILE_VIEW, "index*": SCALAR_INT}, results={"result": ANY_TILE},
     traits=[Pure()], cls="RepadOp")
 TMEM_ALLOC = TILEGPU.op(
-    "tmem_alloc", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
+    "tmem_alloc", attrs={"mma?": "op", "kc?": "int", "columns?": "int", "per_unit!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Write(resource=SHARED), ordered=True)], cls="TmemAllocOp")
 TMEM_FREE = TILEGPU.op(
-    "tmem_free", attrs={"mma?": "op", "kc?": "int", "columns?": "int"},
+    "tmem_free", attrs={"mma?": "op", "kc?": "int", "columns?": "int", "per_unit!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), ordered=True)], cls="TmemFreeOp")
 TMEM_ACQUIRE = TILEGPU.op(
     "tmem_acquire", operands={"acc": ANY_TILE}, results={"tmem": SCALAR_I32},
-    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit", "allocated!": "unit"},
+    attrs={"mma": "op", "kc": "int", "barrier_follows!": "unit", "allocated!": "unit", "acc_zero!": "unit"},
     traits=[MemoryEffects(Write(resource=TENSOR_MEMORY), Read(resource=SHARED), ordered=True)],
     cls="TmemAcquireOp")
 TMEM_MMA_STAGED = TILEGPU.op(
     "tmem_mma_staged", operands={"tmem": SCALAR_I32, "phase": SCALAR_I32, "buffer": SMEM, "slot?": SCALAR_I32},
     results={"next_phase": SCALAR_I32},
     attrs={"mma": "op", "a": "operand", "b": "operand", "unit": "int", "kc": "int", "unit_bytes": "int",
-           "slot?": "int", "committed!": "unit"},
+           "slot?": "int", "committed!": "unit", "acc_zero!": "unit"},
     traits=[MemoryEffects(Read("buffer", SHARED), Write(resource=TENSOR_MEMORY), ordered=True), RingAccess()],
     cls="TmemMmaStagedOp")
 TMEM_RELEASE = TILEGPU.op(

@@ -9,6 +9,7 @@ import sys
 from ..schedule.report import (ArmResult, DepEdge, IIAttempt, Partition, PoolRequest, RRTCell, RRTRow,
                                ScheduledOp, ScheduleReport, SlotUse)
 from .decisions import PipelinedLoop, PipelinePlan
+from .analysis.attention_pipeline import AttentionPlan, Landed
 from .analysis.mma import FmaPlan, Instr, MmaPlan, Staging
 from .passes.select_access_forms import FragmentLoads
 from .passes.split_arg_reductions import ArgOrder
@@ -28,7 +29,8 @@ _CLASSES = (
     FmaPlan, Instr, MmaPlan, Staging, ArgOrder, DimBits, Candidate, Geometry, Operand, PipelineInfo,
     Tcgen05Descriptor, Tcgen05Issue, Tcgen05Plan, Issue, SmemDescriptor, SmemOperand, WgmmaInstr, WgmmaPlan,
     PipelinePlan, PipelinedLoop, FragmentLoads, HookValue, KernelHooks, TensorCopy, TensorMapSpec, TileCopy, TileStore,
-    ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition)
+    ScheduleReport, ScheduledOp, SlotUse, PoolRequest, DepEdge, ArmResult, IIAttempt, RRTCell, RRTRow, Partition,
+    AttentionPlan, Landed)
 RECORDS: dict[str, type] = {kind_of(c): c for c in _CLASSES}
 assert len(RECORDS) == len(_CLASSES), "two record classes share a kind"
 

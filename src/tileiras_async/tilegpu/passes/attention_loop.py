@@ -300,7 +300,7 @@ class _Expansion:
             operands = {"lhs": vmap.get(id(op.operands["lhs"]), op.operands["lhs"]),
                         "acc": vmap.get(id(op.operands["acc"]), op.operands["acc"]), "buffer": self.ring, "slot": slot}
             attrs = {"mma": op, "mma_plan": ld.plan, "operand": ld.x, "unit_bytes": p.unit_bytes}
-            if _zero_constant(op.operands["acc"]):
+            if zero_constant(op.operands["acc"]):
                 attrs["acc_zero"] = True    # S = Q K^T starts from zero each iteration
             if ld.a_source == "hoisted":     # A is read from its buffer: the registers are no operand
                 operands["a_buffer"] = self.a_buffers[id(op)]
@@ -324,7 +324,7 @@ class _Expansion:
         return list(new.results[:len(loop.results)])
 
 
-def _zero_constant(v: Value) -> bool:
+def zero_constant(v: Value) -> bool:
     """Whether `v` is a constant tile of zero bits (+0.0, 0)."""
     owner = v.owner
     return isinstance(owner, Operation) and owner.name == "constant" and not any(owner.attrs["value"].raw)

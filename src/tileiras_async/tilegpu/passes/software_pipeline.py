@@ -15,13 +15,17 @@ the loads, 1 <= D <= S-1 (schedule-loops schedules D = S-1): the copies of the f
 (`tilegpu.async_copy` + `async_commit`, guarded by whether their iteration runs); in the loop, for each unit t of
 the iteration: `async_wait` D-1, a barrier, the copies of the unit D ahead, `async_commit`, and
 `tilegpu.mma_staged` reading unit t from its buffer (the loads and the reshape/ftof chains between them and the
-mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. The ring's accesses are
-ordered among themselves by those waits and barriers; insert-barriers separates them from other accesses to the
-same bytes before and after the loop. The load indices of a future iteration are computed by copies of the
-body's index arithmetic with the induction variable advanced. Strides are run-time values, so the loop is
-emitted once per copy width the views may allow (`tilegpu.views_aligned` picks the widest at run time): 16-byte
-vectors, 4-byte copies, one element at a time. A group is committed even when nothing is issued, so the group
-arithmetic holds for trip counts 0, 1 and fewer than S.
+mma are gone: the mma reads what the copies staged); after the loop, `async_wait` 0. Fewer waits and barriers
+where they suffice: on tcgen05 two units share one (`pairs_units`: the even unit's wait, D-2, covers the odd
+one's copies too), or a version whose copies are synchronous stores passes one per iteration
+(`stores_before_barrier`: each unit stores first); elsewhere such a version stores two units after each even
+unit's barrier, S-2 ahead (`stores_pairs`). The ring's accesses are ordered among themselves by those waits and
+barriers; insert-barriers separates them from other accesses to the same bytes before and after the loop. The
+load indices of a future iteration are computed by copies of the body's index arithmetic with the induction
+variable advanced. Strides are run-time values, so the loop is emitted once per copy width the views may allow
+(`tilegpu.views_aligned` picks the widest at run time): 16-byte vectors, 4-byte copies, one element at a time. A
+group is committed even when nothing is issued, so the group arithmetic holds for trip counts 0, 1 and fewer
+than S.
 
 Operands select-tensor-copies gave `tma` are copied by TMA instead: one mbarrier per stage buffer
 (`tilegpu.tma_barriers` before the prologue, `tma_release` after the loop where it runs again inside another
@@ -135,7 +139,9 @@ class _Expander:
         self.tma = [x for x in (cand.a, cand.b) if x.tma is not None]
         self.barriers: Value | None = None      # the tma_barriers result
         self.ahead, self.copy_order = _k_loop_schedule(cand, geom)
+        self.scheduled_ahead = self.ahead       # a version whose stores go in pairs runs them fewer units ahead
         self.synchronous = False                # the loop version being expanded copies nothing by cp.async
+        self.stores_synchronously = False       # ... nor asynchronously at all (loads, then shared stores)
 
     # -- scalar arithmetic on uniform values ------------------------------------------------------------
     def _op(self, out: list, name: str, operands: dict, attrs: dict, ty) -> Value:
@@ -251,6 +257,9 @@ class _Expander:
         s, c = g.stages, g.chunks
         self.synchronous = all(x.tma is not None or transposed_copy(x, vbs[x.role]) for x in (self.cand.a,
                                                                                                 self.cand.b))
+        self.stores_synchronously = all(x.tma is None and (vbs[x.role] < 4 or transposed_copy(x, vbs[x.role]))
+                                        for x in (self.cand.a, self.cand.b))
+        self.ahead = self.geom.stages - 2 if self.stores_pairs else self.scheduled_ahead
         self.prologue(out, ring, vbs)
         loop = self.cand.loop
         old = loop.regions[0].block
@@ -339,13 +348,21 @@ class _Expander:
         g = self.geom
         s, c = g.stages, g.chunks
         converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
+        early = self.stores_before_barrier
+        # units published by one wait and barrier
+        group = c if early else 2 if self.pairs_units or self.stores_pairs else 1
+        unit = None
         for u in range(c):
-            if not self.tma_only:
+            published = u % group != 0          # with the unit before it
+            if early:
+                self.refill(out, u, iv, ring, vbs, bufj, unit)
+            if not self.tma_only and not published:
                 attrs = {} if converted else self.wait_attrs()
                 if self.synchronous:    # no group to wait for: the fence alone, where there is one
                     attrs = {**attrs, "groupless": True} if attrs else None
                 if attrs is not None:
-                    out.append(Operation(ASYNC_WAIT, {}, {"pending": self.ahead - 1, **attrs}, loc=self.loc))
+                    out.append(Operation(ASYNC_WAIT, {}, {"pending": max(0, self.ahead - group), **attrs},
+                                         loc=self.loc))
             if self.tma:        # the unit's tensor copies landed (their mbarrier phase completed)
                 unit = self.consumed if u == 0 else self.add(out, self.consumed, self.const(out, u, T.I32))
                 out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": unit}, {"stages": s},
@@ -358,16 +375,10 @@ class _Expander:
                 operands = {"buffer": ring}
                 _place_slot(unit_slot, attrs, operands)
                 out.append(Operation(CONVERT_STAGE, operands, attrs, loc=self.loc))
-            if self.unit_barrier:
+            if self.unit_barrier and not published:
                 out.append(Operation(BARRIER, loc=self.loc))  # unit u landed; every warp is done with u - 1
-            ahead = u + self.ahead     # the copies (earlier stage) before the mma (later stage)
-            d, chunk = divmod(ahead, c)
-            if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
-                refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
-                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
-                                     {"stages": s, "empty": True}, loc=self.loc))
-            self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
-            self.commit(out)
+            if not early:
+                self.refill(out, u, iv, ring, vbs, bufj, unit)
             operands = {"acc": acc, "buffer": ring}
             attrs = {"mma": self.cand.mma, "a": self.cand.a, "b": self.cand.b, "unit": u, "kc": g.kc,
                      "unit_bytes": g.unit_bytes}
@@ -379,6 +390,19 @@ class _Expander:
                 out.append(Operation(TMA_ARRIVE, {"barriers": self.barriers, "unit": unit},
                                      {"stages": s, "fence_reads": True}, loc=self.loc))
         return acc
+
+    def refill(self, out: list, u: int, iv: Value, ring: Value, vbs: dict, bufj: Value | None, unit) -> None:
+        """Unit u's copies of the units ahead (`refills`), one commit group each (the copies: an earlier stage
+        than the mma, a later one)."""
+        c = self.geom.chunks
+        for ahead in self.refills(u):
+            d, chunk = divmod(ahead, c)
+            if self.mbarrier_releases:  # the unit S before the one the copies refill its buffer with is released
+                refill = self.add(out, unit, self.const(out, self.ahead, T.I32))
+                out.append(Operation(TMA_WAIT, {"barriers": self.barriers, "unit": refill},
+                                     {"stages": self.geom.stages, "empty": True}, loc=self.loc))
+            self.copies(out, iv, d, chunk, ring, self.slot(out, bufj, ahead), vbs, guard=d > 0)
+            self.commit(out)
 
     # -- the ring's order when every operand lands by TMA ---------------------------------------------------
     @property
@@ -410,6 +434,53 @@ class _Expander:
         them before the refill -- cost more than the barrier they replace in one warpgroup: on the launch set
         matmul_f16_f16out_128x128x64 827 vs 751 static SASS instructions, 1.68 vs 1.61 x NVIDIA's executed.)"""
         return not (self.tma_only and isinstance(self.cand.wgmma, Tcgen05Plan) or self.mbarrier_releases)
+
+    @property
+    def pairs_units(self) -> bool:
+        """Whether one wait and one barrier publish two units (the even one and the next), halving the loop's
+        CTA barriers: where each thread's copies of both have been issued by then (the copies run at least
+        two units ahead) and the barrier is not needed for the buffer a unit's copies refill: on tcgen05 one
+        mma reads the whole buffer and every thread waits for its commit before the next unit.  (Not on
+        wgmma: there each thread's wgmma.wait_group orders its warpgroup's reads, which the race checker does
+        not take for an order between threads.)  cp.async or register copies only (TMA copies have their
+        mbarriers) and no chunk converted in place (its conversion comes after its own wait).  The odd unit's
+        copies are then waited for one unit earlier: they have the copies of D-1 units to land behind, not D
+        (unhinted sm_100: matmul_f16_f16out_128x128x64 12 -> 8 CTA barriers, matmul_bf16_64x64x64 6 -> 4)."""
+        return (isinstance(self.cand.wgmma, Tcgen05Plan) and not self.tma and self.geom.chunks % 2 == 0
+                and self.ahead >= 2
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    @property
+    def stores_before_barrier(self) -> bool:
+        """Whether a version whose copies are synchronous stores, on tcgen05, passes one barrier per iteration
+        (at unit 0): each unit stores the unit S-1 ahead before anything else, so the stores of every unit of
+        the next C come before that barrier (they run S-1 >= C-1 units ahead), and the buffer a unit refills
+        was read by an mma whose commit every thread waited for.  Unhinted matmul_f16_f16out_128x128x64 on
+        sm_100: the fallback version's 2 CTA barriers -> 1."""
+        return (self.stores_synchronously and isinstance(self.cand.wgmma, Tcgen05Plan)
+                and self.geom.chunks > 1 and self.ahead >= self.geom.chunks - 1
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    @property
+    def stores_pairs(self) -> bool:
+        """Whether a version whose copies are synchronous (loads into registers, then shared stores: 8/16-bit
+        elements one at a time, or transposed) stores two units after one barrier and passes none at the odd
+        units, halving its CTA barriers: after the barrier of even unit u it stores units u+S-2 and u+S-1,
+        into the buffers of units u-2 and u-1 (read before that barrier), so units u and u+1 were stored
+        before it.  The copies then run S-2 units ahead, not S-1: no loss where each thread's stores wait for
+        its loads anyway.  Needs S >= 4 (u+1 stored before u's barrier), an even number of units per
+        iteration, and the barrier for the refilled buffers (not tcgen05: `pairs_units` there).  Unhinted
+        matmul_f16_f16out_128x128x64 on sm_80 and sm_90: 8 -> 6 CTA barriers (the fallback version's 4 -> 2)."""
+        return (self.stores_synchronously and not isinstance(self.cand.wgmma, Tcgen05Plan)
+                and self.geom.stages >= 4 and self.geom.chunks % 2 == 0 and self.scheduled_ahead >= 2
+                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+
+    def refills(self, u: int) -> list[int]:
+        """The units whose copies unit u issues (after its barrier, if it has one): the one `ahead` units on,
+        or with `stores_pairs` two at an even unit and none at an odd one."""
+        if not self.stores_pairs:
+            return [u + self.ahead]
+        return [u + self.ahead, u + self.ahead + 1] if u % 2 == 0 else []
 
     def commit(self, out: list) -> None:
         """Close a unit's cp.async group (none without cp.async copies: every operand by TMA, or by TMA and

@@ -10,7 +10,11 @@ and the loop's result is %acc.  Each K chunk then only issues its mmas and waits
 phase alternates, so the loop carries it): the 64-128 accumulator registers per thread no longer cross
 between registers and tensor memory, and the allocation and its two barriers leave the loop.
 Loops whose accumulator is read otherwise (an epilogue inside the loop), and loops running another tcgen05
-op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.
+op (they share the kernel's one mbarrier and column-address slot), keep the per-chunk form.  A loop's two
+versions (copy widths) share one acquire before them and one release after them.  A chain that starts afresh
+each iteration from zero (bf16) is acquired and released inside the loop, storing nothing: its acquire's
+barrier takes the place of the first unit's, or, where every acquire of the kernel is such a chain's, the
+columns are allocated once at the entry (`tmem_alloc` `per_unit`) and the iterations only read their address.
 A warp-specialised consumer's columns are allocated once at the entry (`tilegpu.tmem_alloc` / `tmem_free`);
 its K-loop, when it only waits for stage buffers, issues and commits, gets `one_warp`: warp 0 alone runs it.
 An attention loop's tcgen05 `mma_landed`s (S = Q K^T, O += P V) get columns of one allocation at the entry
@@ -23,9 +27,10 @@ from ...ir.core import Operation
 from .. import scalars
 from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
 from ..analysis.mma import recorded_plan
-from ..ops import (MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED, TMEM_RELEASE,
-                   WARP_SPECIALIZE)
+from ..ops import (BARRIER, MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED,
+                   TMEM_RELEASE, VIEWS_ALIGNED, WARP_SPECIALIZE)
 from ..analysis.tcgen05 import TMEM_MIN_ALLOC, Tcgen05Plan
+from .attention_loop import zero_constant
 from ..types import LayoutTile
 
 
@@ -44,6 +49,8 @@ def run(k: KernelIR) -> None:
             chain = _iteration_chain(body)
             if (len(chain) > 1 or chain and chain[0].attrs.get("committed")) and _tcgen05_ops(body) == len(chain):
                 _keep_through_iteration(k, body, chain)
+    _share_across_versions(k)
+    _allocate_for_every_iteration(k)
     _allocate_at_entry(k)
     _allocate_landed_at_entry(k)
 
@@ -141,16 +148,131 @@ def _keep_through_iteration(k: KernelIR, body, chain: list[Operation]) -> None:
     made_inside = not isinstance(acc.owner, Operation) or acc.owner in walk_ops(body)
     if at is None or (made_inside and not (acc.owner in body.ops[:at])):
         at = body.ops.index(first)
-    before, acquire, phase0 = _acquire(acc, attrs, body.ops[at].name == "tilegpu.barrier", first.loc)
-    body.ops[at:at] = before
+    merged = _publishes_unit(body, at, acc, first)
+    if merged:      # the acquire's barrier in place of the unit's
+        before, acquire, phase0 = _acquire(acc, dict(attrs, acc_zero=True), False, first.loc)
+        body.ops[at:at + 1] = before
+    else:
+        before, acquire, phase0 = _acquire(acc, attrs, body.ops[at].name == "tilegpu.barrier", first.loc)
+        body.ops[at:at] = before
     end = _thread_phase(body, chain, acquire.result, phase0)
+    if merged:
+        next(o for o in body.ops if o.name == TMEM_MMA_STAGED.name and o.operands["phase"] is phase0) \
+            .attrs["acc_zero"] = True
     release = Operation(TMEM_RELEASE, {"tmem": acquire.result}, dict(attrs, **_committed(first)),
                         [last.result.type], loc=last.loc)
     body.ops.insert(body.ops.index(end.owner) + 1, release)
     replace_values(body, {id(last.result): release.result})
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
-             f"the accumulator stays in tensor memory through the iteration's {len(chain)} K units",
-             first.attrs["mma"])
+             f"the accumulator stays in tensor memory through the iteration's {len(chain)} K units"
+             + ("; it starts from zero: nothing is stored, and the acquire's barrier publishes the first unit "
+                "too" if merged else ""), first.attrs["mma"])
+
+
+def _publishes_unit(body, at: int, acc, first: Operation) -> bool:
+    """Whether the acquire may take the place of the unit's barrier at `at`, one barrier where there were two
+    back to back: the chain starts from a zero constant (nothing to store: the acquire's own barrier, which
+    publishes the columns' address and the mbarrier, is its last step, and after the unit's wait and fence it
+    publishes the unit's copies too; the first K step ignores D), and the mmas are not committed elsewhere (a
+    warp-specialised consumer's acquire is allocated at the entry, without a barrier of its own).  The bf16
+    matmul on sm_100, unhinted: 8 -> 6 CTA barriers, and no tcgen05.st per iteration."""
+    return (body.ops[at].name == "tilegpu.barrier" and zero_constant(acc)
+            and not first.attrs.get("committed"))
+
+
+def _share_across_versions(k: KernelIR) -> None:
+    """A K-loop emitted once per copy width (the pipeline's versions, an `if` on `tilegpu.views_aligned`) whose
+    versions each keep the accumulator in tensor memory for the whole loop gets one acquire before the `if`
+    and one release after it, instead of one of each per version: one allocation's barrier and one
+    deallocation's for the kernel, where each version had its own (a version's code holds both), and the
+    release's tcgen05.ld and unpacking emitted once (unhinted matmul_f16_f16out_128x128x64 on sm_100: 8 -> 6
+    CTA barriers).  The `if` then yields nothing: the release makes the accumulator."""
+    for ifop in [o for o in walk_ops(k.fn.body) if o.name == "if" and _versions_if(o)]:
+        found = [_whole_loop_pair(r.blocks[0], ifop) for r in ifop.regions]
+        if None in found:
+            continue
+        (acq, rel), (other_acq, other_rel) = found
+        if (acq.operands["acc"] is not other_acq.operands["acc"] or acq.attrs != other_acq.attrs
+                or rel.attrs != other_rel.attrs):
+            continue
+        then_block, else_block = (r.blocks[0] for r in ifop.regions)
+        then_block.ops.remove(acq)
+        else_block.ops.remove(other_acq)
+        replace_values(else_block, {id(other_acq.result): acq.result})
+        for block, release in ((then_block, rel), (else_block, other_rel)):
+            block.ops.remove(release)
+            block.ops[-1].operands["operands"] = []
+        outer = parent_blocks(k.fn.body)[id(ifop)]
+        at = outer.ops.index(ifop)
+        outer.ops[at:at + 1] = [acq, ifop, rel]
+        (result,) = ifop.results
+        ifop.results = []
+        replace_values(k.fn.body, {id(result): rel.result})
+        k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+                 "the K-loop's versions share one acquire before them and one release after them",
+                 acq.attrs["mma"])
+
+
+def _allocate_for_every_iteration(k: KernelIR) -> None:
+    """Where every acquire of the kernel is a per-iteration chain's from zero (`acc_zero`: each iteration of
+    the bf16 matmul's loop, in each version), the columns are allocated once at the entry (`tmem_alloc`
+    `per_unit`: the mmas' mbarrier counts the units' commits, its phase back at 0 after each iteration's
+    even number of units) and freed once before the return, after a CTA barrier: an iteration neither
+    allocates nor frees, so its acquire only reads the columns' address after the unit's barrier (which
+    comes back: it publishes the allocation too) and its release only loads D, ordered before the next
+    iteration's issue by that iteration's barrier.  Per iteration one CTA barrier where there were two and the
+    allocation, deallocation and mbarrier set-up (unhinted matmul_bf16_64x64x64 on sm_100: 4 -> 3 CTA
+    barriers).  Only with one mma plan for them all, no other tcgen05 op and a single exit at the end."""
+    body = k.fn.body
+    acquires = [o for o in walk_ops(body) if o.name == TMEM_ACQUIRE.name]
+    releases = [o for o in walk_ops(body) if o.name == TMEM_RELEASE.name]
+    if not acquires or not all(a.attrs.get("acc_zero") and not a.attrs.get("allocated") for a in acquires):
+        return
+    if len({(id(a.attrs["mma"]), a.attrs["kc"]) for a in acquires}) != 1 or _tcgen05_ops(body) or \
+            _landed_tcgen05(body) or any(o.name in (TMEM_ALLOC.name, WARP_SPECIALIZE.name) for o in walk_ops(body)):
+        return
+    if sum(o.name == "return" for o in walk_ops(body)) != 1 or body.ops[-1].name != "return":
+        return
+    ops = list(walk_ops(body))
+    if any(sum(o.name == TMEM_MMA_STAGED.name and o.operands["tmem"] is a.result for o in ops) % 2 for a in acquires):
+        return      # an odd number of units would leave the mbarrier's phase at 1 for the next iteration
+    where = parent_blocks(body)
+    for acquire in acquires:
+        block = where[id(acquire)]
+        block.ops.insert(block.ops.index(acquire), Operation(BARRIER, loc=acquire.loc))
+        acquire.attrs["allocated"] = True
+    for release in releases:
+        release.attrs["allocated"] = True
+    attrs = {"mma": acquires[0].attrs["mma"], "kc": acquires[0].attrs["kc"], "per_unit": True}
+    body.ops.insert(0, Operation(TMEM_ALLOC, {}, dict(attrs), [], loc=acquires[0].loc))
+    body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, dict(attrs), [], loc=body.ops[-1].loc))
+    k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
+             "the columns are allocated once for every iteration's accumulator", acquires[0].attrs["mma"])
+
+
+def _versions_if(op: Operation) -> bool:
+    """Whether `op` is the `if` between a pipelined loop's two versions, yielding its one result."""
+    cond = op.operands["condition"].owner
+    return (isinstance(cond, Operation) and cond.name == VIEWS_ALIGNED.name and len(op.results) == 1
+            and all(r.blocks for r in op.regions))
+
+
+def _whole_loop_pair(block, ifop: Operation) -> tuple[Operation, Operation] | None:
+    """(acquire, release) of the version in `block`: its only ones, at its top level, of an accumulator made
+    before `ifop`, the release's result only yielded by the block; None otherwise."""
+    nested = [o for o in walk_ops(block) if o.name in (TMEM_ACQUIRE.name, TMEM_RELEASE.name)]
+    acquires = [o for o in block.ops if o.name == TMEM_ACQUIRE.name]
+    releases = [o for o in block.ops if o.name == TMEM_RELEASE.name]
+    if len(nested) != 2 or len(acquires) != 1 or len(releases) != 1:
+        return None
+    acq, rel = acquires[0], releases[0]
+    acc = acq.operands["acc"].owner
+    if isinstance(acc, Operation) and any(acc is o for o in walk_ops(block)):
+        return None
+    if rel.operands["tmem"] is not acq.result or block.ops[-1].operand_values() != [rel.result]:
+        return None
+    users = [o for o in walk_ops(block) if any(v is rel.result for v in o.operand_values())]
+    return (acq, rel) if users == [block.ops[-1]] else None
 
 
 def _publish_tma_barriers_with(block, acquire: Operation) -> None:
