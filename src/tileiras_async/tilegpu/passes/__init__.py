@@ -19,6 +19,7 @@ _ALL = [
     ("split-arg-reductions", "split_arg_reductions"),
     ("choose-warps", "choose_warps"),
     ("select-mma", "select_mma"),
+    ("distribute-add-over-select", "distribute_select"),
     ("assign-layouts", "assign_layouts"),
     ("remove-layout-conversions", "remove_conversions"),
     ("merge-repadded-loads", "merge_loads"),
