@@ -102,15 +102,36 @@ def _barriers(ptx: str) -> list[str]:
     return re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", ptx)
 
 
+# on sm_100 the accumulator leaves tensor memory a row a thread (tcgen05.ld 32x32b, 16x32bx2): (st.shared.v4 a
+# thread, its row's 16-byte runs; tensor stores a warp: its 32 or 16 rows by boxes of 128 bytes; the box)
+STORED_100 = {"matmul_f16_f16out_128x128x64": (16, 2, (32, 64)), "matmul_bf16_64x64x64": (4, 1, (16, 64)),
+              "matmul_f16_f32acc_64x64x32": (8, 2, (16, 32)), "matmul_tf32_64x64x32": (8, 2, (16, 32))}
+
+
 @requires_corpus
-@pytest.mark.parametrize("cid", sorted(STORED))
-def test_sm100_keeps_its_stores(cid):
-    """On sm_100 the accumulator comes out of tensor memory in another layout: the stores stay per-thread and
-    no third map is made."""
+@x86_only
+@pytest.mark.parametrize("cid", sorted(STORED_100))
+def test_sm100_result_leaves_by_tma_through_nvidias_third_map(cid, monkeypatch):
+    """On sm_100 the result, a row a thread out of tensor memory, leaves by TMA too: each thread writes its
+    row in 16-byte runs (st.shared.v4, no stmatrix), each warp stores its rows; the map describes the array
+    NVIDIA's hook fills its third map from (parameter 17, after the loads'), 128B-swizzled as NVIDIA's (its
+    box is 64 rows or more: a store warp of its own stores the whole tile).  No thread stores to global
+    memory, no CTA barrier is added."""
     mod = _module(cid)
     hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_100")).tensor_maps
-    assert [m.param for m in hooks.maps] == [15, 16]
-    assert "stmatrix" not in module_ptx(mod, target("sm_100"))
+    store = hooks.maps[-1]
+    nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.sm_100.host.o"))}
+    same = ("base", "shape", "strides", "element", "swizzle")
+    assert store.param == 17 and [getattr(store, f) for f in same] == [getattr(nvidia[17], f) for f in same]
+    staged, stores, box = STORED_100[cid]
+    assert store.box == box and hooks.params[store.param] == (128, 64)
+    ptx = module_ptx(mod, target("sm_100"))
+    assert len(re.findall(r"st\.shared\.v4\.b32 \[%r\d+\+\d+\]", ptx)) == staged and "stmatrix" not in ptx
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == stores
+    assert "st.global" not in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    monkeypatch.setattr(tile_tensor_stores, "run", lambda k: None)
+    before = module_ptx(mod, target("sm_100"))
+    assert "st.global" in before and _barriers(ptx) == _barriers(before)
 
 
 def build_hinted_matmul(t: int, elem, out):
@@ -162,14 +183,16 @@ def build_hinted_matmul(t: int, elem, out):
 
 
 @x86_only
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("kind", ["f16", "tf32"])
 @pytest.mark.parametrize("rows,cols", [(128, 128), (112, 80), (80, 16)])
-def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols):
+def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols, gpu):
     """C's last row and column of tiles partly (112 x 80: rows of 16 and columns of 48 beyond it) or mostly
     (80 x 16: three warps' slabs of the second row of tiles outside) outside the array, K a chunk short of the
     last tile: the emulated kernel (race check on, strict memory checks: a store past C faults) writes exactly
     C, the product (f16 out of f16 operands; f32 out of f32 ones read as tf32, B transposed through registers
-    in K runs)."""
+    in K runs).  On sm_100 the result comes out of tensor memory a row a thread and is staged by
+    st.shared.v4."""
     from tileiras_async.emu.runner import run_compiled
     from tileiras_async.ir import types as T
     t, ktiles, K = 64, 2, 112
@@ -180,10 +203,11 @@ def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols):
     B = rng.standard_normal((K, cols)).astype(np_elem)
     C = np.full((rows, cols), np.nan, np_out)
     grid = (-(-rows // t), -(-cols // t), 1)
-    run = run_compiled(build_hinted_matmul(t, elem, out), grid, [A, B, C, np.int32(ktiles)], gpu_name="sm_90",
+    run = run_compiled(build_hinted_matmul(t, elem, out), grid, [A, B, C, np.int32(ktiles)], gpu_name=gpu,
                        check_races=True)
     assert "cp.async.bulk.tensor.2d.global.shared::cta" in run.ptx and "st.global" not in run.ptx
-    if kind == "tf32":
+    assert ("st.shared.v4.b32" in run.ptx) == (gpu == "sm_100") and ("tcgen05.ld" in run.ptx) == (gpu == "sm_100")
+    if kind == "tf32" and gpu == "sm_90":
         assert "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32" in run.ptx and "st.shared.b32" not in run.ptx
     ref = (A.astype(np.float64) @ B.astype(np.float64))
     tol = 2e-2 if kind == "f16" else 3e-2      # f16 rounding of the result; tf32's 10-bit mantissa
@@ -240,7 +264,8 @@ def build_hinted_heads(t: int):
 
 
 @x86_only
-def test_a_store_through_a_reordering_view_lands_in_the_tensors_order():
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_a_store_through_a_reordering_view_lands_in_the_tensors_order(gpu):
     """The heads of C (80 rows: the second row of tiles mostly outside, its boxes clipped) written through a
     rank-3 map whose dimensions follow the tensor's (rows, heads, columns), the tile's (head, rows, columns)
     coordinates reordered to them: the emulated kernel (race check on, strict memory checks) writes exactly
@@ -252,7 +277,7 @@ def test_a_store_through_a_reordering_view_lands_in_the_tensors_order():
     B = rng.standard_normal((K, t)).astype(np.float16)
     C = np.full((rows, heads, t), np.nan, np.float16)
     run = run_compiled(build_hinted_heads(t), (-(-rows // t), heads, 1), [A, B, C, np.int32(K // t)],
-                       gpu_name="sm_90", check_races=True)
+                       gpu_name=gpu, check_races=True)
     assert "cp.async.bulk.tensor.3d.global.shared::cta" in run.ptx and "st.global" not in run.ptx
     ref = A.astype(np.float64) @ B.astype(np.float64)
     for h in range(heads):

@@ -45,7 +45,7 @@ are those of PTX ISA 8.0 (`.shared::cluster` destination), which sm_90's PTX dec
 from __future__ import annotations
 
 from ..ir.core import Operation
-from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES, plane_layout, store_plane, warp_slabs
+from ..tilegpu.analysis.tensor_maps import SWIZZLE_BYTES, plane_layout, store_plane, thread_rows, warp_slabs
 from ..tilegpu.layout import LinearLayout
 from ..tilegpu.types import layout_of
 from .emitter import KernelEmitter, lowers
@@ -348,20 +348,35 @@ def _staging_offset(ts, coord: tuple[int, int]) -> int:
     return off ^ (((off >> _SWIZZLE_ROW_SHIFT) & (span // 16 - 1)) << 4)
 
 
-def _thread_address_layout(layout: LinearLayout, ts) -> LinearLayout:
-    """A 1-D layout whose coordinate is the staging offset of what this thread writes first: for 16-bit
-    elements, the row it addresses in an stmatrix x4 of register group 0 (lanes 0-2 pick the row of an 8x8
-    block -- the fragment's lanes 2-4 --, lanes 3-4 the block -- register bits 1 and 2), for 32-bit ones its
-    first pair (the lanes as the fragment's); the warps as the tile's."""
+def _thread_address_layout(layout: LinearLayout, ts, form: str) -> LinearLayout:
+    """A 1-D layout whose coordinate is the staging offset of what this thread writes first: for `form`
+    "stmatrix", the row it addresses in an stmatrix x4 of register group 0 (lanes 0-2 pick the row of an 8x8
+    block -- the fragment's lanes 2-4 --, lanes 3-4 the block -- register bits 1 and 2), else its first pair
+    or 16-byte run (the lanes as the tile's); the warps as the tile's."""
     regs, lanes, warps = layout.bases
-    bases = list(lanes[2:]) + [regs[1], regs[2]] if _stmatrix(ts) else list(lanes)
+    bases = list(lanes[2:]) + [regs[1], regs[2]] if form == "stmatrix" else list(lanes)
     return LinearLayout((ts.bytes,), ((), tuple((_staging_offset(ts, tuple(b)),) for b in bases),
                                       tuple((_staging_offset(ts, tuple(b)),) for b in warps)))
 
 
-def _stmatrix(ts) -> bool:
-    """16-bit elements: written four 8x8 blocks at a time (else a pair of 32-bit columns at a time)."""
-    return SWIZZLE_BYTES[ts.map.swizzle] // ts.map.box[-1] == 2
+def _staging_form(layout: LinearLayout, ts) -> str:
+    """How a thread writes the staging buffer: "rows" (each thread a row, as tensor memory's loads leave it:
+    16 bytes of it at a time, st.shared.v4), or from an mma fragment "stmatrix" (16-bit elements: four 8x8
+    blocks at a time) or "pairs" (32-bit ones: a pair of columns at a time, st.shared.v2)."""
+    if thread_rows(layout):
+        return "rows"
+    return "stmatrix" if _elem_bytes(ts) == 2 else "pairs"
+
+
+def _elem_bytes(ts) -> int:
+    """The tile's element bytes: a box row is one swizzle span."""
+    return SWIZZLE_BYTES[ts.map.swizzle] // ts.map.box[-1]
+
+
+_GROUP = {"stmatrix": 8, "pairs": 2}
+_STAGING_STORE = {"stmatrix": "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+{}], {{$1, $2, $3, $4}};",
+                  "pairs": "st.shared.v2.b32 [$0+{}], {{$1, $2}};",
+                  "rows": "st.shared.v4.b32 [$0+{}], {{$1, $2, $3, $4}};"}
 
 
 def _possible_bits(layout: LinearLayout) -> int:
@@ -395,11 +410,12 @@ def tensor_store(em: KernelEmitter, op: Operation) -> None:
     buf = em.unique_global("tma_out")
     em.module_ir.add_global(f"{buf} = internal addrspace(3) global [{ts.bytes} x i8] undef, align {_PATTERN_ALIGN}")
     start = em.b.entry_value(f"ptrtoint {SHARED_PTR} {buf} to i32")
-    threads = _thread_address_layout(layout, ts)
+    form = _staging_form(layout, ts)
+    threads = _thread_address_layout(layout, ts, form)
     part = em.thread_coords(threads)[0]
     mine = em.b.value(f"add i32 {start}, {part}")
     spread = _possible_bits(threads)
-    group = 8 if _stmatrix(ts) else 2
+    group = _GROUP.get(form) or 16 // _elem_bytes(ts)     # rows: a 16-byte run
     for g in range(0, layout.num_registers, group):
         const = _staging_offset(ts, layout.register_coord(g))
         # bits the thread's part never sets and the buffer's alignment keeps clear of carries are added as the
@@ -410,13 +426,9 @@ def tensor_store(em: KernelEmitter, op: Operation) -> None:
             addr, high = em.b.value(f"add i32 {start}, {em.b.value(f'xor i32 {part}, {const}')}"), 0
         else:
             addr = mine if not low else em.b.value(f"xor i32 {mine}, {low}")
-        if group == 8:
-            words = [_pack_pair(em, t.elem, t.regs[g + 2 * i], t.regs[g + 2 * i + 1]) for i in range(4)]
-            text = f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+{high}], {{$1, $2, $3, $4}};"
-        else:
-            words = [_word(em, t.elem, t.regs[g]), _word(em, t.elem, t.regs[g + 1])]
-            text = f"st.shared.v2.b32 [$0+{high}], {{$1, $2}};"
-        em.b.asm("void", text, ",".join(["r"] * (len(words) + 1)) + ",~{memory}",
+        words = ([_pack_pair(em, t.elem, t.regs[i], t.regs[i + 1]) for i in range(g, g + group, 2)]
+                 if _elem_bytes(ts) == 2 else [_word(em, t.elem, t.regs[i]) for i in range(g, g + group)])
+        em.b.asm("void", _STAGING_STORE[form].format(high), ",".join(["r"] * (len(words) + 1)) + ",~{memory}",
                  [("i32", addr)] + [("i32", w) for w in words])
     em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
     _store_warp_slabs(em, op, ts, layout, plane, start)

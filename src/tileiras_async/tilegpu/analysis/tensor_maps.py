@@ -448,12 +448,50 @@ def stmatrix_layout(layout, eb: int) -> str | None:
     return None
 
 
+_ROW_LANES = ((1, 0), (2, 0), (4, 0), (8, 0))     # tensor memory's loads (tcgen05.ld 32x32b, 16x32bx2): a lane a row
+
+
+def thread_rows(layout) -> bool:
+    """Whether `layout`'s lanes are rows first -- each thread a row, as tensor memory's loads leave an
+    accumulator on sm_100 -- rather than an mma fragment's column pairs (stmatrix_layout's)."""
+    return layout.rank == 2 and tuple(map(tuple, layout.bases[1][:4])) == _ROW_LANES
+
+
+def rows_layout(layout, eb: int) -> str | None:
+    """None when each thread of `layout` (a 2-D tile's of `eb`-byte elements) holds segments of one row in
+    16-byte runs, as tcgen05.ld 32x32b and 16x32bx2 leave an accumulator: the lanes' first four bits the rows
+    1, 2, 4, 8 (thread_rows), register bits 0.. consecutive columns making a 16-byte run, every other register
+    bit and the lanes' fifth moving along the row by whole runs (the fifth may be row 16 instead), the warps
+    along the rows -- so each thread writes its row 16 bytes at a time (st.shared.v4) and each warp holds
+    whole rows; else why not."""
+    regs, lanes, warps = layout.bases
+    run = 16 // eb
+    n = run.bit_length() - 1
+    if not thread_rows(layout) or len(lanes) != 5:
+        return "not rows in threads"
+    if tuple(map(tuple, regs[:n])) != tuple((0, 1 << i) for i in range(n)):
+        return "register bits that do not begin with a 16-byte run of a row"
+    if any(b[0] or not b[1] or b[1] % run for b in regs[n:]):
+        return "register bits that do not move along the row by whole 16-byte runs"
+    if tuple(lanes[4]) != (16, 0) and (lanes[4][0] or not lanes[4][1] or lanes[4][1] % run):
+        return "a lane bit that is neither the next row nor whole 16-byte runs along it"
+    if any(b[1] or not b[0] for b in warps):
+        return "warps that do not hold whole rows"
+    return None
+
+
+def staging_layout(layout, eb: int) -> str | None:
+    """None when a tile of `layout` can be staged for a tensor store: rows in threads (rows_layout) or an mma
+    fragment's (stmatrix_layout); else why not."""
+    return rows_layout(layout, eb) if thread_rows(layout) else stmatrix_layout(layout, eb)
+
+
 def warp_slabs(layout) -> tuple[int, list[int]]:
-    """(rows, starts): the rows a warp of `layout` (stmatrix_layout's) writes, as slabs of `rows` consecutive
-    rows -- the lanes' eight and the register bits that continue them -- starting at its warp bits' row
-    plus each of `starts` (the other register row bits')."""
-    row_bits = sorted(b[0] for b in layout.bases[0] if b[0])
-    rows = 8
+    """(rows, starts): the rows a warp of `layout` (staging_layout's) writes, as slabs of `rows` consecutive
+    rows -- the lanes' (an mma fragment's eight, or each lane a row) and the register bits that continue
+    them -- starting at its warp bits' row plus each of `starts` (the other register row bits')."""
+    row_bits = sorted(b[0] for b in layout.bases[0] + layout.bases[1] if b[0])
+    rows = 1
     while rows in row_bits:
         row_bits.remove(rows)
         rows *= 2
@@ -505,7 +543,7 @@ def plan_tile_store(store: Operation, args: list[Value], param: int) -> TileStor
         return "the tile's columns are not the tensor's rows"
     eb = ty.elem.width // 8
     layout = plane_layout(layout, plane)
-    why = stmatrix_layout(layout, eb)
+    why = staging_layout(layout, eb)
     if why is not None:
         return why
     rows, cols = layout.shape
