@@ -102,36 +102,44 @@ def _barriers(ptx: str) -> list[str]:
     return re.findall(r"\bbar(?:rier)?\.sync\s+([^;]*);", ptx)
 
 
-# on sm_100 the accumulator leaves tensor memory a row a thread (tcgen05.ld 32x32b, 16x32bx2): (st.shared.v4 a
-# thread, its row's 16-byte runs; tensor stores a warp: its 32 or 16 rows by boxes of 128 bytes; the box)
-STORED_100 = {"matmul_f16_f16out_128x128x64": (16, 2, (32, 64)), "matmul_bf16_64x64x64": (4, 1, (16, 64)),
-              "matmul_f16_f32acc_64x64x32": (8, 2, (16, 32)), "matmul_tf32_64x64x32": (8, 2, (16, 32))}
-
-
 @requires_corpus
 @x86_only
-@pytest.mark.parametrize("cid", sorted(STORED_100))
-def test_sm100_result_leaves_by_tma_through_nvidias_third_map(cid, monkeypatch):
-    """On sm_100 the result, a row a thread out of tensor memory, leaves by TMA too: each thread writes its
-    row in 16-byte runs (st.shared.v4, no stmatrix), each warp stores its rows; the map describes the array
-    NVIDIA's hook fills its third map from (parameter 17, after the loads'), 128B-swizzled as NVIDIA's (its
-    box is 64 rows or more: a store warp of its own stores the whole tile).  No thread stores to global
-    memory, no CTA barrier is added."""
+def test_sm100_result_leaves_by_tma_through_nvidias_third_map(monkeypatch):
+    """On sm_100 the 128x128 result comes out of tensor memory a row a thread (tcgen05.ld 32x32b: 256 bytes a
+    thread) and leaves by TMA too: each thread writes its row in 16-byte runs (16 st.shared.v4, no
+    stmatrix), each warp stores its 32 rows in two 32x64 boxes; the map describes the array NVIDIA's hook
+    fills its third map from (parameter 17, after the loads'), 128B-swizzled as NVIDIA's (its box is 128
+    rows: a store warp of its own stores the whole tile).  No thread stores to global memory, no CTA barrier
+    is added."""
+    cid = "matmul_f16_f16out_128x128x64"
     mod = _module(cid)
     hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_100")).tensor_maps
     store = hooks.maps[-1]
     nvidia = {m.param: m for m in _described_maps(*_entry(LAUNCH / f"{cid}.v13.4.sm_100.host.o"))}
     same = ("base", "shape", "strides", "element", "swizzle")
     assert store.param == 17 and [getattr(store, f) for f in same] == [getattr(nvidia[17], f) for f in same]
-    staged, stores, box = STORED_100[cid]
-    assert store.box == box and hooks.params[store.param] == (128, 64)
+    assert store.box == (32, 64) and hooks.params[store.param] == (128, 64)
     ptx = module_ptx(mod, target("sm_100"))
-    assert len(re.findall(r"st\.shared\.v4\.b32 \[%r\d+\+\d+\]", ptx)) == staged and "stmatrix" not in ptx
-    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == stores
+    assert len(re.findall(r"st\.shared\.v4\.b32 \[%r\d+\+\d+\]", ptx)) == 16 and "stmatrix" not in ptx
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 2
     assert "st.global" not in ptx and "cp.async.bulk.wait_group.read 0" in ptx
     monkeypatch.setattr(tile_tensor_stores, "run", lambda k: None)
     before = module_ptx(mod, target("sm_100"))
     assert "st.global" in before and _barriers(ptx) == _barriers(before)
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", sorted(set(STORED) - {"matmul_f16_f16out_128x128x64"}))
+def test_sm100_short_rows_keep_their_stores(cid):
+    """The 64x64 results come out of tensor memory 16 rows a warp (tcgen05.ld 16x32bx2), 64 or 128 bytes a
+    thread, which its 16-byte vector stores already write with one bounds check each: staging them would add
+    more instructions than it saves (tensor_maps._LEAST_ROW_BYTES), so they stay per-thread and no third map
+    is made."""
+    mod = _module(cid)
+    hooks = emit_kernel(mod, mod.functions[0], CodegenOptions(opt_level=3, target="sm_100")).tensor_maps
+    assert [m.param for m in hooks.maps] == [15, 16]
+    ptx = module_ptx(mod, target("sm_100"))
+    assert "st.global.v4" in ptx and "st.shared.v4" not in ptx
 
 
 def build_hinted_matmul(t: int, elem, out):
@@ -191,11 +199,12 @@ def test_the_boxes_clip_at_the_tensors_bounds(kind, rows, cols, gpu):
     (80 x 16: three warps' slabs of the second row of tiles outside) outside the array, K a chunk short of the
     last tile: the emulated kernel (race check on, strict memory checks: a store past C faults) writes exactly
     C, the product (f16 out of f16 operands; f32 out of f32 ones read as tf32, B transposed through registers
-    in K runs).  On sm_100 the result comes out of tensor memory a row a thread and is staged by
-    st.shared.v4."""
+    in K runs).  On sm_100 the 128x128 tiles' results come out of tensor memory a row a thread and are staged
+    by st.shared.v4 (64x64 ones, 128 bytes a thread, keep their stores: tensor_maps._LEAST_ROW_BYTES)."""
     from tileiras_async.emu.runner import run_compiled
     from tileiras_async.ir import types as T
-    t, ktiles, K = 64, 2, 112
+    t, K = (64 if gpu == "sm_90" else 128), 112
+    ktiles = -(-K // t)
     elem, out, np_elem, np_out = ((T.F16, T.F16, np.float16, np.float16) if kind == "f16"
                                   else (T.F32, T.F32, np.float32, np.float32))
     rng = np.random.default_rng(rows * 1000 + cols)
@@ -271,7 +280,7 @@ def test_a_store_through_a_reordering_view_lands_in_the_tensors_order(gpu):
     coordinates reordered to them: the emulated kernel (race check on, strict memory checks) writes exactly
     every head's product, nothing else."""
     from tileiras_async.emu.runner import run_compiled
-    t, rows, heads, K = 64, 80, 3, 128
+    t, rows, heads, K = (64 if gpu == "sm_90" else 128), 80, 3, 128
     rng = np.random.default_rng(7)
     A = rng.standard_normal((rows, K)).astype(np.float16)
     B = rng.standard_normal((K, t)).astype(np.float16)
