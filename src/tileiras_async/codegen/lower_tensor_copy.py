@@ -32,7 +32,9 @@ the passes; this module spells it in PTX.
   issues a `cp.async.bulk.tensor` shared -> global (`bulk_group`) per slab and box and waits until they have
   read the buffer.  No CTA barrier: no warp reads what another wrote.  A tile with unit dimensions besides
   its rows and columns (attention's output as its rank-4 view) is staged as its rows and columns; its map
-  has the tensor's rank, the unit dimensions' coordinates being where the tile starts.
+  has the tensor's rank, the unit dimensions' coordinates being where the tile starts.  A tile a row a thread
+  (sm_100: as tensor memory's loads leave it) is written 16 bytes at a time (`st.shared.v4`), in the same
+  swizzled buffer, the same way.
 
 A warp-specialised loop (`empty` on tma_barriers) has a second ring of "empty" mbarriers after the "full"
 ones, `empty` arrivals a phase (every consumer thread): `tma_arrive` releases a unit's buffer there, and the
