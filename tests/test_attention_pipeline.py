@@ -248,6 +248,23 @@ def test_without_the_wait_for_the_release_the_refill_races(monkeypatch, case):
         _emulate(case, 2, "sm_90")
 
 
+TMA_WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_without_the_wait_for_q_the_mmas_read_its_buffer_before_it_lands(monkeypatch, gpu):
+    """Q lands by a tensor copy of its own before the loop, and every thread waits for its mbarrier (the first
+    tma_wait of the PTX: the prologue only issues copies): without the wait thread 0's first mmas read Q's
+    buffer while the copy may still write it, which the race detector reports."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), TMA_WAIT, 0))
+    with pytest.raises(RaceError, match=r"shared-memory race: write after a read at shared address \d+ by a tensor "
+                                        r"copy \(issued by thread 0, warp 0\)"):
+        _emulate("fmha_f16", 2, gpu)
+
+
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
 def test_without_the_entry_barrier_the_mbarriers_are_used_before_they_are_initialised(monkeypatch, gpu):
     """Thread 0 initialises the ring's mbarriers at the entry and a CTA barrier publishes them (with the
