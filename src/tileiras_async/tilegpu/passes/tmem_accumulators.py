@@ -455,9 +455,15 @@ def _stores_ordered_later(block, op: Operation) -> bool:
     has no earlier loads: the CTA barrier after the allocation orders the rest."""
     if not (op.attrs.get("acc_zero") and "a_buffer" in op.operands) or not any(o is op for o in block.ops):
         return False
-    later = block.ops[next(i for i, o in enumerate(block.ops) if o is op) + 1:]
-    return any(o.name == MMA_LANDED.name and "tmem_column" in o.attrs and not o.attrs.get("stores_ordered")
-               for o in later)
+    for o in block.ops[next(i for i, o in enumerate(block.ops) if o is op) + 1:]:
+        if any(n.name in _EXITS for n in (o, *_nested(o))):
+            return False
+        if o.name == MMA_LANDED.name and "tmem_column" in o.attrs and not o.attrs.get("stores_ordered"):
+            return True
+    return False
+
+
+_EXITS = ("break", "continue", "return")     # (a loop body's own `continue` ends it, after every op)
 
 
 def _top_level(body, op: Operation) -> int:
