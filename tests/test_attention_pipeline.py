@@ -23,7 +23,7 @@ from tileiras_async.tilegpu.analysis.tensor_maps import kernel_hooks, param_layo
 from tileiras_async.tilegpu.decisions import ATTENTION_PLAN, SCHEDULE_REPORT, STAGE_COPY
 from tileiras_async.tilegpu.ir import KernelIR, clone_function, walk_ops
 from tileiras_async.tilegpu.options import CodegenOptions
-from tileiras_async.tilegpu.passes import attention_loop, run_pipeline
+from tileiras_async.tilegpu.passes import attention_loop, run_pipeline, tmem_accumulators
 from tileiras_async.tilegpu.types import layout_of
 
 from test_suite import SUITE
@@ -125,44 +125,72 @@ def test_emulated_at_every_stage_count(case, stages, gpu):
     stores = len(re.findall(r"cp\.async\.bulk\.tensor\.4d\.global\.shared::cta", run.ptx))
     assert (stores, "st.global" in run.ptx) == ((1, False) if gpu == "sm_90" else (0, True))
     assert len(re.findall(r"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], 2;", run.ptx)) == slots * loops
-    # every slot's empty mbarrier counts the threads (sm_90: 256; sm_100: 128, choose-warps keeps its tensor-
-    # memory accumulators' rows in 4 warps' threads); on sm_100 so does the tcgen05 stores' mbarrier of the
-    # entry's tensor-memory allocation (its mmas' one counts the commit too: threads + 1)
+    # on sm_90 every slot's empty mbarrier counts the threads (256); sm_100 has none (the tcgen05 commits every
+    # thread waits for order the slot's reads before its refill) and only the tcgen05 stores' mbarrier of the
+    # entry's tensor-memory allocation counts them (128: choose-warps keeps its tensor-memory accumulators'
+    # rows in 4 warps' threads; its mmas' one counts the commit too: threads + 1)
     tcgen05 = gpu == "sm_100"
     threads = 128 if tcgen05 else 256
     assert len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\+\d+\], {threads};", run.ptx)) == \
-        slots * loops + tcgen05
+        (1 if tcgen05 else slots * loops)
     assert len(re.findall(rf"mbarrier\.init\.shared\.b64 \[%r\d+\], {threads + 1};", run.ptx)) == tcgen05
     if gpu == "sm_90":  # S's first K step (K-major B) with scale-d 0, per N tile and loop: no zeros moved into D
         assert len(re.findall(r"wgmma\.mma_async[^;]*, 0, 1, 1, 0, 0;", run.ptx)) == loops
 
 
-@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
-@pytest.mark.parametrize("step", ["landed", "release"])
+@pytest.mark.parametrize(("gpu", "step"), [("sm_90", "landed"), ("sm_90", "release"), ("sm_100", "landed")])
 def test_each_wait_and_arrive_is_needed(monkeypatch, gpu, step):
     """Without the wait for the tiles (`landed`) the mmas read a slot before its copies complete; without the
-    release (`release`) the ring's second round waits forever: the emulator reports each (a race, a hang or a
-    wrong result).  (The wait for the release: test_without_the_wait_for_the_release_the_refill_races.)"""
+    release (`release`, sm_90: sm_100 has none) the ring's second round waits forever: the emulator reports
+    each (a race, a hang or a wrong result).  (The wait for the release:
+    test_without_the_wait_for_the_release_the_refill_races.)"""
     monkeypatch.setattr(attention_loop._Expansion, step, lambda self, out, unit: None)
     _expect_failure("fmha_f16", 2, gpu)
 
 
-@pytest.mark.parametrize(("pattern", "which"), [(STORES_WAIT, 1), (MMAS_WAIT, 0), (MMAS_WAIT, 1)],
+@pytest.mark.parametrize(("pattern", "which"), [(STORES_WAIT, 0), (MMAS_WAIT, 0), (MMAS_WAIT, 1)],
                          ids=["O-stores-wait", "S-mmas-wait", "O-mmas-wait"])
 def test_on_sm100_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(monkeypatch, pattern, which):
     """On sm_100 S's and O's columns are allocated once at the entry (keep-accumulators-in-tensor-memory's
     `tmem_column`), and mbarriers order what CTA barriers did each iteration: without warp 0's wait for the
-    stores' mbarrier thread 0 issues before every thread's tcgen05.st (O) or its load of the previous
-    iteration's accumulator (S) is done; without the wait for the commit the threads load D while the mmas
-    write it.  The emulator reports a race, or the result is wrong.  (S's stores wait, the first, is not
-    tested: it orders the other warps' loads of the previous S before thread 0's next S issue, which the waits
-    after those loads in the previous iteration order already -- every thread arrives on O's stores mbarrier and
-    on O's mmas' one after loading S, and thread 0 waits on both; the race detector's happens-before finds no
-    race without it.)"""
+    stores' mbarrier thread 0 issues before every thread's tcgen05.st of O is done; without the wait for the
+    commit the threads load D while the mmas write it.  The emulator reports a race, or the result is wrong.
+    (S has no stores wait -- `stores_ordered`: it stores and stages nothing, and O's stores wait, after
+    every thread's load of S, orders those loads before thread 0's next S issue:
+    test_on_sm100_s_has_no_stores_wait_of_its_own.)"""
     import tileiras_async.driver as driver
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
     _expect_failure("fmha_f16", 2, "sm_100")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_on_sm100_s_has_no_stores_wait_of_its_own(monkeypatch, case):
+    """keep-accumulators-in-tensor-memory marks S's mma_landed (zero accumulator, A from Q's buffer)
+    `stores_ordered` and not O's: each loop's PTX has one wait on the stores' mbarrier, O's, and the kernel
+    computes the reference with the race detector on.  Without the decision S's wait comes back (two)."""
+    k = _kernel(case, "sm_100", "keep-accumulators-in-tensor-memory")
+    landed = [o for o in walk_ops(k.fn.body) if o.name == "tilegpu.mma_landed"]
+    assert [bool(o.attrs.get("stores_ordered")) for o in landed] == [True, False] * (len(landed) // 2)
+    run, wrong = _emulate(case, 3, "sm_100")
+    assert not wrong
+    assert len(re.findall(STORES_WAIT, run.ptx)) == len(landed) // 2
+    monkeypatch.setattr(tmem_accumulators, "_stores_ordered_later", lambda block, op: False)
+    run, wrong = _emulate(case, 3, "sm_100")
+    assert not wrong and len(re.findall(STORES_WAIT, run.ptx)) == len(landed)
+
+
+def test_on_sm100_the_ring_has_no_release():
+    """Only the tensor core reads an sm_100 slot, and every thread (the one issuing the copies too) waits for
+    the commit after each mma: the pipeline pass builds no "empty" mbarriers, no release and no wait for it
+    (sm_90's wgmma threads keep theirs: test_without_the_wait_for_the_release_the_refill_races)."""
+    for gpu, releases in (("sm_90", True), ("sm_100", False)):
+        k = _kernel("fmha_f16", gpu, "pipeline", 2)
+        ops = list(walk_ops(k.fn.body))
+        [bars] = [o for o in ops if o.name == "tilegpu.tma_barriers" and o.attrs["count"] == 2]
+        assert ("empty" in bars.attrs) == releases
+        assert any(o.name == "tilegpu.tma_arrive" for o in ops) == releases
+        assert any(o.name == "tilegpu.tma_wait" and o.attrs.get("empty") for o in ops) == releases
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -211,12 +239,30 @@ def test_without_the_wait_for_the_release_the_refill_races(monkeypatch, case):
     the copies that refill the slot wait for that release.  Without the wait they may land while other warps'
     wgmmas still read the slot: the race detector (happens-before through the mbarriers, not the emulator's lock
     step) reports the tensor copy's write after those reads.  (On sm_100 the slot's only reader is the tensor
-    core, whose commit every thread -- the issuing one too -- waits for before the refill: no race without it.)"""
+    core, whose commit every thread -- the issuing one too -- waits for before the refill: the pipeline pass
+    builds none there, test_on_sm100_the_ring_has_no_release.)"""
     from tileiras_async.emu.races import RaceError
     monkeypatch.setattr(attention_loop._Expansion, "released", lambda self, out, unit: None)
     with pytest.raises(RaceError, match=r"write after a read at shared address \d+ by a tensor copy \(issued by "
                                         r"thread 0, warp 0\) after thread \d+'s"):
         _emulate(case, 2, "sm_90")
+
+
+TMA_WAIT = r"\$tmw\d+: mbarrier\.try_wait\.parity\.shared\.b64 w, \[%r\d+\], %r\d+; @!w bra \$tmw\d+;"
+
+
+@pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])
+def test_without_the_wait_for_q_the_mmas_read_its_buffer_before_it_lands(monkeypatch, gpu):
+    """Q lands by a tensor copy of its own before the loop, and every thread waits for its mbarrier (the first
+    tma_wait of the PTX: the prologue only issues copies): without the wait thread 0's first mmas read Q's
+    buffer while the copy may still write it, which the race detector reports."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), TMA_WAIT, 0))
+    with pytest.raises(RaceError, match=r"shared-memory race: write after a read at shared address \d+ by a tensor "
+                                        r"copy \(issued by thread 0, warp 0\)"):
+        _emulate("fmha_f16", 2, gpu)
 
 
 @pytest.mark.parametrize("gpu", ["sm_90", "sm_100"])

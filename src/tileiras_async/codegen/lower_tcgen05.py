@@ -323,18 +323,21 @@ def _landed_allocated(em: KernelEmitter, op: Operation, plan: Tcgen05Plan, descs
     accumulator (unless zero) and arrives on the stores' mbarrier after its stores, its staging of A and its
     loads of these columns' previous accumulator; warp 0 waits for them all and thread 0 issues and commits
     to the mmas' mbarrier; every thread arrives there too and waits for its own arrival's phase (no parity
-    carried), then loads D.  Returns D's registers."""
+    carried), then loads D.  `stores_ordered` (keep-accumulators-in-tensor-memory): nothing stored nor
+    staged, and a later op's wait orders the previous loads: no arrival nor wait on the stores' mbarrier.
+    Returns D's registers."""
     zero = bool(op.attrs.get("acc_zero"))
     if staged:      # the staging stores visible to the tensor core
         em.b.asm("void", "fence.proxy.async.shared::cta;", "~{memory}", [])
     taddr = em.b.value(f"add i32 {_address(em)}, {op.attrs['tmem_column']}") if op.attrs["tmem_column"] \
         else _address(em)
     _fence(em, "after")
-    if not zero:
-        _store(em, plan, list(em.expect(op.operands["acc"]).regs), taddr)
-    _fence(em, "before")
-    _arrive_and_wait(em, _stores_bar(em), warp0=True)
-    _fence(em, "after")
+    if not op.attrs.get("stores_ordered"):
+        if not zero:
+            _store(em, plan, list(em.expect(op.operands["acc"]).regs), taddr)
+        _fence(em, "before")
+        _arrive_and_wait(em, _stores_bar(em), warp0=True)
+        _fence(em, "after")
     bar, _ = _bars(em)
     issue(em, plan, taddr, descs, zero=zero, commit=bar, b_slot=b_slot)
     _arrive_and_wait(em, bar, warp0=False)

@@ -29,7 +29,7 @@ layout); these ops are added around them.  The IR is printed in MLIR's generic o
 | `tilegpu.tma_read`         | the tile of a `tma_issue` (`state`): every thread waits for that phase, then reads its elements from the buffer in the result's layout |
 | `tilegpu.views_aligned`    | a pipelined loop version's run-time condition                              |
 | `tilegpu.mma_staged`       | the pipelined mma: A and B of one K chunk read from a stage buffer         |
-| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A read from `a_buffer` (filled before the loop by a `stage_operand` or a tensor copy; no `lhs` then), from its registers (`a_registers`: they hold wgmma's register-A fragments) or else staged through the op's scratch; `acc_zero`: the accumulator is a zero constant (the first K step ignores D: wgmma's scale-d 0, tcgen05's enable-input-d off; tcgen05 stores no accumulator into tensor memory); `tmem_column` (tcgen05): its accumulator's columns start there in the kernel's `tmem_alloc`, whose mbarriers order its stores, issue and loads (no CTA barrier) |
+| `tilegpu.mma_landed`       | an mma (wgmma) whose B operand landed by TMA in slot `slot` of a ring (an attention-shaped loop's: `operand` says where in the slot, `mma_plan` its layout, whole K); A read from `a_buffer` (filled before the loop by a `stage_operand` or a tensor copy; no `lhs` then), from its registers (`a_registers`: they hold wgmma's register-A fragments) or else staged through the op's scratch; `acc_zero`: the accumulator is a zero constant (the first K step ignores D: wgmma's scale-d 0, tcgen05's enable-input-d off; tcgen05 stores no accumulator into tensor memory); `tmem_column` (tcgen05): its accumulator's columns start there in the kernel's `tmem_alloc`, whose mbarriers order its stores, issue and loads (no CTA barrier); `stores_ordered`: no wait on the stores' mbarrier (nothing stored or staged, a later op's wait orders the previous loads of its columns) |
 | `tilegpu.stage_operand`    | a loop-invariant mma operand written once, as the mma's staging lays it out (`mma_plan`: a wgmma's swizzled layout, into a buffer aligned at run time, fenced for the async proxy) |
 | `tilegpu.mma_prestaged`    | an mma whose `role` operand (a or b) is read from a `stage_operand` buffer |
 | `tilegpu.repad`            | a loaded tile read again through a view with other padding: `source` where in bounds, the view's padding elsewhere |
@@ -154,7 +154,7 @@ MMA_LANDED = TILEGPU.op(
     results={"result": ANY_TILE},
     attrs={"mma": "op", "mma_plan": "wgmma_plan", "operand": "operand", "unit_bytes": "int",
            "a_registers!": "unit", "acc_zero!": "unit", "scratch_bytes?": "int", "scratch_offset?": "int", "store_vectors?": "ints",
-           "tmem_column?": "int"},
+           "tmem_column?": "int", "stores_ordered!": "unit"},
     traits=[MemoryEffects(Read("buffer", SHARED), Read("a_buffer", SHARED)), RingAccess()], cls="MmaLandedOp")
 STAGE_OPERAND = TILEGPU.op(
     "stage_operand", operands={"value": ANY_TILE, "buffer": SMEM},

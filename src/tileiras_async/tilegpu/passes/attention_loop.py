@@ -7,23 +7,24 @@ before the mmas read them.
                                                   goes), else a stage_operand
     ring = local_alloc (stages slots, aligned at run time)
     bars = tma_barriers                           per slot a "full" mbarrier (the copies' bytes) and an
-                                                  "empty" one (every thread's release); its CTA barrier
+                                                  "empty" one (every thread's release; wgmma only); its CTA barrier
                                                   publishes `a` too
     for d in 0 .. ahead-1: if lb + d*step < ub: async_copy (tma) of every landed tile of iteration d -> slot d
     tma_wait (Q's mbarrier)                       Q landed
     materialize O's init                          (the zero-trip path then copies nothing)
     for iv ... iter (..., %consumed = 0):
-        tma_wait empty bars, %consumed + ahead    that slot was released for its previous unit (every thread)
+        tma_wait empty bars, %consumed + ahead    that slot was released for its previous unit (wgmma only)
         if iv + ahead*step < ub: async_copy ...   iteration i+ahead's tiles -> slot (consumed + ahead) % stages
         tma_wait bars, %consumed                  iteration i's tiles landed
         ... the body, each landed load (and its reshapes) gone, each of its mmas a `tilegpu.mma_landed`
             reading B from slot consumed % stages, A from `a`, from its registers (P) or its scratch ...
-        tma_arrive bars, %consumed                (after the last mma) every thread releases the slot
+        tma_arrive bars, %consumed                (after the last mma) every thread releases the slot (wgmma)
         continue ..., %consumed + 1
 
 A slot is refilled once every thread released it: each thread's mmas completed their reads of it (it waited
-for its wgmma group, or for its tcgen05 commit) before it arrives, and every thread waits for the phase of
-those arrivals before the copies are issued -- no CTA barrier in the loop.  The loop's ops lose the
+for its wgmma group) before it arrives, and every thread waits for the phase of those arrivals before the
+copies are issued -- no CTA barrier in the loop.  Where every mma of the loop runs on tcgen05 the slot needs
+no release (`_reads_done_at_commit`): no "empty" mbarriers, arrivals nor waits for them.  The loop's ops lose the
 `stage`/`order` the schedule gave them (the expansion is where they run).
 """
 from __future__ import annotations
@@ -156,6 +157,7 @@ class _Expansion:
     def __init__(self, plan: AttentionPlan, threads: int):
         self.plan = plan
         self.threads = threads      # the arrivals that release a slot: every thread's
+        self.releases = not _reads_done_at_commit(plan)
         loop = plan.loop
         self.lb, self.ub, self.step = (loop.operands[n] for n in ("lowerBound", "upperBound", "step"))
         self.unsigned = bool(loop.attrs.get("unsignedCmp"))
@@ -169,8 +171,9 @@ class _Expansion:
         """(the ops replacing the loop, its results); given an earlier loop's `ring`, the ops start with this
         ring's `tma_barriers` (with `barrier_follows`), for the caller to put beside the earlier one."""
         p, out = self.plan, []
-        attrs = {"stages": p.stages, "count": len(p.landed), "empty": self.threads,
-                 "maps": [ld.x.tma.map.param for ld in p.landed]}
+        attrs = {"stages": p.stages, "count": len(p.landed), "maps": [ld.x.tma.map.param for ld in p.landed]}
+        if self.releases:
+            attrs["empty"] = self.threads
         if ring is None:
             alloc = Operation(LOCAL_ALLOC, {}, {"align": p.align}, [SmemType(p.ring_bytes)], loc=self.loc)
             out.append(alloc)
@@ -277,7 +280,8 @@ class _Expansion:
         iv, consumed = body.args[0], body.args[-1]
         ops = body.ops
         ahead = scalars.add(ops, consumed, scalars.const(ops, p.ahead, T.I32, self.loc), self.loc)
-        self.released(ops, ahead)
+        if self.releases:
+            self.released(ops, ahead)
         self.copies(ops, scalars.iteration(ops, iv, self.step, p.ahead, self.loc), self.slot(ops, ahead))
         self.landed(ops, consumed)
         slot = self.slot(ops, consumed)
@@ -312,7 +316,7 @@ class _Expansion:
             mma = Operation(MMA_LANDED, operands, attrs, [op.result.type], loc=op.loc)
             ops.append(mma)
             vmap[id(op.result)] = mma.result
-            if op is p.landed[-1].mma:      # the iteration's last read of its slot
+            if op is p.landed[-1].mma and self.releases:      # the iteration's last read of its slot
                 self.release(ops, consumed)
         inits = [self.held(out, v) for v in loop.operands["initValues"]] + [scalars.const(out, 0, T.I32, self.loc)]
         new = Operation(loop.spec, {"lowerBound": self.lb, "upperBound": self.ub, "step": self.step,
@@ -322,6 +326,19 @@ class _Expansion:
         new.attrs[PIPELINED] = True
         out.append(new)
         return list(new.results[:len(loop.results)])
+
+
+def _reads_done_at_commit(plan: AttentionPlan) -> bool:
+    """Whether the commits of the mmas that read a slot already order those reads before its refill, so that
+    no "empty" mbarrier need release it: every mma of the loop runs on tcgen05.  A slot holds the landed B
+    tiles alone, which only the tensor core reads (A comes from its own buffer or scratch); thread 0 issues
+    the mmas, each followed by a commit whose mbarrier every thread -- the one issuing the copies too --
+    waits for before it goes on (both lowerings of a tcgen05 mma_landed), and a commit's arrival comes once
+    every earlier mma of its thread completed its reads.  The copies into the slot of unit u (issued in
+    iteration u + 1, after the iteration-u mmas' commits) follow them: the order a tcgen05.commit onto a
+    producer's "empty" mbarrier gives.  wgmma's threads read the slot in their own warpgroups' steps, which
+    each thread's wait orders only for itself: their releases stay."""
+    return _tcgen05(plan)
 
 
 def zero_constant(v: Value) -> bool:

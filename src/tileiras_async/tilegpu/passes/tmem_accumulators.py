@@ -18,7 +18,8 @@ columns are allocated once at the entry (`tmem_alloc` `per_unit`) and the iterat
 A warp-specialised consumer's columns are allocated once at the entry (`tilegpu.tmem_alloc` / `tmem_free`);
 its K-loop, when it only waits for stage buffers, issues and commits, gets `one_warp`: warp 0 alone runs it.
 An attention loop's tcgen05 `mma_landed`s (S = Q K^T, O += P V) get columns of one allocation at the entry
-(`tmem_column`), so no iteration allocates, frees or passes a CTA barrier for them.
+(`tmem_column`), so no iteration allocates, frees or passes a CTA barrier for them; one that stores and
+stages nothing (S) and whose previous loads a later one's wait orders gets `stores_ordered`: no wait of its own.
 """
 from __future__ import annotations
 
@@ -418,12 +419,51 @@ def _allocate_landed_at_entry(k: KernelIR) -> None:
         return
     for op in landed:
         op.attrs["tmem_column"] = first[id(op)]
+    _drop_redundant_stores_waits(k, landed)
     loc = publish.loc
     body.ops.insert(body.ops.index(publish), Operation(TMEM_ALLOC, {}, {"columns": columns}, [], loc=loc))
     body.ops.insert(len(body.ops) - 1, Operation(TMEM_FREE, {}, {"columns": columns}, [], loc=body.ops[-1].loc))
     k.remark("passed", "tensorcore", "AccumulatorInTensorMemory",
              f"the attention loop's {len(landed)} tcgen05 accumulators get {columns} tensor-memory columns "
              "allocated once at the kernel's entry", landed[0].attrs["mma"])
+
+
+def _drop_redundant_stores_waits(k: KernelIR, landed: list[Operation]) -> None:
+    """`stores_ordered` on each `tmem_column` mma_landed whose wait on the stores' mbarrier (and every thread's
+    arrival that feeds it) orders nothing another wait does not (`_stores_ordered_later`), the last of a block
+    first (an op's rule leans on the waits after it)."""
+    where = parent_blocks(k.fn.body)
+    for op in reversed(landed):
+        if _stores_ordered_later(where[id(op)], op):
+            op.attrs["stores_ordered"] = True
+            k.remark("passed", "tensorcore", "StoresWaitOrdered",
+                     "the tcgen05 mma stores and stages nothing, and the next mma's wait on the stores' mbarrier "
+                     "orders every thread's loads of its previous accumulator before its issue: no wait of its "
+                     "own", op.attrs["mma"])
+
+
+def _stores_ordered_later(block, op: Operation) -> bool:
+    """Whether all that `op`'s wait on the stores' mbarrier orders before its issue is ordered by a later
+    mma_landed's wait already.  The wait orders each thread's tcgen05.st of the accumulator, its staging of A
+    and its loads of these columns' previous accumulator: with `acc_zero` nothing is stored and with an
+    `a_buffer` nothing staged, and these columns are `op`'s alone, so the loads are those of `op`'s previous
+    execution.  A later `tmem_column` mma_landed of the same block that keeps its wait follows each execution
+    of `op` before the next (the block -- a loop body -- ends no execution early and `op` is not nested in
+    a branch): every thread arrives there after its loads of `op`'s result (the tcgen05.ld waited for, then
+    tcgen05.fence::before_thread_sync), and warp 0, whose thread 0 issues `op` next, waits for those arrivals
+    (then tcgen05.fence::after_thread_sync, which orders all of its later tcgen05 ops).  The first execution
+    has no earlier loads: the CTA barrier after the allocation orders the rest."""
+    if not (op.attrs.get("acc_zero") and "a_buffer" in op.operands) or not any(o is op for o in block.ops):
+        return False
+    for o in block.ops[next(i for i, o in enumerate(block.ops) if o is op) + 1:]:
+        if any(n.name in _EXITS for n in (o, *_nested(o))):
+            return False
+        if o.name == MMA_LANDED.name and "tmem_column" in o.attrs and not o.attrs.get("stores_ordered"):
+            return True
+    return False
+
+
+_EXITS = ("break", "continue", "return")     # (a loop body's own `continue` ends it, after every op)
 
 
 def _top_level(body, op: Operation) -> int:
