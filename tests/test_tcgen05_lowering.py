@@ -349,11 +349,13 @@ def test_without_the_commit_in_the_issuing_branch_the_wait_never_ends(refs, monk
 
 
 @requires_corpus
-def test_without_the_barrier_before_the_free_the_columns_are_freed_under_the_loads(refs, monkeypatch):
-    """The unpipelined release loads D, then a CTA barrier, then warp 0 deallocates: without the barrier warp
-    0 frees the columns while the other warps' tcgen05.ld may still be in flight, which the race detector
-    reports (its deallocation is a write of every freed cell).  With the barrier the kernel runs race-free:
-    test_thread_0_alone_issues_each_group_of_mmas."""
+@pytest.mark.parametrize("cid", ["matmul_f16_f32acc_64x64x32",     # the release's free after its loads
+                                 "matmul_bf16_64x64x64"])          # tmem_free per_unit, after the loop
+def test_without_the_barrier_before_the_free_the_columns_are_freed_under_the_loads(refs, monkeypatch, cid):
+    """The unpipelined kernels load D, pass a CTA barrier, then warp 0 deallocates: without the barrier warp 0
+    frees the columns while the other warps' tcgen05.ld may still be in flight, which the race detector
+    reports (its deallocation is a write of every freed cell).  With the barrier the kernels run race-free
+    (test_thread_0_alone_issues_each_group_of_mmas, the corpus tests)."""
     import tileiras_async.driver as driver
     from tileiras_async.emu.races import RaceError
     compile_ptx = driver.module_ptx
@@ -365,7 +367,6 @@ def test_without_the_barrier_before_the_free_the_columns_are_freed_under_the_loa
         assert "tcgen05.ld" not in ptx[barrier:free]
         return ptx[:barrier] + ptx[barrier + len("bar.sync \t0;"):]
     monkeypatch.setattr(driver, "module_ptx", unsynchronised)
-    cid = "matmul_f16_f32acc_64x64x32"
     inputs, _, grid = corpus_case(refs, cid)
     with pytest.raises(RaceError, match=r"tensor-memory race: deallocation after a read at tensor-memory lane \d+ "
                                         r"column \d+ by thread 0 \(warp 0\) after thread \d+'s \(warp [123]\)"):
