@@ -166,6 +166,17 @@ def test_tensor_memory_accesses_outside_the_allocation_fault():
         run_out(ptx, 32 * 32)
 
 
+def test_a_load_after_the_deallocation_faults():
+    """Warp 0 frees its columns, then loads them: the columns are no longer allocated."""
+    ptx = shape_kernel("32x32b", 1, 1)
+    free = "    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r3, 32;\n"
+    load = "    tcgen05.ld.sync.aligned.32x32b.x32.b32"
+    assert ptx.count(free) == ptx.count(load) == 1
+    ptx = ptx.replace(free, "").replace(load, free + load)
+    with pytest.raises(MemoryFault, match=r"tensor-memory access to columns 0\.\.31, which are not allocated"):
+        run_out(ptx, 32 * 32)
+
+
 ALLOC = HEAD + """
 .visible .entry k(.param .u64 out)
 .reqntid 64
