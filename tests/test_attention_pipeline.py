@@ -28,7 +28,7 @@ from tileiras_async.tilegpu.types import layout_of
 
 from test_suite import SUITE
 from test_tcgen05_lowering import record_mma_issuers
-from test_warp_specialization import MMAS_WAIT, STORES_WAIT, _mutated
+from test_warp_specialization import FREE_RACE, FREE_WAIT, MMAS_WAIT, STORES_WAIT, _mutated
 
 LAUNCH_SUITE = SUITE / "launch"
 CASES = ("fmha_f16", "fmha_causal_f16")
@@ -162,6 +162,20 @@ def test_on_sm100_the_waits_that_replaced_the_tensor_memory_barriers_are_needed(
     compile_ptx = driver.module_ptx
     monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), pattern, which))
     _expect_failure("fmha_f16", 2, "sm_100")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_on_sm100_the_free_waits_for_every_threads_last_load(monkeypatch, case):
+    """S's and O's columns are freed once, after the loop (tmem_free): without warp 0's wait for every
+    thread's arrival after its last tcgen05.ld (of O), warp 0 deallocates while the other warps' loads may
+    still be in flight -- the race detector reports it.  With the wait the kernel runs race-free
+    (test_on_sm100_no_barrier_runs_in_the_attention_loop_and_rows_reduce_in_their_thread)."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), FREE_WAIT, 0))
+    with pytest.raises(RaceError, match=FREE_RACE):
+        _emulate(case, 2, "sm_100")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -166,6 +166,17 @@ def test_tensor_memory_accesses_outside_the_allocation_fault():
         run_out(ptx, 32 * 32)
 
 
+def test_a_load_after_the_deallocation_faults():
+    """Warp 0 frees its columns, then loads them: the columns are no longer allocated."""
+    ptx = shape_kernel("32x32b", 1, 1)
+    free = "    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r3, 32;\n"
+    load = "    tcgen05.ld.sync.aligned.32x32b.x32.b32"
+    assert ptx.count(free) == ptx.count(load) == 1
+    ptx = ptx.replace(free, "").replace(load, free + load)
+    with pytest.raises(MemoryFault, match=r"tensor-memory access to columns 0\.\.31, which are not allocated"):
+        run_out(ptx, 32 * 32)
+
+
 ALLOC = HEAD + """
 .visible .entry k(.param .u64 out)
 .reqntid 64
@@ -534,3 +545,102 @@ def test_reading_the_accumulator_needs_the_wait_for_the_commit():
     with pytest.raises(RaceError, match=r"tensor-memory race: read at tensor-memory lane \d+ column \d+ by thread "
                                         r"\d+ \(warp \d\) after tcgen05\.mma's \(issued by thread 0, warp 0\)"):
         run_mma(ptx.replace(spin, "    bar.sync 0;"), *args, check_races=True)
+
+
+# ---------------------------------------------------------------------------- deallocation
+
+DEALLOC = HEAD + """
+.visible .entry k(.param .u64 out)
+.reqntid 128
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<8>;
+    .shared .align 8 .b64 mbar;
+    .shared .align 4 .b32 slot;
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 5;
+    setp.ne.u32 %p1, %r2, 0;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p1 bra $ALLOCATED;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 32;
+$ALLOCATED:
+    @%p2 bra $INITED;
+    mbarrier.init.shared.b64 [mbar], 128;
+$INITED:
+    fence.mbarrier_init.release.cluster;
+    bar.sync 0;
+    ld.shared.b32 %r3, [slot];
+    shl.b32 %r4, %r2, 21;
+    add.s32 %r5, %r3, %r4;
+    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r6}, [%r5];
+    tcgen05.wait::ld.sync.aligned;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.b32 [%rd3], %r6;
+    tcgen05.fence::before_thread_sync;
+ORDER
+    @%p1 bra $END;
+    tcgen05.fence::after_thread_sync;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r3, 32;
+$END:
+    ret;
+}
+"""
+
+ARRIVE = "    mbarrier.arrive.shared.b64 %rd4, [mbar];"
+SPIN = "    @%p1 bra $END;\n$SPIN:\n    mbarrier.try_wait.shared.b64 %p3, [mbar], %rd4;\n    @!%p3 bra $SPIN;"
+DEALLOC_ORDERS = {"barrier": "    bar.sync 0;", "mbarrier": ARRIVE + "\n" + SPIN, "arrive-only": ARRIVE, "none": ""}
+
+
+@pytest.mark.parametrize("order", DEALLOC_ORDERS)
+def test_a_deallocation_must_come_after_the_other_warps_loads(order):
+    """Every warp loads its lanes of the columns warp 0 allocated, then warp 0 frees them: a deallocation
+    before another warp's tcgen05.ld has run (or been issued) frees columns still in use.  A CTA barrier or
+    warp 0's wait on an mbarrier every thread arrived on after its load orders them (the race check's
+    deallocation is a write of every cell by warp 0); an arrival with no wait, or nothing, does not."""
+    from tileiras_async.emu.races import RaceError
+    mem = DeviceMemory()
+    ptx = DEALLOC.replace("ORDER", DEALLOC_ORDERS[order])
+    run = lambda: emulate_ptx(ptx, "k", (1, 1, 1), (128, 1, 1), [mem.alloc(512)], mem,  # noqa: E731
+                              check_races=True)
+    if order in ("barrier", "mbarrier"):
+        run()
+        return
+    with pytest.raises(RaceError, match=r"tensor-memory race: deallocation after a read at tensor-memory lane "
+                                        r"(3[2-9]|[4-9]\d|1[01]\d|12[0-7]) column 0 by thread 0 \(warp 0\) after "
+                                        r"thread \d+'s \(warp [123]\)"):
+        run()
+
+
+def test_the_mma_kernel_needs_its_last_barrier_before_the_deallocation():
+    """mma_kernel's warps load D, then meet at a CTA barrier before warp 0 deallocates: without that barrier
+    the other warps' loads are not ordered before the deallocation."""
+    from tileiras_async.emu.races import RaceError
+    n = 16
+    ptx = mma_kernel("f16", n)
+    last = "    tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n    @%p2 bra $END;"
+    assert ptx.count(last) == 1
+    args = _m64_operands(5, n)
+    run_mma(ptx, *args, check_races=True)
+    with pytest.raises(RaceError, match=r"tensor-memory race: deallocation after a read at tensor-memory lane \d+ "
+                                        r"column \d+ by thread 0 \(warp 0\) after thread \d+'s \(warp [123]\)"):
+        run_mma(ptx.replace(last, "    @%p2 bra $END;"), *args, check_races=True)
+
+
+def test_a_deallocation_before_the_mma_completes_is_a_race():
+    """Thread 0 commits its MMA, and warp 0 frees the columns without waiting for the commit's mbarrier (no
+    thread reads D): the tensor core may still be writing them."""
+    from tileiras_async.emu.races import RaceError
+    n = 16
+    ptx = mma_kernel("f16", n)
+    tail = ptx[ptx.index("$ISSUED:"):ptx.index("$END:")]
+    no_wait = "$ISSUED:\n    @%p2 bra $END;\n    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, 256;\n"
+    args = _m64_operands(5, n)
+    with pytest.raises(RaceError, match=r"tensor-memory race: deallocation at tensor-memory lane \d+ column \d+ by "
+                                        r"thread 0 \(warp 0\) after tcgen05\.mma's \(issued by thread 0, warp 0\)"):
+        run_mma(ptx.replace(tail, no_wait), *args, check_races=True)
+    waited = no_wait.replace("$ISSUED:\n", "$ISSUED:\n$SPIN:\n    mbarrier.try_wait.parity.shared.b64 %p3, [mbar], 0;\n"
+                                           "    @!%p3 bra $SPIN;\n    tcgen05.fence::after_thread_sync;\n")
+    run_mma(ptx.replace(tail, waited), *args, check_races=True)

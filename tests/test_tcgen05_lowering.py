@@ -349,6 +349,32 @@ def test_without_the_commit_in_the_issuing_branch_the_wait_never_ends(refs, monk
 
 
 @requires_corpus
+@pytest.mark.parametrize("cid", ["matmul_f16_f32acc_64x64x32",     # the release's free after its loads
+                                 "matmul_bf16_64x64x64"])          # tmem_free per_unit, after the loop
+def test_without_the_barrier_before_the_free_the_columns_are_freed_under_the_loads(refs, monkeypatch, cid):
+    """The unpipelined kernels load D, pass a CTA barrier, then warp 0 deallocates: without the barrier warp 0
+    frees the columns while the other warps' tcgen05.ld may still be in flight, which the race detector
+    reports (its deallocation is a write of every freed cell).  With the barrier the kernels run race-free
+    (test_thread_0_alone_issues_each_group_of_mmas, the corpus tests)."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+
+    def unsynchronised(*a, **kw):
+        ptx = compile_ptx(*a, **kw)
+        free = ptx.index("tcgen05.dealloc")
+        barrier = ptx.rindex("bar.sync \t0;", 0, free)
+        assert "tcgen05.ld" not in ptx[barrier:free]
+        return ptx[:barrier] + ptx[barrier + len("bar.sync \t0;"):]
+    monkeypatch.setattr(driver, "module_ptx", unsynchronised)
+    inputs, _, grid = corpus_case(refs, cid)
+    with pytest.raises(RaceError, match=r"tensor-memory race: deallocation after a read at tensor-memory lane \d+ "
+                                        r"column \d+ by thread 0 \(warp 0\) after thread \d+'s \(warp [123]\)"):
+        run_compiled(PUBLIC / f"{cid}.v13.4.tileirbc", grid, list(inputs.values()), gpu_name="sm_100",
+                     check_races=True)
+
+
+@requires_corpus
 @pytest.mark.parametrize("gpu", ["sm_103", "sm_110"])
 def test_other_tcgen05_targets(gpu):
     """NVIDIA's tileiras emits UTCHMMA for sm_103 and sm_110 too (checked with nvdisasm on its cubins of

@@ -342,6 +342,30 @@ def test_without_the_release_wait_the_threads_past_the_loop_read_too_early(refs,
     assert refs.check(cid, orig, inputs), "the mutated PTX still computes the reference"
 
 
+# tmem_free's wait: warp 0 deallocates once every consumer thread arrived on the stores' mbarrier after its last
+# tcgen05.ld
+FREE_WAIT = r"\$tfw\d+: mbarrier\.try_wait\.shared\.b64 w, \[%r\d+\], st; @!w bra \$tfw\d+;"
+FREE_RACE = (r"tensor-memory race: deallocation after a read at tensor-memory lane \d+ column \d+ by thread 0 "
+             r"\(warp 0\) after thread \d+'s \(warp [123]\)")
+
+
+@requires_corpus
+@pytest.mark.parametrize("cid", [SPLIT, SPLIT2, SPLIT4])
+def test_without_the_wait_before_the_free_the_columns_are_freed_under_the_loads(refs, monkeypatch, cid):
+    """The consumer's columns are freed at its end (tmem_free): without warp 0's wait for every consumer
+    thread's arrival after its last tcgen05.ld, warp 0 deallocates while the other warps' loads may still be
+    in flight (the race detector's deallocation is a write of every freed cell).  With the wait the kernels
+    run race-free (test_on_sm100_warp_0_alone_runs_the_k_loop)."""
+    import tileiras_async.driver as driver
+    from tileiras_async.emu.races import RaceError
+    compile_ptx = driver.module_ptx
+    monkeypatch.setattr(driver, "module_ptx", lambda *a, **kw: _mutated(compile_ptx(*a, **kw), FREE_WAIT, 0))
+    inputs = refs.make_inputs(cid)
+    with pytest.raises(RaceError, match=FREE_RACE):
+        run_compiled(_path(cid), refs.grid(cid, inputs), list(inputs.values()), gpu_name="sm_100",
+                     check_races=True)
+
+
 @requires_corpus
 def test_the_trace_and_the_text_show_the_partitions():
     report = _k_loop_report(_passes(SPLIT, None, "schedule-loops"))

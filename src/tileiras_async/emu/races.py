@@ -21,7 +21,10 @@ stamped with a step (a counter per batch of CTAs).  Synchronisation joins clocks
 An access races when another agent's conflicting access to the same byte (or tensor-memory cell) -- a write
 before a read, a read or write before a write -- is not in the accessing agent's clock.  Per cell the checker
 keeps the last write and the last two reads by different agents, so a race among more readers than that can be
-missed, never invented.  cp.async copies land as writes of the thread that issued them.
+missed, never invented.  cp.async copies land as writes of the thread that issued them.  A tcgen05.dealloc is a
+write of every cell of the freed columns by the deallocating warp (after its lanes meet), so each load, store
+or mma of them must be ordered before it (on the GPU one still in flight uses freed columns); a tcgen05.alloc
+starts its columns afresh (it waits until they are free).
 """
 from __future__ import annotations
 
@@ -258,14 +261,15 @@ class RaceChecker:
         self._raise(f"{space} race: read at {at} by {name}{detail}, which {who} wrote with no barrier between "
                     f"(which value it holds depends on their order)", rows[k], li, mc)
 
-    def _write(self, sh: _Shadow, c, rows, me, where, li, mc, reads: bool = False) -> None:
-        """A write (`reads`: that also reads the cells first, as an accumulating mma its accumulator)."""
+    def _write(self, sh: _Shadow, c, rows, me, where, li, mc, reads: bool = False, verb: str = "write") -> None:
+        """A write (`reads`: that also reads the cells first, as an accumulating mma its accumulator); `verb`
+        names it in a report ("deallocation": it also needs the last write ordered before it)."""
         w = sh.w[c]
         if reads:
             bad = self._unordered(rows, me, w, sh.ws, c)
             if bad is not None:
                 k = int(np.argmax(bad))
-                self._conflict("read", where(k), rows[k], int(w[k]), li, mc)
+                self._conflict("read" if verb == "write" else verb, where(k), rows[k], int(w[k]), li, mc)
         # two unordered writes of different values: a race only if the cell is read before an ordered write
         # (a branch-free store of unneeded values to a dump slot is never read)
         unordered = self._unordered(rows, me, w, sh.ws, c)
@@ -278,7 +282,7 @@ class RaceChecker:
             bad = self._unordered(rows, me, r, steps, c)
             if bad is not None:
                 k = int(np.argmax(bad))
-                self._conflict("write after a read", where(k), rows[k], int(r[k]), li, mc)
+                self._conflict(f"{verb} after a read", where(k), rows[k], int(r[k]), li, mc)
         sh.w[c] = me
         sh.ws[c] = self.step
         sh.r[c] = -1
@@ -369,3 +373,23 @@ class RaceChecker:
             self._read(self.tmem, c, rows, me, self._tmem_at(c), li, mc)
         else:
             self._write(self.tmem, c, rows, me, self._tmem_at(c), li, mc, reads=what == "update")
+
+    def tmem_free(self, slot: int, col0: int, ncols: int, lane: int, li, mc) -> None:
+        """tcgen05.dealloc of columns col0.. by `lane`'s warp (the caller joins its lanes first: the warp issues
+        it together, .sync.aligned): a write of every lane of those columns, so each earlier access by another
+        agent (a tcgen05.ld/st, an mma) must be ordered before it -- on the GPU one still in flight (or not yet
+        issued) uses freed columns."""
+        self.step += 1
+        c = self._cells(slot, np.arange(TMEM_LANES)[:, None], col0 + np.arange(ncols)[None, :])
+        rows = np.full(len(c), self.lane_row[lane], np.int64)
+        me = np.full(len(c), self.lane_ident[lane], np.int32)
+        self._write(self.tmem, c, rows, me, self._tmem_at(c), li, mc, reads=True, verb="deallocation")
+
+    def tmem_allocated(self, slot: int, col0: int, ncols: int) -> None:
+        """tcgen05.alloc of columns col0..: an allocation waits until they are free, so it comes after their
+        last deallocation and whatever that was ordered after; the columns start with no accesses."""
+        if self.tmem is None:
+            return
+        c = self._cells(slot, np.arange(TMEM_LANES)[:, None], col0 + np.arange(ncols)[None, :])
+        for a in (self.tmem.w, self.tmem.r, self.tmem.r2, self.tmem.torn):
+            a[c] = -1

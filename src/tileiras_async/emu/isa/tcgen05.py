@@ -5,7 +5,8 @@ Tensor memory (TMEM) is per CTA: 128 lanes x 512 columns of 32 bits, addressed a
 
 * `tcgen05.alloc [dst], nCols` (a warp together): the lowest free block of nCols columns (a power of
   two in 32..512, aligned to its size) is allocated and its address (lane 0) stored at shared [dst];
-  `dealloc taddr, nCols` frees exactly such a block; `relinquish_alloc_permit` forbids further
+  `dealloc taddr, nCols` frees exactly such a block (for the race check a write of all its cells by the
+  warp, so every other access to them must be ordered before it); `relinquish_alloc_permit` forbids further
   allocations.  A CTA that exits with columns still allocated is reported (every exit path must
   deallocate); an allocation that cannot be satisfied would block forever and is reported too.
 * `tcgen05.ld/st.sync.aligned.<shape>.<num>{.pack::16b|.unpack::16b}.b32` move data between the
@@ -139,11 +140,15 @@ def _alloc(mc, li, mods, what: str):
             _aligned_check(mc, li, mm)
             warps, addr = _warp_uniform(mc, li, bl(np.asarray(gaddr()), mc.L), mm, "tensor-memory address")
             _, n = _warp_uniform(mc, li, bl(np.asarray(gn()), mc.L), mm, "column count")
+            if mc.races is not None:
+                mc.races.warp_barrier(mm)
             for w, a, c in zip(warps, addr, n):
                 slot, col, lane = int(w * 32) // mc.Tp, int(a) & 0xFFFF, int(w * 32)
                 if mc.tmem_blocks[slot].get(col) != int(c) or int(a) >> 16:
                     raise _fault(mc, li, f"tcgen05.dealloc of {int(c)} columns at {int(a):#x}, which is not an "
                                          f"allocation", lane)
+                if mc.races is not None:
+                    mc.races.tmem_free(slot, col, int(c), lane, li, mc)
                 del mc.tmem_blocks[slot][col]
                 mc.tmem_owner[slot, col:col + int(c)] = False
         return dealloc
@@ -169,6 +174,8 @@ def _alloc(mc, li, mods, what: str):
                 raise _fault(mc, li, f"tcgen05.alloc of {c} columns can never complete: "
                                      f"{int(mc.tmem_owner[slot].sum())} of {COLUMNS} columns are allocated", lane)
             col = int(free[0])
+            if mc.races is not None:
+                mc.races.tmem_allocated(slot, col, c)
             mc.tmem_owner[slot, col:col + c] = True
             mc.tmem_blocks[slot][col] = c
             out[i] = col
