@@ -7,6 +7,8 @@ alignment check and a one-element-at-a-time fallback loop; the second relies on 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import LAUNCH, PUBLIC, corpus_case, requires_corpus
@@ -113,24 +115,27 @@ def test_vectorize_marks_only_promised_accesses():
 
 
 @requires_corpus
-@pytest.mark.parametrize("root,gpu,store,remark", [
-    # sm_90's hinted epilogue leaves by TMA (select-tile-tensor-stores, tests/test_tensor_stores.py); sm_100's
-    # accumulator comes out of tensor memory a row per thread: 8 consecutive halves a vector
-    (LAUNCH, "sm_100", "st.global.v4.b32", "16 predicated 128-bit access(es) per thread (vectors of 8 elements"),
-    (PUBLIC, "sm_90", "st.global.b16", "128 predicated 16-bit access(es) per thread (bounds-checked element by element"),
+@pytest.mark.parametrize("root,case,gpu,store,remark", [
+    # sm_90's hinted epilogue leaves by TMA (select-tile-tensor-stores, tests/test_tensor_stores.py), so does
+    # sm_100's 128x128 one (rows of 256 bytes a thread); a 64x64 tile's accumulator comes out of tensor memory
+    # a half row per thread: 8 consecutive bf16 a vector
+    (LAUNCH, "matmul_bf16_64x64x64", "sm_100", "st.global.v4.b32",
+     "4 predicated 128-bit access(es) per thread (vectors of 8 elements"),
+    (PUBLIC, CASE, "sm_90", "st.global.b16",
+     "128 predicated 16-bit access(es) per thread (bounds-checked element by element"),
 ])
-def test_vector_stores_in_the_ptx_and_the_remark(tmp_path, root, gpu, store, remark):
+def test_vector_stores_in_the_ptx_and_the_remark(tmp_path, root, case, gpu, store, remark):
     import contextlib
     import io
     from tileiras_async.cli.tileiras import main
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        rc = main([str(root / f"{CASE}.v13.4.tileirbc"), "--gpu-name", gpu, "-o", str(tmp_path / "k.cubin"),
+        rc = main([str(root / f"{case}.v13.4.tileirbc"), "--gpu-name", gpu, "-o", str(tmp_path / "k.cubin"),
                    "--remarks=memory", "--no-cache"])
     assert rc == 0, err.getvalue()
     assert any(remark in x for x in err.getvalue().splitlines() if "store_view_tko" in x), err.getvalue()
     import tileiras_async
-    ptx = tileiras_async.compile_module(str(root / f"{CASE}.v13.4.tileirbc"), gpu).ptx
+    ptx = tileiras_async.compile_module(str(root / f"{case}.v13.4.tileirbc"), gpu).ptx
     stores = [x for x in ptx.splitlines() if "st.global" in x]
     assert len(stores) == int(remark.split()[0]) and all(store in x for x in stores)
 
@@ -139,13 +144,15 @@ def test_vector_stores_in_the_ptx_and_the_remark(tmp_path, root, gpu, store, rem
 def test_vector_store_words_come_straight_from_the_conversions():
     """Each 32-bit word of a vector store of halves is the pair's own cvt.rn.f16x2.f32 result: no 64-bit
     repacking of the words in between (a whole-vector bitcast made NVPTX build them through cvt.u64.u32,
-    shl.b64 and or.b64, 10 of the epilogue's 20 instructions per vector)."""
+    shl.b64 and or.b64, 10 of the epilogue's 20 instructions per vector).  cuTile's FMHA as launched on sm_100:
+    O's rows of 64 halves (128 bytes a thread) leave by vector stores, not TMA."""
     import re
     import tileiras_async
-    ptx = tileiras_async.compile_module(str(LAUNCH / f"{CASE}.v13.4.tileirbc"), "sm_100").ptx
+    fmha = Path(__file__).resolve().parents[1] / "examples" / "suite" / "launch" / "fmha_f16.v13.4.tileirbc"
+    ptx = tileiras_async.compile_module(str(fmha), "sm_100").ptx
     converted = set(re.findall(r"cvt\.rn\.f16x2\.f32\s+(%r\d+),", ptx))
     stores = re.findall(r"st\.global\.v4\.b32 \[%rd\d+\], \{([^}]*)\}", ptx)
-    assert len(stores) == 16
+    assert len(stores) == 8
     assert all(w.strip() in converted for words in stores for w in words.split(","))
     widened = re.findall(r"cvt\.u64\.u32\s+%rd\d+, (%r\d+);", ptx)
     assert not converted & set(widened)
