@@ -10,6 +10,18 @@ from dataclasses import dataclass, field, replace
 from ..ir.core import Block, Function, Module, Operation, Region, Value
 
 
+def constant_bytes(v: Value) -> bytes | None:
+    """The dense bytes of `v` where a `constant` op makes it, else None."""
+    owner = v.owner
+    return owner.attrs["value"].raw if isinstance(owner, Operation) and owner.name == "constant" else None
+
+
+def zero_constant(v: Value) -> bool:
+    """Whether `v` is a constant tile of zero bits (+0.0, 0)."""
+    raw = constant_bytes(v)
+    return raw is not None and not any(raw)
+
+
 def walk_ops(block: Block) -> Iterator[Operation]:
     """Every op under `block`, pre-order (an op before the ops of its regions), program order."""
     return block.walk()   # iterative (ir.core)

@@ -45,7 +45,7 @@ from ...ir import types as T
 from ...ir.core import Block, Operation, Value
 from ..layout import LinearLayout, blocked
 from ..errors import LoweringError
-from ..ir import KernelIR, clone_function, walk_ops
+from ..ir import KernelIR, clone_function, constant_bytes, walk_ops
 from ..analysis import scaled_mma
 from ..analysis.mma import SHARED_LIMIT, carried_layouts, check_size, recorded_plan, result_layout
 from ..ops import CONVERT_LAYOUT
@@ -549,8 +549,8 @@ def replicated(shape: tuple[int, ...], num_warps: int) -> LinearLayout:
 def _splat_constant(v: Value) -> bool:
     """A constant whose dense value is one element repeated (held in registers as a literal: converting it
     to any layout is free)."""
-    owner = v.owner
-    return isinstance(owner, Operation) and owner.name == "constant" and is_splat(owner.attrs["value"].raw, v.type.elem)
+    raw = constant_bytes(v)
+    return raw is not None and is_splat(raw, v.type.elem)
 
 
 def _check_complete(k: KernelIR) -> None:

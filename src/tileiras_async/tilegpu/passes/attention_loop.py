@@ -40,7 +40,7 @@ from ..analysis.attention_pipeline import AttentionPlan, landed_scratch_bytes, n
 from ..analysis.tcgen05 import Tcgen05Plan
 from ..analysis.tensor_maps import param_layout, tile_copy_maps
 from ..decisions import ATTENTION_PLAN, PIPELINE_PLAN, PIPELINED
-from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops
+from ..ir import KernelIR, clone_op, parent_blocks, replace_values, walk_ops, zero_constant
 from ..ops import (ASYNC_COPY, LOCAL_ALLOC, MATERIALIZE, MMA_LANDED, STAGE_OPERAND, TMA_ARRIVE, TMA_BARRIERS, TMA_RELEASE,
                    TMA_WAIT)
 from ..types import LayoutTile, SmemType
@@ -339,12 +339,6 @@ def _reads_done_at_commit(plan: AttentionPlan) -> bool:
     producer's "empty" mbarrier gives.  wgmma's threads read the slot in their own warpgroups' steps, which
     each thread's wait orders only for itself: their releases stay."""
     return _tcgen05(plan)
-
-
-def zero_constant(v: Value) -> bool:
-    """Whether `v` is a constant tile of zero bits (+0.0, 0)."""
-    owner = v.owner
-    return isinstance(owner, Operation) and owner.name == "constant" and not any(owner.attrs["value"].raw)
 
 
 def _unschedule(op: Operation) -> None:

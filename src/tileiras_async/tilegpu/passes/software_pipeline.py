@@ -347,7 +347,7 @@ class _Expander:
     def units(self, out: list, ring: Value, vbs: dict, iv: Value, bufj: Value | None, acc: Value) -> Value:
         g = self.geom
         s, c = g.stages, g.chunks
-        converted = [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
+        converted = self.converted_in_place
         early = self.stores_before_barrier
         # units published by one wait and barrier
         group = c if early else 2 if self.pairs_units or self.stores_pairs else 1
@@ -423,7 +423,7 @@ class _Expander:
         warp-specialised code releases these rings the same way): the buffers' only synchronisation, so
         no cp.async group either (`tma_only`) and no CTA barrier in the loop."""
         return (len(self.tma) == 2 and self.cand.wgmma is None and not _runs_again(self.k, self.cand.loop)
-                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+                and not self.converted_in_place)
 
     @property
     def unit_barrier(self) -> bool:
@@ -434,6 +434,12 @@ class _Expander:
         them before the refill -- cost more than the barrier they replace in one warpgroup: on the launch set
         matmul_f16_f16out_128x128x64 827 vs 751 static SASS instructions, 1.68 vs 1.61 x NVIDIA's executed.)"""
         return not (self.tma_only and isinstance(self.cand.wgmma, Tcgen05Plan) or self.mbarrier_releases)
+
+    @property
+    def converted_in_place(self) -> list:
+        """The operands whose landed chunks are converted in place (`converted_in_place`): a wait and barrier
+        of their own per unit, so no unit is published with another."""
+        return [x for x in (self.cand.a, self.cand.b) if converted_in_place(x)]
 
     @property
     def pairs_units(self) -> bool:
@@ -448,7 +454,7 @@ class _Expander:
         (unhinted sm_100: matmul_f16_f16out_128x128x64 12 -> 8 CTA barriers, matmul_bf16_64x64x64 6 -> 4)."""
         return (isinstance(self.cand.wgmma, Tcgen05Plan) and not self.tma and self.geom.chunks % 2 == 0
                 and self.ahead >= 2
-                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+                and not self.converted_in_place)
 
     @property
     def stores_before_barrier(self) -> bool:
@@ -459,7 +465,7 @@ class _Expander:
         sm_100: the fallback version's 2 CTA barriers -> 1."""
         return (self.stores_synchronously and isinstance(self.cand.wgmma, Tcgen05Plan)
                 and self.geom.chunks > 1 and self.ahead >= self.geom.chunks - 1
-                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+                and not self.converted_in_place)
 
     @property
     def stores_pairs(self) -> bool:
@@ -473,7 +479,7 @@ class _Expander:
         matmul_f16_f16out_128x128x64 on sm_80 and sm_90: 8 -> 6 CTA barriers (the fallback version's 4 -> 2)."""
         return (self.stores_synchronously and not isinstance(self.cand.wgmma, Tcgen05Plan)
                 and self.geom.stages >= 4 and self.geom.chunks % 2 == 0 and self.scheduled_ahead >= 2
-                and not any(converted_in_place(x) for x in (self.cand.a, self.cand.b)))
+                and not self.converted_in_place)
 
     def refills(self, u: int) -> list[int]:
         """The units whose copies unit u issues (after its barrier, if it has one): the one `ahead` units on,

@@ -26,12 +26,11 @@ from __future__ import annotations
 from ...ir import types as T
 from ...ir.core import Operation
 from .. import scalars
-from ..ir import KernelIR, parent_blocks, replace_values, walk_ops
+from ..ir import KernelIR, parent_blocks, replace_values, walk_ops, zero_constant
 from ..analysis.mma import recorded_plan
 from ..ops import (BARRIER, MMA_LANDED, TMA_BARRIERS, TMEM_ACQUIRE, TMEM_ALLOC, TMEM_FREE, TMEM_MMA_STAGED,
                    TMEM_RELEASE, VIEWS_ALIGNED, WARP_SPECIALIZE)
 from ..analysis.tcgen05 import TMEM_MIN_ALLOC, Tcgen05Plan
-from .attention_loop import zero_constant
 from ..types import LayoutTile
 
 
